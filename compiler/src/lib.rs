@@ -1,0 +1,1 @@
+//! onnxc: ONNX model → native object file.

@@ -1,0 +1,2 @@
+//! onnxc-runtime: the kernel library that generated code calls.
+#![no_std]
