@@ -1,0 +1,67 @@
+//! `onnxc compile`: object file plus the artefacts `--emit` asks for.
+
+use crate::ShapeArgs;
+use onnxc::{driver, emit};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    pub model: PathBuf,
+    /// Output path; other artefacts are written beside it with their own extension
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
+    /// Target triple (default: this machine)
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Prefix of the exported symbols and header macros (default: model)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Comma-separated: obj, header, archive, mir
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["obj".to_string(), "header".to_string()])]
+    pub emit: Vec<String>,
+}
+
+pub fn compile(a: &Args) -> Result<ExitCode, String> {
+    for e in &a.emit {
+        if !["obj", "header", "archive", "mir"].contains(&e.as_str()) {
+            return Err(format!("--emit {e}: expected obj, header, archive or mir"));
+        }
+    }
+    let bindings = super::bindings(&a.shapes)?;
+    let model = driver::load(&a.model).map_err(|e| e.to_string())?;
+    let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
+    let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
+    let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
+    let triple = match &a.target {
+        None => target_lexicon::Triple::host(),
+        Some(t) => t.parse().map_err(|e| format!("--target {t}: {e}"))?,
+    };
+    let write = |ext: &str, bytes: &[u8]| -> Result<(), String> {
+        let path = a.output.with_extension(ext);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let wants = |e: &str| a.emit.iter().any(|x| x == e);
+    if wants("mir") {
+        write("mir", graph.to_string().as_bytes())?;
+    }
+    let object = if wants("obj") || wants("archive") {
+        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?)
+    } else {
+        None
+    };
+    if let (true, Some(obj)) = (wants("obj"), &object) {
+        std::fs::write(&a.output, obj).map_err(|e| format!("{}: {e}", a.output.display()))?;
+    }
+    if wants("header") {
+        write("h", emit::header(&graph, &plan, &prefix).as_bytes())?;
+    }
+    if let (true, Some(obj)) = (wants("archive"), &object) {
+        let lib = driver::runtime_lib().map_err(|e| e.to_string())?;
+        let ar = emit::archive(obj, &format!("{prefix}.o"), &lib)?;
+        write("a", &ar)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

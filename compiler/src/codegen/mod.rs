@@ -1,0 +1,416 @@
+//! Stage 7: mid-IR + plan → one Cranelift function per model.
+//!
+//! The generated entry point is
+//! `int32_t PREFIX_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs)`:
+//! it checks the caller's workspace, runs the nodes in schedule order and
+//! returns 0, or a status whose low byte says what went wrong and whose
+//! upper bits are the failing node's index + 1 (see [`status`]).
+//! Operators emit their code through [`Lower`]: pointers to their inputs,
+//! outputs and scratch, calls into the kernel library, loops, and a
+//! checked early exit. This module (with `emit` and `jit`) is the only place
+//! that names the Cranelift crates; operator files reach Cranelift through
+//! the re-exports below.
+
+pub mod status;
+
+pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+pub use cranelift_codegen::ir::{types, InstBuilder, MemFlags, Type, Value};
+pub use cranelift_frontend::FunctionBuilder;
+
+use crate::ir::{DType, Graph, Node, ValueDef, ValueId};
+use crate::plan::{Loc, Plan};
+use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
+use onnxc_runtime::abi::{AbiType, KernelSig};
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error("{node}: {message}")]
+    Op { node: String, message: String },
+    #[error("code generation: {0}")]
+    Module(String),
+}
+
+impl From<cranelift_module::ModuleError> for CodegenError {
+    fn from(e: cranelift_module::ModuleError) -> Self {
+        CodegenError::Module(format!("{e:?}"))
+    }
+}
+
+/// Byte offsets of the fields of `onnxc_context` (see the generated header).
+struct ContextLayout {
+    workspace: i32,
+    workspace_bytes: i32,
+}
+
+impl ContextLayout {
+    fn for_pointer(ptr: Type) -> ContextLayout {
+        let p = ptr.bytes() as i32;
+        ContextLayout { workspace: 0, workspace_bytes: p }
+    }
+}
+
+/// Per-function state shared by every node's lowering.
+struct Env {
+    inputs: Value,
+    outputs: Value,
+    workspace: Value,
+    fail: Block,
+    funcs: HashMap<String, FuncRef>,
+    consts: HashMap<ValueId, GlobalValue>,
+    symbol_prefix: String,
+    data_count: usize,
+}
+
+/// Declares and defines `symbol` (the model's run function) in `module`.
+pub fn define_model<M: Module>(
+    module: &mut M,
+    graph: &Graph,
+    plan: &Plan,
+    symbol: &str,
+) -> Result<FuncId, CodegenError> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    sig.returns.push(AbiParam::new(types::I32));
+    let func_id = module.declare_function(symbol, Linkage::Export, &sig)?;
+
+    // Constants that the code reads go to read-only data, one object each.
+    let mut const_data: HashMap<ValueId, DataId> = HashMap::new();
+    let used: Vec<ValueId> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().flatten().copied())
+        .chain(plan.output_copies.iter().map(|&(_, v)| v))
+        .collect();
+    for v in used {
+        if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
+            let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
+            let mut desc = DataDescription::new();
+            // Zero-sized data still gets one byte so its address is valid.
+            let bytes = if t.data.is_empty() { vec![0u8] } else { t.data.clone() };
+            desc.define(bytes.into_boxed_slice());
+            desc.set_align(64);
+            module.define_data(id, &desc)?;
+            const_data.insert(v, id);
+        }
+    }
+
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let (context, inputs, outputs) = (params[0], params[1], params[2]);
+    let fail = b.create_block();
+    b.append_block_param(fail, types::I32);
+
+    // The caller's workspace must be large enough and 8-byte aligned.
+    let layout = ContextLayout::for_pointer(ptr);
+    let workspace = b.ins().load(ptr, MemFlags::trusted(), context, layout.workspace);
+    let have = b.ins().load(ptr, MemFlags::trusted(), context, layout.workspace_bytes);
+    let too_small = b.ins().icmp_imm(IntCC::UnsignedLessThan, have, plan.workspace_bytes as i64);
+    let misaligned = b.ins().band_imm(workspace, 7);
+    let bad = b.ins().bor(too_small, misaligned);
+    let code = b.ins().iconst(types::I32, status::BAD_CONTEXT as i64);
+    let ok = b.create_block();
+    b.ins().brif(bad, fail, &[code.into()], ok, &[]);
+    b.switch_to_block(ok);
+
+    let mut consts = HashMap::new();
+    for (&v, &id) in &const_data {
+        consts.insert(v, module.declare_data_in_func(id, b.func));
+    }
+    let mut env = Env {
+        inputs,
+        outputs,
+        workspace,
+        fail,
+        funcs: HashMap::new(),
+        consts,
+        symbol_prefix: symbol.to_string(),
+        data_count: 0,
+    };
+    for (index, node) in graph.nodes.iter().enumerate() {
+        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env };
+        node.op
+            .lower(&mut cx)
+            .map_err(|message| CodegenError::Op { node: node.label(), message })?;
+    }
+    for &(k, v) in &plan.output_copies {
+        let src = value_ptr(&mut b, ptr, plan, &env, v);
+        let dst = b.ins().load(ptr, MemFlags::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
+        let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
+        b.call_memcpy(module.target_config(), dst, src, n);
+    }
+    let zero = b.ins().iconst(types::I32, 0);
+    b.ins().return_(&[zero]);
+    b.switch_to_block(fail);
+    let code = b.block_params(fail)[0];
+    b.ins().return_(&[code]);
+    b.seal_all_blocks();
+    b.finalize();
+    module
+        .define_function(func_id, &mut ctx)
+        .map_err(|e| CodegenError::Module(format!("{e:?}")))?;
+    Ok(func_id)
+}
+
+fn value_bytes(graph: &Graph, v: ValueId) -> usize {
+    graph
+        .concrete(v)
+        .map(|(dtype, shape)| crate::ir::shape::element_count(&shape).unwrap_or(0) * dtype.size())
+        .unwrap_or(0)
+}
+
+fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: ValueId) -> Value {
+    let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
+    match plan.locs[v.index()] {
+        Loc::Input(k) => b.ins().load(ptr, MemFlags::trusted(), env.inputs, slot(k)),
+        Loc::Output(k) => b.ins().load(ptr, MemFlags::trusted(), env.outputs, slot(k)),
+        Loc::Const => {
+            let gv = env.consts[&v];
+            b.ins().global_value(ptr, gv)
+        }
+        Loc::Workspace(off) => b.ins().iadd_imm(env.workspace, off as i64),
+        Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
+    }
+}
+
+/// What one operator's lowering sees: its node, where its values live, and
+/// helpers to emit code.
+pub struct Lower<'a, 'f> {
+    pub b: &'a mut FunctionBuilder<'f>,
+    module: &'a mut dyn Module,
+    graph: &'a Graph,
+    plan: &'a Plan,
+    node: &'a Node,
+    index: usize,
+    env: &'a mut Env,
+}
+
+/// An open counted loop (see [`Lower::loop_begin`]).
+pub struct Loop {
+    header: Block,
+    exit: Block,
+    /// The induction variable, 0..count, pointer-sized.
+    pub index: Value,
+}
+
+impl Lower<'_, '_> {
+    pub fn ptr_type(&self) -> Type {
+        self.module.target_config().pointer_type()
+    }
+
+    pub fn node(&self) -> &Node {
+        self.node
+    }
+
+    fn input_id(&self, i: usize) -> Result<ValueId, String> {
+        self.node
+            .inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("input {i} is required"))
+    }
+
+    pub fn has_input(&self, i: usize) -> bool {
+        self.node.inputs.get(i).copied().flatten().is_some()
+    }
+
+    pub fn input_count(&self) -> usize {
+        self.node.inputs.len()
+    }
+
+    pub fn has_output(&self, i: usize) -> bool {
+        self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
+    }
+
+    /// Element type and shape of input `i`.
+    pub fn input_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
+        let v = self.input_id(i)?;
+        self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))
+    }
+
+    pub fn output_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
+        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
+        self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))
+    }
+
+    /// The compile-time value of input `i`, if it is a constant.
+    pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
+        self.node.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
+    }
+
+    fn ptr(&mut self, v: ValueId) -> Value {
+        let ptr = self.ptr_type();
+        value_ptr(self.b, ptr, self.plan, self.env, v)
+    }
+
+    /// Address of input `i`'s first element.
+    pub fn input_ptr(&mut self, i: usize) -> Result<Value, String> {
+        let v = self.input_id(i)?;
+        Ok(self.ptr(v))
+    }
+
+    /// Address of input `i`, or a null pointer when it is omitted.
+    pub fn opt_input_ptr(&mut self, i: usize) -> Value {
+        match self.input_id(i) {
+            Ok(v) => self.ptr(v),
+            Err(_) => self.iconst(0),
+        }
+    }
+
+    pub fn output_ptr(&mut self, i: usize) -> Result<Value, String> {
+        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
+        Ok(self.ptr(v))
+    }
+
+    /// True when output 0 of a view operator needs its bytes copied (the
+    /// plan could not alias it, e.g. because it is a graph output).
+    pub fn view_needs_copy(&self) -> bool {
+        self.node
+            .outputs
+            .first()
+            .is_some_and(|&v| !matches!(self.plan.locs[v.index()], Loc::Alias(_)))
+    }
+
+    /// Address of this node's scratch area (planned from `scratch_bytes`).
+    pub fn scratch_ptr(&mut self) -> Result<Value, String> {
+        let off = self.plan.scratch[self.index].ok_or("no scratch area was planned")?;
+        Ok(self.b.ins().iadd_imm(self.env.workspace, off as i64))
+    }
+
+    pub fn iconst(&mut self, v: i64) -> Value {
+        let ptr = self.ptr_type();
+        self.b.ins().iconst(ptr, v)
+    }
+
+    /// Places a kernel's parameter block in read-only data; returns its address.
+    pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Value, String> {
+        self.env.data_count += 1;
+        let name = format!("{}.params{}", self.env.symbol_prefix, self.env.data_count);
+        let id = self
+            .module
+            .declare_data(&name, Linkage::Local, false, false)
+            .map_err(|e| format!("{e:?}"))?;
+        let mut desc = DataDescription::new();
+        desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
+        desc.set_align(16);
+        self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
+        let gv = self.module.declare_data_in_func(id, self.b.func);
+        let ptr = self.ptr_type();
+        Ok(self.b.ins().global_value(ptr, gv))
+    }
+
+    fn kernel_ref(&mut self, sig: &KernelSig) -> Result<FuncRef, String> {
+        if let Some(&f) = self.env.funcs.get(sig.name) {
+            return Ok(f);
+        }
+        let ptr = self.ptr_type();
+        let abi = |t: AbiType| match t {
+            AbiType::Ptr => ptr,
+            AbiType::I32 => types::I32,
+            AbiType::I64 => types::I64,
+            AbiType::F32 => types::F32,
+            AbiType::F64 => types::F64,
+        };
+        let mut s = Signature::new(self.module.target_config().default_call_conv);
+        s.params.extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
+        s.returns.extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
+        let id = self
+            .module
+            .declare_function(sig.name, Linkage::Import, &s)
+            .map_err(|e| format!("{e:?}"))?;
+        let f = self.module.declare_func_in_func(id, self.b.func);
+        self.env.funcs.insert(sig.name.to_string(), f);
+        Ok(f)
+    }
+
+    /// Calls a function of the kernel library; returns its result, if any.
+    pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
+        let sig = onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
+        if sig.params.len() != args.len() {
+            return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
+        }
+        let f = self.kernel_ref(sig)?;
+        let call = self.b.ins().call(f, args);
+        Ok(self.b.inst_results(call).first().copied())
+    }
+
+    /// Calls a kernel that returns a status and leaves the model with it
+    /// (tagged with this node) when it is nonzero.
+    pub fn call_checked(&mut self, name: &str, args: &[Value]) -> Result<(), String> {
+        let status = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no status"))?;
+        self.fail_if_nonzero(status);
+        Ok(())
+    }
+
+    /// Leaves the model with `status` (an i32 kernel status) when it is nonzero.
+    pub fn fail_if_nonzero(&mut self, status: Value) {
+        let tagged = self.b.ins().bor_imm(status, ((self.index as i64) + 1) << 8);
+        let cont = self.b.create_block();
+        self.b.ins().brif(status, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Leaves the model with `code` when `cond` (any integer) is nonzero.
+    pub fn fail_if(&mut self, cond: Value, code: i32) {
+        let tagged = self.b.ins().iconst(types::I32, (code as i64) | (((self.index as i64) + 1) << 8));
+        let cont = self.b.create_block();
+        self.b.ins().brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Copies `bytes` bytes from `src` to `dst`.
+    pub fn copy_bytes(&mut self, dst: Value, src: Value, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let n = self.iconst(bytes as i64);
+        let config = self.module.target_config();
+        self.b.call_memcpy(config, dst, src, n);
+    }
+
+    /// Opens `for index in 0..count`; emit the body, then call [`Lower::loop_end`].
+    pub fn loop_begin(&mut self, count: usize) -> Loop {
+        let ptr = self.ptr_type();
+        let header = self.b.create_block();
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let index = self.b.append_block_param(header, ptr);
+        let zero = self.b.ins().iconst(ptr, 0);
+        self.b.ins().jump(header, &[zero.into()]);
+        self.b.switch_to_block(header);
+        let done = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
+        self.b.ins().brif(done, exit, &[], body, &[]);
+        self.b.switch_to_block(body);
+        Loop { header, exit, index }
+    }
+
+    pub fn loop_end(&mut self, l: Loop) {
+        let next = self.b.ins().iadd_imm(l.index, 1);
+        self.b.ins().jump(l.header, &[next.into()]);
+        self.b.switch_to_block(l.exit);
+    }
+}
+
+/// The Cranelift type that holds one element of `dtype` in registers and memory.
+pub fn clif_type(dtype: DType) -> Type {
+    match dtype {
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+        DType::I64 | DType::U64 => types::I64,
+        DType::I32 | DType::U32 => types::I32,
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => types::I16,
+        DType::I8 | DType::U8 | DType::Bool => types::I8,
+    }
+}

@@ -1,0 +1,327 @@
+//! Stage 3: ONNX proto → mid-IR.
+//!
+//! Constants (initializers, Constant nodes) become constant values; each
+//! default-domain node goes through its importer in [`crate::ops::REGISTRY`],
+//! which parses attributes into a typed struct and normalises opset-version
+//! differences; calls to model-local functions are inlined with
+//! `ref_attr_name` substitution. Every problem is collected and reported
+//! together. No proto type exists past this stage.
+
+pub mod attrs;
+pub mod tensor;
+
+use crate::ir::{DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use attrs::Attrs;
+use onnx_proto::{AttributeProto, FunctionProto, ModelProto, NodeProto, ValueInfoProto};
+use std::collections::HashMap;
+
+/// How deep model-local functions may call each other before import gives up.
+pub const MAX_FUNCTION_DEPTH: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct ImportError(pub Vec<String>);
+
+/// What an importer sees of the node it builds an [`crate::ops::Op`] for.
+pub struct NodeImport<'a> {
+    pub op_type: &'a str,
+    /// The default-domain opset version in force for this node.
+    pub opset: i64,
+    pub attrs: Attrs<'a>,
+    /// The node's inputs; importers may rewrite them (e.g. turn an
+    /// attribute of an old opset into a constant input).
+    pub inputs: Vec<Option<ValueId>>,
+    pub output_count: usize,
+    graph: &'a mut Graph,
+}
+
+impl NodeImport<'_> {
+    /// Adds a constant value (e.g. an attribute turned into an input).
+    pub fn add_const(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
+        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
+        self.graph.add_value(name, Some(ty), ValueDef::Const(t))
+    }
+
+    /// The compile-time value of input `i`, if it is a constant.
+    pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
+        self.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
+    }
+}
+
+type Scope = HashMap<String, ValueId>;
+
+struct Importer<'m> {
+    graph: Graph,
+    functions: HashMap<(&'m str, &'m str), &'m FunctionProto>,
+    errors: Vec<String>,
+    unnamed: usize,
+}
+
+/// Imports the main graph of a model whose structure `check` accepted.
+pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
+    let Some(g) = &model.graph else {
+        return Err(ImportError(vec!["model has no graph".into()]));
+    };
+    let opsets = opset_map(&model.opset_import);
+    let mut imp = Importer {
+        graph: Graph::default(),
+        functions: model.functions.iter().map(|f| ((f.domain(), f.name()), f)).collect(),
+        errors: Vec::new(),
+        unnamed: 0,
+    };
+    let mut scope = Scope::new();
+    for init in &g.initializer {
+        match tensor::tensor_from_proto(init) {
+            Ok(t) => {
+                let id = imp.const_value(init.name(), t);
+                scope.insert(init.name().to_string(), id);
+            }
+            Err(e) => imp.errors.push(format!("initializer {e}")),
+        }
+    }
+    for (k, input) in g.input.iter().filter(|i| !scope.contains_key(i.name())).enumerate() {
+        let ty = match value_type(input) {
+            Ok(ty) => Some(ty),
+            Err(e) => {
+                imp.errors.push(e);
+                None
+            }
+        };
+        let id = imp.graph.add_value(input.name(), ty, ValueDef::Input(k));
+        imp.graph.inputs.push(id);
+        scope.insert(input.name().to_string(), id);
+    }
+    for node in &g.node {
+        imp.node(node, &mut scope, &opsets, &HashMap::new(), 0);
+    }
+    for output in &g.output {
+        match scope.get(output.name()) {
+            Some(&id) => imp.graph.outputs.push(id),
+            None => imp.errors.push(format!("graph output \"{}\" is not computed", output.name())),
+        }
+    }
+    if imp.errors.is_empty() {
+        Ok(imp.graph)
+    } else {
+        Err(ImportError(imp.errors))
+    }
+}
+
+fn opset_map(list: &[onnx_proto::OperatorSetIdProto]) -> HashMap<String, i64> {
+    list.iter()
+        .map(|o| {
+            let d = if o.domain() == "ai.onnx" { "" } else { o.domain() };
+            (d.to_string(), o.version())
+        })
+        .collect()
+}
+
+/// The declared type of a main-graph input or output.
+pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
+    use onnx_proto::tensor_shape_proto::dimension::Value as D;
+    use onnx_proto::type_proto::Value as T;
+    let Some(T::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err(format!("value \"{}\": only tensor types are supported yet", v.name()));
+    };
+    let dtype = DType::from_onnx(t.elem_type()).ok_or_else(|| {
+        format!("value \"{}\": element type {} is not supported yet", v.name(), DType::onnx_name(t.elem_type()))
+    })?;
+    let shape = t
+        .shape
+        .as_ref()
+        .ok_or_else(|| format!("value \"{}\" has no shape (rank unknown)", v.name()))?;
+    let dims = shape
+        .dim
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match &d.value {
+            Some(D::DimValue(n)) if *n >= 0 => Ok(Dim::Known(*n as usize)),
+            Some(D::DimValue(n)) => Err(format!("value \"{}\": dim {i} is negative ({n})", v.name())),
+            Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::Sym(p.clone())),
+            _ => Ok(Dim::Sym(format!("{}:{i}", v.name()))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(TensorType { dtype, shape: dims })
+}
+
+impl<'m> Importer<'m> {
+    fn const_value(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
+        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
+        self.graph.add_value(name, Some(ty), ValueDef::Const(t))
+    }
+
+    fn node_name(&mut self, node: &NodeProto, prefix: &str) -> String {
+        if node.name().is_empty() {
+            self.unnamed += 1;
+            format!("{prefix}{}_{}", node.op_type(), self.unnamed)
+        } else {
+            format!("{prefix}{}", node.name())
+        }
+    }
+
+    /// Imports one node into `scope`. `caller_attrs` holds the attributes of
+    /// the function call being inlined (empty in the main graph).
+    fn node(
+        &mut self,
+        node: &'m NodeProto,
+        scope: &mut Scope,
+        opsets: &HashMap<String, i64>,
+        caller_attrs: &HashMap<&str, &AttributeProto>,
+        depth: usize,
+    ) {
+        let prefix = "";
+        let name = self.node_name(node, prefix);
+        let label = format!("node \"{name}\" ({})", node.op_type());
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for input in &node.input {
+            if input.is_empty() {
+                inputs.push(None);
+            } else if let Some(&id) = scope.get(input) {
+                inputs.push(Some(id));
+            } else {
+                self.errors.push(format!("{label}: input \"{input}\" is undefined"));
+                return;
+            }
+        }
+        // Substitute attribute references when inlining a function body.
+        let attributes: Vec<AttributeProto> = node
+            .attribute
+            .iter()
+            .filter_map(|a| {
+                if a.ref_attr_name().is_empty() {
+                    Some(a.clone())
+                } else {
+                    caller_attrs.get(a.ref_attr_name()).map(|caller| AttributeProto {
+                        name: a.name.clone(),
+                        ref_attr_name: None,
+                        ..(*caller).clone()
+                    })
+                }
+            })
+            .collect();
+        let domain = if node.domain() == "ai.onnx" { "" } else { node.domain() };
+
+        if let Some(f) = self.functions.get(&(node.domain(), node.op_type())).copied() {
+            self.inline(node, f, inputs, &attributes, scope, depth, &label);
+            return;
+        }
+        if domain != "" {
+            self.errors.push(format!(
+                "{label}: unsupported operator {} (domain \"{domain}\", opset {})",
+                node.op_type(),
+                opsets.get(domain).copied().unwrap_or(0)
+            ));
+            return;
+        }
+        let opset = opsets.get("").copied().unwrap_or(1);
+        if node.op_type() == "Constant" {
+            match constant_value(&Attrs::new(&attributes)) {
+                Ok(t) => {
+                    let out = node.output.first().map(String::as_str).unwrap_or("");
+                    let id = self.const_value(out, t);
+                    scope.insert(out.to_string(), id);
+                }
+                Err(e) => self.errors.push(format!("{label}: {e}")),
+            }
+            return;
+        }
+        let Some(importer) = crate::ops::importer(node.op_type()) else {
+            self.errors.push(format!(
+                "{label}: unsupported operator {} (domain \"\", opset {opset})",
+                node.op_type()
+            ));
+            return;
+        };
+        let mut cx = NodeImport {
+            op_type: node.op_type(),
+            opset,
+            attrs: Attrs::new(&attributes),
+            inputs,
+            output_count: node.output.len(),
+            graph: &mut self.graph,
+        };
+        match importer(&mut cx) {
+            Ok(op) => {
+                let inputs = cx.inputs;
+                let outputs = node
+                    .output
+                    .iter()
+                    .map(|o| {
+                        let id = self.graph.add_value(o.as_str(), None, ValueDef::Computed);
+                        if !o.is_empty() {
+                            scope.insert(o.clone(), id);
+                        }
+                        id
+                    })
+                    .collect();
+                self.graph.nodes.push(Node { name, op, inputs, outputs });
+            }
+            Err(e) => self.errors.push(format!("{label}: {e}")),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn inline(
+        &mut self,
+        call: &'m NodeProto,
+        f: &'m FunctionProto,
+        inputs: Vec<Option<ValueId>>,
+        attributes: &[AttributeProto],
+        scope: &mut Scope,
+        depth: usize,
+        label: &str,
+    ) {
+        if depth >= MAX_FUNCTION_DEPTH {
+            self.errors.push(format!(
+                "{label}: model-local functions nest deeper than {MAX_FUNCTION_DEPTH} (recursive function?)"
+            ));
+            return;
+        }
+        let mut inner = Scope::new();
+        for (name, id) in f.input.iter().zip(inputs) {
+            if let Some(id) = id {
+                inner.insert(name.clone(), id);
+            }
+        }
+        // Caller attributes override the function's declared defaults.
+        let mut attrs: HashMap<&str, &AttributeProto> =
+            f.attribute_proto.iter().map(|a| (a.name(), a)).collect();
+        for a in attributes {
+            attrs.insert(a.name(), a);
+        }
+        let opsets = opset_map(&f.opset_import);
+        for node in &f.node {
+            self.node(node, &mut inner, &opsets, &attrs, depth + 1);
+        }
+        for (out_name, call_out) in f.output.iter().zip(&call.output) {
+            match inner.get(out_name) {
+                Some(&id) if !call_out.is_empty() => {
+                    scope.insert(call_out.clone(), id);
+                }
+                Some(_) => {}
+                None => self.errors.push(format!("{label}: function output \"{out_name}\" is not computed")),
+            }
+        }
+    }
+}
+
+/// The value of a Constant node, from whichever `value*` attribute it has.
+fn constant_value(attrs: &Attrs) -> Result<crate::ir::Tensor, String> {
+    use crate::ir::Tensor;
+    if let Some(t) = attrs.tensor("value")? {
+        return Ok(t);
+    }
+    if let Some(v) = attrs.float("value_float")? {
+        return Ok(Tensor::from_f32s(vec![], &[v]));
+    }
+    if let Some(v) = attrs.floats("value_floats")? {
+        return Ok(Tensor::from_f32s(vec![v.len()], &v));
+    }
+    if let Some(v) = attrs.int("value_int")? {
+        return Ok(Tensor::from_i64s(vec![], &[v]));
+    }
+    if let Some(v) = attrs.ints("value_ints")? {
+        return Ok(Tensor::from_i64s(vec![v.len()], &v));
+    }
+    Err("Constant: string and sparse values are not supported yet".into())
+}

@@ -1,0 +1,160 @@
+//! Stage 4: element types and shapes.
+//!
+//! Symbolic dims of graph inputs are bound first (from `--dim`/`--shape` or
+//! the actual inputs); then every node, in schedule order, infers its
+//! outputs from its inputs. Operators whose inputs are all known at compile
+//! time are evaluated right here through the JIT — the same code path that
+//! runs them at run time — so shape-computing subgraphs (Shape → Gather →
+//! Concat → Reshape) become constants and later stages see static shapes.
+
+use crate::ir::{Dim, Graph, TensorType, ValueDef};
+use crate::ops::{InferCx, InputInfo};
+use std::collections::HashMap;
+
+/// Largest tensor (in bytes) that constant folding materialises.
+pub const MAX_FOLD_BYTES: usize = 16 << 20;
+
+/// Sizes for symbolic dims and whole input shapes.
+#[derive(Clone, Debug, Default)]
+pub struct Bindings {
+    /// `--dim SYM=N`
+    pub dims: HashMap<String, usize>,
+    /// `--shape NAME=AxBxC`
+    pub shapes: HashMap<String, Vec<usize>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct InferError(pub Vec<String>);
+
+pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
+    bind_inputs(graph, bindings)?;
+    let nodes = std::mem::take(&mut graph.nodes);
+    let mut kept = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let results = {
+            let mut inputs = Vec::with_capacity(node.inputs.len());
+            for (i, input) in node.inputs.iter().enumerate() {
+                inputs.push(match input {
+                    None => None,
+                    Some(v) => {
+                        let value = graph.value(*v);
+                        let Some((dtype, shape)) = value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s))) else {
+                            return Err(InferError(vec![format!(
+                                "{}: input {i} \"{}\" has no known shape",
+                                node.label(),
+                                value.name
+                            )]));
+                        };
+                        Some((dtype, shape, *v))
+                    }
+                });
+            }
+            let shapes: Vec<Option<(crate::ir::DType, Vec<usize>, crate::ir::ValueId)>> = inputs;
+            let cx = InferCx {
+                inputs: shapes
+                    .iter()
+                    .map(|i| {
+                        i.as_ref().map(|(dtype, shape, v)| InputInfo {
+                            dtype: *dtype,
+                            shape: shape.as_slice(),
+                            value: graph.const_value(*v),
+                        })
+                    })
+                    .collect(),
+                output_count: node.outputs.len(),
+            };
+            node.op.infer(&cx).map_err(|e| InferError(vec![format!("{}: {e}", node.label())]))?
+        };
+        if results.len() < node.outputs.len() {
+            return Err(InferError(vec![format!(
+                "{}: has {} outputs, the operator produces {}",
+                node.label(),
+                node.outputs.len(),
+                results.len()
+            )]));
+        }
+        let mut all_known = true;
+        for (&out, r) in node.outputs.iter().zip(&results) {
+            let value = graph.value_mut(out);
+            value.ty = Some(TensorType { dtype: r.dtype, shape: r.shape.iter().map(|&d| Dim::Known(d)).collect() });
+            match &r.value {
+                Some(t) => value.def = ValueDef::Const(t.clone()),
+                None => all_known = false,
+            }
+        }
+        if all_known {
+            continue;
+        }
+        if should_fold(graph, &node, &results) {
+            let outputs = crate::jit::eval_node(graph, &node)
+                .map_err(|e| InferError(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
+            for (&out, t) in node.outputs.iter().zip(outputs) {
+                graph.value_mut(out).def = ValueDef::Const(t);
+            }
+            continue;
+        }
+        kept.push(node);
+    }
+    graph.nodes = kept;
+    Ok(())
+}
+
+fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {
+    node.op.foldable()
+        && node.inputs.iter().flatten().all(|&v| graph.const_value(v).is_some())
+        && results.iter().all(|r| {
+            crate::ir::shape::element_count(&r.shape)
+                .and_then(|n| n.checked_mul(r.dtype.size()))
+                .is_some_and(|b| b <= MAX_FOLD_BYTES)
+        })
+}
+
+fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
+    let mut errors = Vec::new();
+    for name in bindings.shapes.keys() {
+        if !graph.inputs.iter().any(|&v| &graph.value(v).name == name) {
+            errors.push(format!("--shape names \"{name}\", which is not a graph input"));
+        }
+    }
+    for &input in &graph.inputs.clone() {
+        let value = graph.value_mut(input);
+        let Some(ty) = value.ty.as_mut() else { continue };
+        if let Some(shape) = bindings.shapes.get(&value.name) {
+            if shape.len() != ty.shape.len() {
+                errors.push(format!(
+                    "input \"{}\" has rank {}, but a shape of rank {} was given",
+                    value.name,
+                    ty.shape.len(),
+                    shape.len()
+                ));
+                continue;
+            }
+            for (i, (d, &n)) in ty.shape.iter_mut().zip(shape).enumerate() {
+                if let Dim::Known(k) = d {
+                    if *k != n {
+                        errors.push(format!("input \"{}\" dim {i} is {k}, but {n} was given", value.name));
+                    }
+                }
+                *d = Dim::Known(n);
+            }
+            continue;
+        }
+        for (i, d) in ty.shape.iter_mut().enumerate() {
+            if let Dim::Sym(s) = d {
+                match bindings.dims.get(s.as_str()) {
+                    Some(&n) => *d = Dim::Known(n),
+                    None => errors.push(format!(
+                        "input \"{}\" dim {i} \"{s}\" is unbound: give --dim {s}=N or --shape {}=...",
+                        value.name, value.name
+                    )),
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(InferError(errors))
+    }
+}

@@ -1,0 +1,137 @@
+//! The mid-IR: one graph of typed values and operator nodes.
+//!
+//! Design notes (after naga and Cranelift):
+//! - Values and nodes live in arenas and are named by typed handles
+//!   (`ValueId`); nodes are kept in a valid schedule (topological) order.
+//! - Operators are the closed enum [`crate::ops::Op`] with typed attribute
+//!   structs, parsed once at import. No ONNX proto type exists here.
+//! - A value is a graph input, a constant, or computed by exactly one node.
+//! - After `infer`, every value has a type with a known shape.
+
+pub mod dtype;
+pub mod shape;
+pub mod tensor;
+
+pub use dtype::DType;
+pub use shape::{Dim, TensorType};
+pub use tensor::Tensor;
+
+use crate::ops::Op;
+use std::fmt;
+
+/// Handle of a value in [`Graph::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum ValueDef {
+    /// The k-th graph input.
+    Input(usize),
+    /// Known at compile time: an initializer, a Constant, or a folded result.
+    Const(Tensor),
+    /// Produced by a node.
+    Computed,
+}
+
+#[derive(Clone, Debug)]
+pub struct Value {
+    /// The ONNX name, kept for messages and the textual form.
+    pub name: String,
+    pub ty: Option<TensorType>,
+    pub def: ValueDef,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// The ONNX node name, or a generated one when the model has none.
+    pub name: String,
+    pub op: Op,
+    /// `None` marks an omitted optional input.
+    pub inputs: Vec<Option<ValueId>>,
+    pub outputs: Vec<ValueId>,
+}
+
+impl Node {
+    /// A label for messages: `node "conv_3" (Conv)`.
+    pub fn label(&self) -> String {
+        format!("node \"{}\" ({})", self.name, self.op.name())
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub values: Vec<Value>,
+    /// In schedule order.
+    pub nodes: Vec<Node>,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+}
+
+impl Graph {
+    pub fn add_value(&mut self, name: impl Into<String>, ty: Option<TensorType>, def: ValueDef) -> ValueId {
+        let id = ValueId(self.values.len() as u32);
+        self.values.push(Value { name: name.into(), ty, def });
+        id
+    }
+
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.index()]
+    }
+
+    pub fn value_mut(&mut self, id: ValueId) -> &mut Value {
+        &mut self.values[id.index()]
+    }
+
+    pub fn const_value(&self, id: ValueId) -> Option<&Tensor> {
+        match &self.value(id).def {
+            ValueDef::Const(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The concrete type of a value; valid after `infer`.
+    pub fn concrete(&self, id: ValueId) -> Option<(DType, Vec<usize>)> {
+        let ty = self.value(id).ty.as_ref()?;
+        Some((ty.dtype, ty.known_shape()?))
+    }
+}
+
+impl fmt::Display for Graph {
+    /// The textual mid-IR, one line per input, constant and node:
+    /// `%y: f32[1,64,56,56] = Conv(%x, %w) { strides: [1, 1], .. }`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ty = |id: ValueId| match &self.value(id).ty {
+            Some(t) => t.to_string(),
+            None => "?".to_string(),
+        };
+        for (k, &v) in self.inputs.iter().enumerate() {
+            writeln!(f, "input {k} %{}: {}", self.value(v).name, ty(v))?;
+        }
+        for (i, value) in self.values.iter().enumerate() {
+            if let ValueDef::Const(t) = &value.def {
+                writeln!(f, "const %{}: {} ({} bytes)", value.name, ty(ValueId(i as u32)), t.data.len())?;
+            }
+        }
+        for node in &self.nodes {
+            let outs: Vec<String> =
+                node.outputs.iter().map(|&o| format!("%{}: {}", self.value(o).name, ty(o))).collect();
+            let ins: Vec<String> = node
+                .inputs
+                .iter()
+                .map(|i| match i {
+                    Some(v) => format!("%{}", self.value(*v).name),
+                    None => "_".to_string(),
+                })
+                .collect();
+            writeln!(f, "{} = {}({}) {:?}", outs.join(", "), node.op.name(), ins.join(", "), node.op)?;
+        }
+        let outs: Vec<String> = self.outputs.iter().map(|&o| format!("%{}", self.value(o).name)).collect();
+        writeln!(f, "return {}", outs.join(", "))
+    }
+}

@@ -1,0 +1,126 @@
+//! Shapes. A dim is either a known size or a named symbol; symbols are bound
+//! to sizes before inference (`--dim`, `--shape`, or the inputs given to
+//! `run`/`test`), but the type keeps room for dims that stay symbolic.
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Known(usize),
+    Sym(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub dtype: super::DType,
+    pub shape: Vec<Dim>,
+}
+
+impl TensorType {
+    /// The shape as sizes, when every dim is known.
+    pub fn known_shape(&self) -> Option<Vec<usize>> {
+        self.shape
+            .iter()
+            .map(|d| match d {
+                Dim::Known(n) => Some(*n),
+                Dim::Sym(_) => None,
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Known(n) => write!(f, "{n}"),
+            Dim::Sym(s) => f.write_str(s),
+        }
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype)?;
+        for (i, d) in self.shape.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// Number of elements of a concrete shape, `None` on overflow.
+pub fn element_count(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Row-major element strides of a concrete shape.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    strides
+}
+
+/// Numpy-style broadcast of two shapes, `None` when they are incompatible.
+pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        out.push(match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// Element strides that read `shape` as if broadcast to `target` (stride 0
+/// along broadcast dims). `shape` must broadcast to `target`.
+pub fn broadcast_strides(shape: &[usize], target: &[usize]) -> Vec<i64> {
+    let own = contiguous_strides(shape);
+    let lead = target.len() - shape.len();
+    (0..target.len())
+        .map(|i| {
+            if i < lead || shape[i - lead] == 1 {
+                0
+            } else {
+                own[i - lead] as i64
+            }
+        })
+        .collect()
+}
+
+/// Normalises a possibly negative axis against `rank`.
+pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    (0..r).contains(&a).then_some(a as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(broadcast(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
+        assert_eq!(broadcast(&[], &[5]), Some(vec![5]));
+        assert_eq!(broadcast(&[2], &[3]), None);
+        assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
+    }
+
+    #[test]
+    fn negative_axes_wrap_once() {
+        assert_eq!(normalize_axis(-1, 3), Some(2));
+        assert_eq!(normalize_axis(3, 3), None);
+        assert_eq!(normalize_axis(-4, 3), None);
+    }
+}

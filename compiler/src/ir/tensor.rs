@@ -1,0 +1,88 @@
+//! Constant tensors held by the compiler: initializers, folded values, and
+//! the inputs/outputs that `run` and `test` exchange with compiled code.
+//! Data is stored as little-endian bytes exactly as the generated code sees
+//! it, so a constant is written to read-only data without conversion.
+
+use super::DType;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub data: Vec<u8>,
+}
+
+impl Tensor {
+    /// A tensor from raw bytes; `None` when the byte count does not match.
+    pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Option<Tensor> {
+        let count = super::shape::element_count(&shape)?;
+        (count.checked_mul(dtype.size())? == data.len()).then_some(Tensor { dtype, shape, data })
+    }
+
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<Tensor> {
+        let bytes = super::shape::element_count(&shape)?.checked_mul(dtype.size())?;
+        Some(Tensor { dtype, shape, data: vec![0; bytes] })
+    }
+
+    pub fn from_i64s(shape: Vec<usize>, values: &[i64]) -> Tensor {
+        Tensor {
+            dtype: DType::I64,
+            shape,
+            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    pub fn from_f32s(shape: Vec<usize>, values: &[f32]) -> Tensor {
+        Tensor {
+            dtype: DType::F32,
+            shape,
+            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Element `i` widened to f64 (exact for every integer below 2^53).
+    pub fn get_f64(&self, i: usize) -> f64 {
+        let s = self.dtype.size();
+        let b = &self.data[i * s..(i + 1) * s];
+        match self.dtype {
+            DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+            DType::F64 => f64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+            DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            _ => self.get_i64(i) as f64,
+        }
+    }
+
+    /// Element `i` as i64 (floats truncate; u64 above i64::MAX wraps).
+    pub fn get_i64(&self, i: usize) -> i64 {
+        let s = self.dtype.size();
+        let b = &self.data[i * s..(i + 1) * s];
+        match self.dtype {
+            DType::I8 => b[0] as i8 as i64,
+            DType::U8 | DType::Bool => b[0] as i64,
+            DType::I16 => i16::from_le_bytes([b[0], b[1]]) as i64,
+            DType::U16 => u16::from_le_bytes([b[0], b[1]]) as i64,
+            DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            DType::I64 | DType::U64 => i64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => self.get_f64(i) as i64,
+        }
+    }
+
+    /// All elements as i64, for shape-carrying constants (axes, pads, sizes).
+    pub fn to_i64s(&self) -> Vec<i64> {
+        (0..self.len()).map(|i| self.get_i64(i)).collect()
+    }
+
+    pub fn to_f64s(&self) -> Vec<f64> {
+        (0..self.len()).map(|i| self.get_f64(i)).collect()
+    }
+}

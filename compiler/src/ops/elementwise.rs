@@ -1,0 +1,754 @@
+//! Elementwise operators with numpy broadcasting: unary math and
+//! activations, binary arithmetic and comparisons, variadic Sum/Mean/Max/Min,
+//! Where, Clip, Cast, Identity.
+//!
+//! They are declared through one table ([`FUNCS`]: op_type, arity, which
+//! element types it takes, how its result type is chosen) and share one
+//! lowering: a loop nest over the broadcast output shape (adjacent dims
+//! merged where every operand is contiguous across them) whose body is the
+//! scalar function of [`emit_scalar`]. That loop is where elementwise fusion
+//! will put several functions later.
+//!
+//! Type constraints: arithmetic on f32/f64 and every integer type;
+//! transcendental functions on f32/f64; logical ops on bool; Cast between
+//! all numeric types and bool. f16/bf16 arithmetic is not lowered yet.
+
+use super::{InferCx, Inferred, Operator};
+use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlags, Value};
+use crate::import::NodeImport;
+use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides};
+use crate::ir::{DType, Tensor};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Func {
+    Identity,
+    Abs,
+    Neg,
+    Sqrt,
+    Reciprocal,
+    Exp,
+    Log,
+    Sin,
+    Cos,
+    Tanh,
+    Erf,
+    Sigmoid,
+    Relu,
+    Floor,
+    Ceil,
+    Sign,
+    Not,
+    LeakyRelu { alpha: f32 },
+    Elu { alpha: f32 },
+    HardSigmoid { alpha: f32, beta: f32 },
+    HardSwish,
+    Gelu { tanh: bool },
+    Cast { to: DType },
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    PRelu,
+    Equal,
+    Less,
+    Greater,
+    LessOrEqual,
+    GreaterOrEqual,
+    And,
+    Or,
+    Xor,
+    Max,
+    Min,
+    Sum,
+    Mean,
+    Where,
+    Clip,
+}
+
+/// Which element types an entry accepts for its (first) operand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Accepts {
+    Numeric,
+    Float,
+    Bool,
+    Any,
+}
+
+/// How the output element type follows from the inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Result_ {
+    SameAsInput0,
+    SameAsInput1,
+    Bool,
+    CastTarget,
+}
+
+struct Entry {
+    op_type: &'static str,
+    /// Inputs: (minimum, maximum).
+    arity: (usize, usize),
+    accepts: Accepts,
+    result: Result_,
+}
+
+const fn entry(op_type: &'static str, arity: (usize, usize), accepts: Accepts, result: Result_) -> Entry {
+    Entry { op_type, arity, accepts, result }
+}
+
+use Accepts::*;
+use Result_::*;
+
+/// The elementwise table: one row per ONNX op_type.
+static FUNCS: &[Entry] = &[
+    entry("Identity", (1, 1), Any, SameAsInput0),
+    entry("Dropout", (1, 3), Any, SameAsInput0),
+    entry("Abs", (1, 1), Numeric, SameAsInput0),
+    entry("Neg", (1, 1), Numeric, SameAsInput0),
+    entry("Sqrt", (1, 1), Float, SameAsInput0),
+    entry("Reciprocal", (1, 1), Float, SameAsInput0),
+    entry("Exp", (1, 1), Float, SameAsInput0),
+    entry("Log", (1, 1), Float, SameAsInput0),
+    entry("Sin", (1, 1), Float, SameAsInput0),
+    entry("Cos", (1, 1), Float, SameAsInput0),
+    entry("Tanh", (1, 1), Float, SameAsInput0),
+    entry("Erf", (1, 1), Float, SameAsInput0),
+    entry("Sigmoid", (1, 1), Float, SameAsInput0),
+    entry("Relu", (1, 1), Numeric, SameAsInput0),
+    entry("Floor", (1, 1), Float, SameAsInput0),
+    entry("Ceil", (1, 1), Float, SameAsInput0),
+    entry("Sign", (1, 1), Numeric, SameAsInput0),
+    entry("Not", (1, 1), Bool, Bool),
+    entry("LeakyRelu", (1, 1), Float, SameAsInput0),
+    entry("Elu", (1, 1), Float, SameAsInput0),
+    entry("HardSigmoid", (1, 1), Float, SameAsInput0),
+    entry("HardSwish", (1, 1), Float, SameAsInput0),
+    entry("Gelu", (1, 1), Float, SameAsInput0),
+    entry("Cast", (1, 1), Any, CastTarget),
+    entry("Add", (2, 2), Numeric, SameAsInput0),
+    entry("Sub", (2, 2), Numeric, SameAsInput0),
+    entry("Mul", (2, 2), Numeric, SameAsInput0),
+    entry("Div", (2, 2), Numeric, SameAsInput0),
+    entry("Pow", (2, 2), Numeric, SameAsInput0),
+    entry("PRelu", (2, 2), Numeric, SameAsInput0),
+    entry("Equal", (2, 2), Any, Bool),
+    entry("Less", (2, 2), Numeric, Bool),
+    entry("Greater", (2, 2), Numeric, Bool),
+    entry("LessOrEqual", (2, 2), Numeric, Bool),
+    entry("GreaterOrEqual", (2, 2), Numeric, Bool),
+    entry("And", (2, 2), Bool, Bool),
+    entry("Or", (2, 2), Bool, Bool),
+    entry("Xor", (2, 2), Bool, Bool),
+    entry("Max", (1, usize::MAX), Numeric, SameAsInput0),
+    entry("Min", (1, usize::MAX), Numeric, SameAsInput0),
+    entry("Sum", (1, usize::MAX), Numeric, SameAsInput0),
+    entry("Mean", (1, usize::MAX), Float, SameAsInput0),
+    entry("Where", (3, 3), Bool, SameAsInput1),
+    entry("Clip", (1, 3), Numeric, SameAsInput0),
+];
+
+#[derive(Clone, Debug)]
+pub struct Elementwise {
+    pub op_type: &'static str,
+    pub func: Func,
+}
+
+fn table_entry(op_type: &str) -> Option<&'static Entry> {
+    FUNCS.iter().find(|e| e.op_type == op_type)
+}
+
+pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
+    let entry = table_entry(cx.op_type).ok_or_else(|| format!("{} is not elementwise", cx.op_type))?;
+    let a = &cx.attrs;
+    let func = match entry.op_type {
+        "Identity" => Func::Identity,
+        "Dropout" => {
+            // Inference only: the data passes through; the mask is all true.
+            if cx.output_count > 1 {
+                return Err("Dropout's mask output is not supported yet".into());
+            }
+            Func::Identity
+        }
+        "Abs" => Func::Abs,
+        "Neg" => Func::Neg,
+        "Sqrt" => Func::Sqrt,
+        "Reciprocal" => Func::Reciprocal,
+        "Exp" => Func::Exp,
+        "Log" => Func::Log,
+        "Sin" => Func::Sin,
+        "Cos" => Func::Cos,
+        "Tanh" => Func::Tanh,
+        "Erf" => Func::Erf,
+        "Sigmoid" => Func::Sigmoid,
+        "Relu" => Func::Relu,
+        "Floor" => Func::Floor,
+        "Ceil" => Func::Ceil,
+        "Sign" => Func::Sign,
+        "Not" => Func::Not,
+        "LeakyRelu" => Func::LeakyRelu { alpha: a.float_or("alpha", 0.01)? },
+        "Elu" => Func::Elu { alpha: a.float_or("alpha", 1.0)? },
+        "HardSigmoid" => Func::HardSigmoid { alpha: a.float_or("alpha", 0.2)?, beta: a.float_or("beta", 0.5)? },
+        "HardSwish" => Func::HardSwish,
+        "Gelu" => Func::Gelu {
+            tanh: match a.string_or("approximate", "none")?.as_str() {
+                "none" => false,
+                "tanh" => true,
+                other => return Err(format!("attribute \"approximate\" is \"{other}\", expected none or tanh")),
+            },
+        },
+        "Cast" => {
+            let code = a.int("to")?.ok_or("attribute \"to\" is required")?;
+            let to = i32::try_from(code)
+                .ok()
+                .and_then(DType::from_onnx)
+                .ok_or_else(|| format!("Cast to {} is not supported yet", DType::onnx_name(code as i32)))?;
+            if a.int_or("saturate", 1)? != 1 && !to.is_float() {
+                // saturate only affects float8 targets, which are not supported yet.
+            }
+            Func::Cast { to }
+        }
+        "Add" => Func::Add,
+        "Sub" => Func::Sub,
+        "Mul" => Func::Mul,
+        "Div" => Func::Div,
+        "Pow" => Func::Pow,
+        "PRelu" => Func::PRelu,
+        "Equal" => Func::Equal,
+        "Less" => Func::Less,
+        "Greater" => Func::Greater,
+        "LessOrEqual" => Func::LessOrEqual,
+        "GreaterOrEqual" => Func::GreaterOrEqual,
+        "And" => Func::And,
+        "Or" => Func::Or,
+        "Xor" => Func::Xor,
+        "Max" => Func::Max,
+        "Min" => Func::Min,
+        "Sum" => Func::Sum,
+        "Mean" => Func::Mean,
+        "Where" => Func::Where,
+        "Clip" => {
+            if cx.opset < 11 {
+                // Before opset 11 the bounds were attributes; make them inputs.
+                let lo = a.float_or("min", f32::NEG_INFINITY)?;
+                let hi = a.float_or("max", f32::INFINITY)?;
+                let lo = cx.add_const("clip_min", Tensor::from_f32s(vec![], &[lo]));
+                let hi = cx.add_const("clip_max", Tensor::from_f32s(vec![], &[hi]));
+                cx.inputs.truncate(1);
+                cx.inputs.extend([Some(lo), Some(hi)]);
+            }
+            Func::Clip
+        }
+        other => return Err(format!("{other} is not elementwise")),
+    };
+    if func == Func::Identity {
+        cx.inputs.truncate(1);
+    }
+    Ok(Op::Elementwise(Elementwise { op_type: entry.op_type, func }))
+}
+
+use super::Op;
+
+impl Operator for Elementwise {
+    fn name(&self) -> &'static str {
+        self.op_type
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let entry = table_entry(self.op_type).ok_or("unknown elementwise op")?;
+        let present: Vec<_> = cx.inputs.iter().flatten().collect();
+        let count = cx.inputs.len();
+        if count < entry.arity.0 || count > entry.arity.1 {
+            return Err(format!("takes {}..={} inputs, got {count}", entry.arity.0, entry.arity.1.min(99)));
+        }
+        let first = cx.input(0)?;
+        let ok = match entry.accepts {
+            Numeric => first.dtype != DType::Bool,
+            Float => first.dtype.is_float(),
+            Bool => first.dtype == DType::Bool,
+            Any => true,
+        };
+        if !ok || (first.dtype.is_float() && !matches!(first.dtype, DType::F32 | DType::F64) && self.func != Func::Identity) {
+            return Err(format!("element type {} is not supported", first.dtype));
+        }
+        let mut shape: Vec<usize> = Vec::new();
+        for input in &present {
+            shape = broadcast(&shape, input.shape)
+                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", shape, input.shape))?;
+        }
+        // Operands of arithmetic must agree in type (Pow's exponent and
+        // Where's condition excepted).
+        let same_type_from = match self.func {
+            Func::Where => 1,
+            Func::Pow | Func::Cast { .. } | Func::Identity => usize::MAX,
+            _ => 0,
+        };
+        if same_type_from != usize::MAX {
+            let want = cx.input(same_type_from)?.dtype;
+            for (i, input) in cx.inputs.iter().enumerate().skip(same_type_from) {
+                if let Some(input) = input {
+                    if input.dtype != want {
+                        return Err(format!("input {i} is {}, expected {want}", input.dtype));
+                    }
+                }
+            }
+        }
+        let dtype = match entry.result {
+            SameAsInput0 => first.dtype,
+            SameAsInput1 => cx.input(1)?.dtype,
+            Result_::Bool => DType::Bool,
+            CastTarget => match self.func {
+                Func::Cast { to } => to,
+                _ => first.dtype,
+            },
+        };
+        Ok(vec![Inferred::new(dtype, shape)])
+    }
+
+    fn is_view(&self) -> bool {
+        self.func == Func::Identity
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (out_dtype, out_shape) = cx.output_type(0)?;
+        if self.func == Func::Identity {
+            if cx.view_needs_copy() {
+                let bytes = out_shape.iter().product::<usize>() * out_dtype.size();
+                let (src, dst) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+                cx.copy_bytes(dst, src, bytes);
+            }
+            return Ok(());
+        }
+        let mut operands = Vec::new();
+        for i in 0..cx.input_count() {
+            if cx.has_input(i) {
+                let (dtype, shape) = cx.input_type(i)?;
+                operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
+            }
+        }
+        let func = self.func;
+        let in_dtype = cx.input_type(0)?.0;
+        let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
+        emit_broadcast_loop(cx, &out_shape, out_dtype, &operands, &mut |cx, args| {
+            emit_scalar(cx, func, in_dtype, out_dtype, &present, args)
+        })
+    }
+}
+
+/// One input of a broadcast loop: which node input, its type, its element
+/// strides against the output shape.
+pub struct Operand {
+    pub index: usize,
+    pub dtype: DType,
+    pub strides: Vec<i64>,
+}
+
+type Body<'b> = dyn FnMut(&mut Lower, &[(Value, DType)]) -> Result<Value, String> + 'b;
+
+/// Emits `out[i] = body(operands[i]...)` over `out_shape`, with operands
+/// read through broadcast strides.
+pub fn emit_broadcast_loop(
+    cx: &mut Lower,
+    out_shape: &[usize],
+    out_dtype: DType,
+    operands: &[Operand],
+    body: &mut Body,
+) -> Result<(), String> {
+    // Merge adjacent dims where every operand (and the contiguous output)
+    // steps uniformly across them.
+    let out_strides: Vec<i64> = contiguous_strides(out_shape).iter().map(|&s| s as i64).collect();
+    let mut dims: Vec<usize> = Vec::new();
+    let mut strides: Vec<Vec<i64>> = vec![Vec::new(); operands.len() + 1];
+    for d in 0..out_shape.len() {
+        let all: Vec<i64> = operands.iter().map(|o| o.strides[d]).chain([out_strides[d]]).collect();
+        let mergeable = !dims.is_empty()
+            && strides.iter().zip(&all).all(|(s, &cur)| s.last().is_some_and(|&prev| prev == cur * out_shape[d] as i64));
+        if mergeable {
+            let last = dims.len() - 1;
+            dims[last] *= out_shape[d];
+            for (s, &cur) in strides.iter_mut().zip(&all) {
+                *s.last_mut().expect("merged dims have a stride") = cur;
+            }
+        } else {
+            dims.push(out_shape[d]);
+            for (s, &cur) in strides.iter_mut().zip(&all) {
+                s.push(cur);
+            }
+        }
+    }
+    let mut bases = Vec::with_capacity(operands.len() + 1);
+    for o in operands {
+        bases.push(cx.input_ptr(o.index)?);
+    }
+    bases.push(cx.output_ptr(0)?);
+    let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
+    sizes.push(out_dtype.size() as i64);
+    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn nest(
+    cx: &mut Lower,
+    level: usize,
+    dims: &[usize],
+    strides: &[Vec<i64>],
+    sizes: &[i64],
+    ptrs: &[Value],
+    operands: &[Operand],
+    out_dtype: DType,
+    body: &mut Body,
+) -> Result<(), String> {
+    if level == dims.len() {
+        let mut args = Vec::with_capacity(operands.len());
+        for (o, &p) in operands.iter().zip(ptrs) {
+            args.push((cx.b.ins().load(clif_type(o.dtype), MemFlags::trusted(), p, 0), o.dtype));
+        }
+        let result = body(cx, &args)?;
+        let out = *ptrs.last().ok_or("no output pointer")?;
+        cx.b.ins().store(MemFlags::trusted(), result, out, 0);
+        return Ok(());
+    }
+    let l = cx.loop_begin(dims[level]);
+    let mut inner = Vec::with_capacity(ptrs.len());
+    for (t, &p) in ptrs.iter().enumerate() {
+        let step = strides[t][level] * sizes[t];
+        inner.push(if step == 0 {
+            p
+        } else {
+            let off = cx.b.ins().imul_imm(l.index, step);
+            cx.b.ins().iadd(p, off)
+        });
+    }
+    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out_dtype, body)?;
+    cx.loop_end(l);
+    Ok(())
+}
+
+/// A float constant of the compute type of `dtype` (f32 or f64).
+fn fconst(cx: &mut Lower, dtype: DType, v: f64) -> Value {
+    if dtype == DType::F64 {
+        cx.b.ins().f64const(v)
+    } else {
+        cx.b.ins().f32const(v as f32)
+    }
+}
+
+/// Calls a libm-backed scalar function of the kernel library.
+fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
+    let full = if dtype == DType::F64 { format!("onnxc_{name}") } else { format!("onnxc_{name}f") };
+    cx.call(&full, args)?.ok_or_else(|| format!("{full} returns nothing"))
+}
+
+/// Emits one application of `func` on loaded scalars. `present` lists which
+/// node inputs the args correspond to (Clip's bounds are optional).
+fn emit_scalar(
+    cx: &mut Lower,
+    func: Func,
+    in_dtype: DType,
+    out_dtype: DType,
+    present: &[usize],
+    args: &[(Value, DType)],
+) -> Result<Value, String> {
+    let x = args.first().map(|a| a.0).ok_or("no operands")?;
+    let t = in_dtype;
+    let float = t.is_float();
+    let signed = t.is_signed_int();
+    let ins = |cx: &mut Lower| cx.b.ins();
+    let y = || args.get(1).map(|a| a.0).ok_or("missing second operand".to_string());
+    Ok(match func {
+        Func::Identity => x,
+        Func::Abs if float => ins(cx).fabs(x),
+        Func::Abs if signed => ins(cx).iabs(x),
+        Func::Abs => x,
+        Func::Neg if float => ins(cx).fneg(x),
+        Func::Neg => ins(cx).ineg(x),
+        Func::Sqrt => ins(cx).sqrt(x),
+        Func::Reciprocal => {
+            let one = fconst(cx, t, 1.0);
+            ins(cx).fdiv(one, x)
+        }
+        Func::Exp => math(cx, "exp", t, &[x])?,
+        Func::Log => math(cx, "log", t, &[x])?,
+        Func::Sin => math(cx, "sin", t, &[x])?,
+        Func::Cos => math(cx, "cos", t, &[x])?,
+        Func::Tanh => math(cx, "tanh", t, &[x])?,
+        Func::Erf => math(cx, "erf", t, &[x])?,
+        Func::Sigmoid => {
+            // 1 / (1 + exp(-x))
+            let neg = ins(cx).fneg(x);
+            let e = math(cx, "exp", t, &[neg])?;
+            let one = fconst(cx, t, 1.0);
+            let d = ins(cx).fadd(one, e);
+            ins(cx).fdiv(one, d)
+        }
+        Func::Relu if float => {
+            let zero = fconst(cx, t, 0.0);
+            ins(cx).fmax(x, zero)
+        }
+        Func::Relu => {
+            let zero = ins(cx).iconst(clif_type(t), 0);
+            if signed {
+                ins(cx).smax(x, zero)
+            } else {
+                x
+            }
+        }
+        Func::Floor => ins(cx).floor(x),
+        Func::Ceil => ins(cx).ceil(x),
+        Func::Sign if float => {
+            let (zero, one, minus) = (fconst(cx, t, 0.0), fconst(cx, t, 1.0), fconst(cx, t, -1.0));
+            let pos = ins(cx).fcmp(FloatCC::GreaterThan, x, zero);
+            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
+            let s = ins(cx).select(neg, minus, zero);
+            let s = ins(cx).select(pos, one, s);
+            // NaN stays NaN.
+            let nan = ins(cx).fcmp(FloatCC::Unordered, x, x);
+            ins(cx).select(nan, x, s)
+        }
+        Func::Sign => {
+            let ty = clif_type(t);
+            let (zero, one, minus) = (ins(cx).iconst(ty, 0), ins(cx).iconst(ty, 1), ins(cx).iconst(ty, -1));
+            let pos = ins(cx).icmp_imm(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, 0);
+            let neg = ins(cx).icmp_imm(IntCC::SignedLessThan, x, 0);
+            let s = if signed { ins(cx).select(neg, minus, zero) } else { zero };
+            ins(cx).select(pos, one, s)
+        }
+        Func::Not => ins(cx).bxor_imm(x, 1),
+        Func::LeakyRelu { alpha } => {
+            let a = fconst(cx, t, alpha as f64);
+            let scaled = ins(cx).fmul(x, a);
+            let zero = fconst(cx, t, 0.0);
+            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
+            ins(cx).select(neg, scaled, x)
+        }
+        Func::Elu { alpha } => {
+            let e = math(cx, "expm1", t, &[x])?;
+            let a = fconst(cx, t, alpha as f64);
+            let scaled = ins(cx).fmul(e, a);
+            let zero = fconst(cx, t, 0.0);
+            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
+            ins(cx).select(neg, scaled, x)
+        }
+        Func::HardSigmoid { alpha, beta } => {
+            let (a, b) = (fconst(cx, t, alpha as f64), fconst(cx, t, beta as f64));
+            let v = ins(cx).fmul(x, a);
+            let v = ins(cx).fadd(v, b);
+            clamp01(cx, t, v)
+        }
+        Func::HardSwish => {
+            let (a, b) = (fconst(cx, t, 1.0 / 6.0), fconst(cx, t, 0.5));
+            let v = ins(cx).fmul(x, a);
+            let v = ins(cx).fadd(v, b);
+            let v = clamp01(cx, t, v);
+            ins(cx).fmul(x, v)
+        }
+        Func::Gelu { tanh } => {
+            let half = fconst(cx, t, 0.5);
+            let one = fconst(cx, t, 1.0);
+            let inner = if tanh {
+                // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+                let c = fconst(cx, t, (2.0 / std::f64::consts::PI).sqrt());
+                let k = fconst(cx, t, 0.044715);
+                let x2 = ins(cx).fmul(x, x);
+                let x3 = ins(cx).fmul(x2, x);
+                let kx3 = ins(cx).fmul(k, x3);
+                let s = ins(cx).fadd(x, kx3);
+                let s = ins(cx).fmul(c, s);
+                math(cx, "tanh", t, &[s])?
+            } else {
+                let c = fconst(cx, t, std::f64::consts::FRAC_1_SQRT_2);
+                let s = ins(cx).fmul(x, c);
+                math(cx, "erf", t, &[s])?
+            };
+            let v = ins(cx).fadd(one, inner);
+            let v = ins(cx).fmul(v, x);
+            ins(cx).fmul(v, half)
+        }
+        Func::Cast { to } => cast(cx, x, t, to)?,
+        Func::Add if float => ins(cx).fadd(x, y()?),
+        Func::Add => ins(cx).iadd(x, y()?),
+        Func::Sub if float => ins(cx).fsub(x, y()?),
+        Func::Sub => ins(cx).isub(x, y()?),
+        Func::Mul if float => ins(cx).fmul(x, y()?),
+        Func::Mul => ins(cx).imul(x, y()?),
+        Func::Div if float => ins(cx).fdiv(x, y()?),
+        Func::Div => int_div(cx, x, y()?, signed),
+        Func::Pow => {
+            let (e, e_type) = *args.get(1).ok_or("missing exponent")?;
+            let compute = if t == DType::F64 || e_type == DType::F64 { DType::F64 } else { DType::F32 };
+            let base = cast(cx, x, t, compute)?;
+            let exp = cast(cx, e, e_type, compute)?;
+            let r = math(cx, "pow", compute, &[base, exp])?;
+            cast(cx, r, compute, t)?
+        }
+        Func::PRelu if float => {
+            let scaled = ins(cx).fmul(x, y()?);
+            let zero = fconst(cx, t, 0.0);
+            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
+            ins(cx).select(neg, scaled, x)
+        }
+        Func::PRelu => {
+            let scaled = ins(cx).imul(x, y()?);
+            let neg = ins(cx).icmp_imm(IntCC::SignedLessThan, x, 0);
+            if signed {
+                ins(cx).select(neg, scaled, x)
+            } else {
+                x
+            }
+        }
+        Func::Equal | Func::Less | Func::Greater | Func::LessOrEqual | Func::GreaterOrEqual => {
+            compare(cx, func, t, x, y()?)
+        }
+        Func::And => ins(cx).band(x, y()?),
+        Func::Or => ins(cx).bor(x, y()?),
+        Func::Xor => ins(cx).bxor(x, y()?),
+        Func::Max | Func::Min | Func::Sum | Func::Mean => {
+            let mut acc = x;
+            for &(v, _) in &args[1..] {
+                acc = match (func, float) {
+                    (Func::Max, true) => ins(cx).fmax(acc, v),
+                    (Func::Min, true) => ins(cx).fmin(acc, v),
+                    (Func::Max, false) if signed => ins(cx).smax(acc, v),
+                    (Func::Max, false) => ins(cx).umax(acc, v),
+                    (Func::Min, false) if signed => ins(cx).smin(acc, v),
+                    (Func::Min, false) => ins(cx).umin(acc, v),
+                    (_, true) => ins(cx).fadd(acc, v),
+                    (_, false) => ins(cx).iadd(acc, v),
+                };
+            }
+            if func == Func::Mean {
+                let n = fconst(cx, t, args.len() as f64);
+                acc = ins(cx).fdiv(acc, n);
+            }
+            acc
+        }
+        Func::Where => {
+            let (a, b) = (y()?, args.get(2).map(|a| a.0).ok_or("missing operand")?);
+            ins(cx).select(x, a, b)
+        }
+        Func::Clip => {
+            let mut v = x;
+            for (&input, &(bound, _)) in present.iter().zip(args).skip(1) {
+                let lower = input == 1;
+                v = match (lower, float) {
+                    (true, true) => ins(cx).fmax(v, bound),
+                    (false, true) => ins(cx).fmin(v, bound),
+                    (true, false) if signed => ins(cx).smax(v, bound),
+                    (true, false) => ins(cx).umax(v, bound),
+                    (false, false) if signed => ins(cx).smin(v, bound),
+                    (false, false) => ins(cx).umin(v, bound),
+                };
+            }
+            v
+        }
+        Func::Abs | Func::Relu | Func::Sign | Func::Add | Func::Sub | Func::Mul | Func::Div | Func::PRelu => {
+            unreachable!("guarded arms above cover every type")
+        }
+    })
+    .map(|v| {
+        let _ = out_dtype;
+        v
+    })
+}
+
+/// min(max(v, 0), 1) in the float type `t`.
+fn clamp01(cx: &mut Lower, t: DType, v: Value) -> Value {
+    let (zero, one) = (fconst(cx, t, 0.0), fconst(cx, t, 1.0));
+    let v = cx.b.ins().fmax(v, zero);
+    cx.b.ins().fmin(v, one)
+}
+
+/// Integer division truncating toward zero; a zero divisor leaves the model
+/// with a status, and MIN / -1 wraps instead of trapping.
+fn int_div(cx: &mut Lower, x: Value, y: Value, signed: bool) -> Value {
+    let zero = cx.b.ins().icmp_imm(IntCC::Equal, y, 0);
+    cx.fail_if(zero, crate::codegen::status::DIVISION_BY_ZERO);
+    if !signed {
+        return cx.b.ins().udiv(x, y);
+    }
+    let ty = cx.b.func.dfg.value_type(y);
+    let minus_one = cx.b.ins().icmp_imm(IntCC::Equal, y, -1);
+    let one = cx.b.ins().iconst(ty, 1);
+    let safe = cx.b.ins().select(minus_one, one, y);
+    let q = cx.b.ins().sdiv(x, safe);
+    let negated = cx.b.ins().ineg(x);
+    cx.b.ins().select(minus_one, negated, q)
+}
+
+fn compare(cx: &mut Lower, func: Func, t: DType, x: Value, y: Value) -> Value {
+    if t.is_float() {
+        let cc = match func {
+            Func::Equal => FloatCC::Equal,
+            Func::Less => FloatCC::LessThan,
+            Func::Greater => FloatCC::GreaterThan,
+            Func::LessOrEqual => FloatCC::LessThanOrEqual,
+            _ => FloatCC::GreaterThanOrEqual,
+        };
+        return cx.b.ins().fcmp(cc, x, y);
+    }
+    let s = t.is_signed_int();
+    let cc = match (func, s) {
+        (Func::Equal, _) => IntCC::Equal,
+        (Func::Less, true) => IntCC::SignedLessThan,
+        (Func::Less, false) => IntCC::UnsignedLessThan,
+        (Func::Greater, true) => IntCC::SignedGreaterThan,
+        (Func::Greater, false) => IntCC::UnsignedGreaterThan,
+        (Func::LessOrEqual, true) => IntCC::SignedLessThanOrEqual,
+        (Func::LessOrEqual, false) => IntCC::UnsignedLessThanOrEqual,
+        (_, true) => IntCC::SignedGreaterThanOrEqual,
+        (_, false) => IntCC::UnsignedGreaterThanOrEqual,
+    };
+    cx.b.ins().icmp(cc, x, y)
+}
+
+/// Converts a scalar between element types (Cast semantics: float → int
+/// truncates and saturates, anything → bool is `!= 0`).
+pub fn cast(cx: &mut Lower, x: Value, from: DType, to: DType) -> Result<Value, String> {
+    if from == to {
+        return Ok(x);
+    }
+    for t in [from, to] {
+        if matches!(t, DType::F16 | DType::BF16) {
+            return Err(format!("Cast involving {t} is not supported yet"));
+        }
+    }
+    let (fty, tty) = (clif_type(from), clif_type(to));
+    let ins = cx.b.ins();
+    Ok(match (from.is_float(), to.is_float()) {
+        _ if to == DType::Bool => {
+            if from.is_float() {
+                let zero = if from == DType::F64 { cx.b.ins().f64const(0.0) } else { cx.b.ins().f32const(0.0) };
+                cx.b.ins().fcmp(FloatCC::NotEqual, x, zero)
+            } else {
+                ins.icmp_imm(IntCC::NotEqual, x, 0)
+            }
+        }
+        (true, true) if to == DType::F64 => ins.fpromote(tty, x),
+        (true, true) => ins.fdemote(tty, x),
+        (false, true) if from.is_signed_int() => ins.fcvt_from_sint(tty, x),
+        (false, true) => ins.fcvt_from_uint(tty, x),
+        (true, false) => {
+            let wide = if tty.bits() < 32 { types::I32 } else { tty };
+            let v = if to.is_signed_int() || tty.bits() < 32 {
+                cx.b.ins().fcvt_to_sint_sat(wide, x)
+            } else {
+                cx.b.ins().fcvt_to_uint_sat(wide, x)
+            };
+            if wide == tty {
+                v
+            } else {
+                cx.b.ins().ireduce(tty, v)
+            }
+        }
+        (false, false) => {
+            if tty.bits() == fty.bits() {
+                x
+            } else if tty.bits() < fty.bits() {
+                ins.ireduce(tty, x)
+            } else if from.is_signed_int() {
+                ins.sextend(tty, x)
+            } else {
+                ins.uextend(tty, x)
+            }
+        }
+    })
+}

@@ -1,0 +1,269 @@
+//! Operators: the closed [`Op`] enum, one file per operator family, and the
+//! registry that maps ONNX `op_type`s to their importers.
+//!
+//! Each family file holds, for its operators: the typed attribute struct,
+//! the importer (attribute parsing and opset-version normalisation), shape
+//! and type inference, and the lowering to code through
+//! [`crate::codegen::Lower`]. Adding an operator touches its family file, one
+//! line in [`REGISTRY`], one line in the `ops!` list below, and the
+//! conformance list.
+
+pub mod conv;
+pub mod elementwise;
+pub mod gather;
+pub mod linalg;
+pub mod norm;
+pub mod pool;
+pub mod reduce;
+pub mod shape_ops;
+pub mod softmax;
+
+use crate::codegen::Lower;
+use crate::import::NodeImport;
+use crate::ir::{DType, Tensor};
+
+/// What inference knows about one input of a node.
+pub struct InputInfo<'a> {
+    pub dtype: DType,
+    pub shape: &'a [usize],
+    /// The value, when it is known at compile time.
+    pub value: Option<&'a Tensor>,
+}
+
+/// What inference learns about one output of a node.
+#[derive(Clone, Debug)]
+pub struct Inferred {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Set by operators whose result is known from shapes alone (Shape, Size).
+    pub value: Option<Tensor>,
+}
+
+impl Inferred {
+    pub fn new(dtype: DType, shape: Vec<usize>) -> Inferred {
+        Inferred { dtype, shape, value: None }
+    }
+}
+
+/// The inputs of one node during inference; `None` marks omitted inputs.
+pub struct InferCx<'a> {
+    pub inputs: Vec<Option<InputInfo<'a>>>,
+    pub output_count: usize,
+}
+
+impl<'a> InferCx<'a> {
+    pub fn input(&self, i: usize) -> Result<&InputInfo<'a>, String> {
+        self.inputs
+            .get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| format!("input {i} is required"))
+    }
+
+    pub fn opt_input(&self, i: usize) -> Option<&InputInfo<'a>> {
+        self.inputs.get(i).and_then(Option::as_ref)
+    }
+
+    /// An input whose value must be known at compile time (a shape, axes,
+    /// pads...); data-dependent shapes are not compiled yet.
+    pub fn const_input(&self, i: usize) -> Result<&'a Tensor, String> {
+        self.input(i)?
+            .value
+            .ok_or_else(|| format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)"))
+    }
+
+    pub fn opt_const_input(&self, i: usize) -> Result<Option<&'a Tensor>, String> {
+        match self.opt_input(i) {
+            None => Ok(None),
+            Some(info) => info.value.map(Some).ok_or_else(|| {
+                format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
+            }),
+        }
+    }
+}
+
+/// The behaviour every operator's attribute struct provides.
+pub trait Operator: std::fmt::Debug {
+    /// The ONNX op_type (or, for table-driven families, the table entry's name).
+    fn name(&self) -> &'static str;
+
+    /// Output element types and shapes from the inputs'.
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String>;
+
+    /// Emits code computing the outputs from the inputs.
+    fn lower(&self, cx: &mut Lower) -> Result<(), String>;
+
+    /// Scratch bytes the lowering needs during this node (aligned by the plan).
+    fn scratch_bytes(&self, _cx: &InferCx) -> usize {
+        0
+    }
+
+    /// True when output 0 is input 0's bytes reinterpreted (Reshape and kin):
+    /// the plan then aliases instead of copying.
+    fn is_view(&self) -> bool {
+        false
+    }
+
+    /// False for operators that must not be evaluated at compile time.
+    fn foldable(&self) -> bool {
+        true
+    }
+}
+
+macro_rules! ops {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        /// Every operator the mid-IR knows, with its typed attributes.
+        #[derive(Clone, Debug)]
+        pub enum Op { $($variant($ty)),* }
+
+        impl Op {
+            fn inner(&self) -> &dyn Operator {
+                match self { $(Op::$variant(op) => op),* }
+            }
+        }
+        $(impl From<$ty> for Op { fn from(op: $ty) -> Op { Op::$variant(op) } })*
+    };
+}
+
+ops! {
+    Elementwise(elementwise::Elementwise),
+    MatMul(linalg::MatMul),
+    Gemm(linalg::Gemm),
+    Conv(conv::Conv),
+    Pool(pool::Pool),
+    BatchNorm(norm::BatchNorm),
+    Lrn(norm::Lrn),
+    Softmax(softmax::Softmax),
+    Reduce(reduce::Reduce),
+    ArgReduce(reduce::ArgReduce),
+    Reshape(shape_ops::Reshape),
+    Transpose(shape_ops::Transpose),
+    Concat(shape_ops::Concat),
+    Split(shape_ops::Split),
+    Slice(shape_ops::Slice),
+    Expand(shape_ops::Expand),
+    Pad(shape_ops::Pad),
+    Shape(shape_ops::Shape),
+    Size(shape_ops::Size),
+    ConstantOfShape(shape_ops::ConstantOfShape),
+    Range(shape_ops::Range),
+    Tile(shape_ops::Tile),
+    Gather(gather::Gather),
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        self.inner().name()
+    }
+    pub fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        self.inner().infer(cx)
+    }
+    pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        self.inner().lower(cx)
+    }
+    pub fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        self.inner().scratch_bytes(cx)
+    }
+    pub fn is_view(&self) -> bool {
+        self.inner().is_view()
+    }
+    pub fn foldable(&self) -> bool {
+        self.inner().foldable()
+    }
+}
+
+/// Builds an [`Op`] from one ONNX node (attributes, opset version, inputs).
+pub type Importer = fn(&mut NodeImport) -> Result<Op, String>;
+
+/// Default-domain operators onnxc compiles: op_type → importer.
+pub static REGISTRY: &[(&str, Importer)] = &[
+    ("Abs", elementwise::import),
+    ("Add", elementwise::import),
+    ("And", elementwise::import),
+    ("Ceil", elementwise::import),
+    ("Clip", elementwise::import),
+    ("Cos", elementwise::import),
+    ("Div", elementwise::import),
+    ("Elu", elementwise::import),
+    ("Equal", elementwise::import),
+    ("Erf", elementwise::import),
+    ("Exp", elementwise::import),
+    ("Floor", elementwise::import),
+    ("Gelu", elementwise::import),
+    ("Greater", elementwise::import),
+    ("GreaterOrEqual", elementwise::import),
+    ("HardSigmoid", elementwise::import),
+    ("HardSwish", elementwise::import),
+    ("Identity", elementwise::import),
+    ("Dropout", elementwise::import),
+    ("Cast", elementwise::import),
+    ("LeakyRelu", elementwise::import),
+    ("Less", elementwise::import),
+    ("LessOrEqual", elementwise::import),
+    ("Log", elementwise::import),
+    ("Max", elementwise::import),
+    ("Mean", elementwise::import),
+    ("Min", elementwise::import),
+    ("Mul", elementwise::import),
+    ("Neg", elementwise::import),
+    ("Not", elementwise::import),
+    ("Or", elementwise::import),
+    ("Pow", elementwise::import),
+    ("PRelu", elementwise::import),
+    ("Reciprocal", elementwise::import),
+    ("Relu", elementwise::import),
+    ("Sigmoid", elementwise::import),
+    ("Sign", elementwise::import),
+    ("Sin", elementwise::import),
+    ("Sqrt", elementwise::import),
+    ("Sub", elementwise::import),
+    ("Sum", elementwise::import),
+    ("Tanh", elementwise::import),
+    ("Where", elementwise::import),
+    ("Xor", elementwise::import),
+    ("MatMul", linalg::import_matmul),
+    ("Gemm", linalg::import_gemm),
+    ("Conv", conv::import),
+    ("MaxPool", pool::import),
+    ("AveragePool", pool::import),
+    ("LpPool", pool::import),
+    ("GlobalAveragePool", pool::import),
+    ("GlobalMaxPool", pool::import),
+    ("GlobalLpPool", pool::import),
+    ("BatchNormalization", norm::import_batchnorm),
+    ("LRN", norm::import_lrn),
+    ("Softmax", softmax::import),
+    ("LogSoftmax", softmax::import),
+    ("Hardmax", softmax::import),
+    ("ReduceSum", reduce::import),
+    ("ReduceMean", reduce::import),
+    ("ReduceMax", reduce::import),
+    ("ReduceMin", reduce::import),
+    ("ReduceProd", reduce::import),
+    ("ReduceL1", reduce::import),
+    ("ReduceL2", reduce::import),
+    ("ReduceLogSum", reduce::import),
+    ("ReduceLogSumExp", reduce::import),
+    ("ReduceSumSquare", reduce::import),
+    ("ArgMax", reduce::import_arg),
+    ("ArgMin", reduce::import_arg),
+    ("Reshape", shape_ops::import_reshape),
+    ("Flatten", shape_ops::import_flatten),
+    ("Squeeze", shape_ops::import_squeeze),
+    ("Unsqueeze", shape_ops::import_unsqueeze),
+    ("Transpose", shape_ops::import_transpose),
+    ("Concat", shape_ops::import_concat),
+    ("Split", shape_ops::import_split),
+    ("Slice", shape_ops::import_slice),
+    ("Expand", shape_ops::import_expand),
+    ("Pad", shape_ops::import_pad),
+    ("Shape", shape_ops::import_shape),
+    ("Size", shape_ops::import_size),
+    ("ConstantOfShape", shape_ops::import_constant_of_shape),
+    ("Range", shape_ops::import_range),
+    ("Tile", shape_ops::import_tile),
+    ("Gather", gather::import),
+];
+
+pub fn importer(op_type: &str) -> Option<Importer> {
+    REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+}

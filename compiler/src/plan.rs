@@ -1,0 +1,198 @@
+//! Stage 6: where every value lives at run time.
+//!
+//! Graph inputs and outputs stay in the caller's buffers; constants go to
+//! read-only data; every other value gets an offset in one workspace arena,
+//! reused once the value is dead (liveness over the schedule, first fit).
+//! View operators (Reshape and kin) alias their input instead of copying.
+
+use crate::ir::{Graph, ValueDef, ValueId};
+use crate::ops::{InferCx, InputInfo};
+
+/// Workspace offsets are multiples of this (one cache line, any SIMD width).
+pub const ALIGN: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// The caller's k-th input buffer.
+    Input(usize),
+    /// The caller's k-th output buffer.
+    Output(usize),
+    /// Read-only data.
+    Const,
+    /// Bytes at this offset of the workspace.
+    Workspace(usize),
+    /// The same bytes as another value (a view).
+    Alias(ValueId),
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// One entry per value of the graph.
+    pub locs: Vec<Loc>,
+    /// Workspace offset of each node's scratch area, if it has one.
+    pub scratch: Vec<Option<usize>>,
+    /// Graph outputs that must be copied from another location at the end
+    /// (outputs that are inputs, constants, or listed twice).
+    pub output_copies: Vec<(usize, ValueId)>,
+    pub workspace_bytes: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("memory plan: {0}")]
+pub struct PlanError(pub String);
+
+fn bytes_of(graph: &Graph, v: ValueId) -> Result<usize, PlanError> {
+    let (dtype, shape) = graph
+        .concrete(v)
+        .ok_or_else(|| PlanError(format!("value \"{}\" has no known shape", graph.value(v).name)))?;
+    crate::ir::shape::element_count(&shape)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .ok_or_else(|| PlanError(format!("value \"{}\" is too large", graph.value(v).name)))
+}
+
+/// Builds the inference view of a node's inputs (used for scratch sizing).
+pub fn infer_cx<'a>(graph: &'a Graph, node: &crate::ir::Node, shapes: &'a [Option<(crate::ir::DType, Vec<usize>)>]) -> InferCx<'a> {
+    InferCx {
+        inputs: node
+            .inputs
+            .iter()
+            .zip(shapes)
+            .map(|(v, s)| {
+                let (v, (dtype, shape)) = (v.as_ref()?, s.as_ref()?);
+                Some(InputInfo { dtype: *dtype, shape, value: graph.const_value(*v) })
+            })
+            .collect(),
+        output_count: node.outputs.len(),
+    }
+}
+
+pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
+    let n_values = graph.values.len();
+    let n_nodes = graph.nodes.len();
+    let mut locs: Vec<Option<Loc>> = vec![None; n_values];
+    let mut output_copies = Vec::new();
+
+    for (i, value) in graph.values.iter().enumerate() {
+        match value.def {
+            ValueDef::Input(k) => locs[i] = Some(Loc::Input(k)),
+            ValueDef::Const(_) => locs[i] = Some(Loc::Const),
+            ValueDef::Computed => {}
+        }
+    }
+    for (k, &v) in graph.outputs.iter().enumerate() {
+        if locs[v.index()].is_none() {
+            locs[v.index()] = Some(Loc::Output(k));
+        } else {
+            output_copies.push((k, v));
+        }
+    }
+    // Views alias their input unless they must write a caller's buffer.
+    for node in &graph.nodes {
+        if node.op.is_view() {
+            if let (Some(&out), Some(Some(src))) = (node.outputs.first(), node.inputs.first()) {
+                if locs[out.index()].is_none() {
+                    locs[out.index()] = Some(Loc::Alias(*src));
+                }
+            }
+        }
+    }
+    let root = |mut v: ValueId| {
+        while let Some(Loc::Alias(src)) = locs[v.index()] {
+            v = src;
+        }
+        v
+    };
+    // Last node index at which each (root) value is read.
+    let mut last_use = vec![None::<usize>; n_values];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for v in node.inputs.iter().flatten().chain(&node.outputs) {
+            let r = root(*v).index();
+            last_use[r] = Some(last_use[r].map_or(i, |u: usize| u.max(i)));
+        }
+    }
+    for &(_, v) in &output_copies {
+        last_use[root(v).index()] = Some(n_nodes);
+    }
+
+    let mut arena = Arena::default();
+    let mut offsets = vec![None::<usize>; n_values];
+    let mut scratch = vec![None; n_nodes];
+    let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); n_nodes + 1];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &out in &node.outputs {
+            if locs[out.index()].is_none() {
+                let off = arena.alloc(bytes_of(graph, out)?);
+                offsets[out.index()] = Some(off);
+                locs[out.index()] = Some(Loc::Workspace(off));
+                let end = last_use[out.index()].unwrap_or(i).max(i);
+                frees[end].push(out);
+            }
+        }
+        let shapes: Vec<_> = node.inputs.iter().map(|v| v.and_then(|v| graph.concrete(v))).collect();
+        let scratch_bytes = node.op.scratch_bytes(&infer_cx(graph, node, &shapes));
+        if scratch_bytes > 0 {
+            let off = arena.alloc(scratch_bytes);
+            scratch[i] = Some(off);
+            arena.free(off);
+        }
+        for v in std::mem::take(&mut frees[i]) {
+            if let Some(off) = offsets[v.index()] {
+                arena.free(off);
+            }
+        }
+    }
+    let locs = locs
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water })
+}
+
+/// First-fit allocator over one growing arena.
+#[derive(Default)]
+struct Arena {
+    /// Live blocks as (offset, size), sorted by offset.
+    live: Vec<(usize, usize)>,
+    high_water: usize,
+}
+
+impl Arena {
+    fn alloc(&mut self, bytes: usize) -> usize {
+        let size = bytes.max(1).div_ceil(ALIGN) * ALIGN;
+        let mut start = 0;
+        let mut at = self.live.len();
+        for (i, &(off, len)) in self.live.iter().enumerate() {
+            if off >= start + size {
+                at = i;
+                break;
+            }
+            start = start.max(off + len);
+        }
+        self.live.insert(at, (start, size));
+        self.high_water = self.high_water.max(start + size);
+        start
+    }
+
+    fn free(&mut self, offset: usize) {
+        self.live.retain(|&(off, _)| off != offset);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arena;
+
+    #[test]
+    fn arena_reuses_freed_space_first_fit() {
+        let mut a = Arena::default();
+        let x = a.alloc(100);
+        let y = a.alloc(10);
+        assert_eq!((x, y), (0, 128));
+        a.free(x);
+        assert_eq!(a.alloc(64), 0);
+        assert_eq!(a.alloc(64), 64);
+        assert_eq!(a.alloc(1), 192);
+        assert_eq!(a.high_water, 256);
+    }
+}
