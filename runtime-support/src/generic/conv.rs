@@ -216,3 +216,218 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     }
     STATUS_OK
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use std::vec;
+    use std::vec::Vec;
+
+    struct Case {
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        group: usize,
+        input: Vec<usize>,
+        kernel: Vec<usize>,
+        strides: Vec<usize>,
+        dilations: Vec<usize>,
+        pads: Vec<(usize, usize)>,
+    }
+
+    fn params(c: &Case) -> ConvParams {
+        let r = c.input.len();
+        let mut p = ConvParams {
+            batch: c.batch as i64,
+            in_channels: c.cin as i64,
+            out_channels: c.cout as i64,
+            group: c.group as i64,
+            spatial_rank: r as i64,
+            ..Default::default()
+        };
+        for d in 0..r {
+            p.in_spatial[d] = c.input[d] as i64;
+            p.kernel[d] = c.kernel[d] as i64;
+            p.strides[d] = c.strides[d] as i64;
+            p.dilations[d] = c.dilations[d] as i64;
+            p.pads_begin[d] = c.pads[d].0 as i64;
+            let span = c.dilations[d] * (c.kernel[d] - 1) + 1;
+            let padded = c.input[d] + c.pads[d].0 + c.pads[d].1;
+            p.out_spatial[d] = if padded < span {
+                0
+            } else {
+                ((padded - span) / c.strides[d] + 1) as i64
+            };
+        }
+        p
+    }
+
+    /// Direct convolution, straight from the definition.
+    fn reference(p: &ConvParams, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let r = p.spatial_rank as usize;
+        let ind: Vec<usize> = (0..r).map(|d| p.in_spatial[d] as usize).collect();
+        let outd: Vec<usize> = (0..r).map(|d| p.out_spatial[d] as usize).collect();
+        let kd: Vec<usize> = (0..r).map(|d| p.kernel[d] as usize).collect();
+        let (in_size, out_size, taps) = (
+            ind.iter().product::<usize>(),
+            outd.iter().product::<usize>(),
+            kd.iter().product::<usize>(),
+        );
+        let (cin, cout, g) = (
+            p.in_channels as usize,
+            p.out_channels as usize,
+            p.group as usize,
+        );
+        let (cpg, mpg) = (cin / g, cout / g);
+        let mut y = vec![0.0f32; p.batch as usize * cout * out_size];
+        for n in 0..p.batch as usize {
+            for m in 0..cout {
+                let grp = m / mpg;
+                for o in 0..out_size {
+                    let oc = unravel(o, &outd);
+                    let mut acc = bias.map_or(0.0, |b| b[m] as f64);
+                    for c in 0..cpg {
+                        for t in 0..taps {
+                            let kc = unravel(t, &kd);
+                            let mut off = 0usize;
+                            let mut inside = true;
+                            for d in 0..r {
+                                let pos = (oc[d] * p.strides[d] as usize
+                                    + kc[d] * p.dilations[d] as usize)
+                                    as i64
+                                    - p.pads_begin[d];
+                                if pos < 0 || pos >= ind[d] as i64 {
+                                    inside = false;
+                                }
+                                off = off * ind[d] + pos.max(0) as usize;
+                            }
+                            if inside {
+                                let xv = x[(n * cin + grp * cpg + c) * in_size + off];
+                                let wv = w[(m * cpg + c) * taps + t];
+                                acc += xv as f64 * wv as f64;
+                            }
+                        }
+                    }
+                    y[(n * cout + m) * out_size + o] = acc as f32;
+                }
+            }
+        }
+        y
+    }
+
+    fn check(c: Case) {
+        let p = params(&c);
+        let r = c.input.len();
+        let x = rand_vec(c.batch * c.cin * c.input.iter().product::<usize>(), 1);
+        let w = rand_vec(
+            c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(),
+            2,
+        );
+        let bias = rand_vec(c.cout, 3);
+        let out_n = c.batch * c.cout * (0..r).map(|d| p.out_spatial[d] as usize).product::<usize>();
+        let mut scratch = vec![f32::NAN; conv_scratch_elems(&p)];
+        for b in [Some(&bias[..]), None] {
+            let want = reference(&p, &x, &w, b);
+            let mut got = vec![f32::NAN; out_n];
+            let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
+            let st = unsafe {
+                onnxc_conv_f32(
+                    &p,
+                    x.as_ptr(),
+                    w.as_ptr(),
+                    bp,
+                    got.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(st, STATUS_OK);
+            assert_close(&got, &want, 1e-4);
+        }
+    }
+
+    fn case2d(
+        cin: usize,
+        cout: usize,
+        group: usize,
+        hw: (usize, usize),
+        k: (usize, usize),
+        s: usize,
+        d: usize,
+        pads: [usize; 4],
+    ) -> Case {
+        Case {
+            batch: 2,
+            cin,
+            cout,
+            group,
+            input: vec![hw.0, hw.1],
+            kernel: vec![k.0, k.1],
+            strides: vec![s, s],
+            dilations: vec![d, d],
+            pads: vec![(pads[0], pads[2]), (pads[1], pads[3])],
+        }
+    }
+
+    #[test]
+    fn conv2d_variants() {
+        check(case2d(3, 4, 1, (7, 9), (3, 3), 1, 1, [1, 1, 1, 1]));
+        check(case2d(3, 5, 1, (8, 7), (3, 2), 2, 1, [1, 0, 2, 1]));
+        check(case2d(4, 6, 2, (9, 9), (3, 3), 1, 2, [2, 2, 2, 2]));
+        check(case2d(6, 6, 6, (5, 6), (3, 3), 2, 1, [1, 1, 1, 1])); // depthwise
+        check(case2d(5, 7, 1, (6, 5), (1, 1), 1, 1, [0, 0, 0, 0])); // pointwise
+        check(case2d(2, 3, 1, (4, 4), (1, 1), 2, 1, [0, 0, 0, 0])); // strided 1x1
+        check(case2d(1, 1, 1, (1, 1), (1, 1), 1, 1, [0, 0, 0, 0]));
+        check(case2d(3, 130, 1, (13, 11), (5, 5), 1, 1, [2, 2, 2, 2])); // many output channels
+        check(case2d(2, 2, 1, (3, 3), (3, 3), 3, 1, [3, 3, 3, 3])); // windows all padding
+    }
+
+    #[test]
+    fn conv1d_and_3d() {
+        check(Case {
+            batch: 1,
+            cin: 3,
+            cout: 2,
+            group: 1,
+            input: vec![17],
+            kernel: vec![4],
+            strides: vec![3],
+            dilations: vec![2],
+            pads: vec![(2, 1)],
+        });
+        check(Case {
+            batch: 2,
+            cin: 4,
+            cout: 4,
+            group: 2,
+            input: vec![5, 4, 6],
+            kernel: vec![2, 3, 3],
+            strides: vec![1, 2, 1],
+            dilations: vec![1, 1, 2],
+            pads: vec![(1, 0), (1, 1), (0, 2)],
+        });
+    }
+
+    #[test]
+    fn scratch_and_validation() {
+        let p = params(&case2d(4, 6, 2, (9, 9), (3, 3), 1, 1, [0, 0, 0, 0]));
+        assert_eq!(conv_scratch_elems(&p), 2 * 9 * 49);
+        let pw = params(&case2d(4, 6, 2, (9, 9), (1, 1), 1, 1, [0, 0, 0, 0]));
+        assert_eq!(conv_scratch_elems(&pw), 0);
+        let mut bad = p;
+        bad.group = 4; // 6 output channels not divisible by 4
+        assert_eq!(conv_scratch_elems(&bad), 0);
+        let z = core::ptr::null_mut();
+        assert_eq!(
+            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        bad = p;
+        bad.spatial_rank = 7;
+        assert_eq!(
+            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+}

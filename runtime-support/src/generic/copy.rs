@@ -353,3 +353,262 @@ pub unsafe extern "C" fn onnxc_pad(
     }
     STATUS_OK
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::unravel;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn copy_params(eb: i64, dims: &[i64], src: &[i64], dst: &[i64]) -> CopyParams {
+        let mut p = CopyParams {
+            elem_bytes: eb,
+            rank: dims.len() as i64,
+            ..Default::default()
+        };
+        p.dims[..dims.len()].copy_from_slice(dims);
+        p.src_strides[..dims.len()].copy_from_slice(src);
+        p.dst_strides[..dims.len()].copy_from_slice(dst);
+        p
+    }
+
+    /// Element-by-element strided copy of u64 "elements", then checked
+    /// against the kernel run on the same data at every element size.
+    fn check_copy(
+        dims: &[i64],
+        src: &[i64],
+        dst: &[i64],
+        src_origin: usize,
+        src_len: usize,
+        dst_len: usize,
+    ) {
+        let n: usize = dims.iter().product::<i64>() as usize;
+        let ud: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        for eb in [1usize, 2, 4, 8] {
+            let src_buf: Vec<u8> = (0..src_len * eb).map(|i| (i * 7 + 3) as u8).collect();
+            let mut want = vec![0xAAu8; dst_len * eb];
+            for f in 0..n {
+                let c = unravel(f, &ud);
+                let so =
+                    src_origin as i64 + (0..dims.len()).map(|d| c[d] as i64 * src[d]).sum::<i64>();
+                let dof = (0..dims.len()).map(|d| c[d] as i64 * dst[d]).sum::<i64>();
+                let (so, dof) = (so as usize * eb, dof as usize * eb);
+                want[dof..dof + eb].copy_from_slice(&src_buf[so..so + eb]);
+            }
+            let mut got = vec![0xAAu8; dst_len * eb];
+            let p = copy_params(eb as i64, dims, src, dst);
+            let st = unsafe {
+                onnxc_copy_strided(&p, src_buf.as_ptr().add(src_origin * eb), got.as_mut_ptr())
+            };
+            assert_eq!(st, STATUS_OK);
+            assert_eq!(got, want, "dims {dims:?} eb {eb}");
+        }
+    }
+
+    #[test]
+    fn strided_copies() {
+        check_copy(&[], &[], &[], 0, 1, 1); // rank 0
+        check_copy(&[2, 3, 4], &[12, 4, 1], &[12, 4, 1], 0, 24, 24); // plain
+        check_copy(&[3, 5], &[1, 3], &[5, 1], 0, 15, 15); // transpose
+        check_copy(&[4, 3, 5], &[1, 20, 4], &[15, 5, 1], 0, 60, 60); // 3-d permute
+        check_copy(&[2, 2, 3], &[35, 7, 1], &[6, 3, 1], 9, 70, 12); // slice
+        check_copy(&[3, 4], &[0, 1], &[4, 1], 0, 4, 12); // expand rows
+        check_copy(&[3, 4], &[1, 0], &[4, 1], 0, 3, 12); // expand cols
+        check_copy(&[5], &[-1], &[1], 4, 5, 5); // reverse
+        check_copy(&[2, 1, 3], &[3, 9, 1], &[6, 3, 1], 0, 6, 12); // concat half, size-1 dim
+        check_copy(&[0, 3], &[3, 1], &[3, 1], 0, 0, 0); // empty
+        check_copy(&[3, 1, 1, 7], &[7, 0, 0, 1], &[7, 7, 7, 1], 0, 21, 21);
+    }
+
+    #[test]
+    fn copy_rejects_bad_params() {
+        let z = core::ptr::null_mut();
+        let p = copy_params(3, &[1], &[1], &[1]);
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        let p = copy_params(4, &[-1], &[1], &[1]);
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        let mut p = copy_params(4, &[1], &[1], &[1]);
+        p.rank = 9;
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn gather_both_index_widths() {
+        let (outer, axis, inner) = (3usize, 5usize, 2usize);
+        let data: Vec<u16> = (0..(outer * axis * inner) as u16).collect();
+        let idx64: Vec<i64> = vec![4, 0, -1, 2, -5, 4];
+        let idx32: Vec<i32> = idx64.iter().map(|&v| v as i32).collect();
+        let mut want = Vec::new();
+        for o in 0..outer {
+            for &i in &idx64 {
+                let i = if i < 0 { i + axis as i64 } else { i } as usize;
+                for r in 0..inner {
+                    want.push(data[(o * axis + i) * inner + r]);
+                }
+            }
+        }
+        let p = GatherParams {
+            elem_bytes: 2,
+            outer: outer as i64,
+            axis_len: axis as i64,
+            inner: inner as i64,
+            n_indices: 6,
+            index_bytes: 8,
+        };
+        let mut got = vec![0u16; want.len()];
+        let run = |p: &GatherParams, idx: *const u8, got: &mut Vec<u16>| unsafe {
+            onnxc_gather(
+                p,
+                data.as_ptr() as *const u8,
+                idx,
+                got.as_mut_ptr() as *mut u8,
+            )
+        };
+        assert_eq!(run(&p, idx64.as_ptr() as *const u8, &mut got), STATUS_OK);
+        assert_eq!(got, want);
+        got.fill(0);
+        let p32 = GatherParams {
+            index_bytes: 4,
+            ..p
+        };
+        assert_eq!(run(&p32, idx32.as_ptr() as *const u8, &mut got), STATUS_OK);
+        assert_eq!(got, want);
+
+        // Out of range: status, and the output is left untouched.
+        for bad in [5i64, -6] {
+            let idx = [0i64, bad];
+            let pb = GatherParams { n_indices: 2, ..p };
+            let mut out = vec![0xBEEFu16; outer * 2 * inner];
+            assert_eq!(
+                run(&pb, idx.as_ptr() as *const u8, &mut out),
+                STATUS_INDEX_OUT_OF_RANGE
+            );
+            assert!(out.iter().all(|&v| v == 0xBEEF));
+        }
+        let pbad = GatherParams {
+            index_bytes: 2,
+            ..p
+        };
+        assert_eq!(
+            run(&pbad, idx64.as_ptr() as *const u8, &mut got),
+            STATUS_INVALID_PARAMS
+        );
+    }
+
+    fn pad_params(mode: i64, in_dims: &[i64], begin: &[i64], end: &[i64]) -> PadParams {
+        let mut p = PadParams {
+            elem_bytes: 8,
+            mode,
+            rank: in_dims.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..in_dims.len() {
+            p.in_dims[d] = in_dims[d];
+            p.pads_begin[d] = begin[d];
+            p.out_dims[d] = in_dims[d] + begin[d] + end[d];
+        }
+        p
+    }
+
+    fn run_pad(p: &PadParams, x: &[i64], value: Option<i64>) -> Vec<i64> {
+        let r = p.rank as usize;
+        let n: i64 = p.out_dims[..r].iter().product();
+        let mut y = vec![i64::MIN; n as usize];
+        let vp = value
+            .as_ref()
+            .map_or(core::ptr::null(), |v| v as *const i64 as *const u8);
+        let st = unsafe { onnxc_pad(p, x.as_ptr() as *const u8, vp, y.as_mut_ptr() as *mut u8) };
+        assert_eq!(st, STATUS_OK);
+        y
+    }
+
+    /// Expected values produced by the ONNX reference implementation (numpy.pad).
+    #[test]
+    fn pad_matches_onnx_reference() {
+        let x = [1i64, 2, 3];
+        let cases: [(i64, [i64; 15]); 3] = [
+            (PAD_REFLECT, [2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2]),
+            (PAD_EDGE, [1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 3, 3]),
+            (PAD_WRAP, [3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2]),
+        ];
+        for (mode, want) in cases {
+            assert_eq!(run_pad(&pad_params(mode, &[3], &[7], &[5]), &x, None), want);
+        }
+        let x2: Vec<i64> = (0..6).collect();
+        let p = |m| pad_params(m, &[2, 3], &[3, 1], &[2, 4]);
+        assert_eq!(
+            run_pad(&p(PAD_REFLECT), &x2, None),
+            [
+                4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2,
+                1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5
+            ]
+        );
+        assert_eq!(
+            run_pad(&p(PAD_EDGE), &x2, None),
+            [
+                0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2,
+                2, 2, 2, 2, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5
+            ]
+        );
+        assert_eq!(
+            run_pad(&p(PAD_WRAP), &x2, None),
+            [
+                5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2,
+                0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3
+            ]
+        );
+        let mut want = vec![0i64; 56];
+        want[3 * 8 + 1..3 * 8 + 4].copy_from_slice(&[0, 1, 2]);
+        want[4 * 8 + 1..4 * 8 + 4].copy_from_slice(&[3, 4, 5]);
+        assert_eq!(run_pad(&p(PAD_CONSTANT), &x2, None), want);
+        for v in want.iter_mut() {
+            if *v == 0 {
+                *v = -9;
+            }
+        }
+        want[3 * 8 + 1] = 0;
+        assert_eq!(run_pad(&p(PAD_CONSTANT), &x2, Some(-9)), want);
+        assert_eq!(
+            run_pad(&pad_params(PAD_REFLECT, &[1], &[3], &[2]), &[5], None),
+            [5; 6]
+        );
+    }
+
+    #[test]
+    fn pad_crops_with_negative_pads() {
+        // [3, 4] input; crop one row at the top, one column at the right,
+        // then edge-pad two columns at the left and one row at the bottom.
+        let x: Vec<i64> = (0..12).collect();
+        let p = pad_params(PAD_EDGE, &[3, 4], &[-1, 2], &[1, -1]);
+        let want = [4, 4, 4, 5, 6, 8, 8, 8, 9, 10, 8, 8, 8, 9, 10];
+        assert_eq!(run_pad(&p, &x, None), want);
+        let p = pad_params(PAD_CONSTANT, &[3, 4], &[-1, 0], &[-1, -2]);
+        assert_eq!(run_pad(&p, &x, None), [4, 5]);
+        let p = pad_params(PAD_WRAP, &[3, 4], &[0, -2], &[0, 1]);
+        assert_eq!(run_pad(&p, &x, None), [2, 3, 2, 6, 7, 6, 10, 11, 10]);
+        // Rank 0 and bad params.
+        assert_eq!(
+            run_pad(&pad_params(PAD_CONSTANT, &[], &[], &[]), &[42], None),
+            [42]
+        );
+        let z = core::ptr::null_mut();
+        let bad = pad_params(PAD_REFLECT, &[2], &[-2], &[1]);
+        assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
+        let bad = PadParams {
+            mode: 4,
+            ..pad_params(PAD_EDGE, &[2], &[1], &[1])
+        };
+        assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
+    }
+}

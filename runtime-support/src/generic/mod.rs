@@ -107,6 +107,16 @@ pub(crate) mod test_util {
             .collect()
     }
 
+    /// Row-major coordinates of flat index `flat` over `dims`.
+    pub fn unravel(mut flat: usize, dims: &[usize]) -> [usize; 8] {
+        let mut out = [0usize; 8];
+        for d in (0..dims.len()).rev() {
+            out[d] = flat % dims[d];
+            flat /= dims[d];
+        }
+        out
+    }
+
     /// Asserts `got` and `want` agree to a relative tolerance.
     pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
         assert_eq!(got.len(), want.len());
