@@ -347,6 +347,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // one positional row per test case reads best
     fn case2d(
         cin: usize,
         cout: usize,

@@ -316,7 +316,6 @@ mod tests {
     use std::vec::Vec;
 
     /// Naive reference for one problem, same addressing as the kernel.
-    #[allow(clippy::too_many_arguments)]
     fn reference(p: &GemmParams, a: &[f32], b: &[f32], c: Option<&[f32]>) -> Vec<f32> {
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
         let rank = p.batch_rank as usize;

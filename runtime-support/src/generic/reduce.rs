@@ -356,3 +356,242 @@ pub unsafe extern "C" fn onnxc_argreduce_f32(
     }
     STATUS_OK
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{rand_vec, unravel};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Reference: gather each output's values as f64 and reduce them by the
+    /// textbook formula.
+    fn reference(dims: &[usize], reduced: &[bool], x: &[f64], kind: i64) -> Vec<f64> {
+        let out_dims: Vec<usize> = dims
+            .iter()
+            .zip(reduced)
+            .map(|(&d, &r)| if r { 1 } else { d })
+            .collect();
+        let out_n: usize = out_dims.iter().product();
+        let in_n: usize = dims.iter().product();
+        let mut groups: Vec<Vec<f64>> = vec![Vec::new(); out_n];
+        for (f, &v) in x.iter().enumerate().take(in_n) {
+            let c = unravel(f, dims);
+            let mut o = 0;
+            for d in 0..dims.len() {
+                o = o * out_dims[d] + if reduced[d] { 0 } else { c[d] };
+            }
+            groups[o].push(v);
+        }
+        groups
+            .iter()
+            .map(|g| {
+                let sum: f64 = g.iter().sum();
+                match kind {
+                    REDUCE_SUM => sum,
+                    REDUCE_MEAN => sum / g.len() as f64,
+                    REDUCE_MAX => g.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+                    REDUCE_MIN => g.iter().cloned().fold(f64::INFINITY, f64::min),
+                    REDUCE_PROD => g.iter().product(),
+                    REDUCE_L1 => g.iter().map(|v| v.abs()).sum(),
+                    REDUCE_L2 => g.iter().map(|v| v * v).sum::<f64>().sqrt(),
+                    REDUCE_LOG_SUM => sum.ln(),
+                    REDUCE_LOG_SUM_EXP => g.iter().map(|v| v.exp()).sum::<f64>().ln(),
+                    _ => g.iter().map(|v| v * v).sum(),
+                }
+            })
+            .collect()
+    }
+
+    fn params(kind: i64, dims: &[usize], reduced: &[bool]) -> ReduceParams {
+        let mut p = ReduceParams {
+            kind,
+            rank: dims.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..dims.len() {
+            p.dims[d] = dims[d] as i64;
+            p.reduced[d] = reduced[d] as i64;
+        }
+        p
+    }
+
+    const SHAPES: &[(&[usize], &[bool])] = &[
+        (&[], &[]),
+        (&[7], &[true]),
+        (&[7], &[false]),
+        (&[3, 5], &[false, true]),
+        (&[3, 5], &[true, false]),
+        (&[3, 5], &[true, true]),
+        (&[2, 3, 4, 5], &[false, true, false, true]),
+        (&[4, 1, 3], &[true, true, false]),
+        (&[2, 0, 3], &[false, true, false]), // empty reduction: identities
+        (&[0, 3], &[false, true]),           // empty output
+    ];
+
+    #[test]
+    fn float_kinds_match_reference() {
+        for &(dims, reduced) in SHAPES {
+            let n: usize = dims.iter().product();
+            let x32: Vec<f32> = rand_vec(n, 3).iter().map(|v| v + 1.5).collect(); // positive for log-sum
+            let x64: Vec<f64> = x32.iter().map(|&v| v as f64).collect();
+            for kind in REDUCE_SUM..=REDUCE_SUM_SQUARE {
+                let p = params(kind, dims, reduced);
+                let want = reference(dims, reduced, &x64, kind);
+                let mut got32 = vec![f32::NAN; want.len()];
+                let mut got64 = vec![f64::NAN; want.len()];
+                unsafe {
+                    assert_eq!(
+                        onnxc_reduce_f32(&p, x32.as_ptr(), got32.as_mut_ptr()),
+                        STATUS_OK
+                    );
+                    assert_eq!(
+                        onnxc_reduce_f64(&p, x64.as_ptr(), got64.as_mut_ptr()),
+                        STATUS_OK
+                    );
+                }
+                for i in 0..want.len() {
+                    let w = want[i];
+                    let close = |g: f64, tol: f64| {
+                        g == w
+                            || (g.is_nan() && w.is_nan())
+                            || (g - w).abs() <= tol * (1.0 + w.abs())
+                    };
+                    assert!(
+                        close(got32[i] as f64, 1e-5),
+                        "kind {kind} dims {dims:?}: {} vs {w}",
+                        got32[i]
+                    );
+                    assert!(
+                        close(got64[i], 1e-12),
+                        "kind {kind} dims {dims:?}: {} vs {w}",
+                        got64[i]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_kinds_match_reference() {
+        for &(dims, reduced) in SHAPES {
+            let n: usize = dims.iter().product();
+            let x64: Vec<i64> = (0..n as i64).map(|i| (i * 7 + 3) % 7 - 2).collect();
+            let x32: Vec<i32> = x64.iter().map(|&v| v as i32).collect();
+            let xf: Vec<f64> = x64.iter().map(|&v| v as f64).collect();
+            for kind in REDUCE_SUM..=REDUCE_SUM_SQUARE {
+                let p = params(kind, dims, reduced);
+                let want = reference(dims, reduced, &xf, kind);
+                let mut got64 = vec![7i64; want.len()];
+                let mut got32 = vec![7i32; want.len()];
+                unsafe {
+                    assert_eq!(
+                        onnxc_reduce_i64(&p, x64.as_ptr(), got64.as_mut_ptr()),
+                        STATUS_OK
+                    );
+                    assert_eq!(
+                        onnxc_reduce_i32(&p, x32.as_ptr(), got32.as_mut_ptr()),
+                        STATUS_OK
+                    );
+                }
+                for i in 0..want.len() {
+                    // Integer max/min identities are the type's extremes.
+                    let (w64, w32) = match want[i] {
+                        w if w == f64::NEG_INFINITY && kind == REDUCE_MAX => (i64::MIN, i32::MIN),
+                        w if w == f64::INFINITY && kind == REDUCE_MIN => (i64::MAX, i32::MAX),
+                        w if w.is_nan() => (0, 0), // integer mean of nothing
+                        w => (w as i64, w as i32),
+                    };
+                    assert_eq!(got64[i], w64, "kind {kind} dims {dims:?}");
+                    assert_eq!(got32[i], w32, "kind {kind} dims {dims:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nan_propagates_through_max_and_min() {
+        let x = [1.0f32, f32::NAN, 3.0];
+        for kind in [REDUCE_MAX, REDUCE_MIN] {
+            let p = params(kind, &[3], &[true]);
+            let mut y = [0.0f32];
+            unsafe { onnxc_reduce_f32(&p, x.as_ptr(), y.as_mut_ptr()) };
+            assert!(y[0].is_nan());
+        }
+    }
+
+    #[test]
+    fn reduce_rejects_bad_params() {
+        let mut p = params(10, &[3], &[true]);
+        assert_eq!(
+            unsafe { onnxc_reduce_f32(&p, core::ptr::null(), core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+        p.kind = REDUCE_SUM;
+        p.reduced[0] = 2;
+        assert_eq!(
+            unsafe { onnxc_reduce_i64(&p, core::ptr::null(), core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+        p.reduced[0] = 1;
+        p.dims[0] = -1;
+        assert_eq!(
+            unsafe { onnxc_reduce_i32(&p, core::ptr::null(), core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn argreduce_matches_reference() {
+        for &(outer, len, inner) in &[(1usize, 1usize, 1usize), (3, 6, 1), (2, 5, 4), (1, 9, 3)] {
+            // Few distinct values so ties are common.
+            let x: Vec<f32> = (0..outer * len * inner)
+                .map(|i| ((i * 5 + 1) % 4) as f32)
+                .collect();
+            for kind in [ARG_MAX, ARG_MIN] {
+                for last in [0i64, 1] {
+                    let p = ArgReduceParams {
+                        outer: outer as i64,
+                        axis_len: len as i64,
+                        inner: inner as i64,
+                        kind,
+                        select_last_index: last,
+                    };
+                    let mut got = vec![-1i64; outer * inner];
+                    assert_eq!(
+                        unsafe { onnxc_argreduce_f32(&p, x.as_ptr(), got.as_mut_ptr()) },
+                        STATUS_OK
+                    );
+                    for o in 0..outer {
+                        for r in 0..inner {
+                            let vals: Vec<f32> =
+                                (0..len).map(|i| x[(o * len + i) * inner + r]).collect();
+                            let target = if kind == ARG_MAX {
+                                vals.iter().cloned().fold(f32::MIN, f32::max)
+                            } else {
+                                vals.iter().cloned().fold(f32::MAX, f32::min)
+                            };
+                            let want = if last == 1 {
+                                vals.iter().rposition(|&v| v == target)
+                            } else {
+                                vals.iter().position(|&v| v == target)
+                            };
+                            assert_eq!(got[o * inner + r], want.unwrap() as i64);
+                        }
+                    }
+                }
+            }
+        }
+        let bad = ArgReduceParams {
+            outer: 1,
+            axis_len: 0,
+            inner: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            unsafe { onnxc_argreduce_f32(&bad, core::ptr::null(), core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+}
