@@ -453,6 +453,39 @@ mod tests {
         });
     }
 
+    /// ceil_mode windows past the end: windows start at `o * stride -
+    /// pad_begin` (as in ONNX Runtime and the reference MaxPool). The ONNX
+    /// reference AveragePool instead shifts such windows by half the extra
+    /// padding and would give [1.5, 3.5] here; we do not follow that quirk.
+    #[test]
+    fn ceil_mode_window_positions() {
+        let x = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
+        let mut p = PoolParams {
+            batch: 1,
+            channels: 1,
+            spatial_rank: 1,
+            ..Default::default()
+        };
+        p.in_spatial[0] = 6;
+        p.out_spatial[0] = 2;
+        p.kernel[0] = 5;
+        p.strides[0] = 4;
+        p.dilations[0] = 1;
+        for (kind, cip, want) in [
+            (POOL_AVERAGE, 0, [2.0, 4.5]),
+            (POOL_AVERAGE, 1, [2.0, 4.5]),
+            (POOL_MAX, 0, [4.0, 5.0]),
+        ] {
+            p.kind = kind;
+            p.count_include_pad = cip;
+            let mut y = [0.0f32; 2];
+            let st =
+                unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+            assert_eq!(st, STATUS_OK);
+            assert_eq!(y, want);
+        }
+    }
+
     #[test]
     fn rejects_bad_params() {
         let mut p = params(
