@@ -1,6 +1,12 @@
 //! The kernel library as a C static archive. A staticlib built from a
 //! `no_std` crate needs a panic handler; the rlib cannot carry one (the
 //! compiler links it next to std), so this thin crate supplies it.
+//!
+//! It also supplies `rust_eh_personality`: the precompiled `core` in the
+//! archive is built for unwinding and its unwind tables reference that
+//! symbol, so without a definition a plain C link (`cc main.c
+//! libonnxc_runtime.a`) fails. Everything here is built with
+//! `panic = "abort"`, so nothing ever unwinds and the stub is never called.
 
 #![no_std]
 
@@ -10,3 +16,8 @@ pub use onnxc_runtime;
 fn on_panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
+
+/// Never called (no unwinding under `panic = "abort"`); only satisfies the
+/// reference from `core`'s unwind tables.
+#[no_mangle]
+pub extern "C" fn rust_eh_personality() {}

@@ -1,0 +1,187 @@
+//! The binary interface between generated code and the kernels.
+//!
+//! Status codes and limits are shared constants; [`KERNELS`] is the one
+//! declared list of kernel signatures. The compiler reads it to declare each
+//! kernel as an import (and, when JIT-compiling, to resolve the address), so
+//! a signature change here is a compile error or a visible table change, never
+//! a silent ABI mismatch: the `kernel_table!` macro type-checks every entry
+//! against the real function.
+
+use crate::generic::conv::*;
+use crate::generic::copy::*;
+use crate::generic::gemm::*;
+use crate::generic::math::*;
+use crate::generic::norm::*;
+use crate::generic::pool::*;
+use crate::generic::reduce::*;
+use crate::generic::softmax::*;
+
+/// The kernel did its work.
+pub const STATUS_OK: i32 = 0;
+/// A gather index was outside `[-axis_len, axis_len)`.
+pub const STATUS_INDEX_OUT_OF_RANGE: i32 = 2;
+/// The params struct is inconsistent (bad rank, negative dim, unknown kind...).
+pub const STATUS_INVALID_PARAMS: i32 = 3;
+
+/// Capacity of every dims/strides array in a params struct.
+pub const MAX_RANK: usize = 8;
+
+/// The machine-level type of one kernel argument or return value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbiType {
+    Ptr,
+    I32,
+    I64,
+    F32,
+    F64,
+}
+
+/// Maps a Rust argument type to its [`AbiType`]; lets the kernel table derive
+/// the declared types from the checked Rust signature.
+pub trait AbiTyped {
+    const ABI: AbiType;
+}
+impl<T> AbiTyped for *const T {
+    const ABI: AbiType = AbiType::Ptr;
+}
+impl<T> AbiTyped for *mut T {
+    const ABI: AbiType = AbiType::Ptr;
+}
+impl AbiTyped for i32 {
+    const ABI: AbiType = AbiType::I32;
+}
+impl AbiTyped for i64 {
+    const ABI: AbiType = AbiType::I64;
+}
+impl AbiTyped for f32 {
+    const ABI: AbiType = AbiType::F32;
+}
+impl AbiTyped for f64 {
+    const ABI: AbiType = AbiType::F64;
+}
+
+/// One kernel's symbol name, C signature and address in this build.
+#[derive(Debug)]
+pub struct KernelSig {
+    pub name: &'static str,
+    pub params: &'static [AbiType],
+    pub ret: Option<AbiType>,
+    pub address: *const u8,
+}
+
+// SAFETY: `address` is a function address, immutable and valid for the whole
+// program; sharing it between threads is harmless.
+unsafe impl Sync for KernelSig {}
+
+/// Builds [`KERNELS`]. Each entry names a function and spells out its
+/// signature; the expansion assigns the function to a function pointer of
+/// exactly that type, so a mismatch fails to compile, and derives the
+/// [`AbiType`]s from the same spelled-out types.
+macro_rules! kernel_table {
+    ($($name:ident ( $($arg:ty),* ) -> $ret:ty;)*) => {
+        /// Every exported kernel, in no particular order.
+        pub static KERNELS: &[KernelSig] = &[$(
+            KernelSig {
+                name: stringify!($name),
+                params: &[$(<$arg as AbiTyped>::ABI),*],
+                ret: Some(<$ret as AbiTyped>::ABI),
+                address: {
+                    let f: unsafe extern "C" fn($($arg),*) -> $ret = $name;
+                    f as *const u8
+                },
+            },
+        )*];
+    };
+}
+
+kernel_table! {
+    onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64) -> i32;
+    onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_lrn_f32(*const LrnParams, *const f32, *mut f32) -> i32;
+    onnxc_softmax_f32(*const SoftmaxParams, *const f32, *mut f32) -> i32;
+    onnxc_reduce_f32(*const ReduceParams, *const f32, *mut f32) -> i32;
+    onnxc_reduce_f64(*const ReduceParams, *const f64, *mut f64) -> i32;
+    onnxc_reduce_i32(*const ReduceParams, *const i32, *mut i32) -> i32;
+    onnxc_reduce_i64(*const ReduceParams, *const i64, *mut i64) -> i32;
+    onnxc_argreduce_f32(*const ArgReduceParams, *const f32, *mut i64) -> i32;
+    onnxc_copy_strided(*const CopyParams, *const u8, *mut u8) -> i32;
+    onnxc_gather(*const GatherParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_pad(*const PadParams, *const u8, *const u8, *mut u8) -> i32;
+
+    onnxc_expf(f32) -> f32;
+    onnxc_logf(f32) -> f32;
+    onnxc_tanhf(f32) -> f32;
+    onnxc_erff(f32) -> f32;
+    onnxc_powf(f32, f32) -> f32;
+    onnxc_sinf(f32) -> f32;
+    onnxc_cosf(f32) -> f32;
+    onnxc_tanf(f32) -> f32;
+    onnxc_asinf(f32) -> f32;
+    onnxc_acosf(f32) -> f32;
+    onnxc_atanf(f32) -> f32;
+    onnxc_sinhf(f32) -> f32;
+    onnxc_coshf(f32) -> f32;
+    onnxc_asinhf(f32) -> f32;
+    onnxc_acoshf(f32) -> f32;
+    onnxc_atanhf(f32) -> f32;
+    onnxc_expm1f(f32) -> f32;
+    onnxc_log1pf(f32) -> f32;
+    onnxc_fmodf(f32, f32) -> f32;
+
+    onnxc_exp(f64) -> f64;
+    onnxc_log(f64) -> f64;
+    onnxc_tanh(f64) -> f64;
+    onnxc_erf(f64) -> f64;
+    onnxc_pow(f64, f64) -> f64;
+    onnxc_sin(f64) -> f64;
+    onnxc_cos(f64) -> f64;
+    onnxc_tan(f64) -> f64;
+    onnxc_asin(f64) -> f64;
+    onnxc_acos(f64) -> f64;
+    onnxc_atan(f64) -> f64;
+    onnxc_sinh(f64) -> f64;
+    onnxc_cosh(f64) -> f64;
+    onnxc_asinh(f64) -> f64;
+    onnxc_acosh(f64) -> f64;
+    onnxc_atanh(f64) -> f64;
+    onnxc_expm1(f64) -> f64;
+    onnxc_log1p(f64) -> f64;
+    onnxc_fmod(f64, f64) -> f64;
+}
+
+/// Looks a kernel up by its symbol name.
+pub fn kernel(name: &str) -> Option<&'static KernelSig> {
+    KERNELS.iter().find(|k| k.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_prefixed() {
+        let mut seen = HashSet::new();
+        for k in KERNELS {
+            assert!(k.name.starts_with("onnxc_"), "{}", k.name);
+            assert!(seen.insert(k.name), "duplicate {}", k.name);
+            assert!(!k.address.is_null());
+        }
+        assert!(KERNELS.len() >= 52);
+    }
+
+    #[test]
+    fn lookup_and_types() {
+        let g = kernel("onnxc_gemm_f32").unwrap();
+        assert_eq!(g.params, &[AbiType::Ptr; 5]);
+        assert_eq!(g.ret, Some(AbiType::I32));
+        let p = kernel("onnxc_powf").unwrap();
+        assert_eq!(p.params, &[AbiType::F32, AbiType::F32]);
+        assert_eq!(p.ret, Some(AbiType::F32));
+        assert_eq!(kernel("onnxc_fmod").unwrap().ret, Some(AbiType::F64));
+        assert!(kernel("onnxc_nope").is_none());
+    }
+}

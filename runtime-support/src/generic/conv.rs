@@ -1,0 +1,434 @@
+//! Convolution (ONNX Conv) as im2col + gemm.
+//!
+//! For each image and group the kernel lays the receptive fields out as the
+//! columns of a `[C/group * prod(kernel), prod(out_spatial)]` matrix in the
+//! caller-provided scratch buffer (padding reads as 0), then one gemm with
+//! the group's weights `[M/group, C/group * prod(kernel)]` produces the
+//! group's output channels, the bias riding along as a broadcast C operand.
+//! Pointwise convolutions (all kernel dims 1, stride 1, no padding) skip
+//! im2col and multiply the input directly. This trades scratch memory for
+//! reusing the blocked gemm; a direct/Winograd path can come later.
+
+use super::gemm::{sgemm, MatMut, MatRef};
+use super::pool::MAX_SPATIAL_RANK;
+use super::{checked_rank, product, to_usize};
+use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+
+/// Parameters of [`onnxc_conv_f32`]: input `[batch, in_channels,
+/// in_spatial...]`, weights `[out_channels, in_channels/group, kernel...]`,
+/// output `[batch, out_channels, out_spatial...]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ConvParams {
+    pub batch: i64,
+    pub in_channels: i64,
+    pub out_channels: i64,
+    pub group: i64,
+    /// 1..=6.
+    pub spatial_rank: i64,
+    pub in_spatial: [i64; MAX_RANK],
+    pub out_spatial: [i64; MAX_RANK],
+    pub kernel: [i64; MAX_RANK],
+    pub strides: [i64; MAX_RANK],
+    pub dilations: [i64; MAX_RANK],
+    pub pads_begin: [i64; MAX_RANK],
+}
+
+/// Sizes derived from validated params.
+struct ConvShape {
+    rank: usize,
+    c_per_group: usize,
+    m_per_group: usize,
+    in_size: usize,
+    out_size: usize,
+    taps: usize,
+    pointwise: bool,
+}
+
+fn validate(p: &ConvParams) -> Option<ConvShape> {
+    let rank = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
+    if rank == 0
+        || p.batch < 0
+        || p.in_channels < 0
+        || p.out_channels < 0
+        || p.group < 1
+        || p.in_channels % p.group != 0
+        || p.out_channels % p.group != 0
+    {
+        return None;
+    }
+    let dims_ok = (0..rank).all(|d| {
+        p.out_spatial[d] >= 0 && p.kernel[d] >= 1 && p.strides[d] >= 1 && p.dilations[d] >= 1
+    });
+    if !dims_ok {
+        return None;
+    }
+    let pointwise = (0..rank)
+        .all(|d| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0)
+        && p.in_spatial[..rank] == p.out_spatial[..rank];
+    Some(ConvShape {
+        rank,
+        c_per_group: (p.in_channels / p.group) as usize,
+        m_per_group: (p.out_channels / p.group) as usize,
+        in_size: product(&p.in_spatial[..rank])?,
+        out_size: product(&p.out_spatial[..rank])?,
+        taps: product(&p.kernel[..rank])?,
+        pointwise,
+    })
+}
+
+/// Number of `f32` scratch elements [`onnxc_conv_f32`] needs for these
+/// params (0 for pointwise convolutions and invalid params).
+pub fn conv_scratch_elems(p: &ConvParams) -> usize {
+    match validate(p) {
+        Some(s) if !s.pointwise => s.c_per_group * s.taps * s.out_size,
+        _ => 0,
+    }
+}
+
+/// Writes the im2col matrix of one group of one image into `col`.
+unsafe fn im2col(p: &ConvParams, s: &ConvShape, x: *const f32, col: *mut f32) {
+    let r = s.rank;
+    let in_dims = to_usize(&p.in_spatial);
+    let out_dims = to_usize(&p.out_spatial);
+    let kdims = to_usize(&p.kernel);
+    let mut in_strides = [0isize; MAX_RANK];
+    let mut st = 1isize;
+    for d in (0..r).rev() {
+        in_strides[d] = st;
+        st *= in_dims[d] as isize;
+    }
+    let last = r - 1;
+    let (s_last, dil_last, pad_last) = (
+        p.strides[last] as isize,
+        p.dilations[last] as isize,
+        p.pads_begin[last] as isize,
+    );
+    let in_last = in_dims[last] as isize;
+    let mut row = col;
+    for c in 0..s.c_per_group {
+        let xc = x.add(c * s.in_size);
+        let mut k = [0usize; MAX_RANK];
+        for _ in 0..s.taps {
+            // One row: this (channel, tap) over every output position. Walk
+            // the outer output dims explicitly and the last one in a tight loop.
+            let mut o = [0usize; MAX_RANK];
+            let mut dst = row;
+            for _ in 0..s.out_size / out_dims[last] {
+                let mut base = 0isize;
+                let mut inside = true;
+                for d in 0..last {
+                    let pos = o[d] as isize * p.strides[d] as isize - p.pads_begin[d] as isize
+                        + k[d] as isize * p.dilations[d] as isize;
+                    if pos < 0 || pos >= in_dims[d] as isize {
+                        inside = false;
+                    }
+                    base += pos * in_strides[d];
+                }
+                let first = k[last] as isize * dil_last - pad_last;
+                for ol in 0..out_dims[last] {
+                    let pos = ol as isize * s_last + first;
+                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last {
+                        *xc.offset(base + pos)
+                    } else {
+                        0.0
+                    };
+                }
+                dst = dst.add(out_dims[last]);
+                // Next position over the outer output dims (row-major).
+                for d in (0..last).rev() {
+                    o[d] += 1;
+                    if o[d] < out_dims[d] {
+                        break;
+                    }
+                    o[d] = 0;
+                }
+            }
+            row = row.add(s.out_size);
+            for d in (0..r).rev() {
+                k[d] += 1;
+                if k[d] < kdims[d] {
+                    break;
+                }
+                k[d] = 0;
+            }
+        }
+    }
+}
+
+/// Convolution; see [`ConvParams`]. `bias` may be null; `scratch` must hold
+/// [`conv_scratch_elems`] floats (it may be null when that is 0).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_conv_f32(
+    p: *const ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(s) = validate(p) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if s.out_size == 0 || s.m_per_group == 0 {
+        return STATUS_OK;
+    }
+    let kdim = s.c_per_group * s.taps;
+    let groups = p.group as usize;
+    let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
+    for n in 0..p.batch as usize {
+        for g in 0..groups {
+            let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
+            let b = if s.pointwise {
+                MatRef {
+                    ptr: xg,
+                    rs: s.in_size as isize,
+                    cs: 1,
+                }
+            } else {
+                im2col(p, &s, xg, scratch);
+                MatRef {
+                    ptr: scratch,
+                    rs: s.out_size as isize,
+                    cs: 1,
+                }
+            };
+            let a = MatRef {
+                ptr: w.add(g * s.m_per_group * kdim),
+                rs: kdim as isize,
+                cs: 1,
+            };
+            let c = (!bias.is_null()).then(|| MatRef {
+                ptr: bias.add(g * s.m_per_group),
+                rs: 1,
+                cs: 0,
+            });
+            let out = MatMut {
+                ptr: y.add((n * cout + g * s.m_per_group) * s.out_size),
+                rs: s.out_size as isize,
+                cs: 1,
+            };
+            sgemm(s.m_per_group, s.out_size, kdim, 1.0, a, b, 1.0, c, out);
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use std::vec;
+    use std::vec::Vec;
+
+    struct Case {
+        batch: usize,
+        cin: usize,
+        cout: usize,
+        group: usize,
+        input: Vec<usize>,
+        kernel: Vec<usize>,
+        strides: Vec<usize>,
+        dilations: Vec<usize>,
+        pads: Vec<(usize, usize)>,
+    }
+
+    fn params(c: &Case) -> ConvParams {
+        let r = c.input.len();
+        let mut p = ConvParams {
+            batch: c.batch as i64,
+            in_channels: c.cin as i64,
+            out_channels: c.cout as i64,
+            group: c.group as i64,
+            spatial_rank: r as i64,
+            ..Default::default()
+        };
+        for d in 0..r {
+            p.in_spatial[d] = c.input[d] as i64;
+            p.kernel[d] = c.kernel[d] as i64;
+            p.strides[d] = c.strides[d] as i64;
+            p.dilations[d] = c.dilations[d] as i64;
+            p.pads_begin[d] = c.pads[d].0 as i64;
+            let span = c.dilations[d] * (c.kernel[d] - 1) + 1;
+            let padded = c.input[d] + c.pads[d].0 + c.pads[d].1;
+            p.out_spatial[d] = if padded < span {
+                0
+            } else {
+                ((padded - span) / c.strides[d] + 1) as i64
+            };
+        }
+        p
+    }
+
+    /// Direct convolution, straight from the definition.
+    fn reference(p: &ConvParams, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let r = p.spatial_rank as usize;
+        let ind: Vec<usize> = (0..r).map(|d| p.in_spatial[d] as usize).collect();
+        let outd: Vec<usize> = (0..r).map(|d| p.out_spatial[d] as usize).collect();
+        let kd: Vec<usize> = (0..r).map(|d| p.kernel[d] as usize).collect();
+        let (in_size, out_size, taps) = (
+            ind.iter().product::<usize>(),
+            outd.iter().product::<usize>(),
+            kd.iter().product::<usize>(),
+        );
+        let (cin, cout, g) = (
+            p.in_channels as usize,
+            p.out_channels as usize,
+            p.group as usize,
+        );
+        let (cpg, mpg) = (cin / g, cout / g);
+        let mut y = vec![0.0f32; p.batch as usize * cout * out_size];
+        for n in 0..p.batch as usize {
+            for m in 0..cout {
+                let grp = m / mpg;
+                for o in 0..out_size {
+                    let oc = unravel(o, &outd);
+                    let mut acc = bias.map_or(0.0, |b| b[m] as f64);
+                    for c in 0..cpg {
+                        for t in 0..taps {
+                            let kc = unravel(t, &kd);
+                            let mut off = 0usize;
+                            let mut inside = true;
+                            for d in 0..r {
+                                let pos = (oc[d] * p.strides[d] as usize
+                                    + kc[d] * p.dilations[d] as usize)
+                                    as i64
+                                    - p.pads_begin[d];
+                                if pos < 0 || pos >= ind[d] as i64 {
+                                    inside = false;
+                                }
+                                off = off * ind[d] + pos.max(0) as usize;
+                            }
+                            if inside {
+                                let xv = x[(n * cin + grp * cpg + c) * in_size + off];
+                                let wv = w[(m * cpg + c) * taps + t];
+                                acc += xv as f64 * wv as f64;
+                            }
+                        }
+                    }
+                    y[(n * cout + m) * out_size + o] = acc as f32;
+                }
+            }
+        }
+        y
+    }
+
+    fn check(c: Case) {
+        let p = params(&c);
+        let r = c.input.len();
+        let x = rand_vec(c.batch * c.cin * c.input.iter().product::<usize>(), 1);
+        let w = rand_vec(
+            c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(),
+            2,
+        );
+        let bias = rand_vec(c.cout, 3);
+        let out_n = c.batch * c.cout * (0..r).map(|d| p.out_spatial[d] as usize).product::<usize>();
+        let mut scratch = vec![f32::NAN; conv_scratch_elems(&p)];
+        for b in [Some(&bias[..]), None] {
+            let want = reference(&p, &x, &w, b);
+            let mut got = vec![f32::NAN; out_n];
+            let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
+            let st = unsafe {
+                onnxc_conv_f32(
+                    &p,
+                    x.as_ptr(),
+                    w.as_ptr(),
+                    bp,
+                    got.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            assert_eq!(st, STATUS_OK);
+            assert_close(&got, &want, 1e-4);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)] // one positional row per test case reads best
+    fn case2d(
+        cin: usize,
+        cout: usize,
+        group: usize,
+        hw: (usize, usize),
+        k: (usize, usize),
+        s: usize,
+        d: usize,
+        pads: [usize; 4],
+    ) -> Case {
+        Case {
+            batch: 2,
+            cin,
+            cout,
+            group,
+            input: vec![hw.0, hw.1],
+            kernel: vec![k.0, k.1],
+            strides: vec![s, s],
+            dilations: vec![d, d],
+            pads: vec![(pads[0], pads[2]), (pads[1], pads[3])],
+        }
+    }
+
+    #[test]
+    fn conv2d_variants() {
+        check(case2d(3, 4, 1, (7, 9), (3, 3), 1, 1, [1, 1, 1, 1]));
+        check(case2d(3, 5, 1, (8, 7), (3, 2), 2, 1, [1, 0, 2, 1]));
+        check(case2d(4, 6, 2, (9, 9), (3, 3), 1, 2, [2, 2, 2, 2]));
+        check(case2d(6, 6, 6, (5, 6), (3, 3), 2, 1, [1, 1, 1, 1])); // depthwise
+        check(case2d(5, 7, 1, (6, 5), (1, 1), 1, 1, [0, 0, 0, 0])); // pointwise
+        check(case2d(2, 3, 1, (4, 4), (1, 1), 2, 1, [0, 0, 0, 0])); // strided 1x1
+        check(case2d(1, 1, 1, (1, 1), (1, 1), 1, 1, [0, 0, 0, 0]));
+        check(case2d(3, 130, 1, (13, 11), (5, 5), 1, 1, [2, 2, 2, 2])); // many output channels
+        check(case2d(2, 2, 1, (3, 3), (3, 3), 3, 1, [3, 3, 3, 3])); // windows all padding
+    }
+
+    #[test]
+    fn conv1d_and_3d() {
+        check(Case {
+            batch: 1,
+            cin: 3,
+            cout: 2,
+            group: 1,
+            input: vec![17],
+            kernel: vec![4],
+            strides: vec![3],
+            dilations: vec![2],
+            pads: vec![(2, 1)],
+        });
+        check(Case {
+            batch: 2,
+            cin: 4,
+            cout: 4,
+            group: 2,
+            input: vec![5, 4, 6],
+            kernel: vec![2, 3, 3],
+            strides: vec![1, 2, 1],
+            dilations: vec![1, 1, 2],
+            pads: vec![(1, 0), (1, 1), (0, 2)],
+        });
+    }
+
+    #[test]
+    fn scratch_and_validation() {
+        let p = params(&case2d(4, 6, 2, (9, 9), (3, 3), 1, 1, [0, 0, 0, 0]));
+        assert_eq!(conv_scratch_elems(&p), 2 * 9 * 49);
+        let pw = params(&case2d(4, 6, 2, (9, 9), (1, 1), 1, 1, [0, 0, 0, 0]));
+        assert_eq!(conv_scratch_elems(&pw), 0);
+        let mut bad = p;
+        bad.group = 4; // 6 output channels not divisible by 4
+        assert_eq!(conv_scratch_elems(&bad), 0);
+        let z = core::ptr::null_mut();
+        assert_eq!(
+            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        bad = p;
+        bad.spatial_rank = 7;
+        assert_eq!(
+            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+}

@@ -1,0 +1,614 @@
+//! Data movement: N-d strided copy, gather, pad.
+//!
+//! These kernels are type-agnostic: they move `elem_bytes`-sized elements
+//! (1, 2, 4 or 8 bytes) so one implementation serves every dtype. The
+//! strided copy is the workhorse behind Transpose, Slice, Concat, Split,
+//! Expand and Tile (all of which are "copy with some strides"), so it
+//! canonicalises its iteration space first: size-1 dims are dropped and
+//! adjacent dims that are contiguous in both source and destination merge,
+//! turning most copies into a few long `memcpy`s.
+
+use super::{advance, checked_rank, product, to_usize};
+use crate::abi::{MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use core::ptr::copy_nonoverlapping;
+
+/// Parameters of [`onnxc_copy_strided`]. Strides are in elements and may be
+/// zero (broadcast) or negative (reverse).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct CopyParams {
+    pub elem_bytes: i64,
+    pub rank: i64,
+    pub dims: [i64; MAX_RANK],
+    pub src_strides: [i64; MAX_RANK],
+    pub dst_strides: [i64; MAX_RANK],
+}
+
+/// Parameters of [`onnxc_gather`]: `data` is `[outer, axis_len, inner]`,
+/// `indices` has `n_indices` entries, `out` is `[outer, n_indices, inner]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GatherParams {
+    pub elem_bytes: i64,
+    pub outer: i64,
+    pub axis_len: i64,
+    pub inner: i64,
+    pub n_indices: i64,
+    /// 4 (`i32` indices) or 8 (`i64` indices).
+    pub index_bytes: i64,
+}
+
+pub const PAD_CONSTANT: i64 = 0;
+pub const PAD_REFLECT: i64 = 1;
+pub const PAD_EDGE: i64 = 2;
+pub const PAD_WRAP: i64 = 3;
+
+/// Parameters of [`onnxc_pad`]. `out_dims[d] = in_dims[d] + pads_begin[d] +
+/// pads_end[d]`; negative pads crop. Cropping applies first, then the mode
+/// pads relative to the cropped tensor.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct PadParams {
+    pub elem_bytes: i64,
+    /// One of `PAD_CONSTANT`, `PAD_REFLECT`, `PAD_EDGE`, `PAD_WRAP`.
+    pub mode: i64,
+    pub rank: i64,
+    pub in_dims: [i64; MAX_RANK],
+    pub out_dims: [i64; MAX_RANK],
+    pub pads_begin: [i64; MAX_RANK],
+}
+
+fn valid_elem_bytes(b: i64) -> Option<usize> {
+    matches!(b, 1 | 2 | 4 | 8).then_some(b as usize)
+}
+
+/// Copies one element of `eb` bytes.
+#[inline(always)]
+unsafe fn copy_elem(src: *const u8, dst: *mut u8, eb: usize) {
+    match eb {
+        1 => *dst = *src,
+        2 => (dst as *mut u16).write_unaligned((src as *const u16).read_unaligned()),
+        4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
+        _ => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+    }
+}
+
+/// N-d strided copy; see [`CopyParams`]. Rank 0 copies one element. Source
+/// and destination must not overlap.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_copy_strided(
+    p: *const CopyParams,
+    src: *const u8,
+    dst: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some(eb), Some(rank)) = (
+        valid_elem_bytes(p.elem_bytes),
+        checked_rank(p.rank, MAX_RANK, &p.dims),
+    ) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if p.dims[..rank].contains(&0) {
+        return STATUS_OK;
+    }
+
+    // Canonicalise: drop size-1 dims, merge (outer, inner) pairs where the
+    // outer stride is exactly inner stride * inner dim on both sides.
+    let mut dims = [0usize; MAX_RANK];
+    let mut ss = [0isize; MAX_RANK];
+    let mut ds = [0isize; MAX_RANK];
+    let mut r = 0usize;
+    for d in 0..rank {
+        let (n, s, t) = (
+            p.dims[d] as usize,
+            p.src_strides[d] as isize,
+            p.dst_strides[d] as isize,
+        );
+        if n == 1 {
+            continue;
+        }
+        if r > 0 && ss[r - 1] == s * n as isize && ds[r - 1] == t * n as isize {
+            dims[r - 1] *= n;
+            ss[r - 1] = s;
+            ds[r - 1] = t;
+        } else {
+            dims[r] = n;
+            ss[r] = s;
+            ds[r] = t;
+            r += 1;
+        }
+    }
+    if r == 0 {
+        copy_elem(src, dst, eb);
+        return STATUS_OK;
+    }
+
+    let ebi = eb as isize;
+    let inner = dims[r - 1];
+    let outer_rank = r - 1;
+    let contiguous = ss[r - 1] == 1 && ds[r - 1] == 1;
+    let mut idx = [0usize; MAX_RANK];
+    let mut offs = [0isize; 2];
+    loop {
+        let s = src.offset(offs[0] * ebi);
+        let d = dst.offset(offs[1] * ebi);
+        if contiguous {
+            copy_nonoverlapping(s, d, inner * eb);
+        } else {
+            let (si, di) = (ss[r - 1] * ebi, ds[r - 1] * ebi);
+            for i in 0..inner as isize {
+                copy_elem(s.offset(i * si), d.offset(i * di), eb);
+            }
+        }
+        if !advance(
+            &mut idx[..outer_rank],
+            &dims[..outer_rank],
+            [&ss[..outer_rank], &ds[..outer_rank]],
+            &mut offs,
+        ) {
+            break;
+        }
+    }
+    STATUS_OK
+}
+
+/// Gather along one axis; see [`GatherParams`]. Negative indices count from
+/// the end. All indices are checked before anything is written, so on
+/// `STATUS_INDEX_OUT_OF_RANGE` the output is untouched.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_gather(
+    p: *const GatherParams,
+    data: *const u8,
+    indices: *const u8,
+    out: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(eb) = valid_elem_bytes(p.elem_bytes) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if p.outer < 0 || p.axis_len < 0 || p.inner < 0 || p.n_indices < 0 {
+        return STATUS_INVALID_PARAMS;
+    }
+    if p.index_bytes != 4 && p.index_bytes != 8 {
+        return STATUS_INVALID_PARAMS;
+    }
+    let n_idx = p.n_indices as usize;
+    let index_at = |i: usize| -> i64 {
+        if p.index_bytes == 4 {
+            (indices as *const i32).add(i).read_unaligned() as i64
+        } else {
+            (indices as *const i64).add(i).read_unaligned()
+        }
+    };
+    let normalise = |v: i64| -> Option<usize> {
+        let v = if v < 0 { v + p.axis_len } else { v };
+        (0..p.axis_len).contains(&v).then_some(v as usize)
+    };
+    for i in 0..n_idx {
+        if normalise(index_at(i)).is_none() {
+            return STATUS_INDEX_OUT_OF_RANGE;
+        }
+    }
+    let (outer, axis_len, inner) = (p.outer as usize, p.axis_len as usize, p.inner as usize);
+    let row = inner * eb;
+    if row == 0 {
+        return STATUS_OK;
+    }
+    let mut o_ptr = out;
+    for o in 0..outer {
+        let base = data.add(o * axis_len * row);
+        for i in 0..n_idx {
+            let Some(ix) = normalise(index_at(i)) else {
+                return STATUS_INDEX_OUT_OF_RANGE;
+            };
+            copy_nonoverlapping(base.add(ix * row), o_ptr, row);
+            o_ptr = o_ptr.add(row);
+        }
+    }
+    STATUS_OK
+}
+
+/// Where output coordinate `o` of one padded dim reads from, as an index into
+/// the uncropped input, or `None` for the constant value.
+#[inline]
+fn pad_source(o: i64, pad_begin: i64, in_len: i64, pad_end: i64, mode: i64) -> Option<i64> {
+    // The cropped input is `in[lo..hi]`, padded by the positive parts.
+    let lo = (-pad_begin).max(0);
+    let hi = in_len - (-pad_end).max(0);
+    let n = hi - lo;
+    let j = o - pad_begin.max(0);
+    if (0..n).contains(&j) {
+        return Some(lo + j);
+    }
+    if n <= 0 {
+        return None;
+    }
+    let k = match mode {
+        PAD_EDGE => j.clamp(0, n - 1),
+        PAD_WRAP => j.rem_euclid(n),
+        PAD_REFLECT => {
+            if n == 1 {
+                0
+            } else {
+                // Triangle wave: 0,1,..,n-1,n-2,..,1,0,1,...
+                let period = 2 * (n - 1);
+                let t = j.rem_euclid(period);
+                if t < n {
+                    t
+                } else {
+                    period - t
+                }
+            }
+        }
+        _ => return None,
+    };
+    Some(lo + k)
+}
+
+/// ONNX Pad (constant, reflect, edge, wrap); see [`PadParams`]. `value` is
+/// null (pad with zero bytes) or points to one element.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pad(
+    p: *const PadParams,
+    x: *const u8,
+    value: *const u8,
+    y: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some(eb), Some(rank)) = (
+        valid_elem_bytes(p.elem_bytes),
+        checked_rank(p.rank, MAX_RANK, &p.in_dims),
+    ) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if !(PAD_CONSTANT..=PAD_WRAP).contains(&p.mode) || p.out_dims[..rank].iter().any(|&d| d < 0) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let zero = [0u8; 8];
+    let value = if value.is_null() {
+        zero.as_ptr()
+    } else {
+        value
+    };
+    if rank == 0 {
+        copy_elem(x, y, eb);
+        return STATUS_OK;
+    }
+    let Some(total) = product(&p.out_dims[..rank]) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if total == 0 {
+        return STATUS_OK;
+    }
+    let pads_end: [i64; MAX_RANK] =
+        core::array::from_fn(|d| p.out_dims[d] - p.in_dims[d] - p.pads_begin[d]);
+    // Non-constant modes need something left after cropping to replicate.
+    let empty_after_crop =
+        (0..rank).any(|d| p.in_dims[d] - (-p.pads_begin[d]).max(0) - (-pads_end[d]).max(0) <= 0);
+    if p.mode != PAD_CONSTANT && empty_after_crop {
+        return STATUS_INVALID_PARAMS;
+    }
+    let in_dims = to_usize(&p.in_dims);
+    let out_dims = to_usize(&p.out_dims);
+    // Input element strides (row-major).
+    let mut in_strides = [0isize; MAX_RANK];
+    let mut s = 1isize;
+    for d in (0..rank).rev() {
+        in_strides[d] = s;
+        s *= in_dims[d] as isize;
+    }
+    let last = rank - 1;
+    let out_row = out_dims[last];
+    let (pb, il, pe) = (p.pads_begin[last], p.in_dims[last], pads_end[last]);
+    // Output columns [c0, c1) map one-to-one onto a contiguous input run.
+    let c0 = pb.max(0);
+    let c1 = (c0 + il - (-pb).max(0) - (-pe).max(0)).clamp(c0, out_row as i64);
+    let mut idx = [0usize; MAX_RANK];
+    let mut y_row = y;
+    loop {
+        // Source offset of this row, or None if any outer coordinate is constant padding.
+        let mut src_off = Some(0isize);
+        for d in 0..last {
+            let pe_d = pads_end[d];
+            match pad_source(idx[d] as i64, p.pads_begin[d], p.in_dims[d], pe_d, p.mode) {
+                Some(i) => src_off = src_off.map(|o| o + i as isize * in_strides[d]),
+                None => src_off = None,
+            }
+        }
+        match src_off {
+            None => {
+                for c in 0..out_row {
+                    copy_elem(value, y_row.add(c * eb), eb);
+                }
+            }
+            Some(off) => {
+                let x_row = x.offset(off * eb as isize);
+                for c in (0..c0).chain(c1..out_row as i64) {
+                    let dst = y_row.add(c as usize * eb);
+                    match pad_source(c, pb, il, pe, p.mode) {
+                        Some(i) => copy_elem(x_row.add(i as usize * eb), dst, eb),
+                        None => copy_elem(value, dst, eb),
+                    }
+                }
+                if c1 > c0 {
+                    let first = (c0 - pb) as usize;
+                    copy_nonoverlapping(
+                        x_row.add(first * eb),
+                        y_row.add(c0 as usize * eb),
+                        (c1 - c0) as usize * eb,
+                    );
+                }
+            }
+        }
+        y_row = y_row.add(out_row * eb);
+        if !advance::<0>(&mut idx[..last], &out_dims[..last], [], &mut []) {
+            break;
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::unravel;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn copy_params(eb: i64, dims: &[i64], src: &[i64], dst: &[i64]) -> CopyParams {
+        let mut p = CopyParams {
+            elem_bytes: eb,
+            rank: dims.len() as i64,
+            ..Default::default()
+        };
+        p.dims[..dims.len()].copy_from_slice(dims);
+        p.src_strides[..dims.len()].copy_from_slice(src);
+        p.dst_strides[..dims.len()].copy_from_slice(dst);
+        p
+    }
+
+    /// Element-by-element strided copy of u64 "elements", then checked
+    /// against the kernel run on the same data at every element size.
+    fn check_copy(
+        dims: &[i64],
+        src: &[i64],
+        dst: &[i64],
+        src_origin: usize,
+        src_len: usize,
+        dst_len: usize,
+    ) {
+        let n: usize = dims.iter().product::<i64>() as usize;
+        let ud: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        for eb in [1usize, 2, 4, 8] {
+            let src_buf: Vec<u8> = (0..src_len * eb).map(|i| (i * 7 + 3) as u8).collect();
+            let mut want = vec![0xAAu8; dst_len * eb];
+            for f in 0..n {
+                let c = unravel(f, &ud);
+                let so =
+                    src_origin as i64 + (0..dims.len()).map(|d| c[d] as i64 * src[d]).sum::<i64>();
+                let dof = (0..dims.len()).map(|d| c[d] as i64 * dst[d]).sum::<i64>();
+                let (so, dof) = (so as usize * eb, dof as usize * eb);
+                want[dof..dof + eb].copy_from_slice(&src_buf[so..so + eb]);
+            }
+            let mut got = vec![0xAAu8; dst_len * eb];
+            let p = copy_params(eb as i64, dims, src, dst);
+            let st = unsafe {
+                onnxc_copy_strided(&p, src_buf.as_ptr().add(src_origin * eb), got.as_mut_ptr())
+            };
+            assert_eq!(st, STATUS_OK);
+            assert_eq!(got, want, "dims {dims:?} eb {eb}");
+        }
+    }
+
+    #[test]
+    fn strided_copies() {
+        check_copy(&[], &[], &[], 0, 1, 1); // rank 0
+        check_copy(&[2, 3, 4], &[12, 4, 1], &[12, 4, 1], 0, 24, 24); // plain
+        check_copy(&[3, 5], &[1, 3], &[5, 1], 0, 15, 15); // transpose
+        check_copy(&[4, 3, 5], &[1, 20, 4], &[15, 5, 1], 0, 60, 60); // 3-d permute
+        check_copy(&[2, 2, 3], &[35, 7, 1], &[6, 3, 1], 9, 70, 12); // slice
+        check_copy(&[3, 4], &[0, 1], &[4, 1], 0, 4, 12); // expand rows
+        check_copy(&[3, 4], &[1, 0], &[4, 1], 0, 3, 12); // expand cols
+        check_copy(&[5], &[-1], &[1], 4, 5, 5); // reverse
+        check_copy(&[2, 1, 3], &[3, 9, 1], &[6, 3, 1], 0, 6, 12); // concat half, size-1 dim
+        check_copy(&[0, 3], &[3, 1], &[3, 1], 0, 0, 0); // empty
+        check_copy(&[3, 1, 1, 7], &[7, 0, 0, 1], &[7, 7, 7, 1], 0, 21, 21);
+    }
+
+    #[test]
+    fn copy_rejects_bad_params() {
+        let z = core::ptr::null_mut();
+        let p = copy_params(3, &[1], &[1], &[1]);
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        let p = copy_params(4, &[-1], &[1], &[1]);
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+        let mut p = copy_params(4, &[1], &[1], &[1]);
+        p.rank = 9;
+        assert_eq!(
+            unsafe { onnxc_copy_strided(&p, z, z) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn gather_both_index_widths() {
+        let (outer, axis, inner) = (3usize, 5usize, 2usize);
+        let data: Vec<u16> = (0..(outer * axis * inner) as u16).collect();
+        let idx64: Vec<i64> = vec![4, 0, -1, 2, -5, 4];
+        let idx32: Vec<i32> = idx64.iter().map(|&v| v as i32).collect();
+        let mut want = Vec::new();
+        for o in 0..outer {
+            for &i in &idx64 {
+                let i = if i < 0 { i + axis as i64 } else { i } as usize;
+                for r in 0..inner {
+                    want.push(data[(o * axis + i) * inner + r]);
+                }
+            }
+        }
+        let p = GatherParams {
+            elem_bytes: 2,
+            outer: outer as i64,
+            axis_len: axis as i64,
+            inner: inner as i64,
+            n_indices: 6,
+            index_bytes: 8,
+        };
+        let mut got = vec![0u16; want.len()];
+        let run = |p: &GatherParams, idx: *const u8, got: &mut Vec<u16>| unsafe {
+            onnxc_gather(
+                p,
+                data.as_ptr() as *const u8,
+                idx,
+                got.as_mut_ptr() as *mut u8,
+            )
+        };
+        assert_eq!(run(&p, idx64.as_ptr() as *const u8, &mut got), STATUS_OK);
+        assert_eq!(got, want);
+        got.fill(0);
+        let p32 = GatherParams {
+            index_bytes: 4,
+            ..p
+        };
+        assert_eq!(run(&p32, idx32.as_ptr() as *const u8, &mut got), STATUS_OK);
+        assert_eq!(got, want);
+
+        // Out of range: status, and the output is left untouched.
+        for bad in [5i64, -6] {
+            let idx = [0i64, bad];
+            let pb = GatherParams { n_indices: 2, ..p };
+            let mut out = vec![0xBEEFu16; outer * 2 * inner];
+            assert_eq!(
+                run(&pb, idx.as_ptr() as *const u8, &mut out),
+                STATUS_INDEX_OUT_OF_RANGE
+            );
+            assert!(out.iter().all(|&v| v == 0xBEEF));
+        }
+        let pbad = GatherParams {
+            index_bytes: 2,
+            ..p
+        };
+        assert_eq!(
+            run(&pbad, idx64.as_ptr() as *const u8, &mut got),
+            STATUS_INVALID_PARAMS
+        );
+    }
+
+    fn pad_params(mode: i64, in_dims: &[i64], begin: &[i64], end: &[i64]) -> PadParams {
+        let mut p = PadParams {
+            elem_bytes: 8,
+            mode,
+            rank: in_dims.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..in_dims.len() {
+            p.in_dims[d] = in_dims[d];
+            p.pads_begin[d] = begin[d];
+            p.out_dims[d] = in_dims[d] + begin[d] + end[d];
+        }
+        p
+    }
+
+    fn run_pad(p: &PadParams, x: &[i64], value: Option<i64>) -> Vec<i64> {
+        let r = p.rank as usize;
+        let n: i64 = p.out_dims[..r].iter().product();
+        let mut y = vec![i64::MIN; n as usize];
+        let vp = value
+            .as_ref()
+            .map_or(core::ptr::null(), |v| v as *const i64 as *const u8);
+        let st = unsafe { onnxc_pad(p, x.as_ptr() as *const u8, vp, y.as_mut_ptr() as *mut u8) };
+        assert_eq!(st, STATUS_OK);
+        y
+    }
+
+    /// Expected values produced by the ONNX reference implementation (numpy.pad).
+    #[test]
+    fn pad_matches_onnx_reference() {
+        let x = [1i64, 2, 3];
+        let cases: [(i64, [i64; 15]); 3] = [
+            (PAD_REFLECT, [2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2]),
+            (PAD_EDGE, [1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 3, 3]),
+            (PAD_WRAP, [3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2]),
+        ];
+        for (mode, want) in cases {
+            assert_eq!(run_pad(&pad_params(mode, &[3], &[7], &[5]), &x, None), want);
+        }
+        let x2: Vec<i64> = (0..6).collect();
+        let p = |m| pad_params(m, &[2, 3], &[3, 1], &[2, 4]);
+        assert_eq!(
+            run_pad(&p(PAD_REFLECT), &x2, None),
+            [
+                4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2,
+                1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5
+            ]
+        );
+        assert_eq!(
+            run_pad(&p(PAD_EDGE), &x2, None),
+            [
+                0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2,
+                2, 2, 2, 2, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5
+            ]
+        );
+        assert_eq!(
+            run_pad(&p(PAD_WRAP), &x2, None),
+            [
+                5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2,
+                0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3
+            ]
+        );
+        let mut want = vec![0i64; 56];
+        want[3 * 8 + 1..3 * 8 + 4].copy_from_slice(&[0, 1, 2]);
+        want[4 * 8 + 1..4 * 8 + 4].copy_from_slice(&[3, 4, 5]);
+        assert_eq!(run_pad(&p(PAD_CONSTANT), &x2, None), want);
+        for v in want.iter_mut() {
+            if *v == 0 {
+                *v = -9;
+            }
+        }
+        want[3 * 8 + 1] = 0;
+        assert_eq!(run_pad(&p(PAD_CONSTANT), &x2, Some(-9)), want);
+        assert_eq!(
+            run_pad(&pad_params(PAD_REFLECT, &[1], &[3], &[2]), &[5], None),
+            [5; 6]
+        );
+    }
+
+    #[test]
+    fn pad_crops_with_negative_pads() {
+        // [3, 4] input; crop one row at the top, one column at the right,
+        // then edge-pad two columns at the left and one row at the bottom.
+        let x: Vec<i64> = (0..12).collect();
+        let p = pad_params(PAD_EDGE, &[3, 4], &[-1, 2], &[1, -1]);
+        let want = [4, 4, 4, 5, 6, 8, 8, 8, 9, 10, 8, 8, 8, 9, 10];
+        assert_eq!(run_pad(&p, &x, None), want);
+        let p = pad_params(PAD_CONSTANT, &[3, 4], &[-1, 0], &[-1, -2]);
+        assert_eq!(run_pad(&p, &x, None), [4, 5]);
+        let p = pad_params(PAD_WRAP, &[3, 4], &[0, -2], &[0, 1]);
+        assert_eq!(run_pad(&p, &x, None), [2, 3, 2, 6, 7, 6, 10, 11, 10]);
+        // Rank 0 and bad params.
+        assert_eq!(
+            run_pad(&pad_params(PAD_CONSTANT, &[], &[], &[]), &[42], None),
+            [42]
+        );
+        let z = core::ptr::null_mut();
+        let bad = pad_params(PAD_REFLECT, &[2], &[-2], &[1]);
+        assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
+        let bad = PadParams {
+            mode: 4,
+            ..pad_params(PAD_EDGE, &[2], &[1], &[1])
+        };
+        assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
+    }
+}

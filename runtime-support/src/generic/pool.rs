@@ -1,0 +1,508 @@
+//! MaxPool, AveragePool and LpPool over 0..=6 spatial dims.
+//!
+//! Follows ONNX semantics (checked against the ONNX reference
+//! implementation): the compiler computes `out_spatial` (including
+//! `ceil_mode`), so the last windows may run past the input and the end
+//! padding. Window taps are `o * stride - pad_begin + k * dilation`.
+//!
+//! * Max ignores every tap outside the input. `indices` (optional) receives
+//!   the flat index of the maximum in the whole input tensor, including the
+//!   `(n * C + c) * spatial_size` offset; `storage_order == 1` numbers the
+//!   spatial position column-major. A window with no valid tap yields `-inf`
+//!   and index -1.
+//! * Average divides by the number of valid taps, or, with
+//!   `count_include_pad`, by the number of taps inside the explicitly padded
+//!   input `[-pad_begin, in + pad_end)`: taps past the end padding (which
+//!   only `ceil_mode` produces) are never counted.
+//! * Lp computes `(sum |x|^p)^(1/p)` over the valid taps (padding is zero and
+//!   adds nothing).
+
+use super::{checked_rank, product, to_usize};
+use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+
+pub const POOL_MAX: i64 = 0;
+pub const POOL_AVERAGE: i64 = 1;
+pub const POOL_LP: i64 = 2;
+
+/// Parameters of [`onnxc_pool_f32`]; the input is `[batch, channels,
+/// in_spatial...]`, the output `[batch, channels, out_spatial...]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct PoolParams {
+    /// `POOL_MAX`, `POOL_AVERAGE` or `POOL_LP`.
+    pub kind: i64,
+    pub batch: i64,
+    pub channels: i64,
+    pub spatial_rank: i64,
+    pub in_spatial: [i64; MAX_RANK],
+    pub out_spatial: [i64; MAX_RANK],
+    pub kernel: [i64; MAX_RANK],
+    pub strides: [i64; MAX_RANK],
+    pub dilations: [i64; MAX_RANK],
+    pub pads_begin: [i64; MAX_RANK],
+    pub pads_end: [i64; MAX_RANK],
+    pub count_include_pad: i64,
+    pub p_norm: f64,
+    pub storage_order: i64,
+}
+
+/// Largest spatial rank of pool and conv kernels.
+pub const MAX_SPATIAL_RANK: usize = MAX_RANK - 2;
+
+fn validate(p: &PoolParams) -> Option<usize> {
+    let r = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
+    let ok = p.batch >= 0
+        && p.channels >= 0
+        && (POOL_MAX..=POOL_LP).contains(&p.kind)
+        && (0..=1).contains(&p.storage_order)
+        && (0..r).all(|d| {
+            p.out_spatial[d] >= 0
+                && p.kernel[d] >= 1
+                && p.strides[d] >= 1
+                && p.dilations[d] >= 1
+                && p.pads_begin[d] >= 0
+                && p.pads_end[d] >= 0
+        });
+    ok.then_some(r)
+}
+
+/// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
+/// is only written for `POOL_MAX`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pool_f32(
+    p: *const PoolParams,
+    x: *const f32,
+    y: *mut f32,
+    indices: *mut i64,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(r) = validate(p) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some(in_size), Some(out_size), Some(taps)) = (
+        product(&p.in_spatial[..r]),
+        product(&p.out_spatial[..r]),
+        product(&p.kernel[..r]),
+    ) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let planes = (p.batch * p.channels) as usize;
+    if out_size == 0 || planes == 0 {
+        return STATUS_OK;
+    }
+    let in_dims = to_usize(&p.in_spatial);
+    let out_dims = to_usize(&p.out_spatial);
+    let kdims = to_usize(&p.kernel);
+    // Row-major strides for reading, and the strides used to number indices.
+    let mut rm = [0i64; MAX_RANK];
+    let mut cm = [0i64; MAX_RANK];
+    let mut s = 1i64;
+    for d in (0..r).rev() {
+        rm[d] = s;
+        s *= in_dims[d] as i64;
+    }
+    s = 1;
+    for d in 0..r {
+        cm[d] = s;
+        s *= in_dims[d] as i64;
+    }
+    let index_strides = if p.storage_order == 1 { cm } else { rm };
+    let p_norm = p.p_norm as f32;
+    let inv_p = 1.0 / p_norm;
+
+    for plane in 0..planes {
+        let xp = x.add(plane * in_size);
+        let yp = y.add(plane * out_size);
+        let mut o = [0usize; MAX_RANK];
+        for out_i in 0..out_size {
+            // Window origin per dim.
+            let mut start = [0i64; MAX_RANK];
+            for d in 0..r {
+                start[d] = o[d] as i64 * p.strides[d] - p.pads_begin[d];
+            }
+            let mut best = f32::NEG_INFINITY;
+            let mut best_at: i64 = -1;
+            let mut sum = 0.0f32;
+            let mut valid = 0usize;
+            let mut padded = 0usize;
+            let mut k = [0usize; MAX_RANK];
+            for _ in 0..taps {
+                let mut inside = true;
+                let mut in_padded = true;
+                let mut off = 0i64;
+                let mut idx_off = 0i64;
+                for d in 0..r {
+                    let pos = start[d] + k[d] as i64 * p.dilations[d];
+                    if pos < 0 || pos >= in_dims[d] as i64 {
+                        inside = false;
+                        if pos < -p.pads_begin[d] || pos >= in_dims[d] as i64 + p.pads_end[d] {
+                            in_padded = false;
+                        }
+                    }
+                    off += pos * rm[d];
+                    idx_off += pos * index_strides[d];
+                }
+                if in_padded {
+                    padded += 1;
+                }
+                if inside {
+                    let v = *xp.offset(off as isize);
+                    valid += 1;
+                    match p.kind {
+                        POOL_MAX => {
+                            if best_at < 0 || v > best {
+                                best = v;
+                                best_at = idx_off;
+                            }
+                        }
+                        POOL_AVERAGE => sum += v,
+                        _ => sum += libm::powf(libm::fabsf(v), p_norm),
+                    }
+                }
+                // Next tap (row-major over the kernel dims).
+                for d in (0..r).rev() {
+                    k[d] += 1;
+                    if k[d] < kdims[d] {
+                        break;
+                    }
+                    k[d] = 0;
+                }
+            }
+            *yp.add(out_i) = match p.kind {
+                POOL_MAX => {
+                    if !indices.is_null() {
+                        let flat = if best_at < 0 {
+                            -1
+                        } else {
+                            (plane * in_size) as i64 + best_at
+                        };
+                        *indices.add(plane * out_size + out_i) = flat;
+                    }
+                    best
+                }
+                POOL_AVERAGE => {
+                    let n = if p.count_include_pad != 0 {
+                        padded
+                    } else {
+                        valid
+                    };
+                    sum / n as f32
+                }
+                _ => libm::powf(sum, inv_p),
+            };
+            // Next output position.
+            for d in (0..r).rev() {
+                o[d] += 1;
+                if o[d] < out_dims[d] {
+                    break;
+                }
+                o[d] = 0;
+            }
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use std::vec;
+    use std::vec::Vec;
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Cell {
+        Real(f32, usize),
+        Pad,
+        Beyond,
+    }
+
+    struct Case {
+        input: Vec<usize>,
+        kernel: Vec<usize>,
+        strides: Vec<usize>,
+        dilations: Vec<usize>,
+        pads: Vec<(usize, usize)>,
+        ceil: bool,
+    }
+
+    fn params(c: &Case, kind: i64) -> PoolParams {
+        let mut p = PoolParams {
+            kind,
+            batch: 2,
+            channels: 3,
+            spatial_rank: c.input.len() as i64,
+            p_norm: 2.0,
+            ..Default::default()
+        };
+        for d in 0..c.input.len() {
+            let (i, k, s, dl) = (
+                c.input[d] as i64,
+                c.kernel[d] as i64,
+                c.strides[d] as i64,
+                c.dilations[d] as i64,
+            );
+            let (pb, pe) = (c.pads[d].0 as i64, c.pads[d].1 as i64);
+            let span = dl * (k - 1) + 1;
+            let num = i + pb + pe - span;
+            let mut out = if c.ceil {
+                (num + s - 1).div_euclid(s) + 1
+            } else {
+                num.div_euclid(s) + 1
+            };
+            // ONNX: the last window must start inside the input or the begin padding.
+            if c.ceil && (out - 1) * s >= i + pb {
+                out -= 1;
+            }
+            p.in_spatial[d] = i;
+            p.out_spatial[d] = out.max(0);
+            p.kernel[d] = k;
+            p.strides[d] = s;
+            p.dilations[d] = dl;
+            p.pads_begin[d] = pb;
+            p.pads_end[d] = pe;
+        }
+        p
+    }
+
+    /// Pools one plane through an explicitly padded copy of it, the way the
+    /// ONNX reference does: cells are real values, explicit padding, or the
+    /// extra space that ceil_mode windows may reach past the end padding.
+    fn reference(p: &PoolParams, x: &[f32]) -> (Vec<f32>, Vec<i64>) {
+        let r = p.spatial_rank as usize;
+        let ind: Vec<usize> = (0..r).map(|d| p.in_spatial[d] as usize).collect();
+        let outd: Vec<usize> = (0..r).map(|d| p.out_spatial[d] as usize).collect();
+        let kd: Vec<usize> = (0..r).map(|d| p.kernel[d] as usize).collect();
+        let pb: Vec<usize> = (0..r).map(|d| p.pads_begin[d] as usize).collect();
+        let explicit: Vec<usize> = (0..r)
+            .map(|d| ind[d] + pb[d] + p.pads_end[d] as usize)
+            .collect();
+        let padded: Vec<usize> = (0..r)
+            .map(|d| {
+                let need = outd[d].saturating_sub(1) * p.strides[d] as usize
+                    + (kd[d] - 1) * p.dilations[d] as usize
+                    + 1;
+                need.max(explicit[d])
+            })
+            .collect();
+        let in_size: usize = ind.iter().product();
+        let out_size: usize = outd.iter().product();
+        let padded_size: usize = padded.iter().product();
+        let taps: usize = kd.iter().product();
+        let planes = (p.batch * p.channels) as usize;
+        let mut y = vec![0.0f32; planes * out_size];
+        let mut idx = vec![0i64; planes * out_size];
+        for plane in 0..planes {
+            let grid: Vec<Cell> = (0..padded_size)
+                .map(|f| {
+                    let c = unravel(f, &padded);
+                    if (0..r).any(|d| c[d] >= explicit[d]) {
+                        Cell::Beyond
+                    } else if (0..r).any(|d| c[d] < pb[d] || c[d] >= pb[d] + ind[d]) {
+                        Cell::Pad
+                    } else {
+                        let (mut rm, mut cm, mut mul) = (0usize, 0usize, 1usize);
+                        for d in 0..r {
+                            rm = rm * ind[d] + c[d] - pb[d];
+                        }
+                        for d in 0..r {
+                            cm += (c[d] - pb[d]) * mul;
+                            mul *= ind[d];
+                        }
+                        let at = if p.storage_order == 1 { cm } else { rm };
+                        Cell::Real(x[plane * in_size + rm], plane * in_size + at)
+                    }
+                })
+                .collect();
+            for o in 0..out_size {
+                let oc = unravel(o, &outd);
+                let cells: Vec<Cell> = (0..taps)
+                    .map(|t| {
+                        let kc = unravel(t, &kd);
+                        let mut f = 0;
+                        for d in 0..r {
+                            f = f * padded[d]
+                                + oc[d] * p.strides[d] as usize
+                                + kc[d] * p.dilations[d] as usize;
+                        }
+                        grid[f]
+                    })
+                    .collect();
+                let reals: Vec<(f32, usize)> = cells
+                    .iter()
+                    .filter_map(|c| {
+                        if let Cell::Real(v, i) = c {
+                            Some((*v, *i))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                let pads = cells.iter().filter(|c| **c == Cell::Pad).count();
+                let at = plane * out_size + o;
+                match p.kind {
+                    POOL_MAX => {
+                        let mut best: Option<(f32, usize)> = None;
+                        for &(v, i) in &reals {
+                            if best.is_none_or(|b| v > b.0) {
+                                best = Some((v, i));
+                            }
+                        }
+                        y[at] = best.map_or(f32::NEG_INFINITY, |b| b.0);
+                        idx[at] = best.map_or(-1, |b| b.1 as i64);
+                    }
+                    POOL_AVERAGE => {
+                        let n = reals.len() + if p.count_include_pad != 0 { pads } else { 0 };
+                        y[at] = (reals.iter().map(|v| v.0 as f64).sum::<f64>() / n as f64) as f32;
+                    }
+                    _ => {
+                        let s: f64 = reals
+                            .iter()
+                            .map(|v| (v.0.abs() as f64).powf(p.p_norm))
+                            .sum();
+                        y[at] = s.powf(1.0 / p.p_norm) as f32;
+                    }
+                }
+            }
+        }
+        (y, idx)
+    }
+
+    fn check(c: Case) {
+        for kind in [POOL_MAX, POOL_AVERAGE, POOL_LP] {
+            for variant in 0..2 {
+                let mut p = params(&c, kind);
+                p.count_include_pad = variant;
+                p.storage_order = variant;
+                if kind == POOL_LP && variant == 1 {
+                    p.p_norm = 3.0;
+                }
+                let in_n = 6 * c.input.iter().product::<usize>();
+                let mut x = rand_vec(in_n, 4);
+                if in_n > 3 {
+                    x[1] = x[2]; // a tie: the first occurrence must win
+                }
+                let (want, want_idx) = reference(&p, &x);
+                let mut got = vec![f32::NAN; want.len()];
+                let mut got_idx = vec![-7i64; want.len()];
+                let ip = if kind == POOL_MAX {
+                    got_idx.as_mut_ptr()
+                } else {
+                    core::ptr::null_mut()
+                };
+                let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), got.as_mut_ptr(), ip) };
+                assert_eq!(st, STATUS_OK);
+                assert_close(&got, &want, 1e-5);
+                if kind == POOL_MAX {
+                    assert_eq!(got_idx, want_idx);
+                }
+            }
+        }
+    }
+
+    fn c2(
+        input: [usize; 2],
+        kernel: [usize; 2],
+        s: [usize; 2],
+        dl: [usize; 2],
+        pads: [usize; 4],
+        ceil: bool,
+    ) -> Case {
+        Case {
+            input: input.to_vec(),
+            kernel: kernel.to_vec(),
+            strides: s.to_vec(),
+            dilations: dl.to_vec(),
+            pads: vec![(pads[0], pads[2]), (pads[1], pads[3])],
+            ceil,
+        }
+    }
+
+    #[test]
+    fn pool2d_variants() {
+        check(c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], false));
+        check(c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], true));
+        check(c2([7, 6], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1], true));
+        check(c2([8, 9], [3, 2], [3, 2], [2, 1], [1, 0, 2, 1], true));
+        check(c2([6, 7], [3, 3], [1, 1], [2, 2], [2, 2, 2, 2], false));
+        check(c2([4, 4], [4, 4], [1, 1], [1, 1], [0, 0, 0, 0], false)); // global
+        check(c2([1, 1], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0], false));
+        check(c2([10, 3], [4, 2], [3, 5], [1, 1], [2, 1, 1, 0], true));
+    }
+
+    #[test]
+    fn pool1d_and_3d() {
+        check(Case {
+            input: vec![11],
+            kernel: vec![3],
+            strides: vec![2],
+            dilations: vec![2],
+            pads: vec![(1, 2)],
+            ceil: true,
+        });
+        check(Case {
+            input: vec![4, 5, 6],
+            kernel: vec![2, 3, 2],
+            strides: vec![2, 1, 3],
+            dilations: vec![1, 2, 1],
+            pads: vec![(0, 1), (1, 1), (1, 0)],
+            ceil: true,
+        });
+    }
+
+    /// ceil_mode windows past the end: windows start at `o * stride -
+    /// pad_begin` (as in ONNX Runtime and the reference MaxPool). The ONNX
+    /// reference AveragePool instead shifts such windows by half the extra
+    /// padding and would give [1.5, 3.5] here; we do not follow that quirk.
+    #[test]
+    fn ceil_mode_window_positions() {
+        let x = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
+        let mut p = PoolParams {
+            batch: 1,
+            channels: 1,
+            spatial_rank: 1,
+            ..Default::default()
+        };
+        p.in_spatial[0] = 6;
+        p.out_spatial[0] = 2;
+        p.kernel[0] = 5;
+        p.strides[0] = 4;
+        p.dilations[0] = 1;
+        for (kind, cip, want) in [
+            (POOL_AVERAGE, 0, [2.0, 4.5]),
+            (POOL_AVERAGE, 1, [2.0, 4.5]),
+            (POOL_MAX, 0, [4.0, 5.0]),
+        ] {
+            p.kind = kind;
+            p.count_include_pad = cip;
+            let mut y = [0.0f32; 2];
+            let st =
+                unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+            assert_eq!(st, STATUS_OK);
+            assert_eq!(y, want);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_params() {
+        let mut p = params(
+            &c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], false),
+            POOL_MAX,
+        );
+        let z = core::ptr::null_mut();
+        p.strides[1] = 0;
+        assert_eq!(
+            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+        p.strides[1] = 1;
+        p.kind = 3;
+        assert_eq!(
+            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+}
