@@ -1,1 +1,2 @@
 //! onnxc: ONNX model → native object file.
+pub mod load;
