@@ -1,2 +1,3 @@
 //! onnxc: ONNX model → native object file.
+pub mod check;
 pub mod load;
