@@ -242,6 +242,9 @@ struct OpsetCtx<'a> {
     domains: &'a HashSet<String>,
     /// `model` or a function label: where missing imports are reported.
     owner: &'a str,
+    /// Place of the top-level graph or function body; node paths in
+    /// missing-opset messages are given relative to it.
+    root: &'a str,
     in_function: bool,
 }
 
@@ -305,12 +308,13 @@ impl Checker {
         match &m.graph {
             None => self.push("model", CheckErrorKind::NoGraph),
             Some(g) => {
+                let place = format!("graph {:?}", g.name());
                 let ctx = OpsetCtx {
                     domains: &domains,
                     owner: "model",
+                    root: &place,
                     in_function: false,
                 };
-                let place = format!("graph {:?}", g.name());
                 let mut scopes = Vec::new();
                 self.graph(g, &place, &mut scopes, &ctx, true);
             }
@@ -363,6 +367,7 @@ impl Checker {
         let ctx = OpsetCtx {
             domains,
             owner: &label,
+            root: &label,
             in_function: true,
         };
         let mut scopes = vec![Level {
@@ -370,6 +375,10 @@ impl Checker {
             defined: HashMap::new(),
             by_node: HashMap::new(),
         }];
+        for a in &f.attribute_proto {
+            let mut none = Vec::new();
+            self.attribute(a, &format!("{label}: default"), &mut none, &ctx);
+        }
         for (i, name) in f.input.iter().enumerate() {
             self.define(&mut scopes, name, "function input", &label, i);
         }
@@ -520,7 +529,7 @@ impl Checker {
             let who = node_short(n, i);
             for (k, out) in n.output.iter().enumerate() {
                 if !out.is_empty() {
-                    self.define(scopes, out, &who, &np, k);
+                    self.define(scopes, out, &who, place, k);
                 }
             }
         }
@@ -539,11 +548,12 @@ impl Checker {
             m.others += 1;
             return;
         }
-        // Main-graph nodes are named without the graph, as users see them.
-        let user = if place.starts_with("graph ") && !place.contains(": ") && ctx.owner == "model" {
-            node_label(n, index)
-        } else {
-            format!("{place}: {}", node_label(n, index))
+        // Named relative to the main graph or function body.
+        let label = node_label(n, index);
+        let user = match place.strip_prefix(ctx.root) {
+            Some("") => label,
+            Some(rest) => format!("{}: {label}", rest.trim_start_matches(": ")),
+            None => format!("{place}: {label}"),
         };
         self.missing.push(MissingOpset {
             owner: ctx.owner.to_string(),

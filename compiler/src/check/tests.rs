@@ -358,7 +358,7 @@ fn function_opsets_own_or_model() {
     m.functions.push(f.clone());
     one_error(
         &m,
-        &["function \"com.me::F\": opset_import has no entry for domain \"\" used by function \"com.me::F\": node \"fr\" (Relu)"],
+        &["function \"com.me::F\": opset_import has no entry for domain \"\" used by node \"fr\" (Relu)"],
     );
     // Without its own list it falls back to the model's.
     f.opset_import.clear();
@@ -389,7 +389,7 @@ fn value_defined_twice_by_nodes() {
     );
     one_error(
         &m,
-        &["graph \"main\": node \"b\" (Neg): value \"y\" is defined twice (node \"a\", node \"b\")"],
+        &["graph \"main\": value \"y\" is defined twice (node \"a\", node \"b\")"],
     );
 }
 
@@ -424,7 +424,7 @@ fn value_defined_twice_inputs_and_initializers() {
     );
     one_error(
         &m,
-        &["node \"a\" (Relu): value \"w\" is defined twice (initializer, node \"a\")"],
+        &["graph \"main\": value \"w\" is defined twice (initializer, node \"a\")"],
     );
 }
 
@@ -561,7 +561,7 @@ fn subgraph_shadowing_rejected() {
     );
     one_error(
         &if_model(b, vec![]),
-        &["graph \"then\": node \"tn\" (Neg): value \"c\" (node \"tn\") shadows the outer-scope value defined by node \"r\" in graph \"main\""],
+        &["attribute \"then_branch\": graph \"then\": value \"c\" (node \"tn\") shadows the outer-scope value defined by node \"r\" in graph \"main\""],
     );
     // Subgraph inputs may not shadow either.
     let b = graph(
@@ -908,5 +908,36 @@ fn empty_model_does_not_panic() {
             "model: opset_import is empty",
             "model: has no graph"
         ]
+    );
+}
+
+#[test]
+fn subgraph_node_domain_without_opset_names_the_path() {
+    let mut foo = node("Foo", "inner", &["x"], &["t"]);
+    foo.domain = Some("com.foo".into());
+    let b = graph("then", vec![foo], vec![], vec![untyped("t")], vec![]);
+    one_error(
+        &if_model(b, vec![]),
+        &["model: opset_import has no entry for domain \"com.foo\" used by node \"if1\" (If): attribute \"then_branch\": graph \"then\": node \"inner\" (Foo)"],
+    );
+}
+
+#[test]
+fn function_attribute_defaults_are_checked() {
+    let mut m = relu_model();
+    let mut f = function(
+        "F",
+        "com.me",
+        &["a"],
+        &["b"],
+        vec![node("Relu", "r", &["a"], &["b"])],
+    );
+    let mut bad = int_attr("alpha", 1);
+    bad.s = Some(b"x".to_vec());
+    f.attribute_proto.push(bad);
+    m.functions.push(f);
+    one_error(
+        &m,
+        &["function \"com.me::F\": default: attribute \"alpha\": has type INT but carries s"],
     );
 }
