@@ -18,7 +18,6 @@
 //! in the main graph, in function bodies (and function attribute defaults)
 //! and in `training_info` graphs.
 
-use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
@@ -238,7 +237,7 @@ fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadLimited> {
 }
 
 /// `[2,3]`
-pub(crate) fn fmt_dims(dims: &[i64]) -> String {
+fn fmt_dims(dims: &[i64]) -> String {
     let mut s = String::from("[");
     for (i, d) in dims.iter().enumerate() {
         if i > 0 {
@@ -825,12 +824,12 @@ impl Loader {
 }
 
 /// `node "conv_3" (Conv)`, or `node #4 (Conv)` when unnamed.
-pub(crate) fn node_label(n: &NodeProto, index: usize) -> String {
+fn node_label(n: &NodeProto, index: usize) -> String {
     format!("node {} ({})", label(n.name(), index), n.op_type())
 }
 
 /// `function "Name"`, or `function "com.foo::Name"` outside the default domain.
-pub(crate) fn function_label(f: &FunctionProto) -> String {
+fn function_label(f: &FunctionProto) -> String {
     let mut s = String::new();
     if !f.domain().is_empty() {
         s.push_str(f.domain());
@@ -842,12 +841,6 @@ pub(crate) fn function_label(f: &FunctionProto) -> String {
         s.push_str(f.overload());
     }
     format!("function {s:?}")
-}
-
-impl fmt::Display for Field {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 #[cfg(test)]

@@ -881,3 +881,79 @@ fn fmt_dims_formats() {
     assert_eq!(fmt_dims(&[]), "[]");
     assert_eq!(fmt_dims(&[2, 3]), "[2,3]");
 }
+
+/// Mutated and truncated encodings of a model never panic `load` or `check`.
+#[test]
+fn mutated_models_never_panic() {
+    let dir = TmpDir::new("fuzz");
+    dir.write("w.bin", &f32_raw(&[1.0, 2.0]));
+    let sub = GraphProto {
+        name: Some("then".into()),
+        node: vec![constant("sc", raw_f32("st", &[1], &[3.0]))],
+        output: vec![onnx_proto::ValueInfoProto {
+            name: Some("sc_out".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let if_node = NodeProto {
+        name: Some("if1".into()),
+        op_type: Some("If".into()),
+        input: vec!["w".into()],
+        output: vec!["y".into()],
+        attribute: vec![AttributeProto {
+            name: Some("then_branch".into()),
+            g: Some(sub),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut m = model_with(
+        vec![
+            external("w", &[2], &[("location", "w.bin"), ("offset", "0")]),
+            TensorProto {
+                int32_data: vec![1, 2, 3],
+                ..tensor("i", DataType::Int4, &[5])
+            },
+        ],
+        vec![if_node],
+    );
+    m.functions.push(FunctionProto {
+        name: Some("F".into()),
+        input: vec!["a".into()],
+        output: vec!["b".into()],
+        node: vec![NodeProto {
+            op_type: Some("Relu".into()),
+            input: vec!["a".into()],
+            output: vec!["b".into()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let base = m.encode_to_vec();
+    assert!(load(&dir, &m).is_ok());
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let path = dir.path("fuzz.onnx");
+    for _ in 0..1500 {
+        let mut bytes = base.clone();
+        let r = rand();
+        if r % 5 == 0 {
+            bytes.truncate((rand() as usize) % bytes.len());
+        } else {
+            for _ in 0..1 + r % 4 {
+                let i = (rand() as usize) % bytes.len();
+                bytes[i] = rand() as u8;
+            }
+        }
+        fs::write(&path, &bytes).unwrap();
+        if let Ok(loaded) = load_model(&path, &LoadLimits::default()) {
+            let _ = crate::check::check_model(&loaded);
+        }
+    }
+}
