@@ -1,0 +1,137 @@
+//! Helpers shared by the suite's modules: where things are, how to run onnxc.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The repository root: the nearest ancestor of the crate that registers
+/// this test binary which holds `tests/conformance/passing.txt`.
+pub fn repo_root() -> PathBuf {
+    let start = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in start.ancestors() {
+        if dir.join("tests/conformance/passing.txt").is_file() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!(
+        "cannot find the repository root (no tests/conformance/passing.txt above {})",
+        start.display()
+    );
+}
+
+/// `tests/data/`, or a clear failure telling how to make it.
+pub fn data_dir() -> PathBuf {
+    let data = repo_root().join("tests/data");
+    if !data.is_dir() {
+        panic!(
+            "{} does not exist: run `bash tests/make_data.sh` first \
+             (or `bash tests/run.sh`, which does everything)",
+            data.display()
+        );
+    }
+    data
+}
+
+/// The onnxc binary cargo built for this test run.
+pub fn onnxc() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_onnxc"));
+    if !exe.is_file() {
+        panic!(
+            "the onnxc binary {} does not exist; build it (`cargo build --release`) \
+             or run the suite through `cargo test`",
+            exe.display()
+        );
+    }
+    exe
+}
+
+/// What a finished (or killed) child process left behind.
+pub struct Output {
+    /// `None` when the process was killed after the timeout.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    /// "exit code 3", "killed by signal 11", "timed out after 600 s".
+    pub fn describe_status(&self) -> String {
+        match self.status {
+            None => format!("timed out after {} s and was killed", self.elapsed.as_secs()),
+            Some(s) => describe_exit(s),
+        }
+    }
+
+    /// The last `n` lines of stderr, for failure messages.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        let from = lines.len().saturating_sub(n);
+        lines[from..].join("\n")
+    }
+}
+
+fn describe_exit(s: ExitStatus) -> String {
+    if let Some(code) = s.code() {
+        return format!("exit code {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = s.signal() {
+            return format!("killed by signal {sig}");
+        }
+    }
+    format!("{s}")
+}
+
+/// Runs `cmd` with stdout/stderr captured, killing it after `timeout`.
+pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<Output> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut out_pipe = child.stdout.take().expect("stdout is piped");
+    let mut err_pipe = child.stderr.take().expect("stderr is piped");
+    let out_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if start.elapsed() >= timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    Ok(Output { status, stdout, stderr, elapsed: start.elapsed() })
+}
+
+/// A positive integer from the environment, or `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?} is not a positive integer")),
+        Err(_) => default,
+    }
+}

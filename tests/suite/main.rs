@@ -1,0 +1,17 @@
+//! The one integration-test binary of the workspace.
+//!
+//! Registered by the compiler crate (`compiler/Cargo.toml`):
+//!
+//! ```toml
+//! [[test]]
+//! name = "suite"
+//! path = "../tests/suite/main.rs"
+//! harness = true
+//! ```
+//!
+//! so that `env!("CARGO_BIN_EXE_onnxc")` names the freshly built CLI. Each
+//! area of testing is one module here; add end-to-end tests as new files and
+//! a `mod` line below. Run everything with `bash tests/run.sh`.
+
+mod common;
+mod conformance;
