@@ -60,7 +60,10 @@ impl Output {
     /// "exit code 3", "killed by signal 11", "timed out after 600 s".
     pub fn describe_status(&self) -> String {
         match self.status {
-            None => format!("timed out after {} s and was killed", self.elapsed.as_secs()),
+            None => format!(
+                "timed out after {} s and was killed",
+                self.elapsed.as_secs()
+            ),
             Some(s) => describe_exit(s),
         }
     }
@@ -120,7 +123,12 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     };
     let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-    Ok(Output { status, stdout, stderr, elapsed: start.elapsed() })
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+        elapsed: start.elapsed(),
+    })
 }
 
 /// A positive integer from the environment, or `default`.

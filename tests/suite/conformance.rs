@@ -20,7 +20,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Top-level folders of tests/data that hold cases.
-pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator", "light"];
+pub const FOLDERS: &[&str] = &[
+    "node",
+    "simple",
+    "pytorch-converted",
+    "pytorch-operator",
+    "light",
+];
 
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;
@@ -52,7 +58,9 @@ fn passing_list_is_well_formed() {
         if a == b {
             problems.push(format!("line {line}: duplicate {b}"));
         } else if a > b {
-            problems.push(format!("line {line}: {b} is out of order (after {a}); keep the list sorted"));
+            problems.push(format!(
+                "line {line}: {b} is out of order (after {a}); keep the list sorted"
+            ));
         }
     }
     for (line, case) in &entries {
@@ -65,7 +73,11 @@ fn passing_list_is_well_formed() {
             ));
         }
     }
-    assert!(problems.is_empty(), "tests/conformance/passing.txt:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "tests/conformance/passing.txt:\n  {}",
+        problems.join("\n  ")
+    );
 }
 
 #[test]
@@ -113,12 +125,19 @@ fn run_ratchet(via: &str, cases: &[String]) {
         );
         let timeout =
             Duration::from_secs(common::env_usize("ONNXC_CONFORMANCE_TIMEOUT", 900) as u64);
-        let runner = Runner { exe, data: data.clone(), via: via.to_string(), timeout };
+        let runner = Runner {
+            exe,
+            data: data.clone(),
+            via: via.to_string(),
+            timeout,
+        };
         verdicts.extend(runner.run_all(&present, batch, jobs));
     }
 
-    let failed: Vec<(&String, &String)> =
-        verdicts.iter().filter_map(|(c, v)| v.as_ref().err().map(|r| (c, r))).collect();
+    let failed: Vec<(&String, &String)> = verdicts
+        .iter()
+        .filter_map(|(c, v)| v.as_ref().err().map(|r| (c, r)))
+        .collect();
     eprintln!(
         "conformance --via {via}: {} listed, {} passed, {} failed in {:.1} s",
         cases.len(),
@@ -171,7 +190,9 @@ impl Runner {
             .map(|_| {
                 let (queue, results, runner) = (queue.clone(), results.clone(), runner.clone());
                 thread::spawn(move || loop {
-                    let Some(batch) = queue.lock().unwrap().pop() else { break };
+                    let Some(batch) = queue.lock().unwrap().pop() else {
+                        break;
+                    };
                     let verdicts = runner.run_batch(&batch, true);
                     results.lock().unwrap().extend(verdicts);
                 })
@@ -188,7 +209,10 @@ impl Runner {
 
     fn run_one(&self, cases: &[String]) -> Result<Output, String> {
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("test").arg("--via").arg(&self.via).current_dir(&self.data);
+        cmd.arg("test")
+            .arg("--via")
+            .arg(&self.via)
+            .current_dir(&self.data);
         for case in cases {
             cmd.arg(self.data.join(case));
         }
@@ -206,8 +230,7 @@ impl Runner {
         let report = parse_report(&out.stdout);
 
         // Case folder name -> case; unique within a batch (see run_all).
-        let by_name: HashMap<&str, &String> =
-            cases.iter().map(|c| (case_basename(c), c)).collect();
+        let by_name: HashMap<&str, &String> = cases.iter().map(|c| (case_basename(c), c)).collect();
         let mut verdicts: HashMap<&String, Verdict> = HashMap::new();
         for (name, verdict) in &report.lines {
             if let Some(case) = by_name.get(case_basename(name)) {
@@ -244,15 +267,21 @@ impl Runner {
             }
         }
 
-        let missing: Vec<String> =
-            cases.iter().filter(|c| !verdicts.contains_key(c)).cloned().collect();
+        let missing: Vec<String> = cases
+            .iter()
+            .filter(|c| !verdicts.contains_key(c))
+            .cloned()
+            .collect();
         let mut result: Vec<(String, Verdict)> = verdicts
             .into_iter()
             .map(|(c, v)| {
                 // A case that "passed" in a run that broke the output contract
                 // is not trusted.
                 let v = match (&v, protocol.is_empty()) {
-                    (Ok(()), false) => Err(format!("onnxc output broke the contract: {}", protocol.join("; "))),
+                    (Ok(()), false) => Err(format!(
+                        "onnxc output broke the contract: {}",
+                        protocol.join("; ")
+                    )),
                     _ => v,
                 };
                 (c.clone(), v)
@@ -269,7 +298,11 @@ impl Runner {
                 let reason = format!(
                     "onnxc printed no PASS/FAIL line for it ({}){}",
                     out.describe_status(),
-                    if tail.is_empty() { String::new() } else { format!("; stderr:\n      {}", tail.replace('\n', "\n      ")) }
+                    if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; stderr:\n      {}", tail.replace('\n', "\n      "))
+                    }
                 );
                 result.extend(missing.into_iter().map(|c| (c, Err(reason.clone()))));
             }
@@ -312,8 +345,16 @@ fn parse_report(stdout: &str) -> Report {
             counts.1 += 1;
         }
     }
-    let summary = stdout.lines().rev().find(|l| !l.trim().is_empty()).and_then(parse_summary);
-    Report { lines, counts, summary }
+    let summary = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .and_then(parse_summary);
+    Report {
+        lines,
+        counts,
+        summary,
+    }
 }
 
 fn parse_summary(line: &str) -> Option<(usize, usize)> {
@@ -321,7 +362,6 @@ fn parse_summary(line: &str) -> Option<(usize, usize)> {
     let f = f.strip_suffix(" failed")?;
     Some((p.parse().ok()?, f.parse().ok()?))
 }
-
 
 #[cfg(test)]
 mod parse_tests {
@@ -336,7 +376,10 @@ mod parse_tests {
         assert_eq!(r.lines[0], ("test_add".to_string(), Ok(())));
         assert_eq!(
             r.lines[1],
-            ("node/test_sub".to_string(), Err("output 0 mismatch: max abs diff 1.5".to_string()))
+            (
+                "node/test_sub".to_string(),
+                Err("output 0 mismatch: max abs diff 1.5".to_string())
+            )
         );
         assert_eq!(r.lines[2].0, "test_x");
         assert_eq!(parse_report("PASS a\n").summary, None);

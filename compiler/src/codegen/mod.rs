@@ -14,7 +14,7 @@
 pub mod status;
 
 pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-pub use cranelift_codegen::ir::{types, InstBuilder, MemFlags, Type, Value};
+pub use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 pub use cranelift_frontend::FunctionBuilder;
 
 use crate::ir::{DType, Graph, Node, ValueDef, ValueId};
@@ -48,7 +48,10 @@ struct ContextLayout {
 impl ContextLayout {
     fn for_pointer(ptr: Type) -> ContextLayout {
         let p = ptr.bytes() as i32;
-        ContextLayout { workspace: 0, workspace_bytes: p }
+        ContextLayout {
+            workspace: 0,
+            workspace_bytes: p,
+        }
     }
 }
 
@@ -89,10 +92,19 @@ pub fn define_model<M: Module>(
         .collect();
     for v in used {
         if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
-            let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
+            let id = module.declare_data(
+                &format!("{symbol}.const{}", v.0),
+                Linkage::Local,
+                false,
+                false,
+            )?;
             let mut desc = DataDescription::new();
             // Zero-sized data still gets one byte so its address is valid.
-            let bytes = if t.data.is_empty() { vec![0u8] } else { t.data.clone() };
+            let bytes = if t.data.is_empty() {
+                vec![0u8]
+            } else {
+                t.data.clone()
+            };
             desc.define(bytes.into_boxed_slice());
             desc.set_align(64);
             module.define_data(id, &desc)?;
@@ -114,10 +126,20 @@ pub fn define_model<M: Module>(
 
     // The caller's workspace must be large enough and 8-byte aligned.
     let layout = ContextLayout::for_pointer(ptr);
-    let workspace = b.ins().load(ptr, MemFlags::trusted(), context, layout.workspace);
-    let have = b.ins().load(ptr, MemFlags::trusted(), context, layout.workspace_bytes);
-    let too_small = b.ins().icmp_imm(IntCC::UnsignedLessThan, have, plan.workspace_bytes as i64);
-    let misaligned = b.ins().band_imm(workspace, 7);
+    let workspace = b
+        .ins()
+        .load(ptr, MemFlagsData::trusted(), context, layout.workspace);
+    let have = b.ins().load(
+        ptr,
+        MemFlagsData::trusted(),
+        context,
+        layout.workspace_bytes,
+    );
+    let too_small = b
+        .ins()
+        .icmp_imm_u(IntCC::UnsignedLessThan, have, plan.workspace_bytes as i64);
+    let low_bits = b.ins().band_imm_u(workspace, 7);
+    let misaligned = b.ins().icmp_imm_u(IntCC::NotEqual, low_bits, 0);
     let bad = b.ins().bor(too_small, misaligned);
     let code = b.ins().iconst(types::I32, status::BAD_CONTEXT as i64);
     let ok = b.create_block();
@@ -139,14 +161,28 @@ pub fn define_model<M: Module>(
         data_count: 0,
     };
     for (index, node) in graph.nodes.iter().enumerate() {
-        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env };
-        node.op
-            .lower(&mut cx)
-            .map_err(|message| CodegenError::Op { node: node.label(), message })?;
+        let mut cx = Lower {
+            b: &mut b,
+            module,
+            graph,
+            plan,
+            node,
+            index,
+            env: &mut env,
+        };
+        node.op.lower(&mut cx).map_err(|message| CodegenError::Op {
+            node: node.label(),
+            message,
+        })?;
     }
     for &(k, v) in &plan.output_copies {
         let src = value_ptr(&mut b, ptr, plan, &env, v);
-        let dst = b.ins().load(ptr, MemFlags::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
+        let dst = b.ins().load(
+            ptr,
+            MemFlagsData::trusted(),
+            env.outputs,
+            (k * ptr.bytes() as usize) as i32,
+        );
         let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
         b.call_memcpy(module.target_config(), dst, src, n);
     }
@@ -156,7 +192,7 @@ pub fn define_model<M: Module>(
     let code = b.block_params(fail)[0];
     b.ins().return_(&[code]);
     b.seal_all_blocks();
-    b.finalize();
+    b.finalize(module.target_config());
     module
         .define_function(func_id, &mut ctx)
         .map_err(|e| CodegenError::Module(format!("{e:?}")))?;
@@ -173,13 +209,17 @@ fn value_bytes(graph: &Graph, v: ValueId) -> usize {
 fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: ValueId) -> Value {
     let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
     match plan.locs[v.index()] {
-        Loc::Input(k) => b.ins().load(ptr, MemFlags::trusted(), env.inputs, slot(k)),
-        Loc::Output(k) => b.ins().load(ptr, MemFlags::trusted(), env.outputs, slot(k)),
+        Loc::Input(k) => b
+            .ins()
+            .load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
+        Loc::Output(k) => b
+            .ins()
+            .load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
         Loc::Const => {
             let gv = env.consts[&v];
-            b.ins().global_value(ptr, gv)
+            b.ins().symbol_value(ptr, gv)
         }
-        Loc::Workspace(off) => b.ins().iadd_imm(env.workspace, off as i64),
+        Loc::Workspace(off) => b.ins().iadd_imm_s(env.workspace, off as i64),
         Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
     }
 }
@@ -204,9 +244,14 @@ pub struct Loop {
     pub index: Value,
 }
 
-impl Lower<'_, '_> {
+impl<'f> Lower<'_, 'f> {
     pub fn ptr_type(&self) -> Type {
         self.module.target_config().pointer_type()
+    }
+
+    /// Shorthand for `self.b.ins()`.
+    pub fn ins(&mut self) -> cranelift_frontend::FuncInstBuilder<'_, 'f> {
+        self.b.ins()
     }
 
     pub fn node(&self) -> &Node {
@@ -231,23 +276,39 @@ impl Lower<'_, '_> {
     }
 
     pub fn has_output(&self, i: usize) -> bool {
-        self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
+        self.node
+            .outputs
+            .get(i)
+            .is_some_and(|&v| !self.graph.value(v).name.is_empty())
     }
 
     /// Element type and shape of input `i`.
     pub fn input_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = self.input_id(i)?;
-        self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))
+        self.graph
+            .concrete(v)
+            .ok_or_else(|| format!("input {i} has no known shape"))
     }
 
     pub fn output_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
-        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
-        self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))
+        let v = *self
+            .node
+            .outputs
+            .get(i)
+            .ok_or_else(|| format!("output {i} does not exist"))?;
+        self.graph
+            .concrete(v)
+            .ok_or_else(|| format!("output {i} has no known shape"))
     }
 
     /// The compile-time value of input `i`, if it is a constant.
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
-        self.node.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
+        self.node
+            .inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|v| self.graph.const_value(v))
     }
 
     fn ptr(&mut self, v: ValueId) -> Value {
@@ -270,7 +331,11 @@ impl Lower<'_, '_> {
     }
 
     pub fn output_ptr(&mut self, i: usize) -> Result<Value, String> {
-        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
+        let v = *self
+            .node
+            .outputs
+            .get(i)
+            .ok_or_else(|| format!("output {i} does not exist"))?;
         Ok(self.ptr(v))
     }
 
@@ -286,7 +351,7 @@ impl Lower<'_, '_> {
     /// Address of this node's scratch area (planned from `scratch_bytes`).
     pub fn scratch_ptr(&mut self) -> Result<Value, String> {
         let off = self.plan.scratch[self.index].ok_or("no scratch area was planned")?;
-        Ok(self.b.ins().iadd_imm(self.env.workspace, off as i64))
+        Ok(self.b.ins().iadd_imm_s(self.env.workspace, off as i64))
     }
 
     pub fn iconst(&mut self, v: i64) -> Value {
@@ -305,10 +370,12 @@ impl Lower<'_, '_> {
         let mut desc = DataDescription::new();
         desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
         desc.set_align(16);
-        self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
+        self.module
+            .define_data(id, &desc)
+            .map_err(|e| format!("{e:?}"))?;
         let gv = self.module.declare_data_in_func(id, self.b.func);
         let ptr = self.ptr_type();
-        Ok(self.b.ins().global_value(ptr, gv))
+        Ok(self.b.ins().symbol_value(ptr, gv))
     }
 
     fn kernel_ref(&mut self, sig: &KernelSig) -> Result<FuncRef, String> {
@@ -324,8 +391,10 @@ impl Lower<'_, '_> {
             AbiType::F64 => types::F64,
         };
         let mut s = Signature::new(self.module.target_config().default_call_conv);
-        s.params.extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
-        s.returns.extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
+        s.params
+            .extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
+        s.returns
+            .extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
         let id = self
             .module
             .declare_function(sig.name, Linkage::Import, &s)
@@ -337,9 +406,14 @@ impl Lower<'_, '_> {
 
     /// Calls a function of the kernel library; returns its result, if any.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
-        let sig = onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
+        let sig =
+            onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
         if sig.params.len() != args.len() {
-            return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
+            return Err(format!(
+                "kernel {name} takes {} arguments, got {}",
+                sig.params.len(),
+                args.len()
+            ));
         }
         let f = self.kernel_ref(sig)?;
         let call = self.b.ins().call(f, args);
@@ -349,24 +423,36 @@ impl Lower<'_, '_> {
     /// Calls a kernel that returns a status and leaves the model with it
     /// (tagged with this node) when it is nonzero.
     pub fn call_checked(&mut self, name: &str, args: &[Value]) -> Result<(), String> {
-        let status = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no status"))?;
+        let status = self
+            .call(name, args)?
+            .ok_or_else(|| format!("kernel {name} returns no status"))?;
         self.fail_if_nonzero(status);
         Ok(())
     }
 
     /// Leaves the model with `status` (an i32 kernel status) when it is nonzero.
     pub fn fail_if_nonzero(&mut self, status: Value) {
-        let tagged = self.b.ins().bor_imm(status, ((self.index as i64) + 1) << 8);
+        let tagged = self
+            .b
+            .ins()
+            .bor_imm_s(status, ((self.index as i64) + 1) << 8);
         let cont = self.b.create_block();
-        self.b.ins().brif(status, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b
+            .ins()
+            .brif(status, self.env.fail, &[tagged.into()], cont, &[]);
         self.b.switch_to_block(cont);
     }
 
     /// Leaves the model with `code` when `cond` (any integer) is nonzero.
     pub fn fail_if(&mut self, cond: Value, code: i32) {
-        let tagged = self.b.ins().iconst(types::I32, (code as i64) | (((self.index as i64) + 1) << 8));
+        let tagged = self
+            .b
+            .ins()
+            .iconst(types::I32, (code as i64) | (((self.index as i64) + 1) << 8));
         let cont = self.b.create_block();
-        self.b.ins().brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b
+            .ins()
+            .brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
         self.b.switch_to_block(cont);
     }
 
@@ -390,14 +476,21 @@ impl Lower<'_, '_> {
         let zero = self.b.ins().iconst(ptr, 0);
         self.b.ins().jump(header, &[zero.into()]);
         self.b.switch_to_block(header);
-        let done = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
+        let done = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
         self.b.ins().brif(done, exit, &[], body, &[]);
         self.b.switch_to_block(body);
-        Loop { header, exit, index }
+        Loop {
+            header,
+            exit,
+            index,
+        }
     }
 
     pub fn loop_end(&mut self, l: Loop) {
-        let next = self.b.ins().iadd_imm(l.index, 1);
+        let next = self.b.ins().iadd_imm_s(l.index, 1);
         self.b.ins().jump(l.header, &[next.into()]);
         self.b.switch_to_block(l.exit);
     }

@@ -50,11 +50,15 @@ impl<'a> Attrs<'a> {
     }
 
     pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
-        Ok(self.find(name, AttributeType::Ints)?.map(|a| a.ints.clone()))
+        Ok(self
+            .find(name, AttributeType::Ints)?
+            .map(|a| a.ints.clone()))
     }
 
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
-        Ok(self.find(name, AttributeType::Floats)?.map(|a| a.floats.clone()))
+        Ok(self
+            .find(name, AttributeType::Floats)?
+            .map(|a| a.floats.clone()))
     }
 
     pub fn string(&self, name: &str) -> Result<Option<String>, String> {

@@ -63,10 +63,33 @@ impl DType {
     /// Name of an ONNX data-type code, for messages about types we reject.
     pub fn onnx_name(code: i32) -> &'static str {
         const NAMES: [&str; 27] = [
-            "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
-            "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128",
-            "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
-            "INT4", "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2",
+            "UNDEFINED",
+            "FLOAT",
+            "UINT8",
+            "INT8",
+            "UINT16",
+            "INT16",
+            "INT32",
+            "INT64",
+            "STRING",
+            "BOOL",
+            "FLOAT16",
+            "DOUBLE",
+            "UINT32",
+            "UINT64",
+            "COMPLEX64",
+            "COMPLEX128",
+            "BFLOAT16",
+            "FLOAT8E4M3FN",
+            "FLOAT8E4M3FNUZ",
+            "FLOAT8E5M2",
+            "FLOAT8E5M2FNUZ",
+            "UINT4",
+            "INT4",
+            "FLOAT4E2M1",
+            "FLOAT8E8M0",
+            "UINT2",
+            "INT2",
         ];
         usize::try_from(code)
             .ok()

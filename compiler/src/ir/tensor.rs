@@ -21,7 +21,11 @@ impl Tensor {
 
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<Tensor> {
         let bytes = super::shape::element_count(&shape)?.checked_mul(dtype.size())?;
-        Some(Tensor { dtype, shape, data: vec![0; bytes] })
+        Some(Tensor {
+            dtype,
+            shape,
+            data: vec![0; bytes],
+        })
     }
 
     pub fn from_i64s(shape: Vec<usize>, values: &[i64]) -> Tensor {

@@ -14,7 +14,7 @@
 //! all numeric types and bool. f16/bf16 arithmetic is not lowered yet.
 
 use super::{InferCx, Inferred, Operator};
-use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlags, Value};
+use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides};
 use crate::ir::{DType, Tensor};
@@ -71,16 +71,16 @@ pub enum Func {
 enum Accepts {
     Numeric,
     Float,
-    Bool,
+    Logical,
     Any,
 }
 
 /// How the output element type follows from the inputs.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Result_ {
+enum OutputType {
     SameAsInput0,
     SameAsInput1,
-    Bool,
+    Boolean,
     CastTarget,
 }
 
@@ -89,15 +89,25 @@ struct Entry {
     /// Inputs: (minimum, maximum).
     arity: (usize, usize),
     accepts: Accepts,
-    result: Result_,
+    result: OutputType,
 }
 
-const fn entry(op_type: &'static str, arity: (usize, usize), accepts: Accepts, result: Result_) -> Entry {
-    Entry { op_type, arity, accepts, result }
+const fn entry(
+    op_type: &'static str,
+    arity: (usize, usize),
+    accepts: Accepts,
+    result: OutputType,
+) -> Entry {
+    Entry {
+        op_type,
+        arity,
+        accepts,
+        result,
+    }
 }
 
 use Accepts::*;
-use Result_::*;
+use OutputType::*;
 
 /// The elementwise table: one row per ONNX op_type.
 static FUNCS: &[Entry] = &[
@@ -118,7 +128,7 @@ static FUNCS: &[Entry] = &[
     entry("Floor", (1, 1), Float, SameAsInput0),
     entry("Ceil", (1, 1), Float, SameAsInput0),
     entry("Sign", (1, 1), Numeric, SameAsInput0),
-    entry("Not", (1, 1), Bool, Bool),
+    entry("Not", (1, 1), Logical, Boolean),
     entry("LeakyRelu", (1, 1), Float, SameAsInput0),
     entry("Elu", (1, 1), Float, SameAsInput0),
     entry("HardSigmoid", (1, 1), Float, SameAsInput0),
@@ -131,19 +141,19 @@ static FUNCS: &[Entry] = &[
     entry("Div", (2, 2), Numeric, SameAsInput0),
     entry("Pow", (2, 2), Numeric, SameAsInput0),
     entry("PRelu", (2, 2), Numeric, SameAsInput0),
-    entry("Equal", (2, 2), Any, Bool),
-    entry("Less", (2, 2), Numeric, Bool),
-    entry("Greater", (2, 2), Numeric, Bool),
-    entry("LessOrEqual", (2, 2), Numeric, Bool),
-    entry("GreaterOrEqual", (2, 2), Numeric, Bool),
-    entry("And", (2, 2), Bool, Bool),
-    entry("Or", (2, 2), Bool, Bool),
-    entry("Xor", (2, 2), Bool, Bool),
+    entry("Equal", (2, 2), Any, Boolean),
+    entry("Less", (2, 2), Numeric, Boolean),
+    entry("Greater", (2, 2), Numeric, Boolean),
+    entry("LessOrEqual", (2, 2), Numeric, Boolean),
+    entry("GreaterOrEqual", (2, 2), Numeric, Boolean),
+    entry("And", (2, 2), Logical, Boolean),
+    entry("Or", (2, 2), Logical, Boolean),
+    entry("Xor", (2, 2), Logical, Boolean),
     entry("Max", (1, usize::MAX), Numeric, SameAsInput0),
     entry("Min", (1, usize::MAX), Numeric, SameAsInput0),
     entry("Sum", (1, usize::MAX), Numeric, SameAsInput0),
     entry("Mean", (1, usize::MAX), Float, SameAsInput0),
-    entry("Where", (3, 3), Bool, SameAsInput1),
+    entry("Where", (3, 3), Logical, SameAsInput1),
     entry("Clip", (1, 3), Numeric, SameAsInput0),
 ];
 
@@ -158,7 +168,8 @@ fn table_entry(op_type: &str) -> Option<&'static Entry> {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
-    let entry = table_entry(cx.op_type).ok_or_else(|| format!("{} is not elementwise", cx.op_type))?;
+    let entry =
+        table_entry(cx.op_type).ok_or_else(|| format!("{} is not elementwise", cx.op_type))?;
     let a = &cx.attrs;
     let func = match entry.op_type {
         "Identity" => Func::Identity,
@@ -185,15 +196,26 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Ceil" => Func::Ceil,
         "Sign" => Func::Sign,
         "Not" => Func::Not,
-        "LeakyRelu" => Func::LeakyRelu { alpha: a.float_or("alpha", 0.01)? },
-        "Elu" => Func::Elu { alpha: a.float_or("alpha", 1.0)? },
-        "HardSigmoid" => Func::HardSigmoid { alpha: a.float_or("alpha", 0.2)?, beta: a.float_or("beta", 0.5)? },
+        "LeakyRelu" => Func::LeakyRelu {
+            alpha: a.float_or("alpha", 0.01)?,
+        },
+        "Elu" => Func::Elu {
+            alpha: a.float_or("alpha", 1.0)?,
+        },
+        "HardSigmoid" => Func::HardSigmoid {
+            alpha: a.float_or("alpha", 0.2)?,
+            beta: a.float_or("beta", 0.5)?,
+        },
         "HardSwish" => Func::HardSwish,
         "Gelu" => Func::Gelu {
             tanh: match a.string_or("approximate", "none")?.as_str() {
                 "none" => false,
                 "tanh" => true,
-                other => return Err(format!("attribute \"approximate\" is \"{other}\", expected none or tanh")),
+                other => {
+                    return Err(format!(
+                        "attribute \"approximate\" is \"{other}\", expected none or tanh"
+                    ))
+                }
             },
         },
         "Cast" => {
@@ -201,7 +223,12 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
             let to = i32::try_from(code)
                 .ok()
                 .and_then(DType::from_onnx)
-                .ok_or_else(|| format!("Cast to {} is not supported yet", DType::onnx_name(code as i32)))?;
+                .ok_or_else(|| {
+                    format!(
+                        "Cast to {} is not supported yet",
+                        DType::onnx_name(code as i32)
+                    )
+                })?;
             if a.int_or("saturate", 1)? != 1 && !to.is_float() {
                 // saturate only affects float8 targets, which are not supported yet.
             }
@@ -243,7 +270,10 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if func == Func::Identity {
         cx.inputs.truncate(1);
     }
-    Ok(Op::Elementwise(Elementwise { op_type: entry.op_type, func }))
+    Ok(Op::Elementwise(Elementwise {
+        op_type: entry.op_type,
+        func,
+    }))
 }
 
 use super::Op;
@@ -258,22 +288,31 @@ impl Operator for Elementwise {
         let present: Vec<_> = cx.inputs.iter().flatten().collect();
         let count = cx.inputs.len();
         if count < entry.arity.0 || count > entry.arity.1 {
-            return Err(format!("takes {}..={} inputs, got {count}", entry.arity.0, entry.arity.1.min(99)));
+            return Err(format!(
+                "takes {}..={} inputs, got {count}",
+                entry.arity.0,
+                entry.arity.1.min(99)
+            ));
         }
         let first = cx.input(0)?;
         let ok = match entry.accepts {
             Numeric => first.dtype != DType::Bool,
             Float => first.dtype.is_float(),
-            Bool => first.dtype == DType::Bool,
+            Logical => first.dtype == DType::Bool,
             Any => true,
         };
-        if !ok || (first.dtype.is_float() && !matches!(first.dtype, DType::F32 | DType::F64) && self.func != Func::Identity) {
+        if !ok
+            || (first.dtype.is_float()
+                && !matches!(first.dtype, DType::F32 | DType::F64)
+                && self.func != Func::Identity)
+        {
             return Err(format!("element type {} is not supported", first.dtype));
         }
         let mut shape: Vec<usize> = Vec::new();
         for input in &present {
-            shape = broadcast(&shape, input.shape)
-                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", shape, input.shape))?;
+            shape = broadcast(&shape, input.shape).ok_or_else(|| {
+                format!("shapes {:?} and {:?} do not broadcast", shape, input.shape)
+            })?;
         }
         // Operands of arithmetic must agree in type (Pow's exponent and
         // Where's condition excepted).
@@ -295,7 +334,7 @@ impl Operator for Elementwise {
         let dtype = match entry.result {
             SameAsInput0 => first.dtype,
             SameAsInput1 => cx.input(1)?.dtype,
-            Result_::Bool => DType::Bool,
+            OutputType::Boolean => DType::Bool,
             CastTarget => match self.func {
                 Func::Cast { to } => to,
                 _ => first.dtype,
@@ -322,14 +361,18 @@ impl Operator for Elementwise {
         for i in 0..cx.input_count() {
             if cx.has_input(i) {
                 let (dtype, shape) = cx.input_type(i)?;
-                operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
+                operands.push(Operand {
+                    index: i,
+                    dtype,
+                    strides: broadcast_strides(&shape, &out_shape),
+                });
             }
         }
         let func = self.func;
         let in_dtype = cx.input_type(0)?.0;
         let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
         emit_broadcast_loop(cx, &out_shape, out_dtype, &operands, &mut |cx, args| {
-            emit_scalar(cx, func, in_dtype, out_dtype, &present, args)
+            emit_scalar(cx, func, in_dtype, &present, args)
         })
     }
 }
@@ -355,13 +398,23 @@ pub fn emit_broadcast_loop(
 ) -> Result<(), String> {
     // Merge adjacent dims where every operand (and the contiguous output)
     // steps uniformly across them.
-    let out_strides: Vec<i64> = contiguous_strides(out_shape).iter().map(|&s| s as i64).collect();
+    let out_strides: Vec<i64> = contiguous_strides(out_shape)
+        .iter()
+        .map(|&s| s as i64)
+        .collect();
     let mut dims: Vec<usize> = Vec::new();
     let mut strides: Vec<Vec<i64>> = vec![Vec::new(); operands.len() + 1];
     for d in 0..out_shape.len() {
-        let all: Vec<i64> = operands.iter().map(|o| o.strides[d]).chain([out_strides[d]]).collect();
+        let all: Vec<i64> = operands
+            .iter()
+            .map(|o| o.strides[d])
+            .chain([out_strides[d]])
+            .collect();
         let mergeable = !dims.is_empty()
-            && strides.iter().zip(&all).all(|(s, &cur)| s.last().is_some_and(|&prev| prev == cur * out_shape[d] as i64));
+            && strides.iter().zip(&all).all(|(s, &cur)| {
+                s.last()
+                    .is_some_and(|&prev| prev == cur * out_shape[d] as i64)
+            });
         if mergeable {
             let last = dims.len() - 1;
             dims[last] *= out_shape[d];
@@ -382,7 +435,9 @@ pub fn emit_broadcast_loop(
     bases.push(cx.output_ptr(0)?);
     let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
     sizes.push(out_dtype.size() as i64);
-    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body)
+    nest(
+        cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -400,11 +455,15 @@ fn nest(
     if level == dims.len() {
         let mut args = Vec::with_capacity(operands.len());
         for (o, &p) in operands.iter().zip(ptrs) {
-            args.push((cx.b.ins().load(clif_type(o.dtype), MemFlags::trusted(), p, 0), o.dtype));
+            args.push((
+                cx.b.ins()
+                    .load(clif_type(o.dtype), MemFlagsData::trusted(), p, 0),
+                o.dtype,
+            ));
         }
         let result = body(cx, &args)?;
         let out = *ptrs.last().ok_or("no output pointer")?;
-        cx.b.ins().store(MemFlags::trusted(), result, out, 0);
+        cx.b.ins().store(MemFlagsData::trusted(), result, out, 0);
         return Ok(());
     }
     let l = cx.loop_begin(dims[level]);
@@ -414,11 +473,21 @@ fn nest(
         inner.push(if step == 0 {
             p
         } else {
-            let off = cx.b.ins().imul_imm(l.index, step);
+            let off = cx.b.ins().imul_imm_s(l.index, step);
             cx.b.ins().iadd(p, off)
         });
     }
-    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out_dtype, body)?;
+    nest(
+        cx,
+        level + 1,
+        dims,
+        strides,
+        sizes,
+        &inner,
+        operands,
+        out_dtype,
+        body,
+    )?;
     cx.loop_end(l);
     Ok(())
 }
@@ -434,8 +503,13 @@ fn fconst(cx: &mut Lower, dtype: DType, v: f64) -> Value {
 
 /// Calls a libm-backed scalar function of the kernel library.
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
-    let full = if dtype == DType::F64 { format!("onnxc_{name}") } else { format!("onnxc_{name}f") };
-    cx.call(&full, args)?.ok_or_else(|| format!("{full} returns nothing"))
+    let full = if dtype == DType::F64 {
+        format!("onnxc_{name}")
+    } else {
+        format!("onnxc_{name}f")
+    };
+    cx.call(&full, args)?
+        .ok_or_else(|| format!("{full} returns nothing"))
 }
 
 /// Emits one application of `func` on loaded scalars. `present` lists which
@@ -444,7 +518,6 @@ fn emit_scalar(
     cx: &mut Lower,
     func: Func,
     in_dtype: DType,
-    out_dtype: DType,
     present: &[usize],
     args: &[(Value, DType)],
 ) -> Result<Value, String> {
@@ -452,19 +525,22 @@ fn emit_scalar(
     let t = in_dtype;
     let float = t.is_float();
     let signed = t.is_signed_int();
-    let ins = |cx: &mut Lower| cx.b.ins();
-    let y = || args.get(1).map(|a| a.0).ok_or("missing second operand".to_string());
+    let y = || {
+        args.get(1)
+            .map(|a| a.0)
+            .ok_or("missing second operand".to_string())
+    };
     Ok(match func {
         Func::Identity => x,
-        Func::Abs if float => ins(cx).fabs(x),
-        Func::Abs if signed => ins(cx).iabs(x),
+        Func::Abs if float => cx.ins().fabs(x),
+        Func::Abs if signed => cx.ins().iabs(x),
         Func::Abs => x,
-        Func::Neg if float => ins(cx).fneg(x),
-        Func::Neg => ins(cx).ineg(x),
-        Func::Sqrt => ins(cx).sqrt(x),
+        Func::Neg if float => cx.ins().fneg(x),
+        Func::Neg => cx.ins().ineg(x),
+        Func::Sqrt => cx.ins().sqrt(x),
         Func::Reciprocal => {
             let one = fconst(cx, t, 1.0);
-            ins(cx).fdiv(one, x)
+            cx.ins().fdiv(one, x)
         }
         Func::Exp => math(cx, "exp", t, &[x])?,
         Func::Log => math(cx, "log", t, &[x])?,
@@ -474,72 +550,88 @@ fn emit_scalar(
         Func::Erf => math(cx, "erf", t, &[x])?,
         Func::Sigmoid => {
             // 1 / (1 + exp(-x))
-            let neg = ins(cx).fneg(x);
+            let neg = cx.ins().fneg(x);
             let e = math(cx, "exp", t, &[neg])?;
             let one = fconst(cx, t, 1.0);
-            let d = ins(cx).fadd(one, e);
-            ins(cx).fdiv(one, d)
+            let d = cx.ins().fadd(one, e);
+            cx.ins().fdiv(one, d)
         }
         Func::Relu if float => {
             let zero = fconst(cx, t, 0.0);
-            ins(cx).fmax(x, zero)
+            cx.ins().fmax(x, zero)
         }
         Func::Relu => {
-            let zero = ins(cx).iconst(clif_type(t), 0);
+            let zero = cx.ins().iconst(clif_type(t), 0);
             if signed {
-                ins(cx).smax(x, zero)
+                cx.ins().smax(x, zero)
             } else {
                 x
             }
         }
-        Func::Floor => ins(cx).floor(x),
-        Func::Ceil => ins(cx).ceil(x),
+        Func::Floor => cx.ins().floor(x),
+        Func::Ceil => cx.ins().ceil(x),
         Func::Sign if float => {
             let (zero, one, minus) = (fconst(cx, t, 0.0), fconst(cx, t, 1.0), fconst(cx, t, -1.0));
-            let pos = ins(cx).fcmp(FloatCC::GreaterThan, x, zero);
-            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
-            let s = ins(cx).select(neg, minus, zero);
-            let s = ins(cx).select(pos, one, s);
+            let pos = cx.ins().fcmp(FloatCC::GreaterThan, x, zero);
+            let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
+            let s = cx.ins().select(neg, minus, zero);
+            let s = cx.ins().select(pos, one, s);
             // NaN stays NaN.
-            let nan = ins(cx).fcmp(FloatCC::Unordered, x, x);
-            ins(cx).select(nan, x, s)
+            let nan = cx.ins().fcmp(FloatCC::Unordered, x, x);
+            cx.ins().select(nan, x, s)
         }
         Func::Sign => {
             let ty = clif_type(t);
-            let (zero, one, minus) = (ins(cx).iconst(ty, 0), ins(cx).iconst(ty, 1), ins(cx).iconst(ty, -1));
-            let pos = ins(cx).icmp_imm(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, 0);
-            let neg = ins(cx).icmp_imm(IntCC::SignedLessThan, x, 0);
-            let s = if signed { ins(cx).select(neg, minus, zero) } else { zero };
-            ins(cx).select(pos, one, s)
+            let (zero, one, minus) = (
+                cx.ins().iconst(ty, 0),
+                cx.ins().iconst(ty, 1),
+                cx.ins().iconst(ty, -1),
+            );
+            let pos = cx.ins().icmp_imm_u(
+                if signed {
+                    IntCC::SignedGreaterThan
+                } else {
+                    IntCC::UnsignedGreaterThan
+                },
+                x,
+                0,
+            );
+            let neg = cx.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
+            let s = if signed {
+                cx.ins().select(neg, minus, zero)
+            } else {
+                zero
+            };
+            cx.ins().select(pos, one, s)
         }
-        Func::Not => ins(cx).bxor_imm(x, 1),
+        Func::Not => cx.ins().bxor_imm_u(x, 1),
         Func::LeakyRelu { alpha } => {
             let a = fconst(cx, t, alpha as f64);
-            let scaled = ins(cx).fmul(x, a);
+            let scaled = cx.ins().fmul(x, a);
             let zero = fconst(cx, t, 0.0);
-            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
-            ins(cx).select(neg, scaled, x)
+            let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
+            cx.ins().select(neg, scaled, x)
         }
         Func::Elu { alpha } => {
             let e = math(cx, "expm1", t, &[x])?;
             let a = fconst(cx, t, alpha as f64);
-            let scaled = ins(cx).fmul(e, a);
+            let scaled = cx.ins().fmul(e, a);
             let zero = fconst(cx, t, 0.0);
-            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
-            ins(cx).select(neg, scaled, x)
+            let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
+            cx.ins().select(neg, scaled, x)
         }
         Func::HardSigmoid { alpha, beta } => {
             let (a, b) = (fconst(cx, t, alpha as f64), fconst(cx, t, beta as f64));
-            let v = ins(cx).fmul(x, a);
-            let v = ins(cx).fadd(v, b);
+            let v = cx.ins().fmul(x, a);
+            let v = cx.ins().fadd(v, b);
             clamp01(cx, t, v)
         }
         Func::HardSwish => {
             let (a, b) = (fconst(cx, t, 1.0 / 6.0), fconst(cx, t, 0.5));
-            let v = ins(cx).fmul(x, a);
-            let v = ins(cx).fadd(v, b);
+            let v = cx.ins().fmul(x, a);
+            let v = cx.ins().fadd(v, b);
             let v = clamp01(cx, t, v);
-            ins(cx).fmul(x, v)
+            cx.ins().fmul(x, v)
         }
         Func::Gelu { tanh } => {
             let half = fconst(cx, t, 0.5);
@@ -548,49 +640,53 @@ fn emit_scalar(
                 // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
                 let c = fconst(cx, t, (2.0 / std::f64::consts::PI).sqrt());
                 let k = fconst(cx, t, 0.044715);
-                let x2 = ins(cx).fmul(x, x);
-                let x3 = ins(cx).fmul(x2, x);
-                let kx3 = ins(cx).fmul(k, x3);
-                let s = ins(cx).fadd(x, kx3);
-                let s = ins(cx).fmul(c, s);
+                let x2 = cx.ins().fmul(x, x);
+                let x3 = cx.ins().fmul(x2, x);
+                let kx3 = cx.ins().fmul(k, x3);
+                let s = cx.ins().fadd(x, kx3);
+                let s = cx.ins().fmul(c, s);
                 math(cx, "tanh", t, &[s])?
             } else {
                 let c = fconst(cx, t, std::f64::consts::FRAC_1_SQRT_2);
-                let s = ins(cx).fmul(x, c);
+                let s = cx.ins().fmul(x, c);
                 math(cx, "erf", t, &[s])?
             };
-            let v = ins(cx).fadd(one, inner);
-            let v = ins(cx).fmul(v, x);
-            ins(cx).fmul(v, half)
+            let v = cx.ins().fadd(one, inner);
+            let v = cx.ins().fmul(v, x);
+            cx.ins().fmul(v, half)
         }
         Func::Cast { to } => cast(cx, x, t, to)?,
-        Func::Add if float => ins(cx).fadd(x, y()?),
-        Func::Add => ins(cx).iadd(x, y()?),
-        Func::Sub if float => ins(cx).fsub(x, y()?),
-        Func::Sub => ins(cx).isub(x, y()?),
-        Func::Mul if float => ins(cx).fmul(x, y()?),
-        Func::Mul => ins(cx).imul(x, y()?),
-        Func::Div if float => ins(cx).fdiv(x, y()?),
+        Func::Add if float => cx.ins().fadd(x, y()?),
+        Func::Add => cx.ins().iadd(x, y()?),
+        Func::Sub if float => cx.ins().fsub(x, y()?),
+        Func::Sub => cx.ins().isub(x, y()?),
+        Func::Mul if float => cx.ins().fmul(x, y()?),
+        Func::Mul => cx.ins().imul(x, y()?),
+        Func::Div if float => cx.ins().fdiv(x, y()?),
         Func::Div => int_div(cx, x, y()?, signed),
         Func::Pow => {
             let (e, e_type) = *args.get(1).ok_or("missing exponent")?;
-            let compute = if t == DType::F64 || e_type == DType::F64 { DType::F64 } else { DType::F32 };
+            let compute = if t == DType::F64 || e_type == DType::F64 {
+                DType::F64
+            } else {
+                DType::F32
+            };
             let base = cast(cx, x, t, compute)?;
             let exp = cast(cx, e, e_type, compute)?;
             let r = math(cx, "pow", compute, &[base, exp])?;
             cast(cx, r, compute, t)?
         }
         Func::PRelu if float => {
-            let scaled = ins(cx).fmul(x, y()?);
+            let scaled = cx.ins().fmul(x, y()?);
             let zero = fconst(cx, t, 0.0);
-            let neg = ins(cx).fcmp(FloatCC::LessThan, x, zero);
-            ins(cx).select(neg, scaled, x)
+            let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
+            cx.ins().select(neg, scaled, x)
         }
         Func::PRelu => {
-            let scaled = ins(cx).imul(x, y()?);
-            let neg = ins(cx).icmp_imm(IntCC::SignedLessThan, x, 0);
+            let scaled = cx.ins().imul(x, y()?);
+            let neg = cx.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
             if signed {
-                ins(cx).select(neg, scaled, x)
+                cx.ins().select(neg, scaled, x)
             } else {
                 x
             }
@@ -598,55 +694,48 @@ fn emit_scalar(
         Func::Equal | Func::Less | Func::Greater | Func::LessOrEqual | Func::GreaterOrEqual => {
             compare(cx, func, t, x, y()?)
         }
-        Func::And => ins(cx).band(x, y()?),
-        Func::Or => ins(cx).bor(x, y()?),
-        Func::Xor => ins(cx).bxor(x, y()?),
+        Func::And => cx.ins().band(x, y()?),
+        Func::Or => cx.ins().bor(x, y()?),
+        Func::Xor => cx.ins().bxor(x, y()?),
         Func::Max | Func::Min | Func::Sum | Func::Mean => {
             let mut acc = x;
             for &(v, _) in &args[1..] {
                 acc = match (func, float) {
-                    (Func::Max, true) => ins(cx).fmax(acc, v),
-                    (Func::Min, true) => ins(cx).fmin(acc, v),
-                    (Func::Max, false) if signed => ins(cx).smax(acc, v),
-                    (Func::Max, false) => ins(cx).umax(acc, v),
-                    (Func::Min, false) if signed => ins(cx).smin(acc, v),
-                    (Func::Min, false) => ins(cx).umin(acc, v),
-                    (_, true) => ins(cx).fadd(acc, v),
-                    (_, false) => ins(cx).iadd(acc, v),
+                    (Func::Max, true) => cx.ins().fmax(acc, v),
+                    (Func::Min, true) => cx.ins().fmin(acc, v),
+                    (Func::Max, false) if signed => cx.ins().smax(acc, v),
+                    (Func::Max, false) => cx.ins().umax(acc, v),
+                    (Func::Min, false) if signed => cx.ins().smin(acc, v),
+                    (Func::Min, false) => cx.ins().umin(acc, v),
+                    (_, true) => cx.ins().fadd(acc, v),
+                    (_, false) => cx.ins().iadd(acc, v),
                 };
             }
             if func == Func::Mean {
                 let n = fconst(cx, t, args.len() as f64);
-                acc = ins(cx).fdiv(acc, n);
+                acc = cx.ins().fdiv(acc, n);
             }
             acc
         }
         Func::Where => {
             let (a, b) = (y()?, args.get(2).map(|a| a.0).ok_or("missing operand")?);
-            ins(cx).select(x, a, b)
+            cx.ins().select(x, a, b)
         }
         Func::Clip => {
             let mut v = x;
             for (&input, &(bound, _)) in present.iter().zip(args).skip(1) {
                 let lower = input == 1;
                 v = match (lower, float) {
-                    (true, true) => ins(cx).fmax(v, bound),
-                    (false, true) => ins(cx).fmin(v, bound),
-                    (true, false) if signed => ins(cx).smax(v, bound),
-                    (true, false) => ins(cx).umax(v, bound),
-                    (false, false) if signed => ins(cx).smin(v, bound),
-                    (false, false) => ins(cx).umin(v, bound),
+                    (true, true) => cx.ins().fmax(v, bound),
+                    (false, true) => cx.ins().fmin(v, bound),
+                    (true, false) if signed => cx.ins().smax(v, bound),
+                    (true, false) => cx.ins().umax(v, bound),
+                    (false, false) if signed => cx.ins().smin(v, bound),
+                    (false, false) => cx.ins().umin(v, bound),
                 };
             }
             v
         }
-        Func::Abs | Func::Relu | Func::Sign | Func::Add | Func::Sub | Func::Mul | Func::Div | Func::PRelu => {
-            unreachable!("guarded arms above cover every type")
-        }
-    })
-    .map(|v| {
-        let _ = out_dtype;
-        v
     })
 }
 
@@ -660,13 +749,13 @@ fn clamp01(cx: &mut Lower, t: DType, v: Value) -> Value {
 /// Integer division truncating toward zero; a zero divisor leaves the model
 /// with a status, and MIN / -1 wraps instead of trapping.
 fn int_div(cx: &mut Lower, x: Value, y: Value, signed: bool) -> Value {
-    let zero = cx.b.ins().icmp_imm(IntCC::Equal, y, 0);
+    let zero = cx.b.ins().icmp_imm_u(IntCC::Equal, y, 0);
     cx.fail_if(zero, crate::codegen::status::DIVISION_BY_ZERO);
     if !signed {
         return cx.b.ins().udiv(x, y);
     }
     let ty = cx.b.func.dfg.value_type(y);
-    let minus_one = cx.b.ins().icmp_imm(IntCC::Equal, y, -1);
+    let minus_one = cx.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
     let one = cx.b.ins().iconst(ty, 1);
     let safe = cx.b.ins().select(minus_one, one, y);
     let q = cx.b.ins().sdiv(x, safe);
@@ -716,10 +805,14 @@ pub fn cast(cx: &mut Lower, x: Value, from: DType, to: DType) -> Result<Value, S
     Ok(match (from.is_float(), to.is_float()) {
         _ if to == DType::Bool => {
             if from.is_float() {
-                let zero = if from == DType::F64 { cx.b.ins().f64const(0.0) } else { cx.b.ins().f32const(0.0) };
+                let zero = if from == DType::F64 {
+                    cx.b.ins().f64const(0.0)
+                } else {
+                    cx.b.ins().f32const(0.0)
+                };
                 cx.b.ins().fcmp(FloatCC::NotEqual, x, zero)
             } else {
-                ins.icmp_imm(IntCC::NotEqual, x, 0)
+                ins.icmp_imm_u(IntCC::NotEqual, x, 0)
             }
         }
         (true, true) if to == DType::F64 => ins.fpromote(tty, x),

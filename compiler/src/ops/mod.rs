@@ -41,7 +41,11 @@ pub struct Inferred {
 
 impl Inferred {
     pub fn new(dtype: DType, shape: Vec<usize>) -> Inferred {
-        Inferred { dtype, shape, value: None }
+        Inferred {
+            dtype,
+            shape,
+            value: None,
+        }
     }
 }
 
@@ -265,5 +269,8 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {
-    REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+    REGISTRY
+        .iter()
+        .find(|(name, _)| *name == op_type)
+        .map(|(_, f)| *f)
 }

@@ -1,0 +1,125 @@
+//! `onnxc check` and `onnxc info`.
+
+use crate::ShapeArgs;
+use onnxc::driver;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Validates the model and lists every problem, including every
+/// unsupported operator, at once.
+pub fn check(model_path: &Path) -> Result<ExitCode, String> {
+    let model = match driver::load(model_path) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    match driver::import(model_path, &model) {
+        Ok(_) => {
+            println!("{}: ok", model_path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
+    let model = driver::load(model_path).map_err(|e| e.to_string())?;
+    println!("model: {}", model_path.display());
+    println!("ir_version: {}", model.ir_version());
+    for o in &model.opset_import {
+        let d = if o.domain().is_empty() {
+            "ai.onnx"
+        } else {
+            o.domain()
+        };
+        println!("opset: {d} {}", o.version());
+    }
+    if let Some(g) = &model.graph {
+        let inits: std::collections::HashSet<&str> =
+            g.initializer.iter().map(|t| t.name()).collect();
+        for i in g.input.iter().filter(|i| !inits.contains(i.name())) {
+            println!("input: {}", describe(i));
+        }
+        for o in &g.output {
+            println!("output: {}", describe(o));
+        }
+        let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in &g.node {
+            *histogram.entry(n.op_type()).or_default() += 1;
+        }
+        println!("nodes: {}", g.node.len());
+        for (op, n) in histogram {
+            println!("  {op}: {n}");
+        }
+        let params: i64 = g
+            .initializer
+            .iter()
+            .map(|t| t.dims.iter().product::<i64>())
+            .sum();
+        println!("parameters (initializer elements): {params}");
+    }
+    let bindings = super::bindings(shapes)?;
+    match driver::lower_to_mir(model_path, &model, &bindings) {
+        Ok(graph) => {
+            println!("macs: {}", macs(&graph));
+            match driver::plan(model_path, &graph) {
+                Ok(plan) => println!("workspace bytes: {}", plan.workspace_bytes),
+                Err(e) => println!("workspace bytes: unknown ({e})"),
+            }
+        }
+        Err(e) => println!(
+            "macs: unknown ({})",
+            e.to_string().lines().next().unwrap_or("")
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(v: &onnx_proto::ValueInfoProto) -> String {
+    match onnxc::import::value_type(v) {
+        Ok(t) => format!("{} {t}", v.name()),
+        Err(e) => e,
+    }
+}
+
+/// Multiply-accumulates of the matrix and convolution nodes.
+fn macs(graph: &onnxc::ir::Graph) -> u64 {
+    use onnxc::ops::Op;
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let out = n
+                .outputs
+                .first()
+                .and_then(|&o| graph.concrete(o))
+                .map(|(_, s)| s)
+                .unwrap_or_default();
+            let w = n
+                .inputs
+                .get(1)
+                .copied()
+                .flatten()
+                .and_then(|v| graph.concrete(v))
+                .map(|(_, s)| s)
+                .unwrap_or_default();
+            let out_elems: u64 = out.iter().product::<usize>() as u64;
+            match &n.op {
+                // Each output element sums over one filter: C/group × kernel.
+                Op::Conv(_) => out_elems * w.iter().skip(1).product::<usize>() as u64,
+                // K = weight elements / N for both [K,N] and [N,K] layouts.
+                Op::MatMul(_) | Op::Gemm(_) => {
+                    let n_cols = out.last().copied().unwrap_or(1).max(1) as u64;
+                    out_elems * (w.iter().product::<usize>() as u64 / n_cols)
+                }
+                _ => 0,
+            }
+        })
+        .sum()
+}

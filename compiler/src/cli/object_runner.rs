@@ -1,0 +1,85 @@
+//! Runs a model through its real object file: emit the object, link it
+//! with the kernel library into a shared library with the system `cc`,
+//! load that, and call `PREFIX_run` through the C ABI. This is how
+//! `onnxc test --via object` checks the artefact users link.
+
+use onnxc::ir::{DType, Graph, Tensor};
+use onnxc::plan::Plan;
+use onnxc::{driver, emit};
+use std::process::Command;
+
+type RunFn =
+    unsafe extern "C" fn(*const onnxc::jit::RunContext, *const *const u8, *const *mut u8) -> i32;
+
+pub struct ObjectModel {
+    // Keeps the mapping alive while `run` is callable.
+    _lib: libloading::Library,
+    _dir: tempfile::TempDir,
+    run: RunFn,
+    workspace_bytes: usize,
+    inputs: Vec<(String, DType, Vec<usize>)>,
+    outputs: Vec<(String, DType, Vec<usize>)>,
+    node_names: Vec<String>,
+}
+
+fn io(graph: &Graph, ids: &[onnxc::ir::ValueId]) -> Vec<(String, DType, Vec<usize>)> {
+    ids.iter()
+        .filter_map(|&v| {
+            graph
+                .concrete(v)
+                .map(|(d, s)| (graph.value(v).name.clone(), d, s))
+        })
+        .collect()
+}
+
+impl ObjectModel {
+    pub fn build(graph: &Graph, plan: &Plan) -> Result<ObjectModel, String> {
+        let triple = target_lexicon::Triple::host();
+        let obj = emit::object(graph, plan, &triple, "model").map_err(|e| e.to_string())?;
+        let runtime = driver::runtime_lib().map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(|e| format!("temporary folder: {e}"))?;
+        let obj_path = dir.path().join("model.o");
+        let so_path = dir.path().join("libmodel.so");
+        std::fs::write(&obj_path, obj).map_err(|e| format!("{}: {e}", obj_path.display()))?;
+        let out = Command::new("cc")
+            .arg("-shared")
+            .arg("-o")
+            .arg(&so_path)
+            .arg(&obj_path)
+            .arg(&runtime)
+            .arg("-lm")
+            .output()
+            .map_err(|e| format!("running cc: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cc failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        // SAFETY: the library is our own freshly linked model, without
+        // initialisers beyond those of the kernel archive.
+        let lib = unsafe { libloading::Library::new(&so_path) }.map_err(|e| e.to_string())?;
+        let run = unsafe { lib.get::<RunFn>(b"model_run\0") }.map_err(|e| e.to_string())?;
+        let run = *run;
+        Ok(ObjectModel {
+            _lib: lib,
+            _dir: dir,
+            run,
+            workspace_bytes: plan.workspace_bytes,
+            inputs: io(graph, &graph.inputs),
+            outputs: io(graph, &graph.outputs),
+            node_names: graph.nodes.iter().map(|n| n.label()).collect(),
+        })
+    }
+
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        onnxc::jit::call_model(
+            self.run,
+            self.workspace_bytes,
+            &self.inputs,
+            &self.outputs,
+            &self.node_names,
+            inputs,
+        )
+    }
+}

@@ -1,0 +1,159 @@
+//! `onnxc run` and `onnxc bench`: compile for this machine (JIT) and call
+//! the model on inputs from files, or on generated ones for timing.
+
+use crate::ShapeArgs;
+use onnxc::infer::Bindings;
+use onnxc::ir::{Graph, Tensor};
+use onnxc::tensor_io::{read_tensor, write_tensor_pb, NamedTensor};
+use onnxc::{driver, jit::JitModel};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    pub model: PathBuf,
+    /// Input tensors (.pb TensorProto or .npy), matched by name, else by position
+    pub inputs: Vec<PathBuf>,
+    /// Folder for output_K.pb (default: the current folder)
+    #[arg(short = 'o', long = "output-dir", default_value = ".")]
+    pub out_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
+    /// Worker threads (only 1 is implemented so far)
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Timed runs after warm-up
+    #[arg(long, default_value_t = 20)]
+    pub iters: usize,
+}
+
+/// Orders `given` like the graph's inputs: by name where a tensor has one
+/// that matches, else by position; also returns the shape bindings.
+pub fn match_inputs(
+    graph: &Graph,
+    given: Vec<NamedTensor>,
+) -> Result<(Vec<Tensor>, Bindings), String> {
+    let names: Vec<String> = graph
+        .inputs
+        .iter()
+        .map(|&v| graph.value(v).name.clone())
+        .collect();
+    if given.len() != names.len() {
+        return Err(format!(
+            "the model has {} inputs, {} were given",
+            names.len(),
+            given.len()
+        ));
+    }
+    let by_name = given
+        .iter()
+        .all(|g| g.name.as_ref().is_some_and(|n| names.contains(n)));
+    let mut slots: Vec<Option<Tensor>> = vec![None; names.len()];
+    for (k, g) in given.into_iter().enumerate() {
+        let at = if by_name {
+            names
+                .iter()
+                .position(|n| Some(n) == g.name.as_ref())
+                .unwrap_or(k)
+        } else {
+            k
+        };
+        if slots[at].is_some() {
+            return Err(format!("input \"{}\" was given twice", names[at]));
+        }
+        slots[at] = Some(g.tensor);
+    }
+    let tensors: Vec<Tensor> = slots.into_iter().flatten().collect();
+    let mut bindings = Bindings::default();
+    for (name, t) in names.iter().zip(&tensors) {
+        bindings.shapes.insert(name.clone(), t.shape.clone());
+    }
+    Ok((tensors, bindings))
+}
+
+/// Imports, binds shapes to the given inputs, and JIT-compiles.
+pub fn compile_for_inputs(
+    model_path: &Path,
+    given: Vec<NamedTensor>,
+) -> Result<(JitModel, Vec<Tensor>), String> {
+    let model = driver::load(model_path).map_err(|e| e.to_string())?;
+    let graph = driver::import(model_path, &model).map_err(|e| e.to_string())?;
+    let (tensors, bindings) = match_inputs(&graph, given)?;
+    let graph = driver::finish_mir(model_path, graph, &bindings).map_err(|e| e.to_string())?;
+    let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
+    let jit = driver::jit(model_path, &graph, &plan).map_err(|e| e.to_string())?;
+    Ok((jit, tensors))
+}
+
+pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
+    let given = a
+        .inputs
+        .iter()
+        .map(|p| read_tensor(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (jit, tensors) = compile_for_inputs(&a.model, given)?;
+    let outputs = jit.run(&tensors)?;
+    std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
+    for (k, (t, (name, _, _))) in outputs.iter().zip(jit.outputs()).enumerate() {
+        let path = a.out_dir.join(format!("output_{k}.pb"));
+        write_tensor_pb(&path, name, t)?;
+        println!("{}: {name} {}{:?}", path.display(), t.dtype, t.shape);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deterministic pseudo-random inputs in [-1, 1) (zeros for non-floats).
+fn synthetic_input(dtype: onnxc::ir::DType, shape: &[usize]) -> Result<Tensor, String> {
+    let mut t = Tensor::zeros(dtype, shape.to_vec()).ok_or("input too large")?;
+    if dtype == onnxc::ir::DType::F32 {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for chunk in t.data.chunks_exact_mut(4) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let v = (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    Ok(t)
+}
+
+pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
+    if a.threads != 1 {
+        return Err("--threads: only 1 thread is implemented so far".into());
+    }
+    let bindings = super::bindings(&a.shapes)?;
+    let model = driver::load(&a.model).map_err(|e| e.to_string())?;
+    let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
+    let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
+    let jit = driver::jit(&a.model, &graph, &plan).map_err(|e| e.to_string())?;
+    let inputs = jit
+        .inputs()
+        .iter()
+        .map(|(_, dtype, shape)| synthetic_input(*dtype, shape))
+        .collect::<Result<Vec<_>, _>>()?;
+    let warmup = (a.iters / 10).max(2);
+    for _ in 0..warmup {
+        jit.run(&inputs)?;
+    }
+    let mut times = Vec::with_capacity(a.iters);
+    for _ in 0..a.iters.max(1) {
+        let start = Instant::now();
+        jit.run(&inputs)?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!(
+        "median {median:.2} ms, min {:.2} ms ({} runs)",
+        times[0],
+        times.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

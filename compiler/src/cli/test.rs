@@ -1,0 +1,199 @@
+//! `onnxc test`: runs ONNX backend-test case folders (model.onnx plus
+//! test_data_set_N/input_K.pb and output_K.pb), one line per case and, last,
+//! exactly `N passed, N failed`.
+
+use super::object_runner::ObjectModel;
+use super::run::match_inputs;
+use onnxc::driver;
+use onnxc::ir::{DType, Tensor};
+use onnxc::tensor_io::read_tensor;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Via {
+    Jit,
+    Object,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Case folders, or folders of case folders
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    #[arg(long, default_value_t = 1e-3)]
+    pub rtol: f64,
+    #[arg(long, default_value_t = 1e-7)]
+    pub atol: f64,
+    /// Only cases whose name matches (a substring, or `^`/`$`-anchored)
+    #[arg(long)]
+    pub filter: Option<String>,
+    #[arg(long, value_enum, default_value_t = Via::Jit)]
+    pub via: Via,
+}
+
+/// Case folders under `dir` (itself if it holds model.onnx), sorted.
+fn cases(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if dir.join("model.onnx").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// A small pattern language: `^` and `$` anchor, otherwise substring.
+fn matches(filter: &str, name: &str) -> bool {
+    match (filter.strip_prefix('^'), filter.strip_suffix('$')) {
+        (Some(rest), _) if rest.ends_with('$') => name == &rest[..rest.len() - 1],
+        (Some(rest), _) => name.starts_with(rest),
+        (None, Some(rest)) => name.ends_with(rest),
+        (None, None) => name.contains(filter),
+    }
+}
+
+fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            let k = name
+                .strip_prefix(prefix)?
+                .strip_suffix(".pb")?
+                .parse()
+                .ok()?;
+            Some((k, p))
+        })
+        .collect();
+    files.sort();
+    Ok(files.into_iter().map(|(_, p)| p).collect())
+}
+
+fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
+    let model_path = dir.join("model.onnx");
+    let model = driver::load(&model_path).map_err(|e| e.to_string())?;
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("test_data_set_"))
+        })
+        .collect();
+    sets.sort();
+    if sets.is_empty() {
+        return Err("no test_data_set_* folder".into());
+    }
+    for set in sets {
+        let given = numbered(&set, "input_")?
+            .iter()
+            .map(|p| read_tensor(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let expected = numbered(&set, "output_")?
+            .iter()
+            .map(|p| read_tensor(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
+        let (inputs, bindings) = match_inputs(&graph, given)?;
+        let graph = driver::finish_mir(&model_path, graph, &bindings).map_err(|e| e.to_string())?;
+        let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
+        let outputs = match a.via {
+            Via::Jit => driver::jit(&model_path, &graph, &plan)
+                .map_err(|e| e.to_string())?
+                .run(&inputs)?,
+            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs)?,
+        };
+        if outputs.len() != expected.len() {
+            return Err(format!(
+                "{} outputs, expected {}",
+                outputs.len(),
+                expected.len()
+            ));
+        }
+        for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
+            compare(got, &want.tensor, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks `|got - want| <= atol + rtol * |want|` elementwise (NaN equals
+/// NaN, infinities must match exactly, integers and bools exactly).
+pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
+    if got.dtype != want.dtype {
+        return Err(format!(
+            "element type {}, expected {}",
+            got.dtype, want.dtype
+        ));
+    }
+    if got.shape != want.shape {
+        return Err(format!("shape {:?}, expected {:?}", got.shape, want.shape));
+    }
+    let float = got.dtype.is_float();
+    let mut bad = 0usize;
+    let mut first = None;
+    for i in 0..got.len() {
+        let ok = if float {
+            let (g, w) = (got.get_f64(i), want.get_f64(i));
+            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs()
+        } else if got.dtype == DType::U64 {
+            got.get_i64(i) as u64 == want.get_i64(i) as u64
+        } else {
+            got.get_i64(i) == want.get_i64(i)
+        };
+        if !ok {
+            bad += 1;
+            first.get_or_insert(i);
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "{bad} of {} values differ; first at {i}: got {}, expected {}",
+            got.len(),
+            got.get_f64(i),
+            want.get_f64(i)
+        )),
+    }
+}
+
+pub fn test(a: &Args) -> Result<ExitCode, String> {
+    let mut all = Vec::new();
+    for d in &a.dirs {
+        all.extend(cases(d)?);
+    }
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for case in all {
+        let name = case
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
+        if a.filter.as_deref().is_some_and(|f| !matches(f, &name)) {
+            continue;
+        }
+        match run_case(&case, a) {
+            Ok(()) => {
+                passed += 1;
+                println!("PASS {name}");
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {name}: {}", e.replace('\n', "; "));
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
