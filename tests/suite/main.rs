@@ -13,5 +13,7 @@
 //! area of testing is one module here; add end-to-end tests as new files and
 //! a `mod` line below. Run everything with `bash tests/run.sh`.
 
+mod bad_input;
 mod common;
 mod conformance;
+mod end_to_end;

@@ -185,12 +185,12 @@ impl<'m> Importer<'m> {
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
     }
 
-    fn node_name(&mut self, node: &NodeProto, prefix: &str) -> String {
+    fn node_name(&mut self, node: &NodeProto) -> String {
         if node.name().is_empty() {
             self.unnamed += 1;
-            format!("{prefix}{}_{}", node.op_type(), self.unnamed)
+            format!("{}_{}", node.op_type(), self.unnamed)
         } else {
-            format!("{prefix}{}", node.name())
+            node.name().to_string()
         }
     }
 
@@ -204,8 +204,7 @@ impl<'m> Importer<'m> {
         caller_attrs: &HashMap<&str, &AttributeProto>,
         depth: usize,
     ) {
-        let prefix = "";
-        let name = self.node_name(node, prefix);
+        let name = self.node_name(node);
         let label = format!("node \"{name}\" ({})", node.op_type());
         let mut inputs = Vec::with_capacity(node.input.len());
         for input in &node.input {
@@ -216,6 +215,7 @@ impl<'m> Importer<'m> {
             } else {
                 self.errors
                     .push(format!("{label}: input \"{input}\" is undefined"));
+                self.define_unknown(&node.output, scope);
                 return;
             }
         }
@@ -257,6 +257,7 @@ impl<'m> Importer<'m> {
                 node.op_type(),
                 opsets.get(domain).copied().unwrap_or(0)
             ));
+            self.define_unknown(&node.output, scope);
             return;
         }
         let opset = opsets.get("").copied().unwrap_or(1);
@@ -267,7 +268,10 @@ impl<'m> Importer<'m> {
                     let id = self.const_value(out, t);
                     scope.insert(out.to_string(), id);
                 }
-                Err(e) => self.errors.push(format!("{label}: {e}")),
+                Err(e) => {
+                    self.errors.push(format!("{label}: {e}"));
+                    self.define_unknown(&node.output, scope);
+                }
             }
             return;
         }
@@ -276,6 +280,7 @@ impl<'m> Importer<'m> {
                 "{label}: unsupported operator {} (domain \"\", opset {opset})",
                 node.op_type()
             ));
+            self.define_unknown(&node.output, scope);
             return;
         };
         let mut cx = NodeImport {
@@ -307,7 +312,19 @@ impl<'m> Importer<'m> {
                     outputs,
                 });
             }
-            Err(e) => self.errors.push(format!("{label}: {e}")),
+            Err(e) => {
+                self.errors.push(format!("{label}: {e}"));
+                self.define_unknown(&node.output, scope);
+            }
+        }
+    }
+
+    /// Defines the outputs of a node that could not be imported, so that
+    /// its consumers report their own problems rather than this one again.
+    fn define_unknown(&mut self, outputs: &[String], scope: &mut Scope) {
+        for o in outputs.iter().filter(|o| !o.is_empty()) {
+            let id = self.graph.add_value(o.as_str(), None, ValueDef::Computed);
+            scope.insert(o.clone(), id);
         }
     }
 
