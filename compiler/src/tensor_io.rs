@@ -106,7 +106,7 @@ mod tests {
     fn reads_a_v1_npy_file() {
         let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }";
         let mut h = header.to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');

@@ -251,7 +251,7 @@ impl<'m> Importer<'m> {
             self.inline(node, f, inputs, &attributes, scope, depth, &label);
             return;
         }
-        if domain != "" {
+        if !domain.is_empty() {
             self.errors.push(format!(
                 "{label}: unsupported operator {} (domain \"{domain}\", opset {})",
                 node.op_type(),

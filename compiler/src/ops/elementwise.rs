@@ -435,9 +435,7 @@ pub fn emit_broadcast_loop(
     bases.push(cx.output_ptr(0)?);
     let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
     sizes.push(out_dtype.size() as i64);
-    nest(
-        cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body,
-    )
+    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, body)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -449,7 +447,6 @@ fn nest(
     sizes: &[i64],
     ptrs: &[Value],
     operands: &[Operand],
-    out_dtype: DType,
     body: &mut Body,
 ) -> Result<(), String> {
     if level == dims.len() {
@@ -477,17 +474,7 @@ fn nest(
             cx.b.ins().iadd(p, off)
         });
     }
-    nest(
-        cx,
-        level + 1,
-        dims,
-        strides,
-        sizes,
-        &inner,
-        operands,
-        out_dtype,
-        body,
-    )?;
+    nest(cx, level + 1, dims, strides, sizes, &inner, operands, body)?;
     cx.loop_end(l);
     Ok(())
 }

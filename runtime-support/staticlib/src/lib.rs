@@ -8,10 +8,11 @@
 //! libonnxc_runtime.a`) fails. Everything here is built with
 //! `panic = "abort"`, so nothing ever unwinds and the stub is never called.
 
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 
 pub use onnxc_runtime;
 
+#[cfg(not(test))]
 #[panic_handler]
 fn on_panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
@@ -19,5 +20,6 @@ fn on_panic(_info: &core::panic::PanicInfo) -> ! {
 
 /// Never called (no unwinding under `panic = "abort"`); only satisfies the
 /// reference from `core`'s unwind tables.
+#[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
