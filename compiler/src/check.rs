@@ -30,8 +30,7 @@ use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::tensor_proto::DataType;
 use onnx_proto::type_proto;
 use onnx_proto::{
-    AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    ValueInfoProto,
+    AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
 };
 use thiserror::Error;
 
@@ -86,27 +85,15 @@ pub enum CheckErrorKind {
     #[error("opset_import entry for domain {0:?} has no version")]
     OpsetNoVersion(String),
     #[error("opset_import has no entry for domain {domain:?} used by {user}{}", more_nodes(*.others))]
-    MissingOpset {
-        domain: String,
-        user: String,
-        others: usize,
-    },
+    MissingOpset { domain: String, user: String, others: usize },
     #[error("has no graph")]
     NoGraph,
     #[error("{0} has an empty name")]
     EmptyName(String),
     #[error("value {name:?} is defined twice ({first}, {second})")]
-    DefinedTwice {
-        name: String,
-        first: String,
-        second: String,
-    },
+    DefinedTwice { name: String, first: String, second: String },
     #[error("value {name:?} ({by}) shadows the outer-scope value defined by {outer}")]
-    Shadows {
-        name: String,
-        by: String,
-        outer: String,
-    },
+    Shadows { name: String, by: String, outer: String },
     #[error("input {0:?} is undefined")]
     Undefined(String),
     #[error("input {input:?} is out of order: it is defined later by {definer}")]
@@ -118,15 +105,9 @@ pub enum CheckErrorKind {
     #[error("unknown attribute type code {0}")]
     UnknownAttributeType(i32),
     #[error("has type {ty} but carries {}", .payloads.join(", "))]
-    AttributeTypeMismatch {
-        ty: &'static str,
-        payloads: Vec<&'static str>,
-    },
+    AttributeTypeMismatch { ty: &'static str, payloads: Vec<&'static str> },
     #[error("has type {ty} but no {field} value")]
-    AttributeMissingValue {
-        ty: &'static str,
-        field: &'static str,
-    },
+    AttributeMissingValue { ty: &'static str, field: &'static str },
     #[error("carries more than one value ({})", .0.join(", "))]
     AttributeMultipleValues(Vec<&'static str>),
     #[error("ref_attr_name {0:?} is only allowed inside functions")]
@@ -136,11 +117,7 @@ pub enum CheckErrorKind {
     #[error("{kind} {name:?} has no element type")]
     IoNoElemType { kind: &'static str, name: String },
     #[error("{kind} {name:?} has unknown element type code {code}")]
-    IoUnknownElemType {
-        kind: &'static str,
-        name: String,
-        code: i32,
-    },
+    IoUnknownElemType { kind: &'static str, name: String, code: i32 },
     #[error("{kind} {name:?} has no shape (rank unknown)")]
     IoNoShape { kind: &'static str, name: String },
     #[error("{0} is defined more than once")]
@@ -197,11 +174,7 @@ fn node_short(n: &NodeProto, index: usize) -> String {
 
 /// `function "F"`, `function "com.foo::F"`, `function "F" overload "x"`.
 fn function_label(f: &FunctionProto) -> String {
-    let name = if f.domain().is_empty() {
-        f.name().to_string()
-    } else {
-        format!("{}::{}", f.domain(), f.name())
-    };
+    let name = if f.domain().is_empty() { f.name().to_string() } else { format!("{}::{}", f.domain(), f.name()) };
     if f.overload().is_empty() {
         format!("function {name:?}")
     } else {
@@ -212,19 +185,11 @@ fn function_label(f: &FunctionProto) -> String {
 type FnKey = (String, String, String);
 
 fn function_key(f: &FunctionProto) -> FnKey {
-    (
-        norm_domain(f.domain()).to_string(),
-        f.name().to_string(),
-        f.overload().to_string(),
-    )
+    (norm_domain(f.domain()).to_string(), f.name().to_string(), f.overload().to_string())
 }
 
 fn call_key(n: &NodeProto) -> FnKey {
-    (
-        norm_domain(n.domain()).to_string(),
-        n.op_type().to_string(),
-        n.overload().to_string(),
-    )
+    (norm_domain(n.domain()).to_string(), n.op_type().to_string(), n.overload().to_string())
 }
 
 /// Values of one graph level.
@@ -267,26 +232,17 @@ impl Checker {
         for (i, f) in model.functions.iter().enumerate() {
             functions.entry(function_key(f)).or_insert(i);
         }
-        Checker {
-            errors: Vec::new(),
-            functions,
-            missing: Vec::new(),
-        }
+        Checker { errors: Vec::new(), functions, missing: Vec::new() }
     }
 
     fn push(&mut self, place: impl Into<String>, kind: CheckErrorKind) {
-        self.errors.push(CheckError {
-            place: place.into(),
-            kind,
-        });
+        self.errors.push(CheckError { place: place.into(), kind });
     }
 
     fn model(&mut self, m: &ModelProto) {
         match m.ir_version {
             None => self.push("model", CheckErrorKind::NoIrVersion),
-            Some(v) if !IR_VERSIONS.contains(&v) => {
-                self.push("model", CheckErrorKind::IrVersion(v))
-            }
+            Some(v) if !IR_VERSIONS.contains(&v) => self.push("model", CheckErrorKind::IrVersion(v)),
             Some(_) => {}
         }
         if m.opset_import.is_empty() {
@@ -298,10 +254,7 @@ impl Checker {
         let mut seen: HashSet<FnKey> = HashSet::new();
         for f in &m.functions {
             if !seen.insert(function_key(f)) {
-                self.push(
-                    "model",
-                    CheckErrorKind::DuplicateFunction(function_label(f)),
-                );
+                self.push("model", CheckErrorKind::DuplicateFunction(function_label(f)));
             }
         }
 
@@ -309,12 +262,7 @@ impl Checker {
             None => self.push("model", CheckErrorKind::NoGraph),
             Some(g) => {
                 let place = format!("graph {:?}", g.name());
-                let ctx = OpsetCtx {
-                    domains: &domains,
-                    owner: "model",
-                    root: &place,
-                    in_function: false,
-                };
+                let ctx = OpsetCtx { domains: &domains, owner: "model", root: &place, in_function: false };
                 let mut scopes = Vec::new();
                 self.graph(g, &place, &mut scopes, &ctx, true);
             }
@@ -328,11 +276,7 @@ impl Checker {
         for miss in std::mem::take(&mut self.missing) {
             self.push(
                 miss.owner,
-                CheckErrorKind::MissingOpset {
-                    domain: miss.domain,
-                    user: miss.user,
-                    others: miss.others,
-                },
+                CheckErrorKind::MissingOpset { domain: miss.domain, user: miss.user, others: miss.others },
             );
         }
     }
@@ -343,10 +287,7 @@ impl Checker {
         for o in list {
             let d = norm_domain(o.domain()).to_string();
             if o.version.is_none() {
-                self.push(
-                    owner,
-                    CheckErrorKind::OpsetNoVersion(o.domain().to_string()),
-                );
+                self.push(owner, CheckErrorKind::OpsetNoVersion(o.domain().to_string()));
             }
             if !domains.insert(d.clone()) {
                 self.push(owner, CheckErrorKind::DuplicateOpset(d));
@@ -364,17 +305,8 @@ impl Checker {
             own = self.opsets(&f.opset_import, &label);
             &own
         };
-        let ctx = OpsetCtx {
-            domains,
-            owner: &label,
-            root: &label,
-            in_function: true,
-        };
-        let mut scopes = vec![Level {
-            graph: label.clone(),
-            defined: HashMap::new(),
-            by_node: HashMap::new(),
-        }];
+        let ctx = OpsetCtx { domains, owner: &label, root: &label, in_function: true };
+        let mut scopes = vec![Level { graph: label.clone(), defined: HashMap::new(), by_node: HashMap::new() }];
         for a in &f.attribute_proto {
             let mut none = Vec::new();
             self.attribute(a, &format!("{label}: default"), &mut none, &ctx);
@@ -399,19 +331,12 @@ impl Checker {
             return;
         };
         if let Some(first) = inner.defined.get(name) {
-            let kind = CheckErrorKind::DefinedTwice {
-                name: name.to_string(),
-                first: first.clone(),
-                second: what.to_string(),
-            };
+            let kind =
+                CheckErrorKind::DefinedTwice { name: name.to_string(), first: first.clone(), second: what.to_string() };
             self.push(place, kind);
             return;
         }
-        if let Some((lvl, who)) = outer
-            .iter()
-            .rev()
-            .find_map(|l| l.defined.get(name).map(|w| (l, w)))
-        {
+        if let Some((lvl, who)) = outer.iter().rev().find_map(|l| l.defined.get(name).map(|w| (l, w))) {
             let kind = CheckErrorKind::Shadows {
                 name: name.to_string(),
                 by: what.to_string(),
@@ -434,35 +359,16 @@ impl Checker {
         }
     }
 
-    fn graph(
-        &mut self,
-        g: &GraphProto,
-        place: &str,
-        scopes: &mut Vec<Level>,
-        ctx: &OpsetCtx,
-        main: bool,
-    ) {
-        scopes.push(Level {
-            graph: place.to_string(),
-            defined: HashMap::new(),
-            by_node: HashMap::new(),
-        });
+    fn graph(&mut self, g: &GraphProto, place: &str, scopes: &mut Vec<Level>, ctx: &OpsetCtx, main: bool) {
+        scopes.push(Level { graph: place.to_string(), defined: HashMap::new(), by_node: HashMap::new() });
         let input_names: HashSet<&str> = g.input.iter().map(|v| v.name()).collect();
         let mut init_names: HashSet<&str> = HashSet::new();
         for (i, v) in g.input.iter().enumerate() {
             self.define(scopes, v.name(), "graph input", place, i);
         }
-        let sparse_names = g.sparse_initializer.iter().map(|s| {
-            (
-                s.values.as_ref().map_or("", |v| v.name()),
-                "sparse initializer",
-            )
-        });
-        let inits = g
-            .initializer
-            .iter()
-            .map(|t| (t.name(), "initializer"))
-            .chain(sparse_names);
+        let sparse_names =
+            g.sparse_initializer.iter().map(|s| (s.values.as_ref().map_or("", |v| v.name()), "sparse initializer"));
+        let inits = g.initializer.iter().map(|t| (t.name(), "initializer")).chain(sparse_names);
         for (i, (name, what)) in inits.enumerate() {
             let first_init = init_names.insert(name);
             // A defaulted input: an initializer named like a graph input.
@@ -492,10 +398,7 @@ impl Checker {
         if let Some(level) = scopes.last_mut() {
             for (i, n) in nodes.iter().enumerate() {
                 for out in n.output.iter().filter(|o| !o.is_empty()) {
-                    level
-                        .by_node
-                        .entry(out.clone())
-                        .or_insert_with(|| node_short(n, i));
+                    level.by_node.entry(out.clone()).or_insert_with(|| node_short(n, i));
                 }
             }
         }
@@ -508,10 +411,7 @@ impl Checker {
                 }
                 let later = scopes.iter().rev().find_map(|l| l.by_node.get(input));
                 let kind = match later {
-                    Some(definer) => CheckErrorKind::OutOfOrder {
-                        input: input.clone(),
-                        definer: definer.clone(),
-                    },
+                    Some(definer) => CheckErrorKind::OutOfOrder { input: input.clone(), definer: definer.clone() },
                     None => CheckErrorKind::Undefined(input.clone()),
                 };
                 self.push(np.clone(), kind);
@@ -519,10 +419,7 @@ impl Checker {
             let mut names: HashSet<&str> = HashSet::new();
             for a in &n.attribute {
                 if !names.insert(a.name()) {
-                    self.push(
-                        np.clone(),
-                        CheckErrorKind::DuplicateAttribute(a.name().to_string()),
-                    );
+                    self.push(np.clone(), CheckErrorKind::DuplicateAttribute(a.name().to_string()));
                 }
                 self.attribute(a, &np, scopes, ctx);
             }
@@ -540,11 +437,7 @@ impl Checker {
         if ctx.domains.contains(domain) || self.functions.contains_key(&call_key(n)) {
             return;
         }
-        if let Some(m) = self
-            .missing
-            .iter_mut()
-            .find(|m| m.owner == ctx.owner && m.domain == domain)
-        {
+        if let Some(m) = self.missing.iter_mut().find(|m| m.owner == ctx.owner && m.domain == domain) {
             m.others += 1;
             return;
         }
@@ -555,12 +448,7 @@ impl Checker {
             Some(rest) => format!("{}: {label}", rest.trim_start_matches(": ")),
             None => format!("{place}: {label}"),
         };
-        self.missing.push(MissingOpset {
-            owner: ctx.owner.to_string(),
-            domain: domain.to_string(),
-            user,
-            others: 0,
-        });
+        self.missing.push(MissingOpset { owner: ctx.owner.to_string(), domain: domain.to_string(), user, others: 0 });
     }
 
     fn attribute(&mut self, a: &AttributeProto, np: &str, scopes: &mut Vec<Level>, ctx: &OpsetCtx) {
@@ -570,10 +458,7 @@ impl Checker {
         }
         if let Some(r) = &a.ref_attr_name {
             if !ctx.in_function {
-                self.push(
-                    ap.clone(),
-                    CheckErrorKind::RefAttrOutsideFunction(r.clone()),
-                );
+                self.push(ap.clone(), CheckErrorKind::RefAttrOutsideFunction(r.clone()));
             }
         }
         let payloads = payloads(a);
@@ -583,32 +468,19 @@ impl Checker {
                 Err(_) => self.push(ap.clone(), CheckErrorKind::UnknownAttributeType(ty)),
                 Ok(t) => {
                     let (field, singular) = payload_of(t);
-                    let others: Vec<&'static str> =
-                        payloads.iter().copied().filter(|p| *p != field).collect();
+                    let others: Vec<&'static str> = payloads.iter().copied().filter(|p| *p != field).collect();
                     if !others.is_empty() {
                         self.push(
                             ap.clone(),
-                            CheckErrorKind::AttributeTypeMismatch {
-                                ty: t.as_str_name(),
-                                payloads: others,
-                            },
+                            CheckErrorKind::AttributeTypeMismatch { ty: t.as_str_name(), payloads: others },
                         );
                     } else if singular && !payloads.contains(&field) {
-                        self.push(
-                            ap.clone(),
-                            CheckErrorKind::AttributeMissingValue {
-                                ty: t.as_str_name(),
-                                field,
-                            },
-                        );
+                        self.push(ap.clone(), CheckErrorKind::AttributeMissingValue { ty: t.as_str_name(), field });
                     }
                 }
             }
         } else if payloads.len() > 1 {
-            self.push(
-                ap.clone(),
-                CheckErrorKind::AttributeMultipleValues(payloads),
-            );
+            self.push(ap.clone(), CheckErrorKind::AttributeMultipleValues(payloads));
         }
         if let Some(g) = &a.g {
             let gp = format!("{ap}: graph {:?}", g.name());
@@ -636,21 +508,10 @@ impl Checker {
             Some(_) => return,
         };
         match elem.unwrap_or(0) {
-            0 => self.push(
-                place,
-                CheckErrorKind::IoNoElemType {
-                    kind,
-                    name: name.clone(),
-                },
-            ),
-            code if DataType::try_from(code).is_err() => self.push(
-                place,
-                CheckErrorKind::IoUnknownElemType {
-                    kind,
-                    name: name.clone(),
-                    code,
-                },
-            ),
+            0 => self.push(place, CheckErrorKind::IoNoElemType { kind, name: name.clone() }),
+            code if DataType::try_from(code).is_err() => {
+                self.push(place, CheckErrorKind::IoUnknownElemType { kind, name: name.clone(), code })
+            }
             _ => {}
         }
         if !shape {
@@ -701,13 +562,9 @@ impl Checker {
                         }
                         Some(1) => {
                             let start = stack.iter().position(|&(w, _)| w == v).unwrap_or(0);
-                            let label = |i: usize| {
-                                m.functions
-                                    .get(i)
-                                    .map_or_else(String::new, |f| f.name().to_string())
-                            };
-                            let mut path: Vec<String> =
-                                stack.iter().skip(start).map(|&(w, _)| label(w)).collect();
+                            let label =
+                                |i: usize| m.functions.get(i).map_or_else(String::new, |f| f.name().to_string());
+                            let mut path: Vec<String> = stack.iter().skip(start).map(|&(w, _)| label(w)).collect();
                             path.push(label(v));
                             let head = m.functions.get(v).map(function_label).unwrap_or_default();
                             let text = format!("{head} calls itself ({})", path.join(" -> "));

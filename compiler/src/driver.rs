@@ -12,30 +12,15 @@ pub enum Error {
     #[error("{0}")]
     Load(#[from] crate::load::LoadError),
     #[error("{file}: invalid model:\n{errors}")]
-    Check {
-        file: PathBuf,
-        errors: crate::check::CheckErrors,
-    },
+    Check { file: PathBuf, errors: crate::check::CheckErrors },
     #[error("{file}: {errors}")]
-    Import {
-        file: PathBuf,
-        errors: crate::import::ImportError,
-    },
+    Import { file: PathBuf, errors: crate::import::ImportError },
     #[error("{file}: {errors}")]
-    Infer {
-        file: PathBuf,
-        errors: crate::infer::InferError,
-    },
+    Infer { file: PathBuf, errors: crate::infer::InferError },
     #[error("{file}: {error}")]
-    Plan {
-        file: PathBuf,
-        error: crate::plan::PlanError,
-    },
+    Plan { file: PathBuf, error: crate::plan::PlanError },
     #[error("{file}: {error}")]
-    Codegen {
-        file: PathBuf,
-        error: crate::codegen::CodegenError,
-    },
+    Codegen { file: PathBuf, error: crate::codegen::CodegenError },
     #[error("{0}")]
     Other(String),
 }
@@ -43,54 +28,35 @@ pub enum Error {
 /// Stages 1–2: read, resolve external data, validate.
 pub fn load(path: &Path) -> Result<onnx_proto::ModelProto, Error> {
     let model = crate::load::load_model(path, &crate::load::LoadLimits::default())?;
-    crate::check::check_model(&model).map_err(|errors| Error::Check {
-        file: path.to_path_buf(),
-        errors,
-    })?;
+    crate::check::check_model(&model).map_err(|errors| Error::Check { file: path.to_path_buf(), errors })?;
     Ok(model)
 }
 
 /// Stage 3 only: the mid-IR before shapes are known.
 pub fn import(path: &Path, model: &onnx_proto::ModelProto) -> Result<Graph, Error> {
-    crate::import::import_model(model).map_err(|errors| Error::Import {
-        file: path.to_path_buf(),
-        errors,
-    })
+    crate::import::import_model(model).map_err(|errors| Error::Import { file: path.to_path_buf(), errors })
 }
 
 /// Stages 3–5: mid-IR with static shapes, constants folded, passes run.
-pub fn lower_to_mir(
-    path: &Path,
-    model: &onnx_proto::ModelProto,
-    bindings: &Bindings,
-) -> Result<Graph, Error> {
+pub fn lower_to_mir(path: &Path, model: &onnx_proto::ModelProto, bindings: &Bindings) -> Result<Graph, Error> {
     finish_mir(path, import(path, model)?, bindings)
 }
 
 /// Stages 4–5 on an imported graph.
 pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings) -> Result<Graph, Error> {
-    crate::infer::infer(&mut graph, bindings).map_err(|errors| Error::Infer {
-        file: path.to_path_buf(),
-        errors,
-    })?;
+    crate::infer::infer(&mut graph, bindings).map_err(|errors| Error::Infer { file: path.to_path_buf(), errors })?;
     crate::passes::run(&mut graph);
     Ok(graph)
 }
 
 /// Stage 6.
 pub fn plan(path: &Path, graph: &Graph) -> Result<Plan, Error> {
-    crate::plan::plan(graph).map_err(|error| Error::Plan {
-        file: path.to_path_buf(),
-        error,
-    })
+    crate::plan::plan(graph).map_err(|error| Error::Plan { file: path.to_path_buf(), error })
 }
 
 /// Compiles into this process.
 pub fn jit(path: &Path, graph: &Graph, plan: &Plan) -> Result<crate::jit::JitModel, Error> {
-    crate::jit::compile(graph, plan).map_err(|error| Error::Codegen {
-        file: path.to_path_buf(),
-        error,
-    })
+    crate::jit::compile(graph, plan).map_err(|error| Error::Codegen { file: path.to_path_buf(), error })
 }
 
 /// Where the kernel library archive is: `$ONNXC_RUNTIME_LIB`, or
@@ -100,8 +66,7 @@ pub fn runtime_lib() -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os("ONNXC_RUNTIME_LIB") {
         return Ok(PathBuf::from(p));
     }
-    let exe =
-        std::env::current_exe().map_err(|e| Error::Other(format!("cannot locate onnxc: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::Other(format!("cannot locate onnxc: {e}")))?;
     let mut dirs: Vec<PathBuf> = exe.parent().map(Path::to_path_buf).into_iter().collect();
     // Test binaries live one level below (target/<profile>/deps).
     if let Some(up) = exe.parent().and_then(Path::parent) {

@@ -39,10 +39,8 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                     None => None,
                     Some(v) => {
                         let value = graph.value(*v);
-                        let Some((dtype, shape)) = value
-                            .ty
-                            .as_ref()
-                            .and_then(|t| t.known_shape().map(|s| (t.dtype, s)))
+                        let Some((dtype, shape)) =
+                            value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s)))
                         else {
                             return Err(InferError(vec![format!(
                                 "{}: input {i} \"{}\" has no known shape",
@@ -68,9 +66,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                     .collect(),
                 output_count: node.outputs.len(),
             };
-            node.op
-                .infer(&cx)
-                .map_err(|e| InferError(vec![format!("{}: {e}", node.label())]))?
+            node.op.infer(&cx).map_err(|e| InferError(vec![format!("{}: {e}", node.label())]))?
         };
         if results.len() < node.outputs.len() {
             return Err(InferError(vec![format!(
@@ -83,10 +79,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
         let mut all_known = true;
         for (&out, r) in node.outputs.iter().zip(&results) {
             let value = graph.value_mut(out);
-            value.ty = Some(TensorType {
-                dtype: r.dtype,
-                shape: r.shape.iter().map(|&d| Dim::Known(d)).collect(),
-            });
+            value.ty = Some(TensorType { dtype: r.dtype, shape: r.shape.iter().map(|&d| Dim::Known(d)).collect() });
             match &r.value {
                 Some(t) => value.def = ValueDef::Const(t.clone()),
                 None => all_known = false,
@@ -96,12 +89,8 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
             continue;
         }
         if should_fold(graph, &node, &results) {
-            let outputs = crate::jit::eval_node(graph, &node).map_err(|e| {
-                InferError(vec![format!(
-                    "{}: constant folding failed: {e}",
-                    node.label()
-                )])
-            })?;
+            let outputs = crate::jit::eval_node(graph, &node)
+                .map_err(|e| InferError(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
             for (&out, t) in node.outputs.iter().zip(outputs) {
                 graph.value_mut(out).def = ValueDef::Const(t);
             }
@@ -115,11 +104,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
 
 fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {
     node.op.foldable()
-        && node
-            .inputs
-            .iter()
-            .flatten()
-            .all(|&v| graph.const_value(v).is_some())
+        && node.inputs.iter().flatten().all(|&v| graph.const_value(v).is_some())
         && results.iter().all(|r| {
             crate::ir::shape::element_count(&r.shape)
                 .and_then(|n| n.checked_mul(r.dtype.size()))
@@ -131,9 +116,7 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
     let mut errors = Vec::new();
     for name in bindings.shapes.keys() {
         if !graph.inputs.iter().any(|&v| &graph.value(v).name == name) {
-            errors.push(format!(
-                "--shape names \"{name}\", which is not a graph input"
-            ));
+            errors.push(format!("--shape names \"{name}\", which is not a graph input"));
         }
     }
     for &input in &graph.inputs.clone() {
@@ -154,10 +137,7 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
             for (i, (d, &n)) in ty.shape.iter_mut().zip(shape).enumerate() {
                 if let Dim::Known(k) = d {
                     if *k != n {
-                        errors.push(format!(
-                            "input \"{}\" dim {i} is {k}, but {n} was given",
-                            value.name
-                        ));
+                        errors.push(format!("input \"{}\" dim {i} is {k}, but {n} was given", value.name));
                     }
                 }
                 *d = Dim::Known(n);

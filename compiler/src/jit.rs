@@ -41,25 +41,19 @@ impl Drop for JitModel {
 
 pub fn host_isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, String> {
     let mut flags = settings::builder();
-    let set =
-        |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
+    let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("{k}: {e}"));
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
     let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
-    isa.finish(settings::Flags::new(flags))
-        .map_err(|e| e.to_string())
+    isa.finish(settings::Flags::new(flags)).map_err(|e| e.to_string())
 }
 
-fn io_types(
-    graph: &Graph,
-    ids: &[crate::ir::ValueId],
-) -> Result<Vec<(String, DType, Vec<usize>)>, String> {
+fn io_types(graph: &Graph, ids: &[crate::ir::ValueId]) -> Result<Vec<(String, DType, Vec<usize>)>, String> {
     ids.iter()
         .map(|&v| {
-            let (dtype, shape) = graph
-                .concrete(v)
-                .ok_or_else(|| format!("value \"{}\" has no known shape", graph.value(v).name))?;
+            let (dtype, shape) =
+                graph.concrete(v).ok_or_else(|| format!("value \"{}\" has no known shape", graph.value(v).name))?;
             Ok((graph.value(v).name.clone(), dtype, shape))
         })
         .collect()
@@ -99,37 +93,24 @@ pub fn call_model(
     given: &[Tensor],
 ) -> Result<Vec<Tensor>, String> {
     if given.len() != inputs.len() {
-        return Err(format!(
-            "the model takes {} inputs, {} were given",
-            inputs.len(),
-            given.len()
-        ));
+        return Err(format!("the model takes {} inputs, {} were given", inputs.len(), given.len()));
     }
     for (t, (name, dtype, shape)) in given.iter().zip(inputs) {
         if t.dtype != *dtype || &t.shape != shape {
-            return Err(format!(
-                "input \"{name}\" must be {dtype}{shape:?}, got {}{:?}",
-                t.dtype, t.shape
-            ));
+            return Err(format!("input \"{name}\" must be {dtype}{shape:?}, got {}{:?}", t.dtype, t.shape));
         }
     }
     let mut outs: Vec<Tensor> = outputs
         .iter()
         .map(|(name, dtype, shape)| {
-            Tensor::zeros(*dtype, shape.clone())
-                .ok_or_else(|| format!("output \"{name}\" is too large"))
+            Tensor::zeros(*dtype, shape.clone()).ok_or_else(|| format!("output \"{name}\" is too large"))
         })
         .collect::<Result<_, _>>()?;
     // 64-byte aligned workspace from u64 words (+ 64 bytes of slack).
     let mut workspace = vec![0u64; workspace_bytes.div_ceil(8) + 8];
     let base = workspace.as_mut_ptr() as *mut u8;
     let aligned = unsafe { base.add(base.align_offset(64)) };
-    let ctx = RunContext {
-        workspace: aligned,
-        workspace_bytes,
-        alloc: None,
-        alloc_user: std::ptr::null_mut(),
-    };
+    let ctx = RunContext { workspace: aligned, workspace_bytes, alloc: None, alloc_user: std::ptr::null_mut() };
     let in_ptrs: Vec<*const u8> = given.iter().map(|t| t.data.as_ptr()).collect();
     let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(|t| t.data.as_mut_ptr()).collect();
     // SAFETY: buffers match the shapes the code was compiled for (checked
@@ -152,14 +133,7 @@ impl JitModel {
 
     /// Runs the model on `inputs` (in graph-input order).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        call_model(
-            self.run,
-            self.workspace_bytes,
-            &self.inputs,
-            &self.outputs,
-            &self.node_names,
-            inputs,
-        )
+        call_model(self.run, self.workspace_bytes, &self.inputs, &self.outputs, &self.node_names, inputs)
     }
 }
 
@@ -185,12 +159,7 @@ pub fn eval_node(graph: &Graph, node: &Node) -> Result<Vec<Tensor>, String> {
         })
         .collect();
     g.outputs = outputs.clone();
-    g.nodes.push(Node {
-        name: node.name.clone(),
-        op: node.op.clone(),
-        inputs,
-        outputs,
-    });
+    g.nodes.push(Node { name: node.name.clone(), op: node.op.clone(), inputs, outputs });
     let plan = plan::plan(&g).map_err(|e| e.to_string())?;
     let model = compile(&g, &plan).map_err(|e| e.to_string())?;
     model.run(&[])

@@ -24,8 +24,7 @@ use std::path::{Component, Path, PathBuf};
 
 use onnx_proto::tensor_proto::{DataLocation, DataType};
 use onnx_proto::{
-    AttributeProto, FunctionProto, GraphProto, Message, ModelProto, NodeProto, SparseTensorProto,
-    TensorProto,
+    AttributeProto, FunctionProto, GraphProto, Message, ModelProto, NodeProto, SparseTensorProto, TensorProto,
 };
 use thiserror::Error;
 
@@ -41,10 +40,7 @@ pub struct LoadLimits {
 impl Default for LoadLimits {
     /// 2 GiB for the model file (protobuf's own limit), 4 GiB per tensor.
     fn default() -> Self {
-        LoadLimits {
-            max_file_bytes: 2 << 30,
-            max_tensor_bytes: 4 << 30,
-        }
+        LoadLimits { max_file_bytes: 2 << 30, max_tensor_bytes: 4 << 30 }
     }
 }
 
@@ -68,11 +64,7 @@ pub enum LoadError {
     /// A problem with one tensor; `place` says where it is, e.g.
     /// `initializer "w"` or `node "c" (Constant): attribute "value": tensor "t"`.
     #[error("{file}: {place}: {problem}")]
-    Tensor {
-        file: String,
-        place: String,
-        problem: Box<TensorProblem>,
-    },
+    Tensor { file: String, place: String, problem: Box<TensorProblem> },
 }
 
 /// What is wrong with a tensor.
@@ -89,41 +81,17 @@ pub enum TensorProblem {
     #[error("dims {dims} of {dtype}: element count or byte size overflows")]
     SizeOverflow { dims: String, dtype: &'static str },
     #[error("dims {dims} of {dtype} need {bytes} bytes, more than the limit of {limit}")]
-    TooLarge {
-        dims: String,
-        dtype: &'static str,
-        bytes: u64,
-        limit: u64,
-    },
+    TooLarge { dims: String, dtype: &'static str, bytes: u64, limit: u64 },
     #[error("data is in more than one place ({})", .0.join(", "))]
     MultiplePlaces(Vec<&'static str>),
     #[error("has {field} but {dtype} data belongs in {expected}")]
-    WrongField {
-        field: &'static str,
-        dtype: &'static str,
-        expected: &'static str,
-    },
+    WrongField { field: &'static str, dtype: &'static str, expected: &'static str },
     #[error("raw_data has {got} bytes, dims {dims} of {dtype} need {need}")]
-    RawLength {
-        got: u64,
-        dims: String,
-        dtype: &'static str,
-        need: u64,
-    },
+    RawLength { got: u64, dims: String, dtype: &'static str, need: u64 },
     #[error("{field} has {got} values, dims {dims} of {dtype} need {need}")]
-    TypedLength {
-        field: &'static str,
-        got: u64,
-        dims: String,
-        dtype: &'static str,
-        need: u64,
-    },
+    TypedLength { field: &'static str, got: u64, dims: String, dtype: &'static str, need: u64 },
     #[error("has no data, dims {dims} of {dtype} need {need} values")]
-    NoData {
-        dims: String,
-        dtype: &'static str,
-        need: u64,
-    },
+    NoData { dims: String, dtype: &'static str, need: u64 },
     #[error("STRING tensors cannot use raw_data or external data")]
     StringRaw,
     #[error("unknown data_location {0}")]
@@ -137,10 +105,7 @@ pub enum TensorProblem {
     #[error("external data {key} \"{value}\" is not a non-negative integer")]
     BadExternalNumber { key: &'static str, value: String },
     #[error("external data location \"{location}\" {problem}")]
-    External {
-        location: String,
-        problem: ExternalProblem,
-    },
+    External { location: String, problem: ExternalProblem },
     #[error("sparse tensor has no {0}")]
     SparseMissing(&'static str),
     #[error("sparse tensor dims {0} contain a negative value")]
@@ -165,18 +130,9 @@ pub enum ExternalProblem {
     #[error("is a hardlinked file ({0} links); refusing it")]
     Hardlinked(u64),
     #[error("offset {offset} + length {length} is beyond the end of the file ({file_len} bytes)")]
-    OutOfRange {
-        offset: u64,
-        length: u64,
-        file_len: u64,
-    },
+    OutOfRange { offset: u64, length: u64, file_len: u64 },
     #[error("has {got} bytes, dims {dims} of {dtype} need {need}")]
-    Length {
-        got: u64,
-        dims: String,
-        dtype: &'static str,
-        need: u64,
-    },
+    Length { got: u64, dims: String, dtype: &'static str, need: u64 },
     #[error("could not be read: {0}")]
     ReadFailed(String),
 }
@@ -185,31 +141,19 @@ pub enum ExternalProblem {
 pub fn load_model(path: &Path, limits: &LoadLimits) -> Result<ModelProto, LoadError> {
     let file = path.display().to_string();
     let bytes = read_limited(path, limits.max_file_bytes).map_err(|e| match e {
-        ReadLimited::Io(source) => LoadError::Read {
-            file: file.clone(),
-            source,
-        },
-        ReadLimited::TooLarge(size) => LoadError::FileTooLarge {
-            file: file.clone(),
-            size,
-            limit: limits.max_file_bytes,
-        },
+        ReadLimited::Io(source) => LoadError::Read { file: file.clone(), source },
+        ReadLimited::TooLarge(size) => {
+            LoadError::FileTooLarge { file: file.clone(), size, limit: limits.max_file_bytes }
+        }
     })?;
-    let mut model = ModelProto::decode(bytes.as_slice()).map_err(|source| LoadError::Decode {
-        file: file.clone(),
-        source,
-    })?;
+    let mut model =
+        ModelProto::decode(bytes.as_slice()).map_err(|source| LoadError::Decode { file: file.clone(), source })?;
     drop(bytes);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut loader = Loader {
-        file,
-        dir,
-        canon_dir: None,
-        limits: *limits,
-    };
+    let mut loader = Loader { file, dir, canon_dir: None, limits: *limits };
     loader.model(&mut model)?;
     Ok(model)
 }
@@ -226,9 +170,7 @@ fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadLimited> {
         return Err(ReadLimited::TooLarge(meta.len()));
     }
     let mut buf = Vec::new();
-    f.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(ReadLimited::Io)?;
+    f.take(limit.saturating_add(1)).read_to_end(&mut buf).map_err(ReadLimited::Io)?;
     let got = buf.len() as u64;
     if got > limit {
         return Err(ReadLimited::TooLarge(got));
@@ -292,14 +234,7 @@ impl Field {
         }
     }
 
-    const ALL: [Field; 6] = [
-        Field::Float,
-        Field::Int32,
-        Field::String,
-        Field::Int64,
-        Field::Double,
-        Field::Uint64,
-    ];
+    const ALL: [Field; 6] = [Field::Float, Field::Int32, Field::String, Field::Int64, Field::Double, Field::Uint64];
 }
 
 /// Storage facts about a (defined) data type.
@@ -316,33 +251,17 @@ struct Layout {
 
 fn layout(dt: DataType) -> Option<Layout> {
     use DataType as D;
-    let l = |bits: u64, field: Field| Layout {
-        bits: Some(bits),
-        field,
-        per_elem: 1,
-        packed: bits < 8,
-    };
+    let l = |bits: u64, field: Field| Layout { bits: Some(bits), field, per_elem: 1, packed: bits < 8 };
     Some(match dt {
         D::Undefined => return None,
         D::Float => l(32, Field::Float),
-        D::Complex64 => Layout {
-            per_elem: 2,
-            ..l(64, Field::Float)
-        },
+        D::Complex64 => Layout { per_elem: 2, ..l(64, Field::Float) },
         D::Double => l(64, Field::Double),
-        D::Complex128 => Layout {
-            per_elem: 2,
-            ..l(128, Field::Double)
-        },
+        D::Complex128 => Layout { per_elem: 2, ..l(128, Field::Double) },
         D::Int64 => l(64, Field::Int64),
         D::Uint32 => l(32, Field::Uint64),
         D::Uint64 => l(64, Field::Uint64),
-        D::String => Layout {
-            bits: None,
-            field: Field::String,
-            per_elem: 1,
-            packed: false,
-        },
+        D::String => Layout { bits: None, field: Field::String, per_elem: 1, packed: false },
         D::Int32 => l(32, Field::Int32),
         D::Uint16 | D::Int16 | D::Float16 | D::Bfloat16 => l(16, Field::Int32),
         D::Uint8
@@ -367,11 +286,7 @@ struct Loader {
 
 impl Loader {
     fn err(&self, place: &str, problem: TensorProblem) -> LoadError {
-        LoadError::Tensor {
-            file: self.file.clone(),
-            place: place.to_string(),
-            problem: Box::new(problem),
-        }
+        LoadError::Tensor { file: self.file.clone(), place: place.to_string(), problem: Box::new(problem) }
     }
 
     fn model(&mut self, m: &mut ModelProto) -> Result<(), LoadError> {
@@ -480,35 +395,19 @@ impl Loader {
             return Err(self.err(place, TensorProblem::Segment));
         }
         let code = t.data_type.unwrap_or(0);
-        let dt = DataType::try_from(code)
-            .map_err(|_| self.err(place, TensorProblem::UnknownType(code)))?;
+        let dt = DataType::try_from(code).map_err(|_| self.err(place, TensorProblem::UnknownType(code)))?;
         let lay = layout(dt).ok_or_else(|| self.err(place, TensorProblem::UndefinedType))?;
         let dtype = dt.as_str_name();
         let dims = fmt_dims(&t.dims);
-        let overflow = || {
-            self.err(
-                place,
-                TensorProblem::SizeOverflow {
-                    dims: dims.clone(),
-                    dtype,
-                },
-            )
-        };
+        let overflow = || self.err(place, TensorProblem::SizeOverflow { dims: dims.clone(), dtype });
         let mut count: u64 = 1;
         for &d in &t.dims {
-            let d = u64::try_from(d)
-                .map_err(|_| self.err(place, TensorProblem::NegativeDim { dims: dims.clone() }))?;
+            let d = u64::try_from(d).map_err(|_| self.err(place, TensorProblem::NegativeDim { dims: dims.clone() }))?;
             count = count.checked_mul(d).ok_or_else(overflow)?;
         }
         // Bytes in raw form (None for STRING) and typed-field entries needed.
         let raw_bytes = match lay.bits {
-            Some(bits) => Some(
-                count
-                    .checked_mul(bits)
-                    .and_then(|b| b.checked_add(7))
-                    .ok_or_else(overflow)?
-                    / 8,
-            ),
+            Some(bits) => Some(count.checked_mul(bits).and_then(|b| b.checked_add(7)).ok_or_else(overflow)? / 8),
             None => None,
         };
         let typed_need = match (lay.packed, raw_bytes) {
@@ -517,20 +416,12 @@ impl Loader {
         };
         let size = match raw_bytes {
             Some(b) => b,
-            None => t
-                .string_data
-                .iter()
-                .fold(0u64, |acc, s| acc.saturating_add(s.len() as u64)),
+            None => t.string_data.iter().fold(0u64, |acc, s| acc.saturating_add(s.len() as u64)),
         };
         if size > self.limits.max_tensor_bytes {
             return Err(self.err(
                 place,
-                TensorProblem::TooLarge {
-                    dims,
-                    dtype,
-                    bytes: size,
-                    limit: self.limits.max_tensor_bytes,
-                },
+                TensorProblem::TooLarge { dims, dtype, bytes: size, limit: self.limits.max_tensor_bytes },
             ));
         }
 
@@ -579,68 +470,31 @@ impl Loader {
                     return Err(self.err(place, TensorProblem::StringRaw));
                 }
                 if need != 0 {
-                    return Err(self.err(
-                        place,
-                        TensorProblem::RawLength {
-                            got: 0,
-                            dims,
-                            dtype,
-                            need,
-                        },
-                    ));
+                    return Err(self.err(place, TensorProblem::RawLength { got: 0, dims, dtype, need }));
                 }
                 Ok(())
             }
-            None => Err(self.err(
-                place,
-                TensorProblem::NoData {
-                    dims,
-                    dtype,
-                    need: count,
-                },
-            )),
+            None => Err(self.err(place, TensorProblem::NoData { dims, dtype, need: count })),
             Some(&"raw_data") => {
                 let Some(need) = raw_bytes else {
                     return Err(self.err(place, TensorProblem::StringRaw));
                 };
                 let got = t.raw_data.as_ref().map_or(0, |r| r.len() as u64);
                 if got != need {
-                    return Err(self.err(
-                        place,
-                        TensorProblem::RawLength {
-                            got,
-                            dims,
-                            dtype,
-                            need,
-                        },
-                    ));
+                    return Err(self.err(place, TensorProblem::RawLength { got, dims, dtype, need }));
                 }
                 Ok(())
             }
             Some(&field) => {
                 let expected = lay.field.name();
                 if field != expected {
-                    return Err(self.err(
-                        place,
-                        TensorProblem::WrongField {
-                            field,
-                            dtype,
-                            expected,
-                        },
-                    ));
+                    return Err(self.err(place, TensorProblem::WrongField { field, dtype, expected }));
                 }
                 let got = lay.field.len(t) as u64;
                 if got != typed_need {
-                    return Err(self.err(
-                        place,
-                        TensorProblem::TypedLength {
-                            field,
-                            got,
-                            dims,
-                            dtype,
-                            need: typed_need,
-                        },
-                    ));
+                    return Err(
+                        self.err(place, TensorProblem::TypedLength { field, got, dims, dtype, need: typed_need })
+                    );
                 }
                 Ok(())
             }
@@ -656,10 +510,7 @@ impl Loader {
                 place,
                 TensorProblem::External {
                     location: location.to_string(),
-                    problem: ExternalProblem::Open(format!(
-                        "the model's folder {}: {e}",
-                        self.dir.display()
-                    )),
+                    problem: ExternalProblem::Open(format!("the model's folder {}: {e}", self.dir.display())),
                 },
             )
         })?;
@@ -687,10 +538,7 @@ impl Loader {
                 _ => continue,
             };
             if slot.is_some() {
-                return Err(self.err(
-                    place,
-                    TensorProblem::DuplicateExternalKey(e.key().to_string()),
-                ));
+                return Err(self.err(place, TensorProblem::DuplicateExternalKey(e.key().to_string())));
             }
             *slot = Some(e.value());
         }
@@ -698,28 +546,17 @@ impl Loader {
         let number = |key: &'static str, v: Option<&str>| -> Result<Option<u64>, LoadError> {
             match v {
                 None => Ok(None),
-                Some(s) => s.trim().parse::<u64>().map(Some).map_err(|_| {
-                    self.err(
-                        place,
-                        TensorProblem::BadExternalNumber {
-                            key,
-                            value: s.to_string(),
-                        },
-                    )
-                }),
+                Some(s) => s
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| self.err(place, TensorProblem::BadExternalNumber { key, value: s.to_string() })),
             }
         };
         let offset = number("offset", offset)?;
         let length = number("length", length)?;
-        let ext = |problem: ExternalProblem| {
-            self.err(
-                place,
-                TensorProblem::External {
-                    location: loc.to_string(),
-                    problem,
-                },
-            )
-        };
+        let ext =
+            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
 
         if loc.is_empty() || loc.contains('\0') {
             return Err(ext(ExternalProblem::Empty));
@@ -727,20 +564,13 @@ impl Loader {
         let bytes = loc.as_bytes();
         let drive = bytes.len() >= 2 && bytes.get(1) == Some(&b':');
         let rel = Path::new(loc);
-        if rel.has_root()
-            || rel.is_absolute()
-            || loc.starts_with('/')
-            || loc.starts_with('\\')
-            || drive
-        {
+        if rel.has_root() || rel.is_absolute() || loc.starts_with('/') || loc.starts_with('\\') || drive {
             return Err(ext(ExternalProblem::Absolute));
         }
         for c in rel.components() {
             match c {
                 Component::ParentDir => return Err(ext(ExternalProblem::LeavesFolder)),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(ext(ExternalProblem::Absolute))
-                }
+                Component::RootDir | Component::Prefix(_) => return Err(ext(ExternalProblem::Absolute)),
                 Component::CurDir | Component::Normal(_) => {}
             }
         }
@@ -749,25 +579,15 @@ impl Loader {
         }
 
         let canon_dir = self.canon_dir(place, loc)?;
-        let ext = |problem: ExternalProblem| {
-            self.err(
-                place,
-                TensorProblem::External {
-                    location: loc.to_string(),
-                    problem,
-                },
-            )
-        };
+        let ext =
+            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
         let joined = self.dir.join(rel);
-        let canon =
-            fs::canonicalize(&joined).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
+        let canon = fs::canonicalize(&joined).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
         if !canon.starts_with(&canon_dir) {
             return Err(ext(ExternalProblem::SymlinkLeavesFolder));
         }
         let mut file = File::open(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
+        let meta = file.metadata().map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
         if !meta.is_file() {
             return Err(ext(ExternalProblem::NotRegularFile));
         }
@@ -786,38 +606,19 @@ impl Loader {
         };
         let end = off.checked_add(len);
         if off > file_len || end.is_none_or(|e| e > file_len) {
-            return Err(ext(ExternalProblem::OutOfRange {
-                offset: off,
-                length: len,
-                file_len,
-            }));
+            return Err(ext(ExternalProblem::OutOfRange { offset: off, length: len, file_len }));
         }
         if len != need {
-            return Err(ext(ExternalProblem::Length {
-                got: len,
-                dims: dims.to_string(),
-                dtype,
-                need,
-            }));
+            return Err(ext(ExternalProblem::Length { got: len, dims: dims.to_string(), dtype, need }));
         }
-        let ulen = usize::try_from(len).map_err(|_| {
-            ext(ExternalProblem::ReadFailed(
-                "too large for this machine".into(),
-            ))
-        })?;
-        file.seek(SeekFrom::Start(off))
-            .map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
+        let ulen =
+            usize::try_from(len).map_err(|_| ext(ExternalProblem::ReadFailed("too large for this machine".into())))?;
+        file.seek(SeekFrom::Start(off)).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
         let mut buf = Vec::new();
-        buf.try_reserve_exact(ulen)
-            .map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
-        file.take(len)
-            .read_to_end(&mut buf)
-            .map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
+        buf.try_reserve_exact(ulen).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
+        file.take(len).read_to_end(&mut buf).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
         if buf.len() != ulen {
-            return Err(ext(ExternalProblem::ReadFailed(format!(
-                "got {} bytes, expected {len}",
-                buf.len()
-            ))));
+            return Err(ext(ExternalProblem::ReadFailed(format!("got {} bytes, expected {len}", buf.len()))));
         }
         Ok(buf)
     }

@@ -8,11 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "onnxc",
-    version,
-    about = "Ahead-of-time compiler from ONNX models to native object files"
-)]
+#[command(name = "onnxc", version, about = "Ahead-of-time compiler from ONNX models to native object files")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

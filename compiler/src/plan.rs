@@ -42,12 +42,8 @@ pub struct Plan {
 pub struct PlanError(pub String);
 
 fn bytes_of(graph: &Graph, v: ValueId) -> Result<usize, PlanError> {
-    let (dtype, shape) = graph.concrete(v).ok_or_else(|| {
-        PlanError(format!(
-            "value \"{}\" has no known shape",
-            graph.value(v).name
-        ))
-    })?;
+    let (dtype, shape) =
+        graph.concrete(v).ok_or_else(|| PlanError(format!("value \"{}\" has no known shape", graph.value(v).name)))?;
     crate::ir::shape::element_count(&shape)
         .and_then(|n| n.checked_mul(dtype.size()))
         .ok_or_else(|| PlanError(format!("value \"{}\" is too large", graph.value(v).name)))
@@ -66,11 +62,7 @@ pub fn infer_cx<'a>(
             .zip(shapes)
             .map(|(v, s)| {
                 let (v, (dtype, shape)) = (v.as_ref()?, s.as_ref()?);
-                Some(InputInfo {
-                    dtype: *dtype,
-                    shape,
-                    value: graph.const_value(*v),
-                })
+                Some(InputInfo { dtype: *dtype, shape, value: graph.const_value(*v) })
             })
             .collect(),
         output_count: node.outputs.len(),
@@ -139,11 +131,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
                 frees[end].push(out);
             }
         }
-        let shapes: Vec<_> = node
-            .inputs
-            .iter()
-            .map(|v| v.and_then(|v| graph.concrete(v)))
-            .collect();
+        let shapes: Vec<_> = node.inputs.iter().map(|v| v.and_then(|v| graph.concrete(v))).collect();
         let scratch_bytes = node.op.scratch_bytes(&infer_cx(graph, node, &shapes));
         if scratch_bytes > 0 {
             let off = arena.alloc(scratch_bytes);
@@ -159,21 +147,9 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     let locs = locs
         .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            l.ok_or_else(|| {
-                PlanError(format!(
-                    "value \"{}\" has no producer",
-                    graph.values[i].name
-                ))
-            })
-        })
+        .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Plan {
-        locs,
-        scratch,
-        output_copies,
-        workspace_bytes: arena.high_water,
-    })
+    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water })
 }
 
 /// First-fit allocator over one growing arena.

@@ -28,8 +28,7 @@ pub fn read_tensor(path: &Path) -> Result<NamedTensor, String> {
 }
 
 pub fn write_tensor_pb(path: &Path, name: &str, t: &Tensor) -> Result<(), String> {
-    std::fs::write(path, tensor_to_proto(name, t).encode_to_vec())
-        .map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, tensor_to_proto(name, t).encode_to_vec()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn npy_dtype(descr: &str) -> Option<DType> {
@@ -58,10 +57,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
     }
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
         v => return Err(format!("unsupported .npy version {v}")),
     };
     let header = bytes
@@ -72,10 +68,8 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
         let at = header.find(&format!("'{key}'"))? + key.len() + 2;
         Some(header[at..].trim_start_matches([':', ' ']))
     };
-    let descr = field("descr")
-        .and_then(|s| s.strip_prefix('\''))
-        .and_then(|s| s.split('\'').next())
-        .ok_or("no descr")?;
+    let descr =
+        field("descr").and_then(|s| s.strip_prefix('\'')).and_then(|s| s.split('\'').next()).ok_or("no descr")?;
     if descr.starts_with('>') {
         return Err("big-endian .npy data is not supported".into());
     }
@@ -83,10 +77,8 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
     if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
         return Err("Fortran-ordered .npy data is not supported".into());
     }
-    let shape_text = field("shape")
-        .and_then(|s| s.strip_prefix('('))
-        .and_then(|s| s.split(')').next())
-        .ok_or("no shape")?;
+    let shape_text =
+        field("shape").and_then(|s| s.strip_prefix('(')).and_then(|s| s.split(')').next()).ok_or("no shape")?;
     let shape = shape_text
         .split(',')
         .map(str::trim)
@@ -94,8 +86,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
         .map(|s| s.parse::<usize>().map_err(|_| format!("bad dim {s}")))
         .collect::<Result<Vec<_>, _>>()?;
     let data = bytes[start + header_len..].to_vec();
-    Tensor::from_bytes(dtype, shape, data)
-        .ok_or_else(|| "data size does not match the shape".into())
+    Tensor::from_bytes(dtype, shape, data).ok_or_else(|| "data size does not match the shape".into())
 }
 
 #[cfg(test)]

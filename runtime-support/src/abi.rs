@@ -8,6 +8,7 @@
 //! against the real function.
 
 use crate::generic::conv::*;
+use crate::generic::convert::*;
 use crate::generic::copy::*;
 use crate::generic::gemm::*;
 use crate::generic::math::*;
@@ -149,6 +150,10 @@ kernel_table! {
     onnxc_expm1(f64) -> f64;
     onnxc_log1p(f64) -> f64;
     onnxc_fmod(f64, f64) -> f64;
+    onnxc_f16_to_f32(i32) -> f32;
+    onnxc_f32_to_f16(f32) -> i32;
+    onnxc_bf16_to_f32(i32) -> f32;
+    onnxc_f32_to_bf16(f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

@@ -24,10 +24,10 @@ pub mod abi;
 pub mod generic;
 
 pub use abi::{
-    kernel, AbiType, KernelSig, KERNELS, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE,
-    STATUS_INVALID_PARAMS, STATUS_OK,
+    kernel, AbiType, KernelSig, KERNELS, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
 };
 pub use generic::conv::*;
+pub use generic::convert::*;
 pub use generic::copy::*;
 pub use generic::gemm::*;
 pub use generic::math::*;

@@ -22,10 +22,7 @@ fn value(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
                 shape: dims.map(|d| TensorShapeProto {
                     dim: d
                         .iter()
-                        .map(|&n| Dimension {
-                            value: Some(dimension::Value::DimValue(n)),
-                            denotation: None,
-                        })
+                        .map(|&n| Dimension { value: Some(dimension::Value::DimValue(n)), denotation: None })
                         .collect(),
                 }),
             })),
@@ -49,10 +46,7 @@ fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
 fn valid() -> ModelProto {
     ModelProto {
         ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
         graph: Some(GraphProto {
             name: Some("main".into()),
             node: vec![node("Relu", "relu", &["x"], &["y"])],
@@ -89,10 +83,7 @@ fn with_weight(w: TensorProto) -> ModelProto {
 }
 
 fn external(location: &str, offset: Option<&str>, length: Option<&str>) -> ModelProto {
-    let entry = |k: &str, v: &str| StringStringEntryProto {
-        key: Some(k.into()),
-        value: Some(v.into()),
-    };
+    let entry = |k: &str, v: &str| StringStringEntryProto { key: Some(k.into()), value: Some(v.into()) };
     let mut t = weight("w", &[2], Vec::new());
     t.raw_data = None;
     t.data_location = Some(DataLocation::External as i32);
@@ -125,11 +116,7 @@ fn rejects(dir: &Path, bytes: &[u8], cmd: &str, expected: &[&str]) {
         out.stderr
     );
     for e in expected {
-        assert!(
-            out.stderr.contains(e),
-            "onnxc {cmd}: stderr lacks {e:?}:\n{}",
-            out.stderr
-        );
+        assert!(out.stderr.contains(e), "onnxc {cmd}: stderr lacks {e:?}:\n{}", out.stderr);
     }
 }
 
@@ -157,19 +144,9 @@ fn the_valid_model_passes_check() {
 #[test]
 fn garbage_and_truncated_files() {
     let dir = case_dir();
-    rejects(
-        dir.path(),
-        b"\xff\xff\xff\xffnot a model",
-        "check",
-        &["model.onnx", "not a valid ONNX model"],
-    );
+    rejects(dir.path(), b"\xff\xff\xff\xffnot a model", "check", &["model.onnx", "not a valid ONNX model"]);
     let bytes = valid().encode_to_vec();
-    rejects(
-        dir.path(),
-        &bytes[..bytes.len() / 2],
-        "check",
-        &["not a valid ONNX model"],
-    );
+    rejects(dir.path(), &bytes[..bytes.len() / 2], "check", &["not a valid ONNX model"]);
 }
 
 #[test]
@@ -177,28 +154,13 @@ fn ir_version_and_opsets() {
     let dir = case_dir();
     let mut m = valid();
     m.ir_version = Some(2);
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["ir_version 2 is not supported"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["ir_version 2 is not supported"]);
     let mut m = valid();
     m.opset_import.clear();
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["opset_import is empty"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["opset_import is empty"]);
     let mut m = valid();
     graph(&mut m).node[0].domain = Some("com.example".into());
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["no entry for domain \"com.example\"", "relu"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["no entry for domain \"com.example\"", "relu"]);
 }
 
 #[test]
@@ -206,52 +168,25 @@ fn graph_rules() {
     let dir = case_dir();
     let mut m = valid();
     graph(&mut m).node[0].input = vec!["nope".into()];
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["node \"relu\" (Relu)", "\"nope\" is undefined"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["node \"relu\" (Relu)", "\"nope\" is undefined"]);
 
     let mut m = valid();
-    graph(&mut m)
-        .node
-        .push(node("Relu", "again", &["x"], &["y"]));
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["\"y\" is defined twice"],
-    );
+    graph(&mut m).node.push(node("Relu", "again", &["x"], &["y"]));
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["\"y\" is defined twice"]);
 
     let mut m = valid();
     let g = graph(&mut m);
     g.node.insert(0, node("Relu", "early", &["y"], &["z"]));
     g.output.push(value("z", Some(&[2])));
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["node \"early\"", "out of order"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["node \"early\"", "out of order"]);
 
     let mut m = valid();
     graph(&mut m).input[0].r#type = None;
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["input \"x\" has no type"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["input \"x\" has no type"]);
 
     let mut m = valid();
     graph(&mut m).output[0] = value("y", None);
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["output \"y\" has no shape"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["output \"y\" has no shape"]);
 
     let mut m = valid();
     let attr = AttributeProto {
@@ -261,12 +196,7 @@ fn graph_rules() {
         ..Default::default()
     };
     graph(&mut m).node[0].attribute = vec![attr.clone(), attr];
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["attribute \"alpha\"", "more than once"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["attribute \"alpha\"", "more than once"]);
 }
 
 #[test]
@@ -281,11 +211,7 @@ fn all_problems_are_reported_together() {
         dir.path(),
         &m.encode_to_vec(),
         "check",
-        &[
-            "ir_version 99",
-            "\"nope\" is undefined",
-            "input \"x\" has no type",
-        ],
+        &["ir_version 99", "\"nope\" is undefined", "input \"x\" has no type"],
     );
 }
 
@@ -293,26 +219,11 @@ fn all_problems_are_reported_together() {
 fn tensor_data_must_match_dims() {
     let dir = case_dir();
     let m = with_weight(weight("w", &[2], vec![0; 4]));
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["initializer \"w\"", "raw_data has 4 bytes"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["initializer \"w\"", "raw_data has 4 bytes"]);
     let m = with_weight(weight("w", &[-2], vec![0; 8]));
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["initializer \"w\"", "negative"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["initializer \"w\"", "negative"]);
     let m = with_weight(weight("w", &[i64::MAX, i64::MAX], vec![0; 8]));
-    rejects(
-        dir.path(),
-        &m.encode_to_vec(),
-        "check",
-        &["initializer \"w\"", "overflows"],
-    );
+    rejects(dir.path(), &m.encode_to_vec(), "check", &["initializer \"w\"", "overflows"]);
 }
 
 #[test]
@@ -330,32 +241,11 @@ fn external_data_stays_inside_the_model_folder() {
         &["\"../secret.bin\"", "leaves the model's folder"],
     );
     let abs = root.path().join("secret.bin");
-    rejects(
-        &dir,
-        &external(&abs.to_string_lossy(), None, None).encode_to_vec(),
-        "check",
-        &["is an absolute path"],
-    );
-    std::os::unix::fs::symlink(root.path().join("secret.bin"), dir.join("link.bin"))
-        .expect("symlink");
-    rejects(
-        &dir,
-        &external("link.bin", None, None).encode_to_vec(),
-        "check",
-        &["\"link.bin\"", "through a symlink"],
-    );
-    rejects(
-        &dir,
-        &external("w.bin", Some("4"), Some("8")).encode_to_vec(),
-        "check",
-        &["beyond the end of the file"],
-    );
-    rejects(
-        &dir,
-        &external("w.bin", Some("18446744073709551615"), Some("8")).encode_to_vec(),
-        "check",
-        &["\"w.bin\""],
-    );
+    rejects(&dir, &external(&abs.to_string_lossy(), None, None).encode_to_vec(), "check", &["is an absolute path"]);
+    std::os::unix::fs::symlink(root.path().join("secret.bin"), dir.join("link.bin")).expect("symlink");
+    rejects(&dir, &external("link.bin", None, None).encode_to_vec(), "check", &["\"link.bin\"", "through a symlink"]);
+    rejects(&dir, &external("w.bin", Some("4"), Some("8")).encode_to_vec(), "check", &["beyond the end of the file"]);
+    rejects(&dir, &external("w.bin", Some("18446744073709551615"), Some("8")).encode_to_vec(), "check", &["\"w.bin\""]);
 }
 
 #[test]
@@ -363,10 +253,7 @@ fn unsupported_operators_are_listed_at_once() {
     let dir = case_dir();
     let mut m = valid();
     let g = graph(&mut m);
-    g.node = vec![
-        node("NoSuchOp", "first", &["x"], &["t"]),
-        node("AlsoMissing", "second", &["t"], &["y"]),
-    ];
+    g.node = vec![node("NoSuchOp", "first", &["x"], &["t"]), node("AlsoMissing", "second", &["t"], &["y"])];
     let bytes = m.encode_to_vec();
     let expected = [
         "node \"first\" (NoSuchOp): unsupported operator NoSuchOp (domain \"\", opset 17)",

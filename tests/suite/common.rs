@@ -15,10 +15,7 @@ pub fn repo_root() -> PathBuf {
             return dir.to_path_buf();
         }
     }
-    panic!(
-        "cannot find the repository root (no tests/conformance/passing.txt above {})",
-        start.display()
-    );
+    panic!("cannot find the repository root (no tests/conformance/passing.txt above {})", start.display());
 }
 
 /// `tests/data/`, or a clear failure telling how to make it.
@@ -60,10 +57,7 @@ impl Output {
     /// "exit code 3", "killed by signal 11", "timed out after 600 s".
     pub fn describe_status(&self) -> String {
         match self.status {
-            None => format!(
-                "timed out after {} s and was killed",
-                self.elapsed.as_secs()
-            ),
+            None => format!("timed out after {} s and was killed", self.elapsed.as_secs()),
             Some(s) => describe_exit(s),
         }
     }
@@ -93,11 +87,7 @@ fn describe_exit(s: ExitStatus) -> String {
 /// Runs `cmd` with stdout/stderr captured, killing it after `timeout`.
 pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<Output> {
     let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut out_pipe = child.stdout.take().expect("stdout is piped");
     let mut err_pipe = child.stderr.take().expect("stderr is piped");
     let out_reader = thread::spawn(move || {
@@ -123,12 +113,7 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     };
     let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-    Ok(Output {
-        status,
-        stdout,
-        stderr,
-        elapsed: start.elapsed(),
-    })
+    Ok(Output { status, stdout, stderr, elapsed: start.elapsed() })
 }
 
 /// A positive integer from the environment, or `default`.

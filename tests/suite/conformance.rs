@@ -20,13 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Top-level folders of tests/data that hold cases.
-pub const FOLDERS: &[&str] = &[
-    "node",
-    "simple",
-    "pytorch-converted",
-    "pytorch-operator",
-    "light",
-];
+pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator", "light"];
 
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;
@@ -34,8 +28,7 @@ const OBJECT_STRIDE: usize = 5;
 /// The ratchet list, parsed: (line number, case path relative to tests/data).
 fn read_passing() -> Vec<(usize, String)> {
     let path = common::repo_root().join("tests/conformance/passing.txt");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.lines()
         .enumerate()
         .filter_map(|(i, line)| {
@@ -58,9 +51,7 @@ fn passing_list_is_well_formed() {
         if a == b {
             problems.push(format!("line {line}: duplicate {b}"));
         } else if a > b {
-            problems.push(format!(
-                "line {line}: {b} is out of order (after {a}); keep the list sorted"
-            ));
+            problems.push(format!("line {line}: {b} is out of order (after {a}); keep the list sorted"));
         }
     }
     for (line, case) in &entries {
@@ -68,16 +59,10 @@ fn passing_list_is_well_formed() {
         let folder = parts.next().unwrap_or("");
         let name = parts.next().unwrap_or("");
         if !FOLDERS.contains(&folder) || name.is_empty() || parts.next().is_some() {
-            problems.push(format!(
-                "line {line}: {case:?} is not FOLDER/CASE with FOLDER one of {FOLDERS:?}"
-            ));
+            problems.push(format!("line {line}: {case:?} is not FOLDER/CASE with FOLDER one of {FOLDERS:?}"));
         }
     }
-    assert!(
-        problems.is_empty(),
-        "tests/conformance/passing.txt:\n  {}",
-        problems.join("\n  ")
-    );
+    assert!(problems.is_empty(), "tests/conformance/passing.txt:\n  {}", problems.join("\n  "));
 }
 
 #[test]
@@ -119,25 +104,14 @@ fn run_ratchet(via: &str, cases: &[String]) {
     if !present.is_empty() {
         let exe = common::onnxc();
         let batch = common::env_usize("ONNXC_CONFORMANCE_BATCH", 100);
-        let jobs = common::env_usize(
-            "ONNXC_CONFORMANCE_JOBS",
-            thread::available_parallelism().map_or(1, |n| n.get()),
-        );
-        let timeout =
-            Duration::from_secs(common::env_usize("ONNXC_CONFORMANCE_TIMEOUT", 900) as u64);
-        let runner = Runner {
-            exe,
-            data: data.clone(),
-            via: via.to_string(),
-            timeout,
-        };
+        let jobs = common::env_usize("ONNXC_CONFORMANCE_JOBS", thread::available_parallelism().map_or(1, |n| n.get()));
+        let timeout = Duration::from_secs(common::env_usize("ONNXC_CONFORMANCE_TIMEOUT", 900) as u64);
+        let runner = Runner { exe, data: data.clone(), via: via.to_string(), timeout };
         verdicts.extend(runner.run_all(&present, batch, jobs));
     }
 
-    let failed: Vec<(&String, &String)> = verdicts
-        .iter()
-        .filter_map(|(c, v)| v.as_ref().err().map(|r| (c, r)))
-        .collect();
+    let failed: Vec<(&String, &String)> =
+        verdicts.iter().filter_map(|(c, v)| v.as_ref().err().map(|r| (c, r))).collect();
     eprintln!(
         "conformance --via {via}: {} listed, {} passed, {} failed in {:.1} s",
         cases.len(),
@@ -209,15 +183,11 @@ impl Runner {
 
     fn run_one(&self, cases: &[String]) -> Result<Output, String> {
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("test")
-            .arg("--via")
-            .arg(&self.via)
-            .current_dir(&self.data);
+        cmd.arg("test").arg("--via").arg(&self.via).current_dir(&self.data);
         for case in cases {
             cmd.arg(self.data.join(case));
         }
-        common::run_with_timeout(cmd, self.timeout)
-            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+        common::run_with_timeout(cmd, self.timeout).map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
     }
 
     /// Runs one `onnxc test` over `cases`; cases it did not report are rerun
@@ -267,21 +237,14 @@ impl Runner {
             }
         }
 
-        let missing: Vec<String> = cases
-            .iter()
-            .filter(|c| !verdicts.contains_key(c))
-            .cloned()
-            .collect();
+        let missing: Vec<String> = cases.iter().filter(|c| !verdicts.contains_key(c)).cloned().collect();
         let mut result: Vec<(String, Verdict)> = verdicts
             .into_iter()
             .map(|(c, v)| {
                 // A case that "passed" in a run that broke the output contract
                 // is not trusted.
                 let v = match (&v, protocol.is_empty()) {
-                    (Ok(()), false) => Err(format!(
-                        "onnxc output broke the contract: {}",
-                        protocol.join("; ")
-                    )),
+                    (Ok(()), false) => Err(format!("onnxc output broke the contract: {}", protocol.join("; "))),
                     _ => v,
                 };
                 (c.clone(), v)
@@ -345,16 +308,8 @@ fn parse_report(stdout: &str) -> Report {
             counts.1 += 1;
         }
     }
-    let summary = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .and_then(parse_summary);
-    Report {
-        lines,
-        counts,
-        summary,
-    }
+    let summary = stdout.lines().rev().find(|l| !l.trim().is_empty()).and_then(parse_summary);
+    Report { lines, counts, summary }
 }
 
 fn parse_summary(line: &str) -> Option<(usize, usize)> {
@@ -374,13 +329,7 @@ mod parse_tests {
         assert_eq!(r.counts, (1, 2));
         assert_eq!(r.summary, Some((1, 2)));
         assert_eq!(r.lines[0], ("test_add".to_string(), Ok(())));
-        assert_eq!(
-            r.lines[1],
-            (
-                "node/test_sub".to_string(),
-                Err("output 0 mismatch: max abs diff 1.5".to_string())
-            )
-        );
+        assert_eq!(r.lines[1], ("node/test_sub".to_string(), Err("output 0 mismatch: max abs diff 1.5".to_string())));
         assert_eq!(r.lines[2].0, "test_x");
         assert_eq!(parse_report("PASS a\n").summary, None);
         assert_eq!(case_basename("/x/tests/data/node/test_add/"), "test_add");

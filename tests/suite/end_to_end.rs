@@ -7,8 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn run(cmd: Command, what: &str) -> String {
-    let out =
-        run_with_timeout(cmd, Duration::from_secs(300)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = run_with_timeout(cmd, Duration::from_secs(300)).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         out.status.is_some_and(|s| s.success()),
         "{what} failed ({}):\n{}\n{}",
@@ -26,29 +25,14 @@ fn c_program_links_the_static_archive_and_matches_onnx_runtime() {
     let obj = dir.path().join("model.o");
 
     let mut compile = Command::new(onnxc());
-    compile
-        .arg("compile")
-        .arg(case.join("model.onnx"))
-        .arg("-o")
-        .arg(&obj)
-        .arg("--emit")
-        .arg("obj,header,archive");
+    compile.arg("compile").arg(case.join("model.onnx")).arg("-o").arg(&obj).arg("--emit").arg("obj,header,archive");
     run(compile, "onnxc compile");
     for artefact in ["model.o", "model.h", "model.a"] {
-        assert!(
-            dir.path().join(artefact).is_file(),
-            "{artefact} was not written"
-        );
+        assert!(dir.path().join(artefact).is_file(), "{artefact} was not written");
     }
     let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
-    assert!(
-        header.contains("#define MODEL_WORKSPACE_BYTES"),
-        "header lacks the workspace size:\n{header}"
-    );
-    assert!(
-        header.contains("int32_t model_run(const onnxc_context *ctx"),
-        "header lacks the entry point:\n{header}"
-    );
+    assert!(header.contains("#define MODEL_WORKSPACE_BYTES"), "header lacks the workspace size:\n{header}");
+    assert!(header.contains("int32_t model_run(const onnxc_context *ctx"), "header lacks the entry point:\n{header}");
 
     let exe = dir.path().join("cnn");
     let mut cc = Command::new("cc");
@@ -61,12 +45,7 @@ fn c_program_links_the_static_archive_and_matches_onnx_runtime() {
     run(cc, "cc (linking only the archive)");
 
     let mut program = Command::new(&exe);
-    program
-        .arg(case.join("input.bin"))
-        .arg(case.join("expected.bin"));
+    program.arg(case.join("input.bin")).arg(case.join("expected.bin"));
     let stdout = run(program, "the C program");
-    assert!(
-        stdout.contains("0 of 10 outputs differ"),
-        "unexpected output: {stdout}"
-    );
+    assert!(stdout.contains("0 of 10 outputs differ"), "unexpected output: {stdout}");
 }

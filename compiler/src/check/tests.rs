@@ -43,10 +43,7 @@ fn value(name: &str) -> ValueInfoProto {
 }
 
 fn untyped(name: &str) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        ..Default::default()
-    }
+    ValueInfoProto { name: Some(name.into()), ..Default::default() }
 }
 
 fn init(name: &str) -> TensorProto {
@@ -77,18 +74,10 @@ fn graph(
 }
 
 fn opset(domain: &str, version: i64) -> OperatorSetIdProto {
-    OperatorSetIdProto {
-        domain: Some(domain.into()),
-        version: Some(version),
-    }
+    OperatorSetIdProto { domain: Some(domain.into()), version: Some(version) }
 }
 
-fn model(
-    nodes: Vec<NodeProto>,
-    inputs: &[&str],
-    outputs: &[&str],
-    inits: Vec<TensorProto>,
-) -> ModelProto {
+fn model(nodes: Vec<NodeProto>, inputs: &[&str], outputs: &[&str], inits: Vec<TensorProto>) -> ModelProto {
     ModelProto {
         ir_version: Some(8),
         opset_import: vec![opset("", 17)],
@@ -126,13 +115,7 @@ fn with_attrs(mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
     n
 }
 
-fn function(
-    name: &str,
-    domain: &str,
-    inputs: &[&str],
-    outputs: &[&str],
-    nodes: Vec<NodeProto>,
-) -> FunctionProto {
+fn function(name: &str, domain: &str, inputs: &[&str], outputs: &[&str], nodes: Vec<NodeProto>) -> FunctionProto {
     FunctionProto {
         name: Some(name.into()),
         domain: Some(domain.into()),
@@ -166,12 +149,7 @@ fn one_error(m: &ModelProto, parts: &[&str]) {
 }
 
 fn relu_model() -> ModelProto {
-    model(
-        vec![node("Relu", "r", &["x"], &["y"])],
-        &["x"],
-        &["y"],
-        vec![],
-    )
+    model(vec![node("Relu", "r", &["x"], &["y"])], &["x"], &["y"], vec![])
 }
 
 // ---- positive ----
@@ -194,21 +172,12 @@ fn valid_model_passes() {
 
 #[test]
 fn nested_subgraph_using_outer_value_passes() {
-    let inner = graph(
-        "inner",
-        vec![node("Add", "ia", &["x", "t"], &["iy"])],
-        vec![],
-        vec![untyped("iy")],
-        vec![],
-    );
+    let inner = graph("inner", vec![node("Add", "ia", &["x", "t"], &["iy"])], vec![], vec![untyped("iy")], vec![]);
     let then = graph(
         "then",
         vec![
             node("Neg", "tn", &["x"], &["t"]),
-            with_attrs(
-                node("If", "if2", &["c"], &["ty"]),
-                vec![graph_attr("then_branch", inner)],
-            ),
+            with_attrs(node("If", "if2", &["c"], &["ty"]), vec![graph_attr("then_branch", inner)]),
         ],
         vec![],
         vec![untyped("ty")],
@@ -217,10 +186,7 @@ fn nested_subgraph_using_outer_value_passes() {
     let m = model(
         vec![
             node("Relu", "r", &["x"], &["c"]),
-            with_attrs(
-                node("If", "if1", &["c"], &["y"]),
-                vec![graph_attr("then_branch", then)],
-            ),
+            with_attrs(node("If", "if1", &["c"], &["y"]), vec![graph_attr("then_branch", then)]),
         ],
         &["x"],
         &["y"],
@@ -248,13 +214,7 @@ fn local_function_call_and_ai_onnx_domain_pass() {
         &["y"],
         vec![],
     );
-    m.functions.push(function(
-        "MyFn",
-        "com.me",
-        &["a"],
-        &["b"],
-        vec![node("Relu", "fr", &["a"], &["b"])],
-    ));
+    m.functions.push(function("MyFn", "com.me", &["a"], &["b"], vec![node("Relu", "fr", &["a"], &["b"])]));
     check_model(&m).unwrap();
 }
 
@@ -263,9 +223,7 @@ fn symbolic_and_missing_dims_pass() {
     let mut m = relu_model();
     let g = m.graph.as_mut().unwrap();
     g.input[0].r#type = Some(tensor_type(DataType::Float, Some(&["batch", "3"])));
-    if let Some(type_proto::Value::TensorType(t)) =
-        g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut())
-    {
+    if let Some(type_proto::Value::TensorType(t)) = g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut()) {
         t.shape.as_mut().unwrap().dim.push(Dimension::default());
     }
     check_model(&m).unwrap();
@@ -293,24 +251,16 @@ fn opset_import_empty() {
     let mut m = relu_model();
     m.opset_import.clear();
     let errs = errors(&m);
-    assert!(
-        errs.contains(&"model: opset_import is empty".to_string()),
-        "{errs:#?}"
-    );
+    assert!(errs.contains(&"model: opset_import is empty".to_string()), "{errs:#?}");
     // The Relu node's domain then has no import either.
-    assert!(errs
-        .iter()
-        .any(|e| e.contains("no entry for domain \"\" used by node \"r\" (Relu)")));
+    assert!(errs.iter().any(|e| e.contains("no entry for domain \"\" used by node \"r\" (Relu)")));
 }
 
 #[test]
 fn opset_import_duplicate_domain() {
     let mut m = relu_model();
     m.opset_import.push(opset("ai.onnx", 18));
-    one_error(
-        &m,
-        &["model: opset_import lists domain \"\" more than once"],
-    );
+    one_error(&m, &["model: opset_import lists domain \"\" more than once"]);
     let mut m = relu_model();
     m.opset_import.push(opset("com.foo", 1));
     m.opset_import.push(opset("com.foo", 2));
@@ -321,10 +271,7 @@ fn opset_import_duplicate_domain() {
 fn opset_import_without_version() {
     let mut m = relu_model();
     m.opset_import[0].version = None;
-    one_error(
-        &m,
-        &["model: opset_import entry for domain \"\" has no version"],
-    );
+    one_error(&m, &["model: opset_import entry for domain \"\" has no version"]);
 }
 
 #[test]
@@ -337,29 +284,18 @@ fn node_domain_without_opset() {
     let errs = errors(&m);
     assert_eq!(
         errs,
-        vec![
-            "model: opset_import has no entry for domain \"com.foo\" used by node \"n1\" (Foo) (and 1 more node)"
-        ]
+        vec!["model: opset_import has no entry for domain \"com.foo\" used by node \"n1\" (Foo) (and 1 more node)"]
     );
 }
 
 #[test]
 fn function_opsets_own_or_model() {
     // Function with its own opset_import lacking the default domain.
-    let mut f = function(
-        "F",
-        "com.me",
-        &["a"],
-        &["b"],
-        vec![node("Relu", "fr", &["a"], &["b"])],
-    );
+    let mut f = function("F", "com.me", &["a"], &["b"], vec![node("Relu", "fr", &["a"], &["b"])]);
     f.opset_import.push(opset("com.other", 1));
     let mut m = relu_model();
     m.functions.push(f.clone());
-    one_error(
-        &m,
-        &["function \"com.me::F\": opset_import has no entry for domain \"\" used by node \"fr\" (Relu)"],
-    );
+    one_error(&m, &["function \"com.me::F\": opset_import has no entry for domain \"\" used by node \"fr\" (Relu)"]);
     // Without its own list it falls back to the model's.
     f.opset_import.clear();
     let mut m = relu_model();
@@ -378,105 +314,40 @@ fn no_graph() {
 
 #[test]
 fn value_defined_twice_by_nodes() {
-    let m = model(
-        vec![
-            node("Relu", "a", &["x"], &["y"]),
-            node("Neg", "b", &["x"], &["y"]),
-        ],
-        &["x"],
-        &["y"],
-        vec![],
-    );
-    one_error(
-        &m,
-        &["graph \"main\": value \"y\" is defined twice (node \"a\", node \"b\")"],
-    );
+    let m = model(vec![node("Relu", "a", &["x"], &["y"]), node("Neg", "b", &["x"], &["y"])], &["x"], &["y"], vec![]);
+    one_error(&m, &["graph \"main\": value \"y\" is defined twice (node \"a\", node \"b\")"]);
 }
 
 #[test]
 fn value_defined_twice_inputs_and_initializers() {
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["y"])],
-        &["x", "x"],
-        &["y"],
-        vec![],
-    );
-    one_error(
-        &m,
-        &["graph \"main\": value \"x\" is defined twice (graph input, graph input)"],
-    );
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["y"])],
-        &["x"],
-        &["y"],
-        vec![init("w"), init("w")],
-    );
-    one_error(
-        &m,
-        &["value \"w\" is defined twice (initializer, initializer)"],
-    );
+    let m = model(vec![node("Relu", "a", &["x"], &["y"])], &["x", "x"], &["y"], vec![]);
+    one_error(&m, &["graph \"main\": value \"x\" is defined twice (graph input, graph input)"]);
+    let m = model(vec![node("Relu", "a", &["x"], &["y"])], &["x"], &["y"], vec![init("w"), init("w")]);
+    one_error(&m, &["value \"w\" is defined twice (initializer, initializer)"]);
     // A node output may not reuse an input's or initializer's name.
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["w"])],
-        &["x"],
-        &["w"],
-        vec![init("w")],
-    );
-    one_error(
-        &m,
-        &["graph \"main\": value \"w\" is defined twice (initializer, node \"a\")"],
-    );
+    let m = model(vec![node("Relu", "a", &["x"], &["w"])], &["x"], &["w"], vec![init("w")]);
+    one_error(&m, &["graph \"main\": value \"w\" is defined twice (initializer, node \"a\")"]);
 }
 
 #[test]
 fn empty_value_names() {
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["y"])],
-        &["x", ""],
-        &["y"],
-        vec![],
-    );
+    let m = model(vec![node("Relu", "a", &["x"], &["y"])], &["x", ""], &["y"], vec![]);
     let errs = errors(&m);
-    assert!(
-        errs.iter()
-            .any(|e| e == "graph \"main\": graph input #1 has an empty name"),
-        "{errs:#?}"
-    );
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["y"])],
-        &["x"],
-        &["y"],
-        vec![init("")],
-    );
+    assert!(errs.iter().any(|e| e == "graph \"main\": graph input #1 has an empty name"), "{errs:#?}");
+    let m = model(vec![node("Relu", "a", &["x"], &["y"])], &["x"], &["y"], vec![init("")]);
     one_error(&m, &["graph \"main\": initializer #0 has an empty name"]);
 }
 
 #[test]
 fn undefined_input() {
-    let m = model(
-        vec![node("Conv", "conv_3", &["x", "x9"], &["y"])],
-        &["x"],
-        &["y"],
-        vec![],
-    );
+    let m = model(vec![node("Conv", "conv_3", &["x", "x9"], &["y"])], &["x"], &["y"], vec![]);
     let errs = errors(&m);
-    assert_eq!(
-        errs,
-        vec!["graph \"main\": node \"conv_3\" (Conv): input \"x9\" is undefined"]
-    );
+    assert_eq!(errs, vec!["graph \"main\": node \"conv_3\" (Conv): input \"x9\" is undefined"]);
 }
 
 #[test]
 fn out_of_order_input() {
-    let m = model(
-        vec![
-            node("Relu", "a", &["t"], &["y"]),
-            node("Neg", "b", &["x"], &["t"]),
-        ],
-        &["x"],
-        &["y"],
-        vec![],
-    );
+    let m = model(vec![node("Relu", "a", &["t"], &["y"]), node("Neg", "b", &["x"], &["t"])], &["x"], &["y"], vec![]);
     one_error(
         &m,
         &["graph \"main\": node \"a\" (Relu): input \"t\" is out of order: it is defined later by node \"b\""],
@@ -485,23 +356,13 @@ fn out_of_order_input() {
 
 #[test]
 fn graph_output_undefined() {
-    let m = model(
-        vec![node("Relu", "a", &["x"], &["y"])],
-        &["x"],
-        &["y", "z"],
-        vec![],
-    );
+    let m = model(vec![node("Relu", "a", &["x"], &["y"])], &["x"], &["y", "z"], vec![]);
     one_error(&m, &["graph \"main\": output \"z\" is not defined"]);
 }
 
 #[test]
 fn empty_node_outputs_and_inputs_allowed() {
-    let m = model(
-        vec![node("Split", "s", &["x", ""], &["", "y"])],
-        &["x"],
-        &["y"],
-        vec![],
-    );
+    let m = model(vec![node("Split", "s", &["x", ""], &["", "y"])], &["x"], &["y"], vec![]);
     check_model(&m).unwrap();
 }
 
@@ -510,10 +371,7 @@ fn empty_node_outputs_and_inputs_allowed() {
 fn if_model(branch: GraphProto, main_nodes_after: Vec<NodeProto>) -> ModelProto {
     let mut nodes = vec![
         node("Relu", "r", &["x"], &["c"]),
-        with_attrs(
-            node("If", "if1", &["c"], &["y"]),
-            vec![graph_attr("then_branch", branch)],
-        ),
+        with_attrs(node("If", "if1", &["c"], &["y"]), vec![graph_attr("then_branch", branch)]),
     ];
     nodes.extend(main_nodes_after);
     model(nodes, &["x"], &["y"], vec![])
@@ -521,13 +379,7 @@ fn if_model(branch: GraphProto, main_nodes_after: Vec<NodeProto>) -> ModelProto 
 
 #[test]
 fn subgraph_undefined_input() {
-    let b = graph(
-        "then",
-        vec![node("Neg", "tn", &["nope"], &["t"])],
-        vec![],
-        vec![untyped("t")],
-        vec![],
-    );
+    let b = graph("then", vec![node("Neg", "tn", &["nope"], &["t"])], vec![], vec![untyped("t")], vec![]);
     one_error(
         &if_model(b, vec![]),
         &["graph \"main\": node \"if1\" (If): attribute \"then_branch\": graph \"then\": node \"tn\" (Neg): input \"nope\" is undefined"],
@@ -536,13 +388,7 @@ fn subgraph_undefined_input() {
 
 #[test]
 fn subgraph_cannot_see_later_outer_values() {
-    let b = graph(
-        "then",
-        vec![node("Neg", "tn", &["late"], &["t"])],
-        vec![],
-        vec![untyped("t")],
-        vec![],
-    );
+    let b = graph("then", vec![node("Neg", "tn", &["late"], &["t"])], vec![], vec![untyped("t")], vec![]);
     let m = if_model(b, vec![node("Relu", "later", &["x"], &["late"])]);
     one_error(
         &m,
@@ -552,25 +398,13 @@ fn subgraph_cannot_see_later_outer_values() {
 
 #[test]
 fn subgraph_shadowing_rejected() {
-    let b = graph(
-        "then",
-        vec![node("Neg", "tn", &["x"], &["c"])],
-        vec![],
-        vec![untyped("c")],
-        vec![],
-    );
+    let b = graph("then", vec![node("Neg", "tn", &["x"], &["c"])], vec![], vec![untyped("c")], vec![]);
     one_error(
         &if_model(b, vec![]),
         &["attribute \"then_branch\": graph \"then\": value \"c\" (node \"tn\") shadows the outer-scope value defined by node \"r\" in graph \"main\""],
     );
     // Subgraph inputs may not shadow either.
-    let b = graph(
-        "body",
-        vec![],
-        vec![untyped("x")],
-        vec![untyped("x")],
-        vec![],
-    );
+    let b = graph("body", vec![], vec![untyped("x")], vec![untyped("x")], vec![]);
     one_error(
         &if_model(b, vec![]),
         &["graph \"body\": value \"x\" (graph input) shadows the outer-scope value defined by graph input in graph \"main\""],
@@ -585,13 +419,7 @@ fn subgraph_output_may_be_outer_value_and_io_untyped() {
 
 #[test]
 fn graphs_attribute_is_checked() {
-    let b = graph(
-        "g0",
-        vec![node("Neg", "tn", &["nope"], &["t"])],
-        vec![],
-        vec![untyped("t")],
-        vec![],
-    );
+    let b = graph("g0", vec![node("Neg", "tn", &["nope"], &["t"])], vec![], vec![untyped("t")], vec![]);
     let n = with_attrs(
         node("Foo", "f", &["x"], &["y"]),
         vec![AttributeProto {
@@ -602,20 +430,14 @@ fn graphs_attribute_is_checked() {
         }],
     );
     let m = model(vec![n], &["x"], &["y"], vec![]);
-    one_error(
-        &m,
-        &["attribute \"branches\": graph \"g0\": node \"tn\" (Neg): input \"nope\" is undefined"],
-    );
+    one_error(&m, &["attribute \"branches\": graph \"g0\": node \"tn\" (Neg): input \"nope\" is undefined"]);
 }
 
 // ---- attributes ----
 
 #[test]
 fn duplicate_attribute_names() {
-    let n = with_attrs(
-        node("Conv", "c", &["x"], &["y"]),
-        vec![int_attr("group", 1), int_attr("group", 2)],
-    );
+    let n = with_attrs(node("Conv", "c", &["x"], &["y"]), vec![int_attr("group", 1), int_attr("group", 2)]);
     one_error(
         &model(vec![n], &["x"], &["y"], vec![]),
         &["graph \"main\": node \"c\" (Conv): attribute \"group\" appears more than once"],
@@ -638,10 +460,7 @@ fn attribute_type_mismatch() {
         ..Default::default()
     };
     let n = with_attrs(node("Foo", "n", &["x"], &["y"]), vec![a]);
-    one_error(
-        &model(vec![n], &["x"], &["y"], vec![]),
-        &["attribute \"k\": has type INTS but carries floats"],
-    );
+    one_error(&model(vec![n], &["x"], &["y"], vec![]), &["attribute \"k\": has type INTS but carries floats"]);
 }
 
 #[test]
@@ -657,39 +476,20 @@ fn attribute_missing_value_and_graph_without_g() {
         &["node \"i\" (If): attribute \"then_branch\": has type GRAPH but no g value"],
     );
     // Empty lists are fine.
-    let a = AttributeProto {
-        name: Some("pads".into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ..Default::default()
-    };
+    let a =
+        AttributeProto { name: Some("pads".into()), r#type: Some(AttributeType::Ints as i32), ..Default::default() };
     let n = with_attrs(node("Foo", "n", &["x"], &["y"]), vec![a]);
     check_model(&model(vec![n], &["x"], &["y"], vec![])).unwrap();
 }
 
 #[test]
 fn attribute_unknown_type_and_untyped_multiple_values() {
-    let a = AttributeProto {
-        name: Some("k".into()),
-        r#type: Some(42),
-        i: Some(1),
-        ..Default::default()
-    };
+    let a = AttributeProto { name: Some("k".into()), r#type: Some(42), i: Some(1), ..Default::default() };
     let n = with_attrs(node("Foo", "n", &["x"], &["y"]), vec![a]);
-    one_error(
-        &model(vec![n], &["x"], &["y"], vec![]),
-        &["attribute \"k\": unknown attribute type code 42"],
-    );
-    let a = AttributeProto {
-        name: Some("k".into()),
-        i: Some(1),
-        s: Some(b"x".to_vec()),
-        ..Default::default()
-    };
+    one_error(&model(vec![n], &["x"], &["y"], vec![]), &["attribute \"k\": unknown attribute type code 42"]);
+    let a = AttributeProto { name: Some("k".into()), i: Some(1), s: Some(b"x".to_vec()), ..Default::default() };
     let n = with_attrs(node("Foo", "n", &["x"], &["y"]), vec![a]);
-    one_error(
-        &model(vec![n], &["x"], &["y"], vec![]),
-        &["attribute \"k\": carries more than one value (i, s)"],
-    );
+    one_error(&model(vec![n], &["x"], &["y"], vec![]), &["attribute \"k\": carries more than one value (i, s)"]);
 }
 
 #[test]
@@ -706,13 +506,7 @@ fn ref_attr_name_only_in_functions() {
         &["graph \"main\": node \"e\" (Elu): attribute \"alpha\": ref_attr_name \"a\" is only allowed inside functions"],
     );
     let mut m = relu_model();
-    let mut f = function(
-        "F",
-        "com.me",
-        &["i"],
-        &["o"],
-        vec![with_attrs(node("Elu", "fe", &["i"], &["o"]), vec![a])],
-    );
+    let mut f = function("F", "com.me", &["i"], &["o"], vec![with_attrs(node("Elu", "fe", &["i"], &["o"]), vec![a])]);
     f.attribute.push("a".into());
     m.functions.push(f);
     check_model(&m).unwrap();
@@ -727,13 +521,7 @@ fn main_io_needs_type() {
     g.input[0] = untyped("x");
     g.output[0] = untyped("y");
     let errs = errors(&m);
-    assert_eq!(
-        errs,
-        vec![
-            "graph \"main\": input \"x\" has no type",
-            "graph \"main\": output \"y\" has no type"
-        ]
-    );
+    assert_eq!(errs, vec!["graph \"main\": input \"x\" has no type", "graph \"main\": output \"y\" has no type"]);
 }
 
 #[test]
@@ -751,10 +539,8 @@ fn main_io_needs_elem_type_and_shape() {
         ]
     );
     let mut m = relu_model();
-    if let Some(type_proto::Value::TensorType(t)) = m.graph.as_mut().unwrap().input[0]
-        .r#type
-        .as_mut()
-        .and_then(|t| t.value.as_mut())
+    if let Some(type_proto::Value::TensorType(t)) =
+        m.graph.as_mut().unwrap().input[0].r#type.as_mut().and_then(|t| t.value.as_mut())
     {
         t.elem_type = Some(77);
     }
@@ -763,12 +549,7 @@ fn main_io_needs_elem_type_and_shape() {
 
 #[test]
 fn initializer_backed_input_needs_no_type() {
-    let mut m = model(
-        vec![node("Add", "a", &["x", "w"], &["y"])],
-        &["x", "w"],
-        &["y"],
-        vec![init("w")],
-    );
+    let mut m = model(vec![node("Add", "a", &["x", "w"], &["y"])], &["x", "w"], &["y"], vec![init("w")]);
     m.graph.as_mut().unwrap().input[1] = untyped("w");
     check_model(&m).unwrap();
 }
@@ -778,19 +559,10 @@ fn initializer_backed_input_needs_no_type() {
 #[test]
 fn duplicate_functions() {
     let mut m = relu_model();
-    let f = function(
-        "F",
-        "com.me",
-        &["a"],
-        &["b"],
-        vec![node("Relu", "r", &["a"], &["b"])],
-    );
+    let f = function("F", "com.me", &["a"], &["b"], vec![node("Relu", "r", &["a"], &["b"])]);
     m.functions.push(f.clone());
     m.functions.push(f.clone());
-    one_error(
-        &m,
-        &["model: function \"com.me::F\" is defined more than once"],
-    );
+    one_error(&m, &["model: function \"com.me::F\" is defined more than once"]);
     // A different overload is a different function.
     let mut g = f.clone();
     g.overload = Some("v2".into());
@@ -803,13 +575,7 @@ fn duplicate_functions() {
 #[test]
 fn function_body_checked_like_a_graph() {
     let mut m = relu_model();
-    m.functions.push(function(
-        "F",
-        "com.me",
-        &["a", "a"],
-        &["b", "c"],
-        vec![node("Relu", "fr", &["a", "zz"], &["b"])],
-    ));
+    m.functions.push(function("F", "com.me", &["a", "a"], &["b", "c"], vec![node("Relu", "fr", &["a", "zz"], &["b"])]));
     let errs = errors(&m);
     assert_eq!(
         errs,
@@ -829,19 +595,9 @@ fn function_recursion_rejected() {
     call_f.domain = Some("com.me".into());
     let mut m = relu_model();
     m.opset_import.push(opset("com.me", 1));
-    m.functions
-        .push(function("F", "com.me", &["a"], &["b"], vec![call_g]));
-    m.functions.push(function(
-        "G",
-        "com.me",
-        &["a"],
-        &["b"],
-        vec![call_f.clone()],
-    ));
-    one_error(
-        &m,
-        &["model: function recursion: function \"com.me::F\" calls itself (F -> G -> F)"],
-    );
+    m.functions.push(function("F", "com.me", &["a"], &["b"], vec![call_g]));
+    m.functions.push(function("G", "com.me", &["a"], &["b"], vec![call_f.clone()]));
+    one_error(&m, &["model: function recursion: function \"com.me::F\" calls itself (F -> G -> F)"]);
 
     // Direct self-call, hidden in a subgraph.
     let body = graph("b", vec![call_f], vec![], vec![untyped("b")], vec![]);
@@ -851,17 +607,10 @@ fn function_recursion_rejected() {
         "com.me",
         &["a"],
         &["b"],
-        vec![with_attrs(
-            node("If", "i", &["a"], &["b"]),
-            vec![graph_attr("then_branch", body)],
-        )],
+        vec![with_attrs(node("If", "i", &["a"], &["b"]), vec![graph_attr("then_branch", body)])],
     ));
     let errs = errors(&m);
-    assert!(
-        errs.iter()
-            .any(|e| e.contains("function \"com.me::F\" calls itself (F -> F)")),
-        "{errs:#?}"
-    );
+    assert!(errs.iter().any(|e| e.contains("function \"com.me::F\" calls itself (F -> F)")), "{errs:#?}");
 }
 
 // ---- collection ----
@@ -872,10 +621,7 @@ fn reports_all_problems_together() {
         vec![
             node("Relu", "a", &["x"], &["y"]),
             node("Neg", "b", &["undef"], &["y"]),
-            with_attrs(
-                node("Conv", "c", &["late"], &["z"]),
-                vec![int_attr("g", 1), int_attr("g", 1)],
-            ),
+            with_attrs(node("Conv", "c", &["late"], &["z"]), vec![int_attr("g", 1), int_attr("g", 1)]),
             node("Relu", "d", &["x"], &["late"]),
         ],
         &["x"],
@@ -901,14 +647,7 @@ fn reports_all_problems_together() {
 #[test]
 fn empty_model_does_not_panic() {
     let errs = errors(&ModelProto::default());
-    assert_eq!(
-        errs,
-        vec![
-            "model: ir_version is not set",
-            "model: opset_import is empty",
-            "model: has no graph"
-        ]
-    );
+    assert_eq!(errs, vec!["model: ir_version is not set", "model: opset_import is empty", "model: has no graph"]);
 }
 
 #[test]
@@ -925,19 +664,10 @@ fn subgraph_node_domain_without_opset_names_the_path() {
 #[test]
 fn function_attribute_defaults_are_checked() {
     let mut m = relu_model();
-    let mut f = function(
-        "F",
-        "com.me",
-        &["a"],
-        &["b"],
-        vec![node("Relu", "r", &["a"], &["b"])],
-    );
+    let mut f = function("F", "com.me", &["a"], &["b"], vec![node("Relu", "r", &["a"], &["b"])]);
     let mut bad = int_attr("alpha", 1);
     bad.s = Some(b"x".to_vec());
     f.attribute_proto.push(bad);
     m.functions.push(f);
-    one_error(
-        &m,
-        &["function \"com.me::F\": default: attribute \"alpha\": has type INT but carries s"],
-    );
+    one_error(&m, &["function \"com.me::F\": default: attribute \"alpha\": has type INT but carries s"]);
 }

@@ -33,16 +33,11 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
     println!("model: {}", model_path.display());
     println!("ir_version: {}", model.ir_version());
     for o in &model.opset_import {
-        let d = if o.domain().is_empty() {
-            "ai.onnx"
-        } else {
-            o.domain()
-        };
+        let d = if o.domain().is_empty() { "ai.onnx" } else { o.domain() };
         println!("opset: {d} {}", o.version());
     }
     if let Some(g) = &model.graph {
-        let inits: std::collections::HashSet<&str> =
-            g.initializer.iter().map(|t| t.name()).collect();
+        let inits: std::collections::HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
         for i in g.input.iter().filter(|i| !inits.contains(i.name())) {
             println!("input: {}", describe(i));
         }
@@ -57,11 +52,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
         for (op, n) in histogram {
             println!("  {op}: {n}");
         }
-        let params: i64 = g
-            .initializer
-            .iter()
-            .map(|t| t.dims.iter().product::<i64>())
-            .sum();
+        let params: i64 = g.initializer.iter().map(|t| t.dims.iter().product::<i64>()).sum();
         println!("parameters (initializer elements): {params}");
     }
     let bindings = super::bindings(shapes)?;
@@ -73,10 +64,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
                 Err(e) => println!("workspace bytes: unknown ({e})"),
             }
         }
-        Err(e) => println!(
-            "macs: unknown ({})",
-            e.to_string().lines().next().unwrap_or("")
-        ),
+        Err(e) => println!("macs: unknown ({})", e.to_string().lines().next().unwrap_or("")),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -95,20 +83,9 @@ fn macs(graph: &onnxc::ir::Graph) -> u64 {
         .nodes
         .iter()
         .map(|n| {
-            let out = n
-                .outputs
-                .first()
-                .and_then(|&o| graph.concrete(o))
-                .map(|(_, s)| s)
-                .unwrap_or_default();
-            let w = n
-                .inputs
-                .get(1)
-                .copied()
-                .flatten()
-                .and_then(|v| graph.concrete(v))
-                .map(|(_, s)| s)
-                .unwrap_or_default();
+            let out = n.outputs.first().and_then(|&o| graph.concrete(o)).map(|(_, s)| s).unwrap_or_default();
+            let w =
+                n.inputs.get(1).copied().flatten().and_then(|v| graph.concrete(v)).map(|(_, s)| s).unwrap_or_default();
             let out_elems: u64 = out.iter().product::<usize>() as u64;
             match &n.op {
                 // Each output element sums over one filter: C/group × kernel.

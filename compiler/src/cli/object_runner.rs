@@ -8,8 +8,7 @@ use onnxc::plan::Plan;
 use onnxc::{driver, emit};
 use std::process::Command;
 
-type RunFn =
-    unsafe extern "C" fn(*const onnxc::jit::RunContext, *const *const u8, *const *mut u8) -> i32;
+type RunFn = unsafe extern "C" fn(*const onnxc::jit::RunContext, *const *const u8, *const *mut u8) -> i32;
 
 pub struct ObjectModel {
     // Keeps the mapping alive while `run` is callable.
@@ -23,13 +22,7 @@ pub struct ObjectModel {
 }
 
 fn io(graph: &Graph, ids: &[onnxc::ir::ValueId]) -> Vec<(String, DType, Vec<usize>)> {
-    ids.iter()
-        .filter_map(|&v| {
-            graph
-                .concrete(v)
-                .map(|(d, s)| (graph.value(v).name.clone(), d, s))
-        })
-        .collect()
+    ids.iter().filter_map(|&v| graph.concrete(v).map(|(d, s)| (graph.value(v).name.clone(), d, s))).collect()
 }
 
 impl ObjectModel {
@@ -51,10 +44,7 @@ impl ObjectModel {
             .output()
             .map_err(|e| format!("running cc: {e}"))?;
         if !out.status.success() {
-            return Err(format!(
-                "cc failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(format!("cc failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
         }
         // SAFETY: the library is our own freshly linked model, without
         // initialisers beyond those of the kernel archive.
@@ -73,13 +63,6 @@ impl ObjectModel {
     }
 
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        onnxc::jit::call_model(
-            self.run,
-            self.workspace_bytes,
-            &self.inputs,
-            &self.outputs,
-            &self.node_names,
-            inputs,
-        )
+        onnxc::jit::call_model(self.run, self.workspace_bytes, &self.inputs, &self.outputs, &self.node_names, inputs)
     }
 }

@@ -35,35 +35,15 @@ pub struct BenchArgs {
 
 /// Orders `given` like the graph's inputs: by name where a tensor has one
 /// that matches, else by position; also returns the shape bindings.
-pub fn match_inputs(
-    graph: &Graph,
-    given: Vec<NamedTensor>,
-) -> Result<(Vec<Tensor>, Bindings), String> {
-    let names: Vec<String> = graph
-        .inputs
-        .iter()
-        .map(|&v| graph.value(v).name.clone())
-        .collect();
+pub fn match_inputs(graph: &Graph, given: Vec<NamedTensor>) -> Result<(Vec<Tensor>, Bindings), String> {
+    let names: Vec<String> = graph.inputs.iter().map(|&v| graph.value(v).name.clone()).collect();
     if given.len() != names.len() {
-        return Err(format!(
-            "the model has {} inputs, {} were given",
-            names.len(),
-            given.len()
-        ));
+        return Err(format!("the model has {} inputs, {} were given", names.len(), given.len()));
     }
-    let by_name = given
-        .iter()
-        .all(|g| g.name.as_ref().is_some_and(|n| names.contains(n)));
+    let by_name = given.iter().all(|g| g.name.as_ref().is_some_and(|n| names.contains(n)));
     let mut slots: Vec<Option<Tensor>> = vec![None; names.len()];
     for (k, g) in given.into_iter().enumerate() {
-        let at = if by_name {
-            names
-                .iter()
-                .position(|n| Some(n) == g.name.as_ref())
-                .unwrap_or(k)
-        } else {
-            k
-        };
+        let at = if by_name { names.iter().position(|n| Some(n) == g.name.as_ref()).unwrap_or(k) } else { k };
         if slots[at].is_some() {
             return Err(format!("input \"{}\" was given twice", names[at]));
         }
@@ -78,10 +58,7 @@ pub fn match_inputs(
 }
 
 /// Imports, binds shapes to the given inputs, and JIT-compiles.
-pub fn compile_for_inputs(
-    model_path: &Path,
-    given: Vec<NamedTensor>,
-) -> Result<(JitModel, Vec<Tensor>), String> {
+pub fn compile_for_inputs(model_path: &Path, given: Vec<NamedTensor>) -> Result<(JitModel, Vec<Tensor>), String> {
     let model = driver::load(model_path).map_err(|e| e.to_string())?;
     let graph = driver::import(model_path, &model).map_err(|e| e.to_string())?;
     let (tensors, bindings) = match_inputs(&graph, given)?;
@@ -92,11 +69,7 @@ pub fn compile_for_inputs(
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
-    let given = a
-        .inputs
-        .iter()
-        .map(|p| read_tensor(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let given = a.inputs.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
     let (jit, tensors) = compile_for_inputs(&a.model, given)?;
     let outputs = jit.run(&tensors)?;
     std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
@@ -133,11 +106,8 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(&a.model, &graph, &plan).map_err(|e| e.to_string())?;
-    let inputs = jit
-        .inputs()
-        .iter()
-        .map(|(_, dtype, shape)| synthetic_input(*dtype, shape))
-        .collect::<Result<Vec<_>, _>>()?;
+    let inputs =
+        jit.inputs().iter().map(|(_, dtype, shape)| synthetic_input(*dtype, shape)).collect::<Result<Vec<_>, _>>()?;
     let warmup = (a.iters / 10).max(2);
     for _ in 0..warmup {
         jit.run(&inputs)?;
@@ -150,10 +120,6 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
-    println!(
-        "median {median:.2} ms, min {:.2} ms ({} runs)",
-        times[0],
-        times.len()
-    );
+    println!("median {median:.2} ms, min {:.2} ms ({} runs)", times[0], times.len());
     Ok(ExitCode::SUCCESS)
 }

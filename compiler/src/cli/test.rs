@@ -62,11 +62,7 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, String> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter_map(|p| {
             let name = p.file_name()?.to_str()?.to_string();
-            let k = name
-                .strip_prefix(prefix)?
-                .strip_suffix(".pb")?
-                .parse()
-                .ok()?;
+            let k = name.strip_prefix(prefix)?.strip_suffix(".pb")?.parse().ok()?;
             Some((k, p))
         })
         .collect();
@@ -81,10 +77,7 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("test_data_set_"))
+            p.is_dir() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("test_data_set_"))
         })
         .collect();
     sets.sort();
@@ -92,30 +85,18 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
         return Err("no test_data_set_* folder".into());
     }
     for set in sets {
-        let given = numbered(&set, "input_")?
-            .iter()
-            .map(|p| read_tensor(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let expected = numbered(&set, "output_")?
-            .iter()
-            .map(|p| read_tensor(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let given = numbered(&set, "input_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
+        let expected = numbered(&set, "output_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
         let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
         let graph = driver::finish_mir(&model_path, graph, &bindings).map_err(|e| e.to_string())?;
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
         let outputs = match a.via {
-            Via::Jit => driver::jit(&model_path, &graph, &plan)
-                .map_err(|e| e.to_string())?
-                .run(&inputs)?,
+            Via::Jit => driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run(&inputs)?,
             Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs)?,
         };
         if outputs.len() != expected.len() {
-            return Err(format!(
-                "{} outputs, expected {}",
-                outputs.len(),
-                expected.len()
-            ));
+            return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
         }
         for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
             compare(got, &want.tensor, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
@@ -128,10 +109,7 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
 /// NaN, infinities must match exactly, integers and bools exactly).
 pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
     if got.dtype != want.dtype {
-        return Err(format!(
-            "element type {}, expected {}",
-            got.dtype, want.dtype
-        ));
+        return Err(format!("element type {}, expected {}", got.dtype, want.dtype));
     }
     if got.shape != want.shape {
         return Err(format!("shape {:?}, expected {:?}", got.shape, want.shape));
@@ -171,11 +149,7 @@ pub fn test(a: &Args) -> Result<ExitCode, String> {
     }
     let (mut passed, mut failed) = (0usize, 0usize);
     for case in all {
-        let name = case
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("?")
-            .to_string();
+        let name = case.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();
         if a.filter.as_deref().is_some_and(|f| !matches(f, &name)) {
             continue;
         }
@@ -191,9 +165,5 @@ pub fn test(a: &Args) -> Result<ExitCode, String> {
         }
     }
     println!("{passed} passed, {failed} failed");
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

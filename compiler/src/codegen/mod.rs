@@ -23,7 +23,7 @@ use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 use onnxc_runtime::abi::{AbiType, KernelSig};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodegenError {
@@ -48,10 +48,7 @@ struct ContextLayout {
 impl ContextLayout {
     fn for_pointer(ptr: Type) -> ContextLayout {
         let p = ptr.bytes() as i32;
-        ContextLayout {
-            workspace: 0,
-            workspace_bytes: p,
-        }
+        ContextLayout { workspace: 0, workspace_bytes: p }
     }
 }
 
@@ -83,7 +80,7 @@ pub fn define_model<M: Module>(
     let func_id = module.declare_function(symbol, Linkage::Export, &sig)?;
 
     // Constants that the code reads go to read-only data, one object each.
-    let mut const_data: HashMap<ValueId, DataId> = HashMap::new();
+    let mut const_data: BTreeMap<ValueId, DataId> = BTreeMap::new();
     let used: Vec<ValueId> = graph
         .nodes
         .iter()
@@ -92,19 +89,10 @@ pub fn define_model<M: Module>(
         .collect();
     for v in used {
         if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
-            let id = module.declare_data(
-                &format!("{symbol}.const{}", v.0),
-                Linkage::Local,
-                false,
-                false,
-            )?;
+            let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
             let mut desc = DataDescription::new();
             // Zero-sized data still gets one byte so its address is valid.
-            let bytes = if t.data.is_empty() {
-                vec![0u8]
-            } else {
-                t.data.clone()
-            };
+            let bytes = if t.data.is_empty() { vec![0u8] } else { t.data.clone() };
             desc.define(bytes.into_boxed_slice());
             desc.set_align(64);
             module.define_data(id, &desc)?;
@@ -126,18 +114,9 @@ pub fn define_model<M: Module>(
 
     // The caller's workspace must be large enough and 8-byte aligned.
     let layout = ContextLayout::for_pointer(ptr);
-    let workspace = b
-        .ins()
-        .load(ptr, MemFlagsData::trusted(), context, layout.workspace);
-    let have = b.ins().load(
-        ptr,
-        MemFlagsData::trusted(),
-        context,
-        layout.workspace_bytes,
-    );
-    let too_small = b
-        .ins()
-        .icmp_imm_u(IntCC::UnsignedLessThan, have, plan.workspace_bytes as i64);
+    let workspace = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace);
+    let have = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace_bytes);
+    let too_small = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, have, plan.workspace_bytes as i64);
     let low_bits = b.ins().band_imm_u(workspace, 7);
     let misaligned = b.ins().icmp_imm_u(IntCC::NotEqual, low_bits, 0);
     let bad = b.ins().bor(too_small, misaligned);
@@ -161,28 +140,12 @@ pub fn define_model<M: Module>(
         data_count: 0,
     };
     for (index, node) in graph.nodes.iter().enumerate() {
-        let mut cx = Lower {
-            b: &mut b,
-            module,
-            graph,
-            plan,
-            node,
-            index,
-            env: &mut env,
-        };
-        node.op.lower(&mut cx).map_err(|message| CodegenError::Op {
-            node: node.label(),
-            message,
-        })?;
+        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env };
+        node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
     }
     for &(k, v) in &plan.output_copies {
         let src = value_ptr(&mut b, ptr, plan, &env, v);
-        let dst = b.ins().load(
-            ptr,
-            MemFlagsData::trusted(),
-            env.outputs,
-            (k * ptr.bytes() as usize) as i32,
-        );
+        let dst = b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
         let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
         b.call_memcpy(module.target_config(), dst, src, n);
     }
@@ -193,9 +156,7 @@ pub fn define_model<M: Module>(
     b.ins().return_(&[code]);
     b.seal_all_blocks();
     b.finalize(module.target_config());
-    module
-        .define_function(func_id, &mut ctx)
-        .map_err(|e| CodegenError::Module(format!("{e:?}")))?;
+    module.define_function(func_id, &mut ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
     Ok(func_id)
 }
 
@@ -209,12 +170,8 @@ fn value_bytes(graph: &Graph, v: ValueId) -> usize {
 fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: ValueId) -> Value {
     let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
     match plan.locs[v.index()] {
-        Loc::Input(k) => b
-            .ins()
-            .load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
-        Loc::Output(k) => b
-            .ins()
-            .load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
+        Loc::Input(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
+        Loc::Output(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
         Loc::Const => {
             let gv = env.consts[&v];
             b.ins().symbol_value(ptr, gv)
@@ -259,12 +216,7 @@ impl<'f> Lower<'_, 'f> {
     }
 
     fn input_id(&self, i: usize) -> Result<ValueId, String> {
-        self.node
-            .inputs
-            .get(i)
-            .copied()
-            .flatten()
-            .ok_or_else(|| format!("input {i} is required"))
+        self.node.inputs.get(i).copied().flatten().ok_or_else(|| format!("input {i} is required"))
     }
 
     pub fn has_input(&self, i: usize) -> bool {
@@ -276,39 +228,23 @@ impl<'f> Lower<'_, 'f> {
     }
 
     pub fn has_output(&self, i: usize) -> bool {
-        self.node
-            .outputs
-            .get(i)
-            .is_some_and(|&v| !self.graph.value(v).name.is_empty())
+        self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
     }
 
     /// Element type and shape of input `i`.
     pub fn input_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = self.input_id(i)?;
-        self.graph
-            .concrete(v)
-            .ok_or_else(|| format!("input {i} has no known shape"))
+        self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))
     }
 
     pub fn output_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
-        let v = *self
-            .node
-            .outputs
-            .get(i)
-            .ok_or_else(|| format!("output {i} does not exist"))?;
-        self.graph
-            .concrete(v)
-            .ok_or_else(|| format!("output {i} has no known shape"))
+        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
+        self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))
     }
 
     /// The compile-time value of input `i`, if it is a constant.
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
-        self.node
-            .inputs
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|v| self.graph.const_value(v))
+        self.node.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
     }
 
     fn ptr(&mut self, v: ValueId) -> Value {
@@ -331,21 +267,14 @@ impl<'f> Lower<'_, 'f> {
     }
 
     pub fn output_ptr(&mut self, i: usize) -> Result<Value, String> {
-        let v = *self
-            .node
-            .outputs
-            .get(i)
-            .ok_or_else(|| format!("output {i} does not exist"))?;
+        let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
         Ok(self.ptr(v))
     }
 
     /// True when output 0 of a view operator needs its bytes copied (the
     /// plan could not alias it, e.g. because it is a graph output).
     pub fn view_needs_copy(&self) -> bool {
-        self.node
-            .outputs
-            .first()
-            .is_some_and(|&v| !matches!(self.plan.locs[v.index()], Loc::Alias(_)))
+        self.node.outputs.first().is_some_and(|&v| !matches!(self.plan.locs[v.index()], Loc::Alias(_)))
     }
 
     /// Address of this node's scratch area (planned from `scratch_bytes`).
@@ -363,16 +292,11 @@ impl<'f> Lower<'_, 'f> {
     pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Value, String> {
         self.env.data_count += 1;
         let name = format!("{}.params{}", self.env.symbol_prefix, self.env.data_count);
-        let id = self
-            .module
-            .declare_data(&name, Linkage::Local, false, false)
-            .map_err(|e| format!("{e:?}"))?;
+        let id = self.module.declare_data(&name, Linkage::Local, false, false).map_err(|e| format!("{e:?}"))?;
         let mut desc = DataDescription::new();
         desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
         desc.set_align(16);
-        self.module
-            .define_data(id, &desc)
-            .map_err(|e| format!("{e:?}"))?;
+        self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
         let gv = self.module.declare_data_in_func(id, self.b.func);
         let ptr = self.ptr_type();
         Ok(self.b.ins().symbol_value(ptr, gv))
@@ -391,14 +315,9 @@ impl<'f> Lower<'_, 'f> {
             AbiType::F64 => types::F64,
         };
         let mut s = Signature::new(self.module.target_config().default_call_conv);
-        s.params
-            .extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
-        s.returns
-            .extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
-        let id = self
-            .module
-            .declare_function(sig.name, Linkage::Import, &s)
-            .map_err(|e| format!("{e:?}"))?;
+        s.params.extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
+        s.returns.extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
+        let id = self.module.declare_function(sig.name, Linkage::Import, &s).map_err(|e| format!("{e:?}"))?;
         let f = self.module.declare_func_in_func(id, self.b.func);
         self.env.funcs.insert(sig.name.to_string(), f);
         Ok(f)
@@ -406,14 +325,9 @@ impl<'f> Lower<'_, 'f> {
 
     /// Calls a function of the kernel library; returns its result, if any.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
-        let sig =
-            onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
+        let sig = onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
         if sig.params.len() != args.len() {
-            return Err(format!(
-                "kernel {name} takes {} arguments, got {}",
-                sig.params.len(),
-                args.len()
-            ));
+            return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
         }
         let f = self.kernel_ref(sig)?;
         let call = self.b.ins().call(f, args);
@@ -423,36 +337,24 @@ impl<'f> Lower<'_, 'f> {
     /// Calls a kernel that returns a status and leaves the model with it
     /// (tagged with this node) when it is nonzero.
     pub fn call_checked(&mut self, name: &str, args: &[Value]) -> Result<(), String> {
-        let status = self
-            .call(name, args)?
-            .ok_or_else(|| format!("kernel {name} returns no status"))?;
+        let status = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no status"))?;
         self.fail_if_nonzero(status);
         Ok(())
     }
 
     /// Leaves the model with `status` (an i32 kernel status) when it is nonzero.
     pub fn fail_if_nonzero(&mut self, status: Value) {
-        let tagged = self
-            .b
-            .ins()
-            .bor_imm_s(status, ((self.index as i64) + 1) << 8);
+        let tagged = self.b.ins().bor_imm_s(status, ((self.index as i64) + 1) << 8);
         let cont = self.b.create_block();
-        self.b
-            .ins()
-            .brif(status, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b.ins().brif(status, self.env.fail, &[tagged.into()], cont, &[]);
         self.b.switch_to_block(cont);
     }
 
     /// Leaves the model with `code` when `cond` (any integer) is nonzero.
     pub fn fail_if(&mut self, cond: Value, code: i32) {
-        let tagged = self
-            .b
-            .ins()
-            .iconst(types::I32, (code as i64) | (((self.index as i64) + 1) << 8));
+        let tagged = self.b.ins().iconst(types::I32, (code as i64) | (((self.index as i64) + 1) << 8));
         let cont = self.b.create_block();
-        self.b
-            .ins()
-            .brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
+        self.b.ins().brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
         self.b.switch_to_block(cont);
     }
 
@@ -476,17 +378,10 @@ impl<'f> Lower<'_, 'f> {
         let zero = self.b.ins().iconst(ptr, 0);
         self.b.ins().jump(header, &[zero.into()]);
         self.b.switch_to_block(header);
-        let done = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
+        let done = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
         self.b.ins().brif(done, exit, &[], body, &[]);
         self.b.switch_to_block(body);
-        Loop {
-            header,
-            exit,
-            index,
-        }
+        Loop { header, exit, index }
     }
 
     pub fn loop_end(&mut self, l: Loop) {

@@ -20,11 +20,7 @@ impl<'a> Attrs<'a> {
         };
         // Old models may leave `type` unset; accept them when the payload fits.
         if a.r#type.is_some() && a.r#type() != want {
-            return Err(format!(
-                "attribute \"{name}\" has type {:?}, expected {:?}",
-                a.r#type(),
-                want
-            ));
+            return Err(format!("attribute \"{name}\" has type {:?}, expected {:?}", a.r#type(), want));
         }
         Ok(Some(a))
     }
@@ -50,15 +46,11 @@ impl<'a> Attrs<'a> {
     }
 
     pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
-        Ok(self
-            .find(name, AttributeType::Ints)?
-            .map(|a| a.ints.clone()))
+        Ok(self.find(name, AttributeType::Ints)?.map(|a| a.ints.clone()))
     }
 
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
-        Ok(self
-            .find(name, AttributeType::Floats)?
-            .map(|a| a.floats.clone()))
+        Ok(self.find(name, AttributeType::Floats)?.map(|a| a.floats.clone()))
     }
 
     pub fn string(&self, name: &str) -> Result<Option<String>, String> {
@@ -78,9 +70,9 @@ impl<'a> Attrs<'a> {
         match self.find(name, AttributeType::Tensor)? {
             None => Ok(None),
             Some(a) => match &a.t {
-                Some(t) => super::tensor::tensor_from_proto(t)
-                    .map(Some)
-                    .map_err(|e| format!("attribute \"{name}\": {e}")),
+                Some(t) => {
+                    super::tensor::tensor_from_proto(t).map(Some).map_err(|e| format!("attribute \"{name}\": {e}"))
+                }
                 None => Err(format!("attribute \"{name}\" has no tensor")),
             },
         }

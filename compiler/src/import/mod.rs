@@ -38,20 +38,13 @@ pub struct NodeImport<'a> {
 impl NodeImport<'_> {
     /// Adds a constant value (e.g. an attribute turned into an input).
     pub fn add_const(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
-        let ty = TensorType {
-            dtype: t.dtype,
-            shape: t.shape.iter().map(|&d| Dim::Known(d)).collect(),
-        };
+        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
     }
 
     /// The compile-time value of input `i`, if it is a constant.
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
-        self.inputs
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|v| self.graph.const_value(v))
+        self.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
     }
 }
 
@@ -72,11 +65,7 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
     let opsets = opset_map(&model.opset_import);
     let mut imp = Importer {
         graph: Graph::default(),
-        functions: model
-            .functions
-            .iter()
-            .map(|f| ((f.domain(), f.name()), f))
-            .collect(),
+        functions: model.functions.iter().map(|f| ((f.domain(), f.name()), f)).collect(),
         errors: Vec::new(),
         unnamed: 0,
     };
@@ -90,11 +79,7 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
             Err(e) => imp.errors.push(format!("initializer {e}")),
         }
     }
-    let runtime_inputs: Vec<&ValueInfoProto> = g
-        .input
-        .iter()
-        .filter(|i| !scope.contains_key(i.name()))
-        .collect();
+    let runtime_inputs: Vec<&ValueInfoProto> = g.input.iter().filter(|i| !scope.contains_key(i.name())).collect();
     for (k, input) in runtime_inputs.into_iter().enumerate() {
         let ty = match value_type(input) {
             Ok(ty) => Some(ty),
@@ -113,10 +98,7 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
     for output in &g.output {
         match scope.get(output.name()) {
             Some(&id) => imp.graph.outputs.push(id),
-            None => imp.errors.push(format!(
-                "graph output \"{}\" is not computed",
-                output.name()
-            )),
+            None => imp.errors.push(format!("graph output \"{}\" is not computed", output.name())),
         }
     }
     if imp.errors.is_empty() {
@@ -129,11 +111,7 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
 fn opset_map(list: &[onnx_proto::OperatorSetIdProto]) -> HashMap<String, i64> {
     list.iter()
         .map(|o| {
-            let d = if o.domain() == "ai.onnx" {
-                ""
-            } else {
-                o.domain()
-            };
+            let d = if o.domain() == "ai.onnx" { "" } else { o.domain() };
             (d.to_string(), o.version())
         })
         .collect()
@@ -144,31 +122,19 @@ pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
     use onnx_proto::tensor_shape_proto::dimension::Value as D;
     use onnx_proto::type_proto::Value as T;
     let Some(T::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Err(format!(
-            "value \"{}\": only tensor types are supported yet",
-            v.name()
-        ));
+        return Err(format!("value \"{}\": only tensor types are supported yet", v.name()));
     };
     let dtype = DType::from_onnx(t.elem_type()).ok_or_else(|| {
-        format!(
-            "value \"{}\": element type {} is not supported yet",
-            v.name(),
-            DType::onnx_name(t.elem_type())
-        )
+        format!("value \"{}\": element type {} is not supported yet", v.name(), DType::onnx_name(t.elem_type()))
     })?;
-    let shape = t
-        .shape
-        .as_ref()
-        .ok_or_else(|| format!("value \"{}\" has no shape (rank unknown)", v.name()))?;
+    let shape = t.shape.as_ref().ok_or_else(|| format!("value \"{}\" has no shape (rank unknown)", v.name()))?;
     let dims = shape
         .dim
         .iter()
         .enumerate()
         .map(|(i, d)| match &d.value {
             Some(D::DimValue(n)) if *n >= 0 => Ok(Dim::Known(*n as usize)),
-            Some(D::DimValue(n)) => {
-                Err(format!("value \"{}\": dim {i} is negative ({n})", v.name()))
-            }
+            Some(D::DimValue(n)) => Err(format!("value \"{}\": dim {i} is negative ({n})", v.name())),
             Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::Sym(p.clone())),
             _ => Ok(Dim::Sym(format!("{}:{i}", v.name()))),
         })
@@ -178,10 +144,7 @@ pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
 
 impl<'m> Importer<'m> {
     fn const_value(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
-        let ty = TensorType {
-            dtype: t.dtype,
-            shape: t.shape.iter().map(|&d| Dim::Known(d)).collect(),
-        };
+        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
     }
 
@@ -213,8 +176,7 @@ impl<'m> Importer<'m> {
             } else if let Some(&id) = scope.get(input) {
                 inputs.push(Some(id));
             } else {
-                self.errors
-                    .push(format!("{label}: input \"{input}\" is undefined"));
+                self.errors.push(format!("{label}: input \"{input}\" is undefined"));
                 self.define_unknown(&node.output, scope);
                 return;
             }
@@ -227,27 +189,17 @@ impl<'m> Importer<'m> {
                 if a.ref_attr_name().is_empty() {
                     Some(a.clone())
                 } else {
-                    caller_attrs
-                        .get(a.ref_attr_name())
-                        .map(|caller| AttributeProto {
-                            name: a.name.clone(),
-                            ref_attr_name: None,
-                            ..(*caller).clone()
-                        })
+                    caller_attrs.get(a.ref_attr_name()).map(|caller| AttributeProto {
+                        name: a.name.clone(),
+                        ref_attr_name: None,
+                        ..(*caller).clone()
+                    })
                 }
             })
             .collect();
-        let domain = if node.domain() == "ai.onnx" {
-            ""
-        } else {
-            node.domain()
-        };
+        let domain = if node.domain() == "ai.onnx" { "" } else { node.domain() };
 
-        if let Some(f) = self
-            .functions
-            .get(&(node.domain(), node.op_type()))
-            .copied()
-        {
+        if let Some(f) = self.functions.get(&(node.domain(), node.op_type())).copied() {
             self.inline(node, f, inputs, &attributes, scope, depth, &label);
             return;
         }
@@ -276,10 +228,7 @@ impl<'m> Importer<'m> {
             return;
         }
         let Some(importer) = crate::ops::importer(node.op_type()) else {
-            self.errors.push(format!(
-                "{label}: unsupported operator {} (domain \"\", opset {opset})",
-                node.op_type()
-            ));
+            self.errors.push(format!("{label}: unsupported operator {} (domain \"\", opset {opset})", node.op_type()));
             self.define_unknown(&node.output, scope);
             return;
         };
@@ -305,12 +254,7 @@ impl<'m> Importer<'m> {
                         id
                     })
                     .collect();
-                self.graph.nodes.push(Node {
-                    name,
-                    op,
-                    inputs,
-                    outputs,
-                });
+                self.graph.nodes.push(Node { name, op, inputs, outputs });
             }
             Err(e) => {
                 self.errors.push(format!("{label}: {e}"));
@@ -352,8 +296,7 @@ impl<'m> Importer<'m> {
             }
         }
         // Caller attributes override the function's declared defaults.
-        let mut attrs: HashMap<&str, &AttributeProto> =
-            f.attribute_proto.iter().map(|a| (a.name(), a)).collect();
+        let mut attrs: HashMap<&str, &AttributeProto> = f.attribute_proto.iter().map(|a| (a.name(), a)).collect();
         for a in attributes {
             attrs.insert(a.name(), a);
         }
@@ -367,9 +310,7 @@ impl<'m> Importer<'m> {
                     scope.insert(call_out.clone(), id);
                 }
                 Some(_) => {}
-                None => self.errors.push(format!(
-                    "{label}: function output \"{out_name}\" is not computed"
-                )),
+                None => self.errors.push(format!("{label}: function output \"{out_name}\" is not computed")),
             }
         }
     }

@@ -6,18 +6,12 @@ use onnx_proto::TensorProto;
 
 pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     let dtype = DType::from_onnx(t.data_type()).ok_or_else(|| {
-        format!(
-            "tensor \"{}\": element type {} is not supported yet",
-            t.name(),
-            DType::onnx_name(t.data_type())
-        )
+        format!("tensor \"{}\": element type {} is not supported yet", t.name(), DType::onnx_name(t.data_type()))
     })?;
     let shape = t
         .dims
         .iter()
-        .map(|&d| {
-            usize::try_from(d).map_err(|_| format!("tensor \"{}\": negative dim {d}", t.name()))
-        })
+        .map(|&d| usize::try_from(d).map_err(|_| format!("tensor \"{}\": negative dim {d}", t.name())))
         .collect::<Result<Vec<_>, _>>()?;
     let count = crate::ir::shape::element_count(&shape)
         .ok_or_else(|| format!("tensor \"{}\": element count overflows", t.name()))?;
@@ -29,25 +23,16 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
             DType::F64 => t.double_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
             DType::I64 => t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
             DType::U64 => t.uint64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            DType::U32 => t
-                .uint64_data
-                .iter()
-                .flat_map(|&v| (v as u32).to_le_bytes())
-                .collect(),
+            DType::U32 => t.uint64_data.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect(),
             DType::I32 => t.int32_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => t
-                .int32_data
-                .iter()
-                .flat_map(|&v| (v as u16).to_le_bytes())
-                .collect(),
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => {
+                t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect()
+            }
             DType::I8 | DType::U8 | DType::Bool => t.int32_data.iter().map(|&v| v as u8).collect(),
         }
     };
     Tensor::from_bytes(dtype, shape, data).ok_or_else(|| {
-        format!(
-            "tensor \"{}\": data holds a different number of elements than its dims ({count})",
-            t.name()
-        )
+        format!("tensor \"{}\": data holds a different number of elements than its dims ({count})", t.name())
     })
 }
 

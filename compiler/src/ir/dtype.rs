@@ -91,11 +91,7 @@ impl DType {
             "UINT2",
             "INT2",
         ];
-        usize::try_from(code)
-            .ok()
-            .and_then(|i| NAMES.get(i))
-            .copied()
-            .unwrap_or("unknown")
+        usize::try_from(code).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or("unknown")
     }
 
     pub fn size(self) -> usize {

@@ -74,18 +74,9 @@ pub struct Graph {
 }
 
 impl Graph {
-    pub fn add_value(
-        &mut self,
-        name: impl Into<String>,
-        ty: Option<TensorType>,
-        def: ValueDef,
-    ) -> ValueId {
+    pub fn add_value(&mut self, name: impl Into<String>, ty: Option<TensorType>, def: ValueDef) -> ValueId {
         let id = ValueId(self.values.len() as u32);
-        self.values.push(Value {
-            name: name.into(),
-            ty,
-            def,
-        });
+        self.values.push(Value { name: name.into(), ty, def });
         id
     }
 
@@ -124,21 +115,12 @@ impl fmt::Display for Graph {
         }
         for (i, value) in self.values.iter().enumerate() {
             if let ValueDef::Const(t) = &value.def {
-                writeln!(
-                    f,
-                    "const %{}: {} ({} bytes)",
-                    value.name,
-                    ty(ValueId(i as u32)),
-                    t.data.len()
-                )?;
+                writeln!(f, "const %{}: {} ({} bytes)", value.name, ty(ValueId(i as u32)), t.data.len())?;
             }
         }
         for node in &self.nodes {
-            let outs: Vec<String> = node
-                .outputs
-                .iter()
-                .map(|&o| format!("%{}: {}", self.value(o).name, ty(o)))
-                .collect();
+            let outs: Vec<String> =
+                node.outputs.iter().map(|&o| format!("%{}: {}", self.value(o).name, ty(o))).collect();
             let ins: Vec<String> = node
                 .inputs
                 .iter()
@@ -147,20 +129,9 @@ impl fmt::Display for Graph {
                     None => "_".to_string(),
                 })
                 .collect();
-            writeln!(
-                f,
-                "{} = {}({}) {:?}",
-                outs.join(", "),
-                node.op.name(),
-                ins.join(", "),
-                node.op
-            )?;
+            writeln!(f, "{} = {}({}) {:?}", outs.join(", "), node.op.name(), ins.join(", "), node.op)?;
         }
-        let outs: Vec<String> = self
-            .outputs
-            .iter()
-            .map(|&o| format!("%{}", self.value(o).name))
-            .collect();
+        let outs: Vec<String> = self.outputs.iter().map(|&o| format!("%{}", self.value(o).name)).collect();
         writeln!(f, "return {}", outs.join(", "))
     }
 }

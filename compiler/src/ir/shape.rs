@@ -70,16 +70,8 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let rank = a.len().max(b.len());
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -95,15 +87,7 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 pub fn broadcast_strides(shape: &[usize], target: &[usize]) -> Vec<i64> {
     let own = contiguous_strides(shape);
     let lead = target.len() - shape.len();
-    (0..target.len())
-        .map(|i| {
-            if i < lead || shape[i - lead] == 1 {
-                0
-            } else {
-                own[i - lead] as i64
-            }
-        })
-        .collect()
+    (0..target.len()).map(|i| if i < lead || shape[i - lead] == 1 { 0 } else { own[i - lead] as i64 }).collect()
 }
 
 /// Normalises a possibly negative axis against `rank`.

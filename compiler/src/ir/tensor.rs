@@ -21,27 +21,15 @@ impl Tensor {
 
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<Tensor> {
         let bytes = super::shape::element_count(&shape)?.checked_mul(dtype.size())?;
-        Some(Tensor {
-            dtype,
-            shape,
-            data: vec![0; bytes],
-        })
+        Some(Tensor { dtype, shape, data: vec![0; bytes] })
     }
 
     pub fn from_i64s(shape: Vec<usize>, values: &[i64]) -> Tensor {
-        Tensor {
-            dtype: DType::I64,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        Tensor { dtype: DType::I64, shape, data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
     }
 
     pub fn from_f32s(shape: Vec<usize>, values: &[f32]) -> Tensor {
-        Tensor {
-            dtype: DType::F32,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        Tensor { dtype: DType::F32, shape, data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
     }
 
     pub fn len(&self) -> usize {

@@ -10,8 +10,9 @@
 //! will put several functions later.
 //!
 //! Type constraints: arithmetic on f32/f64 and every integer type;
-//! transcendental functions on f32/f64; logical ops on bool; Cast between
-//! all numeric types and bool. f16/bf16 arithmetic is not lowered yet.
+//! transcendental functions on f32/f64; logical ops on bool; bitwise ops and
+//! BitShift on integers; Cast/CastLike between all numeric types and bool.
+//! f16/bf16 arithmetic is not lowered yet.
 
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
@@ -30,7 +31,34 @@ pub enum Func {
     Log,
     Sin,
     Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
     Tanh,
+    Round,
+    IsNaN,
+    IsInf { positive: bool, negative: bool },
+    Softplus,
+    Softsign,
+    Mish,
+    Selu { alpha: f32, gamma: f32 },
+    Celu { alpha: f32 },
+    ThresholdedRelu { alpha: f32 },
+    Shrink { lambd: f32, bias: f32 },
+    Swish { alpha: f32 },
+    BitwiseNot,
+    BitwiseAnd,
+    BitwiseOr,
+    BitwiseXor,
+    BitShift { left: bool },
+    Mod { fmod: bool },
+    CastLike,
     Erf,
     Sigmoid,
     Relu,
@@ -71,6 +99,7 @@ pub enum Func {
 enum Accepts {
     Numeric,
     Float,
+    Integer,
     Logical,
     Any,
 }
@@ -92,18 +121,8 @@ struct Entry {
     result: OutputType,
 }
 
-const fn entry(
-    op_type: &'static str,
-    arity: (usize, usize),
-    accepts: Accepts,
-    result: OutputType,
-) -> Entry {
-    Entry {
-        op_type,
-        arity,
-        accepts,
-        result,
-    }
+const fn entry(op_type: &'static str, arity: (usize, usize), accepts: Accepts, result: OutputType) -> Entry {
+    Entry { op_type, arity, accepts, result }
 }
 
 use Accepts::*;
@@ -121,6 +140,33 @@ static FUNCS: &[Entry] = &[
     entry("Log", (1, 1), Float, SameAsInput0),
     entry("Sin", (1, 1), Float, SameAsInput0),
     entry("Cos", (1, 1), Float, SameAsInput0),
+    entry("Tan", (1, 1), Float, SameAsInput0),
+    entry("Asin", (1, 1), Float, SameAsInput0),
+    entry("Acos", (1, 1), Float, SameAsInput0),
+    entry("Atan", (1, 1), Float, SameAsInput0),
+    entry("Sinh", (1, 1), Float, SameAsInput0),
+    entry("Cosh", (1, 1), Float, SameAsInput0),
+    entry("Asinh", (1, 1), Float, SameAsInput0),
+    entry("Acosh", (1, 1), Float, SameAsInput0),
+    entry("Atanh", (1, 1), Float, SameAsInput0),
+    entry("Round", (1, 1), Float, SameAsInput0),
+    entry("IsNaN", (1, 1), Float, Boolean),
+    entry("IsInf", (1, 1), Float, Boolean),
+    entry("Softplus", (1, 1), Float, SameAsInput0),
+    entry("Softsign", (1, 1), Float, SameAsInput0),
+    entry("Mish", (1, 1), Float, SameAsInput0),
+    entry("Selu", (1, 1), Float, SameAsInput0),
+    entry("Celu", (1, 1), Float, SameAsInput0),
+    entry("ThresholdedRelu", (1, 1), Float, SameAsInput0),
+    entry("Shrink", (1, 1), Numeric, SameAsInput0),
+    entry("Swish", (1, 1), Float, SameAsInput0),
+    entry("BitwiseNot", (1, 1), Integer, SameAsInput0),
+    entry("BitwiseAnd", (2, 2), Integer, SameAsInput0),
+    entry("BitwiseOr", (2, 2), Integer, SameAsInput0),
+    entry("BitwiseXor", (2, 2), Integer, SameAsInput0),
+    entry("BitShift", (2, 2), Integer, SameAsInput0),
+    entry("Mod", (2, 2), Numeric, SameAsInput0),
+    entry("CastLike", (2, 2), Any, SameAsInput1),
     entry("Tanh", (1, 1), Float, SameAsInput0),
     entry("Erf", (1, 1), Float, SameAsInput0),
     entry("Sigmoid", (1, 1), Float, SameAsInput0),
@@ -168,8 +214,7 @@ fn table_entry(op_type: &str) -> Option<&'static Entry> {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
-    let entry =
-        table_entry(cx.op_type).ok_or_else(|| format!("{} is not elementwise", cx.op_type))?;
+    let entry = table_entry(cx.op_type).ok_or_else(|| format!("{} is not elementwise", cx.op_type))?;
     let a = &cx.attrs;
     let func = match entry.op_type {
         "Identity" => Func::Identity,
@@ -177,6 +222,10 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
             // Inference only: the data passes through; the mask is all true.
             if cx.output_count > 1 {
                 return Err("Dropout's mask output is not supported yet".into());
+            }
+            let training = cx.inputs.get(2).copied().flatten().is_some();
+            if training && cx.const_input(2).is_none_or(|t| t.to_i64s().iter().any(|&v| v != 0)) {
+                return Err("Dropout in training mode is not supported (inference only)".into());
             }
             Func::Identity
         }
@@ -188,6 +237,42 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Log" => Func::Log,
         "Sin" => Func::Sin,
         "Cos" => Func::Cos,
+        "Tan" => Func::Tan,
+        "Asin" => Func::Asin,
+        "Acos" => Func::Acos,
+        "Atan" => Func::Atan,
+        "Sinh" => Func::Sinh,
+        "Cosh" => Func::Cosh,
+        "Asinh" => Func::Asinh,
+        "Acosh" => Func::Acosh,
+        "Atanh" => Func::Atanh,
+        "Round" => Func::Round,
+        "IsNaN" => Func::IsNaN,
+        "IsInf" => Func::IsInf {
+            positive: a.int_or("detect_positive", 1)? != 0,
+            negative: a.int_or("detect_negative", 1)? != 0,
+        },
+        "Softplus" => Func::Softplus,
+        "Softsign" => Func::Softsign,
+        "Mish" => Func::Mish,
+        "Selu" => Func::Selu { alpha: a.float_or("alpha", 1.673_263_2)?, gamma: a.float_or("gamma", 1.050_701)? },
+        "Celu" => Func::Celu { alpha: a.float_or("alpha", 1.0)? },
+        "ThresholdedRelu" => Func::ThresholdedRelu { alpha: a.float_or("alpha", 1.0)? },
+        "Shrink" => Func::Shrink { lambd: a.float_or("lambd", 0.5)?, bias: a.float_or("bias", 0.0)? },
+        "Swish" => Func::Swish { alpha: a.float_or("alpha", 1.0)? },
+        "BitwiseNot" => Func::BitwiseNot,
+        "BitwiseAnd" => Func::BitwiseAnd,
+        "BitwiseOr" => Func::BitwiseOr,
+        "BitwiseXor" => Func::BitwiseXor,
+        "BitShift" => Func::BitShift {
+            left: match a.string("direction")?.as_deref() {
+                Some("LEFT") => true,
+                Some("RIGHT") => false,
+                other => return Err(format!("attribute \"direction\" is {other:?}, expected LEFT or RIGHT")),
+            },
+        },
+        "Mod" => Func::Mod { fmod: a.int_or("fmod", 0)? != 0 },
+        "CastLike" => Func::CastLike,
         "Tanh" => Func::Tanh,
         "Erf" => Func::Erf,
         "Sigmoid" => Func::Sigmoid,
@@ -196,26 +281,15 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Ceil" => Func::Ceil,
         "Sign" => Func::Sign,
         "Not" => Func::Not,
-        "LeakyRelu" => Func::LeakyRelu {
-            alpha: a.float_or("alpha", 0.01)?,
-        },
-        "Elu" => Func::Elu {
-            alpha: a.float_or("alpha", 1.0)?,
-        },
-        "HardSigmoid" => Func::HardSigmoid {
-            alpha: a.float_or("alpha", 0.2)?,
-            beta: a.float_or("beta", 0.5)?,
-        },
+        "LeakyRelu" => Func::LeakyRelu { alpha: a.float_or("alpha", 0.01)? },
+        "Elu" => Func::Elu { alpha: a.float_or("alpha", 1.0)? },
+        "HardSigmoid" => Func::HardSigmoid { alpha: a.float_or("alpha", 0.2)?, beta: a.float_or("beta", 0.5)? },
         "HardSwish" => Func::HardSwish,
         "Gelu" => Func::Gelu {
             tanh: match a.string_or("approximate", "none")?.as_str() {
                 "none" => false,
                 "tanh" => true,
-                other => {
-                    return Err(format!(
-                        "attribute \"approximate\" is \"{other}\", expected none or tanh"
-                    ))
-                }
+                other => return Err(format!("attribute \"approximate\" is \"{other}\", expected none or tanh")),
             },
         },
         "Cast" => {
@@ -223,12 +297,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
             let to = i32::try_from(code)
                 .ok()
                 .and_then(DType::from_onnx)
-                .ok_or_else(|| {
-                    format!(
-                        "Cast to {} is not supported yet",
-                        DType::onnx_name(code as i32)
-                    )
-                })?;
+                .ok_or_else(|| format!("Cast to {} is not supported yet", DType::onnx_name(code as i32)))?;
             if a.int_or("saturate", 1)? != 1 && !to.is_float() {
                 // saturate only affects float8 targets, which are not supported yet.
             }
@@ -270,10 +339,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if func == Func::Identity {
         cx.inputs.truncate(1);
     }
-    Ok(Op::Elementwise(Elementwise {
-        op_type: entry.op_type,
-        func,
-    }))
+    Ok(Op::Elementwise(Elementwise { op_type: entry.op_type, func }))
 }
 
 use super::Op;
@@ -288,37 +354,30 @@ impl Operator for Elementwise {
         let present: Vec<_> = cx.inputs.iter().flatten().collect();
         let count = cx.inputs.len();
         if count < entry.arity.0 || count > entry.arity.1 {
-            return Err(format!(
-                "takes {}..={} inputs, got {count}",
-                entry.arity.0,
-                entry.arity.1.min(99)
-            ));
+            return Err(format!("takes {}..={} inputs, got {count}", entry.arity.0, entry.arity.1.min(99)));
         }
         let first = cx.input(0)?;
         let ok = match entry.accepts {
             Numeric => first.dtype != DType::Bool,
             Float => first.dtype.is_float(),
             Logical => first.dtype == DType::Bool,
+            Integer => first.dtype.is_int(),
             Any => true,
         };
-        if !ok
-            || (first.dtype.is_float()
-                && !matches!(first.dtype, DType::F32 | DType::F64)
-                && self.func != Func::Identity)
-        {
+        if !ok {
             return Err(format!("element type {} is not supported", first.dtype));
         }
         let mut shape: Vec<usize> = Vec::new();
-        for input in &present {
-            shape = broadcast(&shape, input.shape).ok_or_else(|| {
-                format!("shapes {:?} and {:?} do not broadcast", shape, input.shape)
-            })?;
+        let shaping = if self.func == Func::CastLike { &present[..1] } else { &present[..] };
+        for input in shaping {
+            shape = broadcast(&shape, input.shape)
+                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", shape, input.shape))?;
         }
         // Operands of arithmetic must agree in type (Pow's exponent and
         // Where's condition excepted).
         let same_type_from = match self.func {
             Func::Where => 1,
-            Func::Pow | Func::Cast { .. } | Func::Identity => usize::MAX,
+            Func::Pow | Func::Cast { .. } | Func::CastLike | Func::Identity => usize::MAX,
             _ => 0,
         };
         if same_type_from != usize::MAX {
@@ -361,15 +420,19 @@ impl Operator for Elementwise {
         for i in 0..cx.input_count() {
             if cx.has_input(i) {
                 let (dtype, shape) = cx.input_type(i)?;
-                operands.push(Operand {
-                    index: i,
-                    dtype,
-                    strides: broadcast_strides(&shape, &out_shape),
-                });
+                operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
             }
         }
-        let func = self.func;
-        let in_dtype = cx.input_type(0)?.0;
+        if self.func == Func::CastLike {
+            operands.truncate(1);
+        }
+        // f16/bf16 are computed in f32 (widened on load, rounded on store).
+        let func = match self.func {
+            Func::Cast { to } => Func::Cast { to: compute_type(to) },
+            Func::CastLike => Func::Cast { to: compute_type(out_dtype) },
+            f => f,
+        };
+        let in_dtype = compute_type(cx.input_type(0)?.0);
         let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
         emit_broadcast_loop(cx, &out_shape, out_dtype, &operands, &mut |cx, args| {
             emit_scalar(cx, func, in_dtype, &present, args)
@@ -398,23 +461,16 @@ pub fn emit_broadcast_loop(
 ) -> Result<(), String> {
     // Merge adjacent dims where every operand (and the contiguous output)
     // steps uniformly across them.
-    let out_strides: Vec<i64> = contiguous_strides(out_shape)
-        .iter()
-        .map(|&s| s as i64)
-        .collect();
+    let out_strides: Vec<i64> = contiguous_strides(out_shape).iter().map(|&s| s as i64).collect();
     let mut dims: Vec<usize> = Vec::new();
     let mut strides: Vec<Vec<i64>> = vec![Vec::new(); operands.len() + 1];
     for d in 0..out_shape.len() {
-        let all: Vec<i64> = operands
-            .iter()
-            .map(|o| o.strides[d])
-            .chain([out_strides[d]])
-            .collect();
+        let all: Vec<i64> = operands.iter().map(|o| o.strides[d]).chain([out_strides[d]]).collect();
         let mergeable = !dims.is_empty()
-            && strides.iter().zip(&all).all(|(s, &cur)| {
-                s.last()
-                    .is_some_and(|&prev| prev == cur * out_shape[d] as i64)
-            });
+            && strides
+                .iter()
+                .zip(&all)
+                .all(|(s, &cur)| s.last().is_some_and(|&prev| prev == cur * out_shape[d] as i64));
         if mergeable {
             let last = dims.len() - 1;
             dims[last] *= out_shape[d];
@@ -435,7 +491,7 @@ pub fn emit_broadcast_loop(
     bases.push(cx.output_ptr(0)?);
     let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
     sizes.push(out_dtype.size() as i64);
-    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, body)
+    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -447,18 +503,17 @@ fn nest(
     sizes: &[i64],
     ptrs: &[Value],
     operands: &[Operand],
+    out_dtype: DType,
     body: &mut Body,
 ) -> Result<(), String> {
     if level == dims.len() {
         let mut args = Vec::with_capacity(operands.len());
         for (o, &p) in operands.iter().zip(ptrs) {
-            args.push((
-                cx.b.ins()
-                    .load(clif_type(o.dtype), MemFlagsData::trusted(), p, 0),
-                o.dtype,
-            ));
+            let raw = cx.b.ins().load(clif_type(o.dtype), MemFlagsData::trusted(), p, 0);
+            args.push((widen(cx, raw, o.dtype)?, compute_type(o.dtype)));
         }
         let result = body(cx, &args)?;
+        let result = narrow(cx, result, out_dtype)?;
         let out = *ptrs.last().ok_or("no output pointer")?;
         cx.b.ins().store(MemFlagsData::trusted(), result, out, 0);
         return Ok(());
@@ -474,9 +529,39 @@ fn nest(
             cx.b.ins().iadd(p, off)
         });
     }
-    nest(cx, level + 1, dims, strides, sizes, &inner, operands, body)?;
+    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out_dtype, body)?;
     cx.loop_end(l);
     Ok(())
+}
+
+/// The type arithmetic on `dtype` is done in: f16 and bf16 widen to f32.
+pub fn compute_type(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// A loaded element of `dtype` in its compute type.
+pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> {
+    let kernel = match dtype {
+        DType::F16 => "onnxc_f16_to_f32",
+        DType::BF16 => "onnxc_bf16_to_f32",
+        _ => return Ok(raw),
+    };
+    let bits = cx.ins().uextend(types::I32, raw);
+    cx.call(kernel, &[bits])?.ok_or_else(|| format!("{kernel} returns nothing"))
+}
+
+/// A computed value (in the compute type) as stored for `dtype`.
+pub fn narrow(cx: &mut Lower, value: Value, dtype: DType) -> Result<Value, String> {
+    let kernel = match dtype {
+        DType::F16 => "onnxc_f32_to_f16",
+        DType::BF16 => "onnxc_f32_to_bf16",
+        _ => return Ok(value),
+    };
+    let bits = cx.call(kernel, &[value])?.ok_or_else(|| format!("{kernel} returns nothing"))?;
+    Ok(cx.ins().ireduce(types::I16, bits))
 }
 
 /// A float constant of the compute type of `dtype` (f32 or f64).
@@ -490,13 +575,8 @@ fn fconst(cx: &mut Lower, dtype: DType, v: f64) -> Value {
 
 /// Calls a libm-backed scalar function of the kernel library.
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
-    let full = if dtype == DType::F64 {
-        format!("onnxc_{name}")
-    } else {
-        format!("onnxc_{name}f")
-    };
-    cx.call(&full, args)?
-        .ok_or_else(|| format!("{full} returns nothing"))
+    let full = if dtype == DType::F64 { format!("onnxc_{name}") } else { format!("onnxc_{name}f") };
+    cx.call(&full, args)?.ok_or_else(|| format!("{full} returns nothing"))
 }
 
 /// Emits one application of `func` on loaded scalars. `present` lists which
@@ -512,11 +592,7 @@ fn emit_scalar(
     let t = in_dtype;
     let float = t.is_float();
     let signed = t.is_signed_int();
-    let y = || {
-        args.get(1)
-            .map(|a| a.0)
-            .ok_or("missing second operand".to_string())
-    };
+    let y = || args.get(1).map(|a| a.0).ok_or("missing second operand".to_string());
     Ok(match func {
         Func::Identity => x,
         Func::Abs if float => cx.ins().fabs(x),
@@ -533,7 +609,125 @@ fn emit_scalar(
         Func::Log => math(cx, "log", t, &[x])?,
         Func::Sin => math(cx, "sin", t, &[x])?,
         Func::Cos => math(cx, "cos", t, &[x])?,
+        Func::Tan => math(cx, "tan", t, &[x])?,
+        Func::Asin => math(cx, "asin", t, &[x])?,
+        Func::Acos => math(cx, "acos", t, &[x])?,
+        Func::Atan => math(cx, "atan", t, &[x])?,
+        Func::Sinh => math(cx, "sinh", t, &[x])?,
+        Func::Cosh => math(cx, "cosh", t, &[x])?,
+        Func::Asinh => math(cx, "asinh", t, &[x])?,
+        Func::Acosh => math(cx, "acosh", t, &[x])?,
+        Func::Atanh => math(cx, "atanh", t, &[x])?,
         Func::Tanh => math(cx, "tanh", t, &[x])?,
+        Func::Round => cx.ins().nearest(x),
+        Func::IsNaN => cx.ins().fcmp(FloatCC::Unordered, x, x),
+        Func::IsInf { positive, negative } => {
+            let (pinf, ninf) = (fconst(cx, t, f64::INFINITY), fconst(cx, t, f64::NEG_INFINITY));
+            let is_pos = cx.ins().fcmp(FloatCC::Equal, x, pinf);
+            let is_neg = cx.ins().fcmp(FloatCC::Equal, x, ninf);
+            match (positive, negative) {
+                (true, true) => cx.ins().bor(is_pos, is_neg),
+                (true, false) => is_pos,
+                (false, true) => is_neg,
+                (false, false) => cx.ins().iconst(types::I8, 0),
+            }
+        }
+        Func::Softplus => softplus(cx, t, x)?,
+        Func::Softsign => {
+            let one = fconst(cx, t, 1.0);
+            let ax = cx.ins().fabs(x);
+            let d = cx.ins().fadd(one, ax);
+            cx.ins().fdiv(x, d)
+        }
+        Func::Mish => {
+            let sp = softplus(cx, t, x)?;
+            let th = math(cx, "tanh", t, &[sp])?;
+            cx.ins().fmul(x, th)
+        }
+        Func::Selu { alpha, gamma } => {
+            // gamma * (x > 0 ? x : alpha * (exp(x) - 1))
+            let e = math(cx, "expm1", t, &[x])?;
+            let (a, g, zero) = (fconst(cx, t, alpha as f64), fconst(cx, t, gamma as f64), fconst(cx, t, 0.0));
+            let neg = cx.ins().fmul(e, a);
+            let pos = cx.ins().fcmp(FloatCC::GreaterThan, x, zero);
+            let v = cx.ins().select(pos, x, neg);
+            cx.ins().fmul(v, g)
+        }
+        Func::Celu { alpha } => {
+            // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+            let (a, zero) = (fconst(cx, t, alpha as f64), fconst(cx, t, 0.0));
+            let scaled = cx.ins().fdiv(x, a);
+            let e = math(cx, "expm1", t, &[scaled])?;
+            let neg = cx.ins().fmul(e, a);
+            let neg = cx.ins().fmin(neg, zero);
+            let pos = cx.ins().fmax(x, zero);
+            cx.ins().fadd(pos, neg)
+        }
+        Func::ThresholdedRelu { alpha } => {
+            let (a, zero) = (fconst(cx, t, alpha as f64), fconst(cx, t, 0.0));
+            let above = cx.ins().fcmp(FloatCC::GreaterThan, x, a);
+            cx.ins().select(above, x, zero)
+        }
+        Func::Shrink { lambd, bias } => {
+            // x < -lambd ? x + bias : x > lambd ? x - bias : 0, in the input's type
+            let as_t = |cx: &mut Lower, v: f64| -> Result<Value, String> {
+                let f = fconst(cx, DType::F64, v);
+                cast(cx, f, DType::F64, t)
+            };
+            let (lo, hi, b) = (as_t(cx, -(lambd as f64))?, as_t(cx, lambd as f64)?, as_t(cx, bias as f64)?);
+            let zero = as_t(cx, 0.0)?;
+            let (below, above, plus, minus) = if float {
+                (
+                    cx.ins().fcmp(FloatCC::LessThan, x, lo),
+                    cx.ins().fcmp(FloatCC::GreaterThan, x, hi),
+                    cx.ins().fadd(x, b),
+                    cx.ins().fsub(x, b),
+                )
+            } else {
+                let (lt, gt) = if signed {
+                    (IntCC::SignedLessThan, IntCC::SignedGreaterThan)
+                } else {
+                    (IntCC::UnsignedLessThan, IntCC::UnsignedGreaterThan)
+                };
+                (cx.ins().icmp(lt, x, lo), cx.ins().icmp(gt, x, hi), cx.ins().iadd(x, b), cx.ins().isub(x, b))
+            };
+            let v = cx.ins().select(above, minus, zero);
+            cx.ins().select(below, plus, v)
+        }
+        Func::Swish { alpha } => {
+            let a = fconst(cx, t, alpha as f64);
+            let ax = cx.ins().fmul(x, a);
+            let neg = cx.ins().fneg(ax);
+            let e = math(cx, "exp", t, &[neg])?;
+            let one = fconst(cx, t, 1.0);
+            let d = cx.ins().fadd(one, e);
+            cx.ins().fdiv(x, d)
+        }
+        Func::BitwiseNot => cx.ins().bnot(x),
+        Func::BitwiseAnd => cx.ins().band(x, y()?),
+        Func::BitwiseOr => cx.ins().bor(x, y()?),
+        Func::BitwiseXor => cx.ins().bxor(x, y()?),
+        Func::BitShift { left } => {
+            // Shifting by the width or more gives 0 (numpy), not a masked shift.
+            let amount = y()?;
+            let bits = (t.size() * 8) as i64;
+            let too_far = cx.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, amount, bits);
+            if !left && signed {
+                // Arithmetic shift: past the width only the sign remains.
+                let max = cx.ins().iconst(clif_type(t), bits - 1);
+                let clamped = cx.ins().select(too_far, max, amount);
+                cx.ins().sshr(x, clamped)
+            } else {
+                let shifted = if left { cx.ins().ishl(x, amount) } else { cx.ins().ushr(x, amount) };
+                let zero = cx.ins().iconst(clif_type(t), 0);
+                cx.ins().select(too_far, zero, shifted)
+            }
+        }
+        Func::Mod { fmod } => modulo(cx, t, x, y()?, fmod)?,
+        Func::CastLike => {
+            let to = args.get(1).map(|a| a.1).ok_or("missing target operand")?;
+            cast(cx, x, t, to)?
+        }
         Func::Erf => math(cx, "erf", t, &[x])?,
         Func::Sigmoid => {
             // 1 / (1 + exp(-x))
@@ -569,26 +763,11 @@ fn emit_scalar(
         }
         Func::Sign => {
             let ty = clif_type(t);
-            let (zero, one, minus) = (
-                cx.ins().iconst(ty, 0),
-                cx.ins().iconst(ty, 1),
-                cx.ins().iconst(ty, -1),
-            );
-            let pos = cx.ins().icmp_imm_u(
-                if signed {
-                    IntCC::SignedGreaterThan
-                } else {
-                    IntCC::UnsignedGreaterThan
-                },
-                x,
-                0,
-            );
+            let (zero, one, minus) = (cx.ins().iconst(ty, 0), cx.ins().iconst(ty, 1), cx.ins().iconst(ty, -1));
+            let pos =
+                cx.ins().icmp_imm_u(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, 0);
             let neg = cx.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
-            let s = if signed {
-                cx.ins().select(neg, minus, zero)
-            } else {
-                zero
-            };
+            let s = if signed { cx.ins().select(neg, minus, zero) } else { zero };
             cx.ins().select(pos, one, s)
         }
         Func::Not => cx.ins().bxor_imm_u(x, 1),
@@ -653,11 +832,7 @@ fn emit_scalar(
         Func::Div => int_div(cx, x, y()?, signed),
         Func::Pow => {
             let (e, e_type) = *args.get(1).ok_or("missing exponent")?;
-            let compute = if t == DType::F64 || e_type == DType::F64 {
-                DType::F64
-            } else {
-                DType::F32
-            };
+            let compute = if t == DType::F64 || e_type == DType::F64 { DType::F64 } else { DType::F32 };
             let base = cast(cx, x, t, compute)?;
             let exp = cast(cx, e, e_type, compute)?;
             let r = math(cx, "pow", compute, &[base, exp])?;
@@ -726,6 +901,54 @@ fn emit_scalar(
     })
 }
 
+/// log(1 + exp(x)).
+fn softplus(cx: &mut Lower, t: DType, x: Value) -> Result<Value, String> {
+    let e = math(cx, "exp", t, &[x])?;
+    math(cx, "log1p", t, &[e])
+}
+
+/// ONNX Mod: with `fmod` the remainder takes the dividend's sign (C fmod);
+/// without it (integers only) the divisor's sign (Python `%`). An integer
+/// zero divisor leaves the model with a status.
+fn modulo(cx: &mut Lower, t: DType, x: Value, y: Value, fmod: bool) -> Result<Value, String> {
+    if t.is_float() {
+        let r = math(cx, "fmod", t, &[x, y])?;
+        if fmod {
+            return Ok(r);
+        }
+        // Python: a nonzero remainder takes the divisor's sign.
+        let zero = fconst(cx, t, 0.0);
+        let r_neg = cx.ins().fcmp(FloatCC::LessThan, r, zero);
+        let y_neg = cx.ins().fcmp(FloatCC::LessThan, y, zero);
+        let r_nonzero = cx.ins().fcmp(FloatCC::NotEqual, r, zero);
+        let differ = cx.ins().bxor(r_neg, y_neg);
+        let fix = cx.ins().band(differ, r_nonzero);
+        let adjusted = cx.ins().fadd(r, y);
+        return Ok(cx.ins().select(fix, adjusted, r));
+    }
+    let zero = cx.ins().icmp_imm_u(IntCC::Equal, y, 0);
+    cx.fail_if(zero, crate::codegen::status::DIVISION_BY_ZERO);
+    if !t.is_signed_int() {
+        return Ok(cx.ins().urem(x, y));
+    }
+    // srem traps on MIN % -1, whose remainder is 0 anyway.
+    let ty = clif_type(t);
+    let minus_one = cx.ins().icmp_imm_s(IntCC::Equal, y, -1);
+    let one = cx.ins().iconst(ty, 1);
+    let safe = cx.ins().select(minus_one, one, y);
+    let r = cx.ins().srem(x, safe);
+    if fmod {
+        return Ok(r);
+    }
+    // Python: if r != 0 and sign(r) != sign(y): r += y
+    let r_nonzero = cx.ins().icmp_imm_u(IntCC::NotEqual, r, 0);
+    let signs = cx.ins().bxor(r, y);
+    let differ = cx.ins().icmp_imm_s(IntCC::SignedLessThan, signs, 0);
+    let fix = cx.ins().band(r_nonzero, differ);
+    let adjusted = cx.ins().iadd(r, safe);
+    Ok(cx.ins().select(fix, adjusted, r))
+}
+
 /// min(max(v, 0), 1) in the float type `t`.
 fn clamp01(cx: &mut Lower, t: DType, v: Value) -> Value {
     let (zero, one) = (fconst(cx, t, 0.0), fconst(cx, t, 1.0));
@@ -792,11 +1015,7 @@ pub fn cast(cx: &mut Lower, x: Value, from: DType, to: DType) -> Result<Value, S
     Ok(match (from.is_float(), to.is_float()) {
         _ if to == DType::Bool => {
             if from.is_float() {
-                let zero = if from == DType::F64 {
-                    cx.b.ins().f64const(0.0)
-                } else {
-                    cx.b.ins().f32const(0.0)
-                };
+                let zero = if from == DType::F64 { cx.b.ins().f64const(0.0) } else { cx.b.ins().f32const(0.0) };
                 cx.b.ins().fcmp(FloatCC::NotEqual, x, zero)
             } else {
                 ins.icmp_imm_u(IntCC::NotEqual, x, 0)

@@ -41,11 +41,7 @@ pub struct Inferred {
 
 impl Inferred {
     pub fn new(dtype: DType, shape: Vec<usize>) -> Inferred {
-        Inferred {
-            dtype,
-            shape,
-            value: None,
-        }
+        Inferred { dtype, shape, value: None }
     }
 }
 
@@ -57,10 +53,7 @@ pub struct InferCx<'a> {
 
 impl<'a> InferCx<'a> {
     pub fn input(&self, i: usize) -> Result<&InputInfo<'a>, String> {
-        self.inputs
-            .get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| format!("input {i} is required"))
+        self.inputs.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {i} is required"))
     }
 
     pub fn opt_input(&self, i: usize) -> Option<&InputInfo<'a>> {
@@ -70,9 +63,9 @@ impl<'a> InferCx<'a> {
     /// An input whose value must be known at compile time (a shape, axes,
     /// pads...); data-dependent shapes are not compiled yet.
     pub fn const_input(&self, i: usize) -> Result<&'a Tensor, String> {
-        self.input(i)?
-            .value
-            .ok_or_else(|| format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)"))
+        self.input(i)?.value.ok_or_else(|| {
+            format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
+        })
     }
 
     pub fn opt_const_input(&self, i: usize) -> Result<Option<&'a Tensor>, String> {
@@ -224,6 +217,33 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Tanh", elementwise::import),
     ("Where", elementwise::import),
     ("Xor", elementwise::import),
+    ("Tan", elementwise::import),
+    ("Asin", elementwise::import),
+    ("Acos", elementwise::import),
+    ("Atan", elementwise::import),
+    ("Sinh", elementwise::import),
+    ("Cosh", elementwise::import),
+    ("Asinh", elementwise::import),
+    ("Acosh", elementwise::import),
+    ("Atanh", elementwise::import),
+    ("Round", elementwise::import),
+    ("IsNaN", elementwise::import),
+    ("IsInf", elementwise::import),
+    ("Softplus", elementwise::import),
+    ("Softsign", elementwise::import),
+    ("Mish", elementwise::import),
+    ("Selu", elementwise::import),
+    ("Celu", elementwise::import),
+    ("ThresholdedRelu", elementwise::import),
+    ("Shrink", elementwise::import),
+    ("Swish", elementwise::import),
+    ("BitwiseNot", elementwise::import),
+    ("BitwiseAnd", elementwise::import),
+    ("BitwiseOr", elementwise::import),
+    ("BitwiseXor", elementwise::import),
+    ("BitShift", elementwise::import),
+    ("Mod", elementwise::import),
+    ("CastLike", elementwise::import),
     ("MatMul", linalg::import_matmul),
     ("Gemm", linalg::import_gemm),
     ("Conv", conv::import),
@@ -269,8 +289,5 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {
-    REGISTRY
-        .iter()
-        .find(|(name, _)| *name == op_type)
-        .map(|(_, f)| *f)
+    REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
 }

@@ -57,14 +57,12 @@ fn validate(p: &ConvParams) -> Option<ConvShape> {
     {
         return None;
     }
-    let dims_ok = (0..rank).all(|d| {
-        p.out_spatial[d] >= 0 && p.kernel[d] >= 1 && p.strides[d] >= 1 && p.dilations[d] >= 1
-    });
+    let dims_ok =
+        (0..rank).all(|d| p.out_spatial[d] >= 0 && p.kernel[d] >= 1 && p.strides[d] >= 1 && p.dilations[d] >= 1);
     if !dims_ok {
         return None;
     }
-    let pointwise = (0..rank)
-        .all(|d| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0)
+    let pointwise = (0..rank).all(|d| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0)
         && p.in_spatial[..rank] == p.out_spatial[..rank];
     Some(ConvShape {
         rank,
@@ -99,11 +97,8 @@ unsafe fn im2col(p: &ConvParams, s: &ConvShape, x: *const f32, col: *mut f32) {
         st *= in_dims[d] as isize;
     }
     let last = r - 1;
-    let (s_last, dil_last, pad_last) = (
-        p.strides[last] as isize,
-        p.dilations[last] as isize,
-        p.pads_begin[last] as isize,
-    );
+    let (s_last, dil_last, pad_last) =
+        (p.strides[last] as isize, p.dilations[last] as isize, p.pads_begin[last] as isize);
     let in_last = in_dims[last] as isize;
     let mut row = col;
     for c in 0..s.c_per_group {
@@ -128,11 +123,7 @@ unsafe fn im2col(p: &ConvParams, s: &ConvShape, x: *const f32, col: *mut f32) {
                 let first = k[last] as isize * dil_last - pad_last;
                 for ol in 0..out_dims[last] {
                     let pos = ol as isize * s_last + first;
-                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last {
-                        *xc.offset(base + pos)
-                    } else {
-                        0.0
-                    };
+                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last { *xc.offset(base + pos) } else { 0.0 };
                 }
                 dst = dst.add(out_dims[last]);
                 // Next position over the outer output dims (row-major).
@@ -183,34 +174,15 @@ pub unsafe extern "C" fn onnxc_conv_f32(
         for g in 0..groups {
             let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
             let b = if s.pointwise {
-                MatRef {
-                    ptr: xg,
-                    rs: s.in_size as isize,
-                    cs: 1,
-                }
+                MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 }
             } else {
                 im2col(p, &s, xg, scratch);
-                MatRef {
-                    ptr: scratch,
-                    rs: s.out_size as isize,
-                    cs: 1,
-                }
+                MatRef { ptr: scratch, rs: s.out_size as isize, cs: 1 }
             };
-            let a = MatRef {
-                ptr: w.add(g * s.m_per_group * kdim),
-                rs: kdim as isize,
-                cs: 1,
-            };
-            let c = (!bias.is_null()).then(|| MatRef {
-                ptr: bias.add(g * s.m_per_group),
-                rs: 1,
-                cs: 0,
-            });
-            let out = MatMut {
-                ptr: y.add((n * cout + g * s.m_per_group) * s.out_size),
-                rs: s.out_size as isize,
-                cs: 1,
-            };
+            let a = MatRef { ptr: w.add(g * s.m_per_group * kdim), rs: kdim as isize, cs: 1 };
+            let c = (!bias.is_null()).then(|| MatRef { ptr: bias.add(g * s.m_per_group), rs: 1, cs: 0 });
+            let out =
+                MatMut { ptr: y.add((n * cout + g * s.m_per_group) * s.out_size), rs: s.out_size as isize, cs: 1 };
             sgemm(s.m_per_group, s.out_size, kdim, 1.0, a, b, 1.0, c, out);
         }
     }
@@ -255,11 +227,7 @@ mod tests {
             p.pads_begin[d] = c.pads[d].0 as i64;
             let span = c.dilations[d] * (c.kernel[d] - 1) + 1;
             let padded = c.input[d] + c.pads[d].0 + c.pads[d].1;
-            p.out_spatial[d] = if padded < span {
-                0
-            } else {
-                ((padded - span) / c.strides[d] + 1) as i64
-            };
+            p.out_spatial[d] = if padded < span { 0 } else { ((padded - span) / c.strides[d] + 1) as i64 };
         }
         p
     }
@@ -270,16 +238,9 @@ mod tests {
         let ind: Vec<usize> = (0..r).map(|d| p.in_spatial[d] as usize).collect();
         let outd: Vec<usize> = (0..r).map(|d| p.out_spatial[d] as usize).collect();
         let kd: Vec<usize> = (0..r).map(|d| p.kernel[d] as usize).collect();
-        let (in_size, out_size, taps) = (
-            ind.iter().product::<usize>(),
-            outd.iter().product::<usize>(),
-            kd.iter().product::<usize>(),
-        );
-        let (cin, cout, g) = (
-            p.in_channels as usize,
-            p.out_channels as usize,
-            p.group as usize,
-        );
+        let (in_size, out_size, taps) =
+            (ind.iter().product::<usize>(), outd.iter().product::<usize>(), kd.iter().product::<usize>());
+        let (cin, cout, g) = (p.in_channels as usize, p.out_channels as usize, p.group as usize);
         let (cpg, mpg) = (cin / g, cout / g);
         let mut y = vec![0.0f32; p.batch as usize * cout * out_size];
         for n in 0..p.batch as usize {
@@ -294,9 +255,7 @@ mod tests {
                             let mut off = 0usize;
                             let mut inside = true;
                             for d in 0..r {
-                                let pos = (oc[d] * p.strides[d] as usize
-                                    + kc[d] * p.dilations[d] as usize)
-                                    as i64
+                                let pos = (oc[d] * p.strides[d] as usize + kc[d] * p.dilations[d] as usize) as i64
                                     - p.pads_begin[d];
                                 if pos < 0 || pos >= ind[d] as i64 {
                                     inside = false;
@@ -321,10 +280,7 @@ mod tests {
         let p = params(&c);
         let r = c.input.len();
         let x = rand_vec(c.batch * c.cin * c.input.iter().product::<usize>(), 1);
-        let w = rand_vec(
-            c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(),
-            2,
-        );
+        let w = rand_vec(c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(), 2);
         let bias = rand_vec(c.cout, 3);
         let out_n = c.batch * c.cout * (0..r).map(|d| p.out_spatial[d] as usize).product::<usize>();
         let mut scratch = vec![f32::NAN; conv_scratch_elems(&p)];
@@ -332,16 +288,7 @@ mod tests {
             let want = reference(&p, &x, &w, b);
             let mut got = vec![f32::NAN; out_n];
             let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
-            let st = unsafe {
-                onnxc_conv_f32(
-                    &p,
-                    x.as_ptr(),
-                    w.as_ptr(),
-                    bp,
-                    got.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
+            let st = unsafe { onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, got.as_mut_ptr(), scratch.as_mut_ptr()) };
             assert_eq!(st, STATUS_OK);
             assert_close(&got, &want, 1e-4);
         }
@@ -420,15 +367,9 @@ mod tests {
         bad.group = 4; // 6 output channels not divisible by 4
         assert_eq!(conv_scratch_elems(&bad), 0);
         let z = core::ptr::null_mut();
-        assert_eq!(
-            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
         bad = p;
         bad.spatial_rank = 7;
-        assert_eq!(
-            unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
     }
 }

@@ -76,18 +76,11 @@ unsafe fn copy_elem(src: *const u8, dst: *mut u8, eb: usize) {
 /// N-d strided copy; see [`CopyParams`]. Rank 0 copies one element. Source
 /// and destination must not overlap.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_copy_strided(
-    p: *const CopyParams,
-    src: *const u8,
-    dst: *mut u8,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_copy_strided(p: *const CopyParams, src: *const u8, dst: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    let (Some(eb), Some(rank)) = (
-        valid_elem_bytes(p.elem_bytes),
-        checked_rank(p.rank, MAX_RANK, &p.dims),
-    ) else {
+    let (Some(eb), Some(rank)) = (valid_elem_bytes(p.elem_bytes), checked_rank(p.rank, MAX_RANK, &p.dims)) else {
         return STATUS_INVALID_PARAMS;
     };
     if p.dims[..rank].contains(&0) {
@@ -101,11 +94,7 @@ pub unsafe extern "C" fn onnxc_copy_strided(
     let mut ds = [0isize; MAX_RANK];
     let mut r = 0usize;
     for d in 0..rank {
-        let (n, s, t) = (
-            p.dims[d] as usize,
-            p.src_strides[d] as isize,
-            p.dst_strides[d] as isize,
-        );
+        let (n, s, t) = (p.dims[d] as usize, p.src_strides[d] as isize, p.dst_strides[d] as isize);
         if n == 1 {
             continue;
         }
@@ -142,12 +131,7 @@ pub unsafe extern "C" fn onnxc_copy_strided(
                 copy_elem(s.offset(i * si), d.offset(i * di), eb);
             }
         }
-        if !advance(
-            &mut idx[..outer_rank],
-            &dims[..outer_rank],
-            [&ss[..outer_rank], &ds[..outer_rank]],
-            &mut offs,
-        ) {
+        if !advance(&mut idx[..outer_rank], &dims[..outer_rank], [&ss[..outer_rank], &ds[..outer_rank]], &mut offs) {
             break;
         }
     }
@@ -252,30 +236,18 @@ fn pad_source(o: i64, pad_begin: i64, in_len: i64, pad_end: i64, mode: i64) -> O
 /// ONNX Pad (constant, reflect, edge, wrap); see [`PadParams`]. `value` is
 /// null (pad with zero bytes) or points to one element.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_pad(
-    p: *const PadParams,
-    x: *const u8,
-    value: *const u8,
-    y: *mut u8,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_pad(p: *const PadParams, x: *const u8, value: *const u8, y: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    let (Some(eb), Some(rank)) = (
-        valid_elem_bytes(p.elem_bytes),
-        checked_rank(p.rank, MAX_RANK, &p.in_dims),
-    ) else {
+    let (Some(eb), Some(rank)) = (valid_elem_bytes(p.elem_bytes), checked_rank(p.rank, MAX_RANK, &p.in_dims)) else {
         return STATUS_INVALID_PARAMS;
     };
     if !(PAD_CONSTANT..=PAD_WRAP).contains(&p.mode) || p.out_dims[..rank].iter().any(|&d| d < 0) {
         return STATUS_INVALID_PARAMS;
     }
     let zero = [0u8; 8];
-    let value = if value.is_null() {
-        zero.as_ptr()
-    } else {
-        value
-    };
+    let value = if value.is_null() { zero.as_ptr() } else { value };
     if rank == 0 {
         copy_elem(x, y, eb);
         return STATUS_OK;
@@ -286,11 +258,9 @@ pub unsafe extern "C" fn onnxc_pad(
     if total == 0 {
         return STATUS_OK;
     }
-    let pads_end: [i64; MAX_RANK] =
-        core::array::from_fn(|d| p.out_dims[d] - p.in_dims[d] - p.pads_begin[d]);
+    let pads_end: [i64; MAX_RANK] = core::array::from_fn(|d| p.out_dims[d] - p.in_dims[d] - p.pads_begin[d]);
     // Non-constant modes need something left after cropping to replicate.
-    let empty_after_crop =
-        (0..rank).any(|d| p.in_dims[d] - (-p.pads_begin[d]).max(0) - (-pads_end[d]).max(0) <= 0);
+    let empty_after_crop = (0..rank).any(|d| p.in_dims[d] - (-p.pads_begin[d]).max(0) - (-pads_end[d]).max(0) <= 0);
     if p.mode != PAD_CONSTANT && empty_after_crop {
         return STATUS_INVALID_PARAMS;
     }
@@ -338,11 +308,7 @@ pub unsafe extern "C" fn onnxc_pad(
                 }
                 if c1 > c0 {
                     let first = (c0 - pb) as usize;
-                    copy_nonoverlapping(
-                        x_row.add(first * eb),
-                        y_row.add(c0 as usize * eb),
-                        (c1 - c0) as usize * eb,
-                    );
+                    copy_nonoverlapping(x_row.add(first * eb), y_row.add(c0 as usize * eb), (c1 - c0) as usize * eb);
                 }
             }
         }
@@ -363,11 +329,7 @@ mod tests {
     use std::vec::Vec;
 
     fn copy_params(eb: i64, dims: &[i64], src: &[i64], dst: &[i64]) -> CopyParams {
-        let mut p = CopyParams {
-            elem_bytes: eb,
-            rank: dims.len() as i64,
-            ..Default::default()
-        };
+        let mut p = CopyParams { elem_bytes: eb, rank: dims.len() as i64, ..Default::default() };
         p.dims[..dims.len()].copy_from_slice(dims);
         p.src_strides[..dims.len()].copy_from_slice(src);
         p.dst_strides[..dims.len()].copy_from_slice(dst);
@@ -376,14 +338,7 @@ mod tests {
 
     /// Element-by-element strided copy of u64 "elements", then checked
     /// against the kernel run on the same data at every element size.
-    fn check_copy(
-        dims: &[i64],
-        src: &[i64],
-        dst: &[i64],
-        src_origin: usize,
-        src_len: usize,
-        dst_len: usize,
-    ) {
+    fn check_copy(dims: &[i64], src: &[i64], dst: &[i64], src_origin: usize, src_len: usize, dst_len: usize) {
         let n: usize = dims.iter().product::<i64>() as usize;
         let ud: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
         for eb in [1usize, 2, 4, 8] {
@@ -391,17 +346,14 @@ mod tests {
             let mut want = vec![0xAAu8; dst_len * eb];
             for f in 0..n {
                 let c = unravel(f, &ud);
-                let so =
-                    src_origin as i64 + (0..dims.len()).map(|d| c[d] as i64 * src[d]).sum::<i64>();
+                let so = src_origin as i64 + (0..dims.len()).map(|d| c[d] as i64 * src[d]).sum::<i64>();
                 let dof = (0..dims.len()).map(|d| c[d] as i64 * dst[d]).sum::<i64>();
                 let (so, dof) = (so as usize * eb, dof as usize * eb);
                 want[dof..dof + eb].copy_from_slice(&src_buf[so..so + eb]);
             }
             let mut got = vec![0xAAu8; dst_len * eb];
             let p = copy_params(eb as i64, dims, src, dst);
-            let st = unsafe {
-                onnxc_copy_strided(&p, src_buf.as_ptr().add(src_origin * eb), got.as_mut_ptr())
-            };
+            let st = unsafe { onnxc_copy_strided(&p, src_buf.as_ptr().add(src_origin * eb), got.as_mut_ptr()) };
             assert_eq!(st, STATUS_OK);
             assert_eq!(got, want, "dims {dims:?} eb {eb}");
         }
@@ -426,21 +378,12 @@ mod tests {
     fn copy_rejects_bad_params() {
         let z = core::ptr::null_mut();
         let p = copy_params(3, &[1], &[1], &[1]);
-        assert_eq!(
-            unsafe { onnxc_copy_strided(&p, z, z) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_copy_strided(&p, z, z) }, STATUS_INVALID_PARAMS);
         let p = copy_params(4, &[-1], &[1], &[1]);
-        assert_eq!(
-            unsafe { onnxc_copy_strided(&p, z, z) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_copy_strided(&p, z, z) }, STATUS_INVALID_PARAMS);
         let mut p = copy_params(4, &[1], &[1], &[1]);
         p.rank = 9;
-        assert_eq!(
-            unsafe { onnxc_copy_strided(&p, z, z) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_copy_strided(&p, z, z) }, STATUS_INVALID_PARAMS);
     }
 
     #[test]
@@ -468,20 +411,12 @@ mod tests {
         };
         let mut got = vec![0u16; want.len()];
         let run = |p: &GatherParams, idx: *const u8, got: &mut Vec<u16>| unsafe {
-            onnxc_gather(
-                p,
-                data.as_ptr() as *const u8,
-                idx,
-                got.as_mut_ptr() as *mut u8,
-            )
+            onnxc_gather(p, data.as_ptr() as *const u8, idx, got.as_mut_ptr() as *mut u8)
         };
         assert_eq!(run(&p, idx64.as_ptr() as *const u8, &mut got), STATUS_OK);
         assert_eq!(got, want);
         got.fill(0);
-        let p32 = GatherParams {
-            index_bytes: 4,
-            ..p
-        };
+        let p32 = GatherParams { index_bytes: 4, ..p };
         assert_eq!(run(&p32, idx32.as_ptr() as *const u8, &mut got), STATUS_OK);
         assert_eq!(got, want);
 
@@ -490,29 +425,15 @@ mod tests {
             let idx = [0i64, bad];
             let pb = GatherParams { n_indices: 2, ..p };
             let mut out = vec![0xBEEFu16; outer * 2 * inner];
-            assert_eq!(
-                run(&pb, idx.as_ptr() as *const u8, &mut out),
-                STATUS_INDEX_OUT_OF_RANGE
-            );
+            assert_eq!(run(&pb, idx.as_ptr() as *const u8, &mut out), STATUS_INDEX_OUT_OF_RANGE);
             assert!(out.iter().all(|&v| v == 0xBEEF));
         }
-        let pbad = GatherParams {
-            index_bytes: 2,
-            ..p
-        };
-        assert_eq!(
-            run(&pbad, idx64.as_ptr() as *const u8, &mut got),
-            STATUS_INVALID_PARAMS
-        );
+        let pbad = GatherParams { index_bytes: 2, ..p };
+        assert_eq!(run(&pbad, idx64.as_ptr() as *const u8, &mut got), STATUS_INVALID_PARAMS);
     }
 
     fn pad_params(mode: i64, in_dims: &[i64], begin: &[i64], end: &[i64]) -> PadParams {
-        let mut p = PadParams {
-            elem_bytes: 8,
-            mode,
-            rank: in_dims.len() as i64,
-            ..Default::default()
-        };
+        let mut p = PadParams { elem_bytes: 8, mode, rank: in_dims.len() as i64, ..Default::default() };
         for d in 0..in_dims.len() {
             p.in_dims[d] = in_dims[d];
             p.pads_begin[d] = begin[d];
@@ -525,9 +446,7 @@ mod tests {
         let r = p.rank as usize;
         let n: i64 = p.out_dims[..r].iter().product();
         let mut y = vec![i64::MIN; n as usize];
-        let vp = value
-            .as_ref()
-            .map_or(core::ptr::null(), |v| v as *const i64 as *const u8);
+        let vp = value.as_ref().map_or(core::ptr::null(), |v| v as *const i64 as *const u8);
         let st = unsafe { onnxc_pad(p, x.as_ptr() as *const u8, vp, y.as_mut_ptr() as *mut u8) };
         assert_eq!(st, STATUS_OK);
         y
@@ -550,22 +469,22 @@ mod tests {
         assert_eq!(
             run_pad(&p(PAD_REFLECT), &x2, None),
             [
-                4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2,
-                1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5
+                4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3,
+                4, 5, 4, 3, 4, 5, 1, 0, 1, 2, 1, 0, 1, 2, 4, 3, 4, 5, 4, 3, 4, 5
             ]
         );
         assert_eq!(
             run_pad(&p(PAD_EDGE), &x2, None),
             [
-                0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2,
-                2, 2, 2, 2, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5
+                0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 3, 3,
+                4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5, 3, 3, 4, 5, 5, 5, 5, 5
             ]
         );
         assert_eq!(
             run_pad(&p(PAD_WRAP), &x2, None),
             [
-                5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2,
-                0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3
+                5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3,
+                4, 5, 3, 4, 5, 3, 2, 0, 1, 2, 0, 1, 2, 0, 5, 3, 4, 5, 3, 4, 5, 3
             ]
         );
         let mut want = vec![0i64; 56];
@@ -579,10 +498,7 @@ mod tests {
         }
         want[3 * 8 + 1] = 0;
         assert_eq!(run_pad(&p(PAD_CONSTANT), &x2, Some(-9)), want);
-        assert_eq!(
-            run_pad(&pad_params(PAD_REFLECT, &[1], &[3], &[2]), &[5], None),
-            [5; 6]
-        );
+        assert_eq!(run_pad(&pad_params(PAD_REFLECT, &[1], &[3], &[2]), &[5], None), [5; 6]);
     }
 
     #[test]
@@ -598,17 +514,11 @@ mod tests {
         let p = pad_params(PAD_WRAP, &[3, 4], &[0, -2], &[0, 1]);
         assert_eq!(run_pad(&p, &x, None), [2, 3, 2, 6, 7, 6, 10, 11, 10]);
         // Rank 0 and bad params.
-        assert_eq!(
-            run_pad(&pad_params(PAD_CONSTANT, &[], &[], &[]), &[42], None),
-            [42]
-        );
+        assert_eq!(run_pad(&pad_params(PAD_CONSTANT, &[], &[], &[]), &[42], None), [42]);
         let z = core::ptr::null_mut();
         let bad = pad_params(PAD_REFLECT, &[2], &[-2], &[1]);
         assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
-        let bad = PadParams {
-            mode: 4,
-            ..pad_params(PAD_EDGE, &[2], &[1], &[1])
-        };
+        let bad = PadParams { mode: 4, ..pad_params(PAD_EDGE, &[2], &[1], &[1]) };
         assert_eq!(unsafe { onnxc_pad(&bad, z, z, z) }, STATUS_INVALID_PARAMS);
     }
 }

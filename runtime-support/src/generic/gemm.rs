@@ -130,9 +130,7 @@ pub unsafe fn sgemm(
                 pack_a(mc, kc, a, ic, pc, a_pack);
                 let a_panels = core::slice::from_raw_parts(a_pack, a_len);
                 let first = pc == 0;
-                macro_kernel(
-                    mc, nc, kc, a_panels, b_panels, alpha, beta, c, y, ic, jc, first,
-                );
+                macro_kernel(mc, nc, kc, a_panels, b_panels, alpha, beta, c, y, ic, jc, first);
             }
         }
     }
@@ -146,11 +144,7 @@ unsafe fn pack_a(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, dst:
         let rows = MR.min(mc - p);
         for l in 0..kc {
             for i in 0..MR {
-                let v = if i < rows {
-                    a.at(row0 + p + i, col0 + l)
-                } else {
-                    0.0
-                };
+                let v = if i < rows { a.at(row0 + p + i, col0 + l) } else { 0.0 };
                 out.write(v);
                 out = out.add(1);
             }
@@ -166,11 +160,7 @@ unsafe fn pack_b(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, dst:
         let cols = NR.min(nc - p);
         for l in 0..kc {
             for j in 0..NR {
-                let v = if j < cols {
-                    b.at(row0 + l, col0 + p + j)
-                } else {
-                    0.0
-                };
+                let v = if j < cols { b.at(row0 + l, col0 + p + j) } else { 0.0 };
                 out.write(v);
                 out = out.add(1);
             }
@@ -264,43 +254,22 @@ pub unsafe extern "C" fn onnxc_gemm_f32(
     if m == 0 || n == 0 || dims[..rank].contains(&0) {
         return STATUS_OK;
     }
-    let strides = [
-        to_isize(&p.a_batch_strides),
-        to_isize(&p.b_batch_strides),
-        to_isize(&p.c_batch_strides),
-    ];
+    let strides = [to_isize(&p.a_batch_strides), to_isize(&p.b_batch_strides), to_isize(&p.c_batch_strides)];
     let mut idx = [0usize; MAX_RANK];
     let mut offs = [0isize; 3];
     let mut y_batch = y;
     loop {
-        let am = MatRef {
-            ptr: a.wrapping_offset(offs[0]),
-            rs: p.a_row_stride as isize,
-            cs: p.a_col_stride as isize,
-        };
-        let bm = MatRef {
-            ptr: b.wrapping_offset(offs[1]),
-            rs: p.b_row_stride as isize,
-            cs: p.b_col_stride as isize,
-        };
+        let am = MatRef { ptr: a.wrapping_offset(offs[0]), rs: p.a_row_stride as isize, cs: p.a_col_stride as isize };
+        let bm = MatRef { ptr: b.wrapping_offset(offs[1]), rs: p.b_row_stride as isize, cs: p.b_col_stride as isize };
         let cm = (!c.is_null()).then(|| MatRef {
             ptr: c.wrapping_offset(offs[2]),
             rs: p.c_row_stride as isize,
             cs: p.c_col_stride as isize,
         });
-        let ym = MatMut {
-            ptr: y_batch,
-            rs: n as isize,
-            cs: 1,
-        };
+        let ym = MatMut { ptr: y_batch, rs: n as isize, cs: 1 };
         sgemm(m, n, k, p.alpha as f32, am, bm, p.beta as f32, cm, ym);
         y_batch = y_batch.add(m * n);
-        if !advance(
-            &mut idx[..rank],
-            &dims[..rank],
-            [&strides[0][..], &strides[1][..], &strides[2][..]],
-            &mut offs,
-        ) {
+        if !advance(&mut idx[..rank], &dims[..rank], [&strides[0][..], &strides[1][..], &strides[2][..]], &mut offs) {
             break;
         }
     }
@@ -340,8 +309,7 @@ mod tests {
                     }
                     let mut v = p.alpha * s;
                     if let Some(c) = c {
-                        v += p.beta
-                            * c[(co + i * p.c_row_stride + j * p.c_col_stride) as usize] as f64;
+                        v += p.beta * c[(co + i * p.c_row_stride + j * p.c_col_stride) as usize] as f64;
                     }
                     y[bi * m * n + (i * n as i64 + j) as usize] = v as f32;
                 }
@@ -428,10 +396,7 @@ mod tests {
         let a = rand_vec(99, 3);
         let b = rand_vec(110, 4);
         // Reverse the rows of A by starting at the last row with a negative stride.
-        let p = GemmParams {
-            a_row_stride: -k,
-            ..plain(m, n, k, false, false)
-        };
+        let p = GemmParams { a_row_stride: -k, ..plain(m, n, k, false, false) };
         let want = {
             let mut q = plain(m, n, k, false, false);
             q.beta = 0.0;
@@ -440,13 +405,7 @@ mod tests {
         };
         let mut got = vec![0.0; (m * n) as usize];
         let st = unsafe {
-            onnxc_gemm_f32(
-                &p,
-                a.as_ptr().add(((m - 1) * k) as usize),
-                b.as_ptr(),
-                core::ptr::null(),
-                got.as_mut_ptr(),
-            )
+            onnxc_gemm_f32(&p, a.as_ptr().add(((m - 1) * k) as usize), b.as_ptr(), core::ptr::null(), got.as_mut_ptr())
         };
         assert_eq!(st, STATUS_OK);
         assert_close(&got, &want, 1e-4);
@@ -466,15 +425,7 @@ mod tests {
         p.m = -1;
         assert_eq!(f(&p, &mut y), STATUS_INVALID_PARAMS);
         assert_eq!(
-            unsafe {
-                onnxc_gemm_f32(
-                    core::ptr::null(),
-                    z.as_ptr(),
-                    z.as_ptr(),
-                    z.as_ptr(),
-                    y.as_mut_ptr(),
-                )
-            },
+            unsafe { onnxc_gemm_f32(core::ptr::null(), z.as_ptr(), z.as_ptr(), z.as_ptr(), y.as_mut_ptr(),) },
             STATUS_INVALID_PARAMS
         );
     }

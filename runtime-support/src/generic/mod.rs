@@ -20,6 +20,7 @@
 //! sizes, which are the caller's responsibility.
 
 pub mod conv;
+pub mod convert;
 pub mod copy;
 pub mod gemm;
 pub mod math;
@@ -45,8 +46,7 @@ pub(crate) fn checked_rank(rank: i64, max: usize, dims: &[i64; MAX_RANK]) -> Opt
 
 /// Product of (already validated, nonnegative) dims, `None` on overflow.
 pub(crate) fn product(dims: &[i64]) -> Option<usize> {
-    dims.iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
 /// Advances the row-major multi-index `idx` over `dims`, keeping each
@@ -94,14 +94,10 @@ pub(crate) mod test_util {
 
     /// Deterministic pseudo-random values in [-1, 1).
     pub fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (0..len)
             .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()

@@ -113,12 +113,7 @@ mod tests {
             let bias = rand_vec(c, 3);
             let mean = rand_vec(c, 4);
             let var: std::vec::Vec<f32> = rand_vec(c, 5).iter().map(|v| v.abs() + 0.1).collect();
-            let p = BatchNormParams {
-                batch: n as i64,
-                channels: c as i64,
-                spatial: s as i64,
-                epsilon: 1e-5,
-            };
+            let p = BatchNormParams { batch: n as i64, channels: c as i64, spatial: s as i64, epsilon: 1e-5 };
             let mut y = vec![0.0f32; x.len()];
             let st = unsafe {
                 onnxc_batchnorm_f32(
@@ -136,8 +131,7 @@ mod tests {
                 for ch in 0..c {
                     for i in 0..s {
                         let at = (b * c + ch) * s + i;
-                        let want = ((x[at] as f64 - mean[ch] as f64)
-                            / (var[ch] as f64 + 1e-5).sqrt()
+                        let want = ((x[at] as f64 - mean[ch] as f64) / (var[ch] as f64 + 1e-5).sqrt()
                             * scale[ch] as f64
                             + bias[ch] as f64) as f32;
                         assert!((y[at] - want).abs() < 1e-5, "{} vs {want}", y[at]);
@@ -149,12 +143,7 @@ mod tests {
 
     #[test]
     fn lrn_matches_reference() {
-        for &(n, c, s, size) in &[
-            (1usize, 1usize, 1usize, 1i64),
-            (2, 5, 3, 3),
-            (1, 6, 4, 4),
-            (2, 3, 2, 7),
-        ] {
+        for &(n, c, s, size) in &[(1usize, 1usize, 1usize, 1i64), (2, 5, 3, 3), (1, 6, 4, 4), (2, 3, 2, 7)] {
             let x = rand_vec(n * c * s, 7);
             let p = LrnParams {
                 batch: n as i64,
@@ -166,10 +155,7 @@ mod tests {
                 bias: 1.5,
             };
             let mut y = vec![0.0f32; x.len()];
-            assert_eq!(
-                unsafe { onnxc_lrn_f32(&p, x.as_ptr(), y.as_mut_ptr()) },
-                STATUS_OK
-            );
+            assert_eq!(unsafe { onnxc_lrn_f32(&p, x.as_ptr(), y.as_mut_ptr()) }, STATUS_OK);
             let c1 = ((size - 1) as f64 / 2.0).floor() as i64;
             let c2 = ((size - 1) as f64 / 2.0).ceil() as i64;
             for b in 0..n {
@@ -187,13 +173,7 @@ mod tests {
                 }
             }
         }
-        let bad = LrnParams {
-            size: 0,
-            ..Default::default()
-        };
-        assert_eq!(
-            unsafe { onnxc_lrn_f32(&bad, core::ptr::null(), core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        let bad = LrnParams { size: 0, ..Default::default() };
+        assert_eq!(unsafe { onnxc_lrn_f32(&bad, core::ptr::null(), core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
     }
 }

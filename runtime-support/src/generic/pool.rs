@@ -69,23 +69,16 @@ fn validate(p: &PoolParams) -> Option<usize> {
 /// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
 /// is only written for `POOL_MAX`.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f32(
-    p: *const PoolParams,
-    x: *const f32,
-    y: *mut f32,
-    indices: *mut i64,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: *mut f32, indices: *mut i64) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
     let Some(r) = validate(p) else {
         return STATUS_INVALID_PARAMS;
     };
-    let (Some(in_size), Some(out_size), Some(taps)) = (
-        product(&p.in_spatial[..r]),
-        product(&p.out_spatial[..r]),
-        product(&p.kernel[..r]),
-    ) else {
+    let (Some(in_size), Some(out_size), Some(taps)) =
+        (product(&p.in_spatial[..r]), product(&p.out_spatial[..r]), product(&p.kernel[..r]))
+    else {
         return STATUS_INVALID_PARAMS;
     };
     let planes = (p.batch * p.channels) as usize;
@@ -173,21 +166,13 @@ pub unsafe extern "C" fn onnxc_pool_f32(
             *yp.add(out_i) = match p.kind {
                 POOL_MAX => {
                     if !indices.is_null() {
-                        let flat = if best_at < 0 {
-                            -1
-                        } else {
-                            (plane * in_size) as i64 + best_at
-                        };
+                        let flat = if best_at < 0 { -1 } else { (plane * in_size) as i64 + best_at };
                         *indices.add(plane * out_size + out_i) = flat;
                     }
                     best
                 }
                 POOL_AVERAGE => {
-                    let n = if p.count_include_pad != 0 {
-                        padded
-                    } else {
-                        valid
-                    };
+                    let n = if p.count_include_pad != 0 { padded } else { valid };
                     sum / n as f32
                 }
                 _ => libm::powf(sum, inv_p),
@@ -239,20 +224,11 @@ mod tests {
             ..Default::default()
         };
         for d in 0..c.input.len() {
-            let (i, k, s, dl) = (
-                c.input[d] as i64,
-                c.kernel[d] as i64,
-                c.strides[d] as i64,
-                c.dilations[d] as i64,
-            );
+            let (i, k, s, dl) = (c.input[d] as i64, c.kernel[d] as i64, c.strides[d] as i64, c.dilations[d] as i64);
             let (pb, pe) = (c.pads[d].0 as i64, c.pads[d].1 as i64);
             let span = dl * (k - 1) + 1;
             let num = i + pb + pe - span;
-            let mut out = if c.ceil {
-                (num + s - 1).div_euclid(s) + 1
-            } else {
-                num.div_euclid(s) + 1
-            };
+            let mut out = if c.ceil { (num + s - 1).div_euclid(s) + 1 } else { num.div_euclid(s) + 1 };
             // ONNX: the last window must start inside the input or the begin padding.
             if c.ceil && (out - 1) * s >= i + pb {
                 out -= 1;
@@ -277,14 +253,11 @@ mod tests {
         let outd: Vec<usize> = (0..r).map(|d| p.out_spatial[d] as usize).collect();
         let kd: Vec<usize> = (0..r).map(|d| p.kernel[d] as usize).collect();
         let pb: Vec<usize> = (0..r).map(|d| p.pads_begin[d] as usize).collect();
-        let explicit: Vec<usize> = (0..r)
-            .map(|d| ind[d] + pb[d] + p.pads_end[d] as usize)
-            .collect();
+        let explicit: Vec<usize> = (0..r).map(|d| ind[d] + pb[d] + p.pads_end[d] as usize).collect();
         let padded: Vec<usize> = (0..r)
             .map(|d| {
-                let need = outd[d].saturating_sub(1) * p.strides[d] as usize
-                    + (kd[d] - 1) * p.dilations[d] as usize
-                    + 1;
+                let need =
+                    outd[d].saturating_sub(1) * p.strides[d] as usize + (kd[d] - 1) * p.dilations[d] as usize + 1;
                 need.max(explicit[d])
             })
             .collect();
@@ -324,23 +297,13 @@ mod tests {
                         let kc = unravel(t, &kd);
                         let mut f = 0;
                         for d in 0..r {
-                            f = f * padded[d]
-                                + oc[d] * p.strides[d] as usize
-                                + kc[d] * p.dilations[d] as usize;
+                            f = f * padded[d] + oc[d] * p.strides[d] as usize + kc[d] * p.dilations[d] as usize;
                         }
                         grid[f]
                     })
                     .collect();
-                let reals: Vec<(f32, usize)> = cells
-                    .iter()
-                    .filter_map(|c| {
-                        if let Cell::Real(v, i) = c {
-                            Some((*v, *i))
-                        } else {
-                            None
-                        }
-                    })
-                    .collect();
+                let reals: Vec<(f32, usize)> =
+                    cells.iter().filter_map(|c| if let Cell::Real(v, i) = c { Some((*v, *i)) } else { None }).collect();
                 let pads = cells.iter().filter(|c| **c == Cell::Pad).count();
                 let at = plane * out_size + o;
                 match p.kind {
@@ -359,10 +322,7 @@ mod tests {
                         y[at] = (reals.iter().map(|v| v.0 as f64).sum::<f64>() / n as f64) as f32;
                     }
                     _ => {
-                        let s: f64 = reals
-                            .iter()
-                            .map(|v| (v.0.abs() as f64).powf(p.p_norm))
-                            .sum();
+                        let s: f64 = reals.iter().map(|v| (v.0.abs() as f64).powf(p.p_norm)).sum();
                         y[at] = s.powf(1.0 / p.p_norm) as f32;
                     }
                 }
@@ -388,11 +348,7 @@ mod tests {
                 let (want, want_idx) = reference(&p, &x);
                 let mut got = vec![f32::NAN; want.len()];
                 let mut got_idx = vec![-7i64; want.len()];
-                let ip = if kind == POOL_MAX {
-                    got_idx.as_mut_ptr()
-                } else {
-                    core::ptr::null_mut()
-                };
+                let ip = if kind == POOL_MAX { got_idx.as_mut_ptr() } else { core::ptr::null_mut() };
                 let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), got.as_mut_ptr(), ip) };
                 assert_eq!(st, STATUS_OK);
                 assert_close(&got, &want, 1e-5);
@@ -403,14 +359,7 @@ mod tests {
         }
     }
 
-    fn c2(
-        input: [usize; 2],
-        kernel: [usize; 2],
-        s: [usize; 2],
-        dl: [usize; 2],
-        pads: [usize; 4],
-        ceil: bool,
-    ) -> Case {
+    fn c2(input: [usize; 2], kernel: [usize; 2], s: [usize; 2], dl: [usize; 2], pads: [usize; 4], ceil: bool) -> Case {
         Case {
             input: input.to_vec(),
             kernel: kernel.to_vec(),
@@ -460,27 +409,19 @@ mod tests {
     #[test]
     fn ceil_mode_window_positions() {
         let x = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
-        let mut p = PoolParams {
-            batch: 1,
-            channels: 1,
-            spatial_rank: 1,
-            ..Default::default()
-        };
+        let mut p = PoolParams { batch: 1, channels: 1, spatial_rank: 1, ..Default::default() };
         p.in_spatial[0] = 6;
         p.out_spatial[0] = 2;
         p.kernel[0] = 5;
         p.strides[0] = 4;
         p.dilations[0] = 1;
-        for (kind, cip, want) in [
-            (POOL_AVERAGE, 0, [2.0, 4.5]),
-            (POOL_AVERAGE, 1, [2.0, 4.5]),
-            (POOL_MAX, 0, [4.0, 5.0]),
-        ] {
+        for (kind, cip, want) in
+            [(POOL_AVERAGE, 0, [2.0, 4.5]), (POOL_AVERAGE, 1, [2.0, 4.5]), (POOL_MAX, 0, [4.0, 5.0])]
+        {
             p.kind = kind;
             p.count_include_pad = cip;
             let mut y = [0.0f32; 2];
-            let st =
-                unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+            let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
             assert_eq!(st, STATUS_OK);
             assert_eq!(y, want);
         }
@@ -488,21 +429,12 @@ mod tests {
 
     #[test]
     fn rejects_bad_params() {
-        let mut p = params(
-            &c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], false),
-            POOL_MAX,
-        );
+        let mut p = params(&c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], false), POOL_MAX);
         let z = core::ptr::null_mut();
         p.strides[1] = 0;
-        assert_eq!(
-            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
         p.strides[1] = 1;
         p.kind = 3;
-        assert_eq!(
-            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
     }
 }

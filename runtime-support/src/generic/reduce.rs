@@ -160,9 +160,7 @@ pub unsafe fn reduce<T: ReduceElem>(p: &ReduceParams, x: *const T, y: *mut T) ->
     let Some(rank) = checked_rank(p.rank, MAX_RANK, &p.dims) else {
         return STATUS_INVALID_PARAMS;
     };
-    if !(REDUCE_SUM..=REDUCE_SUM_SQUARE).contains(&p.kind)
-        || p.reduced[..rank].iter().any(|&r| r != 0 && r != 1)
-    {
+    if !(REDUCE_SUM..=REDUCE_SUM_SQUARE).contains(&p.kind) || p.reduced[..rank].iter().any(|&r| r != 0 && r != 1) {
         return STATUS_INVALID_PARAMS;
     }
     let Some(_) = product(&p.dims[..rank]) else {
@@ -278,13 +276,7 @@ pub unsafe fn reduce<T: ReduceElem>(p: &ReduceParams, x: *const T, y: *mut T) ->
 
 /// Calls `f` on `x[base + sum(idx * strides)]` for every index over `dims`.
 #[inline(always)]
-unsafe fn for_each_reduced<T: Copy>(
-    x: *const T,
-    base: isize,
-    dims: &[usize],
-    strides: &[isize],
-    mut f: impl FnMut(T),
-) {
+unsafe fn for_each_reduced<T: Copy>(x: *const T, base: isize, dims: &[usize], strides: &[isize], mut f: impl FnMut(T)) {
     if dims.contains(&0) {
         return;
     }
@@ -321,11 +313,7 @@ reduce_kernels! {
 /// ArgMax / ArgMin along the middle axis of `[outer, axis_len, inner]`,
 /// writing `[outer, inner]` indices. `axis_len` must be positive.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_argreduce_f32(
-    p: *const ArgReduceParams,
-    x: *const f32,
-    y: *mut i64,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_argreduce_f32(p: *const ArgReduceParams, x: *const f32, y: *mut i64) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -341,11 +329,8 @@ pub unsafe extern "C" fn onnxc_argreduce_f32(
             let mut arg = 0usize;
             for i in 1..len {
                 let v = at(i);
-                let better = if p.kind == ARG_MAX {
-                    v > best || (last && v == best)
-                } else {
-                    v < best || (last && v == best)
-                };
+                let better =
+                    if p.kind == ARG_MAX { v > best || (last && v == best) } else { v < best || (last && v == best) };
                 if better {
                     best = v;
                     arg = i;
@@ -368,11 +353,7 @@ mod tests {
     /// Reference: gather each output's values as f64 and reduce them by the
     /// textbook formula.
     fn reference(dims: &[usize], reduced: &[bool], x: &[f64], kind: i64) -> Vec<f64> {
-        let out_dims: Vec<usize> = dims
-            .iter()
-            .zip(reduced)
-            .map(|(&d, &r)| if r { 1 } else { d })
-            .collect();
+        let out_dims: Vec<usize> = dims.iter().zip(reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
         let out_n: usize = out_dims.iter().product();
         let in_n: usize = dims.iter().product();
         let mut groups: Vec<Vec<f64>> = vec![Vec::new(); out_n];
@@ -405,11 +386,7 @@ mod tests {
     }
 
     fn params(kind: i64, dims: &[usize], reduced: &[bool]) -> ReduceParams {
-        let mut p = ReduceParams {
-            kind,
-            rank: dims.len() as i64,
-            ..Default::default()
-        };
+        let mut p = ReduceParams { kind, rank: dims.len() as i64, ..Default::default() };
         for d in 0..dims.len() {
             p.dims[d] = dims[d] as i64;
             p.reduced[d] = reduced[d] as i64;
@@ -442,32 +419,16 @@ mod tests {
                 let mut got32 = vec![f32::NAN; want.len()];
                 let mut got64 = vec![f64::NAN; want.len()];
                 unsafe {
-                    assert_eq!(
-                        onnxc_reduce_f32(&p, x32.as_ptr(), got32.as_mut_ptr()),
-                        STATUS_OK
-                    );
-                    assert_eq!(
-                        onnxc_reduce_f64(&p, x64.as_ptr(), got64.as_mut_ptr()),
-                        STATUS_OK
-                    );
+                    assert_eq!(onnxc_reduce_f32(&p, x32.as_ptr(), got32.as_mut_ptr()), STATUS_OK);
+                    assert_eq!(onnxc_reduce_f64(&p, x64.as_ptr(), got64.as_mut_ptr()), STATUS_OK);
                 }
                 for i in 0..want.len() {
                     let w = want[i];
                     let close = |g: f64, tol: f64| {
-                        g == w
-                            || (g.is_nan() && w.is_nan())
-                            || (g - w).abs() <= tol * (1.0 + w.abs())
+                        g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs())
                     };
-                    assert!(
-                        close(got32[i] as f64, 1e-5),
-                        "kind {kind} dims {dims:?}: {} vs {w}",
-                        got32[i]
-                    );
-                    assert!(
-                        close(got64[i], 1e-12),
-                        "kind {kind} dims {dims:?}: {} vs {w}",
-                        got64[i]
-                    );
+                    assert!(close(got32[i] as f64, 1e-5), "kind {kind} dims {dims:?}: {} vs {w}", got32[i]);
+                    assert!(close(got64[i], 1e-12), "kind {kind} dims {dims:?}: {} vs {w}", got64[i]);
                 }
             }
         }
@@ -486,14 +447,8 @@ mod tests {
                 let mut got64 = vec![7i64; want.len()];
                 let mut got32 = vec![7i32; want.len()];
                 unsafe {
-                    assert_eq!(
-                        onnxc_reduce_i64(&p, x64.as_ptr(), got64.as_mut_ptr()),
-                        STATUS_OK
-                    );
-                    assert_eq!(
-                        onnxc_reduce_i32(&p, x32.as_ptr(), got32.as_mut_ptr()),
-                        STATUS_OK
-                    );
+                    assert_eq!(onnxc_reduce_i64(&p, x64.as_ptr(), got64.as_mut_ptr()), STATUS_OK);
+                    assert_eq!(onnxc_reduce_i32(&p, x32.as_ptr(), got32.as_mut_ptr()), STATUS_OK);
                 }
                 for i in 0..want.len() {
                     // Integer max/min identities are the type's extremes.
@@ -524,31 +479,20 @@ mod tests {
     #[test]
     fn reduce_rejects_bad_params() {
         let mut p = params(10, &[3], &[true]);
-        assert_eq!(
-            unsafe { onnxc_reduce_f32(&p, core::ptr::null(), core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_reduce_f32(&p, core::ptr::null(), core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
         p.kind = REDUCE_SUM;
         p.reduced[0] = 2;
-        assert_eq!(
-            unsafe { onnxc_reduce_i64(&p, core::ptr::null(), core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_reduce_i64(&p, core::ptr::null(), core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
         p.reduced[0] = 1;
         p.dims[0] = -1;
-        assert_eq!(
-            unsafe { onnxc_reduce_i32(&p, core::ptr::null(), core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        assert_eq!(unsafe { onnxc_reduce_i32(&p, core::ptr::null(), core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
     }
 
     #[test]
     fn argreduce_matches_reference() {
         for &(outer, len, inner) in &[(1usize, 1usize, 1usize), (3, 6, 1), (2, 5, 4), (1, 9, 3)] {
             // Few distinct values so ties are common.
-            let x: Vec<f32> = (0..outer * len * inner)
-                .map(|i| ((i * 5 + 1) % 4) as f32)
-                .collect();
+            let x: Vec<f32> = (0..outer * len * inner).map(|i| ((i * 5 + 1) % 4) as f32).collect();
             for kind in [ARG_MAX, ARG_MIN] {
                 for last in [0i64, 1] {
                     let p = ArgReduceParams {
@@ -559,14 +503,10 @@ mod tests {
                         select_last_index: last,
                     };
                     let mut got = vec![-1i64; outer * inner];
-                    assert_eq!(
-                        unsafe { onnxc_argreduce_f32(&p, x.as_ptr(), got.as_mut_ptr()) },
-                        STATUS_OK
-                    );
+                    assert_eq!(unsafe { onnxc_argreduce_f32(&p, x.as_ptr(), got.as_mut_ptr()) }, STATUS_OK);
                     for o in 0..outer {
                         for r in 0..inner {
-                            let vals: Vec<f32> =
-                                (0..len).map(|i| x[(o * len + i) * inner + r]).collect();
+                            let vals: Vec<f32> = (0..len).map(|i| x[(o * len + i) * inner + r]).collect();
                             let target = if kind == ARG_MAX {
                                 vals.iter().cloned().fold(f32::MIN, f32::max)
                             } else {
@@ -583,12 +523,7 @@ mod tests {
                 }
             }
         }
-        let bad = ArgReduceParams {
-            outer: 1,
-            axis_len: 0,
-            inner: 1,
-            ..Default::default()
-        };
+        let bad = ArgReduceParams { outer: 1, axis_len: 0, inner: 1, ..Default::default() };
         assert_eq!(
             unsafe { onnxc_argreduce_f32(&bad, core::ptr::null(), core::ptr::null_mut()) },
             STATUS_INVALID_PARAMS

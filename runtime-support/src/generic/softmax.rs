@@ -25,11 +25,7 @@ pub struct SoftmaxParams {
 /// Softmax-family along the middle axis of `[outer, axis_len, inner]`.
 /// Hardmax writes 1 at the first maximum and 0 elsewhere.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_softmax_f32(
-    p: *const SoftmaxParams,
-    x: *const f32,
-    y: *mut f32,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_softmax_f32(p: *const SoftmaxParams, x: *const f32, y: *mut f32) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -130,28 +126,14 @@ mod tests {
                 }
                 let want = reference(&x, outer, len, inner, kind);
                 let mut got = vec![0.0f32; x.len()];
-                let p = SoftmaxParams {
-                    outer: outer as i64,
-                    axis_len: len as i64,
-                    inner: inner as i64,
-                    kind,
-                };
-                assert_eq!(
-                    unsafe { onnxc_softmax_f32(&p, x.as_ptr(), got.as_mut_ptr()) },
-                    STATUS_OK
-                );
+                let p = SoftmaxParams { outer: outer as i64, axis_len: len as i64, inner: inner as i64, kind };
+                assert_eq!(unsafe { onnxc_softmax_f32(&p, x.as_ptr(), got.as_mut_ptr()) }, STATUS_OK);
                 for (g, w) in got.iter().zip(&want) {
                     assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
                 }
             }
         }
-        let bad = SoftmaxParams {
-            kind: 3,
-            ..Default::default()
-        };
-        assert_eq!(
-            unsafe { onnxc_softmax_f32(&bad, core::ptr::null(), core::ptr::null_mut()) },
-            STATUS_INVALID_PARAMS
-        );
+        let bad = SoftmaxParams { kind: 3, ..Default::default() };
+        assert_eq!(unsafe { onnxc_softmax_f32(&bad, core::ptr::null(), core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
     }
 }

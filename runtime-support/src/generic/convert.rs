@@ -1,0 +1,135 @@
+//! Conversions between f32 and the 16-bit float formats (IEEE binary16 and
+//! bfloat16), bit-exact with round-to-nearest-even. Generated code stores
+//! f16/bf16 tensors as raw 16-bit patterns and computes in f32; it calls
+//! these to widen on load and narrow on store. The 16-bit pattern travels in
+//! the low half of an `i32` (C ABI integer promotion).
+
+/// binary16 bits → f32 (exact).
+#[no_mangle]
+pub extern "C" fn onnxc_f16_to_f32(h: i32) -> f32 {
+    let h = h as u32 & 0xffff;
+    let sign = (h & 0x8000) << 16;
+    let exp = (h >> 10) & 0x1f;
+    let man = h & 0x3ff;
+    let bits = match exp {
+        0 if man == 0 => sign,
+        // Subnormal: man × 2^-24, exact in f32.
+        0 => sign | (man as f32 * (1.0 / 16_777_216.0)).to_bits(),
+        31 => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// f32 → binary16 bits, rounding to nearest even; overflow gives ±inf,
+/// NaN stays a (quiet) NaN.
+#[no_mangle]
+pub extern "C" fn onnxc_f32_to_f16(x: f32) -> i32 {
+    let bits = x.to_bits();
+    let sign = (bits >> 16) & 0x8000;
+    let abs = bits & 0x7fff_ffff;
+    let half = if abs > 0x7f80_0000 {
+        0x7e00 | ((abs >> 13) & 0x3ff)
+    } else if abs >= 0x477f_f000 {
+        // 65520 and above round to infinity.
+        0x7c00
+    } else if abs < 0x3880_0000 {
+        // Below the smallest normal (2^-14): a subnormal or zero.
+        if abs < 0x3300_0000 {
+            0
+        } else {
+            let e = abs >> 23;
+            let m = (abs & 0x7f_ffff) | 0x80_0000;
+            let shift = 126 - e;
+            round_shifted(m, shift)
+        }
+    } else {
+        let rebased = abs - (112 << 23);
+        round_shifted(rebased, 13)
+    };
+    (sign | half) as i32
+}
+
+/// `value >> shift`, rounded to nearest even on the dropped bits.
+fn round_shifted(value: u32, shift: u32) -> u32 {
+    let kept = value >> shift;
+    let dropped = value & ((1 << shift) - 1);
+    let halfway = 1 << (shift - 1);
+    if dropped > halfway || (dropped == halfway && kept & 1 == 1) {
+        kept + 1
+    } else {
+        kept
+    }
+}
+
+/// bfloat16 bits → f32 (exact).
+#[no_mangle]
+pub extern "C" fn onnxc_bf16_to_f32(h: i32) -> f32 {
+    f32::from_bits((h as u32 & 0xffff) << 16)
+}
+
+/// f32 → bfloat16 bits, rounding to nearest even; NaN stays a quiet NaN.
+#[no_mangle]
+pub extern "C" fn onnxc_f32_to_bf16(x: f32) -> i32 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as i32;
+    }
+    let rounding = 0x7fff + ((bits >> 16) & 1);
+    (bits.wrapping_add(rounding) >> 16) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trips_every_pattern() {
+        for h in 0..=0xffffu32 {
+            let f = onnxc_f16_to_f32(h as i32);
+            let want = half::f16::from_bits(h as u16).to_f32();
+            if want.is_nan() {
+                assert!(f.is_nan(), "widening {h:#06x}");
+            } else {
+                assert_eq!(f.to_bits(), want.to_bits(), "widening {h:#06x}");
+                assert_eq!(onnxc_f32_to_f16(f) as u32, h, "narrowing {h:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn f32_to_f16_rounds_like_the_reference() {
+        let mut x = 0x1234_5678u32;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let f = f32::from_bits(x);
+            let want = half::f16::from_f32(f);
+            let got = onnxc_f32_to_f16(f) as u16;
+            if f.is_nan() {
+                assert!(half::f16::from_bits(got).is_nan());
+            } else {
+                assert_eq!(got, want.to_bits(), "{f:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_rounds_like_the_reference() {
+        let mut x = 0x9e37_79b9u32;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let f = f32::from_bits(x);
+            let got = onnxc_f32_to_bf16(f) as u16;
+            if f.is_nan() {
+                assert!(onnxc_bf16_to_f32(got as i32).is_nan());
+            } else {
+                assert_eq!(got, half::bf16::from_f32(f).to_bits(), "{f:e}");
+                assert_eq!(onnxc_bf16_to_f32(got as i32).to_bits(), half::bf16::from_bits(got).to_f32().to_bits());
+            }
+        }
+    }
+}
