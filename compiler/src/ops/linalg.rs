@@ -12,17 +12,19 @@
 //!   shapes are equal, which broadcasting accepts too.
 //!   Type constraints: f16, bf16, f32, f64, i32, i64, u32, u64.
 //!
-//! Both are described by one batched strided problem ([`GemmParams`], the
-//! kernel's parameter block). f32 calls `onnxc_gemm_f32`; f64 and the
-//! integer types run a plain Cranelift loop nest over the same description
-//! (integer Gemm needs integral `alpha`/`beta`). f16/bf16 are not lowered.
+//! Both are described by one batched strided [`Problem`]: the matrix part
+//! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
+//! dropping 1s and merging uniformly strided neighbours) are kept apart. f32
+//! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
+//! limit) while generated loops walk any outer ones; f64 and the integer
+//! types run a plain Cranelift loop nest over the same description (integer
+//! Gemm needs integral `alpha`/`beta`). f16/bf16 are not lowered.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::DType;
-use onnxc_runtime::abi::MAX_RANK;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
 
 #[derive(Clone, Debug)]
@@ -81,27 +83,45 @@ fn compact_batch(dims: &[usize], strides: &[Vec<i64>]) -> (Vec<usize>, Vec<Vec<i
     (out_dims, out_strides)
 }
 
-/// Fills the batch fields of `p` (A, B, C batch strides; C may be all zero).
-fn set_batch(p: &mut GemmParams, dims: &[usize], strides: &[Vec<i64>]) -> Result<(), String> {
-    let (dims, strides) = compact_batch(dims, strides);
-    if dims.len() > GEMM_MAX_BATCH_RANK {
-        return Err(format!(
-            "batch rank {} is more than the supported {GEMM_MAX_BATCH_RANK}",
-            dims.len()
-        ));
+/// A batched strided matrix product: `matrix` describes one `m x n` problem
+/// (its batch fields unused), `batch` the batch dims with the element
+/// strides of A, B and C along each (Y is contiguous).
+#[derive(Clone, Debug)]
+struct Problem {
+    matrix: GemmParams,
+    batch: Vec<usize>,
+    /// `[A, B, C]` strides per batch dim.
+    strides: [Vec<i64>; 3],
+}
+
+impl Problem {
+    fn new(matrix: GemmParams, dims: &[usize], strides: &[Vec<i64>]) -> Problem {
+        let (batch, s) = compact_batch(dims, strides);
+        let get = |i: usize| s.get(i).cloned().unwrap_or_else(|| vec![0; batch.len()]);
+        Problem {
+            matrix,
+            strides: [get(0), get(1), get(2)],
+            batch,
+        }
     }
-    p.batch_rank = dims.len() as i64;
-    for (d, &size) in dims.iter().enumerate() {
-        p.batch_dims[d] = size as i64;
-        p.a_batch_strides[d] = strides.first().map_or(0, |s| s[d]);
-        p.b_batch_strides[d] = strides.get(1).map_or(0, |s| s[d]);
-        p.c_batch_strides[d] = strides.get(2).map_or(0, |s| s[d]);
+
+    /// The kernel's parameter block for the batch dims from `from` on.
+    fn kernel_params(&self, from: usize) -> GemmParams {
+        let mut p = self.matrix;
+        let dims = &self.batch[from..];
+        p.batch_rank = dims.len() as i64;
+        for (d, &size) in dims.iter().enumerate() {
+            p.batch_dims[d] = size as i64;
+            p.a_batch_strides[d] = self.strides[0][from + d];
+            p.b_batch_strides[d] = self.strides[1][from + d];
+            p.c_batch_strides[d] = self.strides[2][from + d];
+        }
+        p
     }
-    Ok(())
 }
 
 /// The output shape and problem description of `A @ B`.
-fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, GemmParams), String> {
+fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul inputs must have rank at least 1".into());
     }
@@ -139,7 +159,7 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, GemmParams), 
         mat(broadcast_strides(a_batch, &batch), m * k),
         mat(broadcast_strides(b_batch, &batch), k * n),
     ];
-    let mut p = GemmParams {
+    let p = GemmParams {
         m: m as i64,
         n: n as i64,
         k: k as i64,
@@ -151,8 +171,7 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, GemmParams), 
         beta: 0.0,
         ..Default::default()
     };
-    set_batch(&mut p, &batch, &strides)?;
-    Ok((shape, p))
+    Ok((shape, Problem::new(p, &batch, &strides)))
 }
 
 impl Operator for MatMul {
@@ -203,7 +222,7 @@ pub fn import_gemm(cx: &mut NodeImport) -> Result<Op, String> {
 
 impl Gemm {
     /// `(M, N, params)` from the shapes of A, B and (optional) C.
-    fn problem(&self, a: &[usize], b: &[usize], c: Option<&[usize]>) -> Result<GemmParams, String> {
+    fn problem(&self, a: &[usize], b: &[usize], c: Option<&[usize]>) -> Result<Problem, String> {
         let (&[a0, a1], &[b0, b1]) = (a, b) else {
             return Err(format!(
                 "A and B must be matrices, got shapes {a:?} and {b:?}"
@@ -240,7 +259,7 @@ impl Gemm {
             p.c_row_stride = s[0];
             p.c_col_stride = s[1];
         }
-        Ok(p)
+        Ok(Problem::new(p, &[], &[]))
     }
 }
 
@@ -267,10 +286,8 @@ impl Operator for Gemm {
             }
         }
         let p = self.problem(a.shape, b.shape, c.map(|c| c.shape))?;
-        Ok(vec![Inferred::new(
-            a.dtype,
-            vec![p.m as usize, p.n as usize],
-        )])
+        let (m, n) = (p.matrix.m as usize, p.matrix.n as usize);
+        Ok(vec![Inferred::new(a.dtype, vec![m, n])])
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -288,7 +305,7 @@ impl Operator for Gemm {
 
 /// Emits `Y = alpha * A @ B (+ beta * C)` for the problem `p`, reading A, B
 /// and C from inputs 0, 1, 2 and writing output 0 contiguously.
-fn emit_gemm(cx: &mut Lower, dtype: DType, p: &GemmParams, has_c: bool) -> Result<(), String> {
+fn emit_gemm(cx: &mut Lower, dtype: DType, p: &Problem, has_c: bool) -> Result<(), String> {
     let a = cx.input_ptr(0)?;
     let b = cx.input_ptr(1)?;
     let c = if has_c {
@@ -297,30 +314,27 @@ fn emit_gemm(cx: &mut Lower, dtype: DType, p: &GemmParams, has_c: bool) -> Resul
         cx.iconst(0)
     };
     let y = cx.output_ptr(0)?;
-    if dtype == DType::F32 {
-        let params = cx.params(p)?;
-        return cx.call_checked("onnxc_gemm_f32", &[params, a, b, c, y]);
-    }
     check_dtype(dtype)?;
-    let rank = usize::try_from(p.batch_rank).map_err(|_| "negative batch rank")?;
-    if rank > MAX_RANK {
-        return Err("batch rank too large".into());
-    }
+    let rank = p.batch.len();
     let loops = LoopGemm {
         p,
         dtype,
         has_c,
         size: dtype.size() as i64,
+        // f32: the kernel takes the innermost batch dims.
+        kernel_from: (dtype == DType::F32).then(|| rank.saturating_sub(GEMM_MAX_BATCH_RANK)),
     };
     loops.batch(cx, 0, [a, b, c, y])
 }
 
-/// The portable loop nest over a [`GemmParams`] problem (non-f32 types).
+/// The loop nest over a [`Problem`]: batch loops down to `kernel_from` (then
+/// one f32 kernel call), or all the way down to scalar loops.
 struct LoopGemm<'p> {
-    p: &'p GemmParams,
+    p: &'p Problem,
     dtype: DType,
     has_c: bool,
     size: i64,
+    kernel_from: Option<usize>,
 }
 
 impl LoopGemm<'_> {
@@ -335,18 +349,24 @@ impl LoopGemm<'_> {
 
     /// Loops over batch dim `level` (then the matrix), ptrs = [A, B, C, Y].
     fn batch(&self, cx: &mut Lower, level: usize, ptrs: [Value; 4]) -> Result<(), String> {
-        let rank = self.p.batch_rank as usize;
-        if level == rank {
-            return self.matrix(cx, ptrs);
+        if self.kernel_from == Some(level) {
+            let params = cx.params(&self.p.kernel_params(level))?;
+            let [a, b, c, y] = ptrs;
+            return cx.call_checked("onnxc_gemm_f32", &[params, a, b, c, y]);
         }
-        let dims = &self.p.batch_dims[..rank];
+        let dims = &self.p.batch;
+        let Some(&size) = dims.get(level) else {
+            return self.matrix(cx, ptrs);
+        };
+        let m = &self.p.matrix;
         // Y is contiguous: batch dim `level` steps over the dims after it.
-        let y_stride = dims[level + 1..].iter().product::<i64>() * self.p.m * self.p.n;
-        let l = cx.loop_begin(dims[level] as usize);
+        let y_stride = (dims[level + 1..].iter().product::<usize>() as i64) * m.m * m.n;
+        let l = cx.loop_begin(size);
+        let s = &self.p.strides;
         let next = [
-            self.step(cx, ptrs[0], l.index, self.p.a_batch_strides[level]),
-            self.step(cx, ptrs[1], l.index, self.p.b_batch_strides[level]),
-            self.step(cx, ptrs[2], l.index, self.p.c_batch_strides[level]),
+            self.step(cx, ptrs[0], l.index, s[0][level]),
+            self.step(cx, ptrs[1], l.index, s[1][level]),
+            self.step(cx, ptrs[2], l.index, s[2][level]),
             self.step(cx, ptrs[3], l.index, y_stride),
         ];
         self.batch(cx, level + 1, next)?;
@@ -385,7 +405,7 @@ impl LoopGemm<'_> {
 
     /// One `m x n` product; the sum accumulates in Y's element.
     fn matrix(&self, cx: &mut Lower, [a, b, c, y]: [Value; 4]) -> Result<(), String> {
-        let p = self.p;
+        let p = &self.p.matrix;
         let ty = clif_type(self.dtype);
         let flags = MemFlagsData::trusted();
         let li = cx.loop_begin(p.m as usize);
