@@ -9,12 +9,14 @@
 //! `ceil_mode`/`dilations` from 18. Window geometry (auto_pad, pads,
 //! ceil_mode) is [`super::conv::Window`], shared with Conv.
 //!
-//! Type constraints: f16, f32, f64 (MaxPool also i8, u8); only f32 is
-//! lowered, through `onnxc_pool_f32`.
+//! Type constraints: f16, f32, f64 (MaxPool also i8, u8). f32 is lowered
+//! through `onnxc_pool_f32`; MaxPool on i8/u8 converts to f32 in scratch
+//! (exact for 8-bit values), pools, and converts back.
 
 use super::conv::{dims_array, AutoPad, Geometry, Window};
+use super::elementwise::cast;
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::{PoolParams, MAX_SPATIAL_RANK, POOL_AVERAGE, POOL_LP, POOL_MAX};
@@ -91,6 +93,11 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
 }
 
 impl Pool {
+    /// MaxPool on 8-bit integers runs the f32 kernel on converted copies.
+    fn via_f32(&self, dtype: DType) -> bool {
+        matches!(self.kind, PoolKind::Max { .. }) && matches!(dtype, DType::I8 | DType::U8)
+    }
+
     fn geometry(&self, spatial: &[usize]) -> Result<Geometry, String> {
         if self.global {
             let r = spatial.len();
@@ -157,7 +164,7 @@ impl Operator for Pool {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
+        if x.dtype != DType::F32 && !self.via_f32(x.dtype) {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         let p = self.params(x.shape)?;
@@ -174,8 +181,17 @@ impl Operator for Pool {
         Ok(out)
     }
 
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        match cx.input(0) {
+            Ok(x) if self.via_f32(x.dtype) => self
+                .params(x.shape)
+                .map_or(0, |p| 4 * (element_count(x.shape) + out_count(&p))),
+            _ => 0,
+        }
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let p = self.params(&x)?;
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
@@ -185,6 +201,47 @@ impl Operator for Pool {
         } else {
             cx.iconst(0)
         };
-        cx.call_checked("onnxc_pool_f32", &[params, xp, yp, ip])
+        if !self.via_f32(dtype) {
+            return cx.call_checked("onnxc_pool_f32", &[params, xp, yp, ip]);
+        }
+        let (n_in, n_out) = (element_count(&x), out_count(&p));
+        let xf = cx.scratch_ptr()?;
+        let yf = cx.ins().iadd_imm_s(xf, 4 * n_in as i64);
+        convert(cx, xp, dtype, xf, DType::F32, n_in)?;
+        cx.call_checked("onnxc_pool_f32", &[params, xf, yf, ip])?;
+        convert(cx, yf, DType::F32, yp, dtype, n_out)
     }
+}
+
+fn element_count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Elements of the pool's output.
+fn out_count(p: &PoolParams) -> usize {
+    let r = usize::try_from(p.spatial_rank).unwrap_or(0);
+    let spatial: i64 = p.out_spatial.iter().take(r).product();
+    (p.batch * p.channels * spatial).max(0) as usize
+}
+
+/// `dst[i] = cast(src[i])` for `count` contiguous elements.
+fn convert(
+    cx: &mut Lower,
+    src: Value,
+    from: DType,
+    dst: Value,
+    to: DType,
+    count: usize,
+) -> Result<(), String> {
+    let flags = MemFlagsData::trusted();
+    let l = cx.loop_begin(count);
+    let s = cx.ins().imul_imm_s(l.index, from.size() as i64);
+    let s = cx.ins().iadd(src, s);
+    let d = cx.ins().imul_imm_s(l.index, to.size() as i64);
+    let d = cx.ins().iadd(dst, d);
+    let v = cx.ins().load(clif_type(from), flags, s, 0);
+    let v = cast(cx, v, from, to)?;
+    cx.ins().store(flags, v, d, 0);
+    cx.loop_end(l);
+    Ok(())
 }
