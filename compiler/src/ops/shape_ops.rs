@@ -1,103 +1,866 @@
-//! Placeholder: this family is being written.
+//! Shape and data-movement operators: Reshape, Flatten, Squeeze, Unsqueeze
+//! (all four one view operator, [`Reshape`]), Transpose, Concat, Split,
+//! Slice, Expand, Pad, Tile, and the shape producers Shape, Size,
+//! ConstantOfShape and Range.
+//!
+//! Type constraints: the data-movement operators take every element type
+//! (they move `elem_bytes`-sized elements: `onnxc_copy_strided`,
+//! `onnxc_pad`); shape-carrying inputs (shapes, axes, starts/ends/steps,
+//! pads, repeats, split sizes) are i32/i64 compile-time constants; Shape and
+//! Size produce i64; Range takes any numeric type whose start, limit and
+//! delta are constant scalars.
+//!
+//! Opset normalisation (importers, so inference and lowering see one form):
+//! - Reshape < 5: the `shape` attribute becomes constant input 1.
+//! - Squeeze/Unsqueeze < 13: the `axes` attribute becomes constant input 1.
+//! - Split < 13: the `split` attribute becomes constant input 1; opset 18's
+//!   `num_outputs` is kept (equal chunks, the last one smaller).
+//! - Slice < 10: `starts`/`ends`/`axes` attributes become inputs 1..=3.
+//! - Pad < 11: `pads` (`paddings` in opset 1) and `value` become inputs 1
+//!   and 2; the f32 `value` is converted to the data type at lowering.
+//! - Concat < 4: `axis` defaults to 1.
+//!
+//! Every data-movement lowering is one or more strided copies described by
+//! a [`StridedCopy`] and emitted by [`emit_strided_copy`]. Shape, Size,
+//! ConstantOfShape and Range are known at compile time and return their
+//! value from inference; their lowerings only run for results too large to
+//! fold.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
+use crate::infer::MAX_FOLD_BYTES;
+use crate::ir::shape::{
+    broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis,
+};
+use crate::ir::{DType, Tensor};
+use onnxc_runtime::{CopyParams, PadParams, MAX_RANK};
 
+// ---------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------
+
+/// Places `v` as node input `i`, growing the input list with omitted inputs.
+fn set_input(cx: &mut NodeImport, i: usize, v: crate::ir::ValueId) {
+    if cx.inputs.len() <= i {
+        cx.inputs.resize(i + 1, None);
+    }
+    cx.inputs[i] = Some(v);
+}
+
+/// Turns an ints attribute of an old opset into constant i64 input `i`.
+/// Returns whether the attribute was present.
+fn ints_attr_to_input(cx: &mut NodeImport, name: &str, i: usize) -> Result<bool, String> {
+    match cx.attrs.ints(name)? {
+        None => Ok(false),
+        Some(v) => {
+            let t = Tensor::from_i64s(vec![v.len()], &v);
+            let id = cx.add_const(name, t);
+            set_input(cx, i, id);
+            Ok(true)
+        }
+    }
+}
+
+/// The values of a constant integer input (a shape, axes, pads...).
+fn ints_of(t: &Tensor, what: &str) -> Result<Vec<i64>, String> {
+    if !matches!(t.dtype, DType::I64 | DType::I32) {
+        return Err(format!("{what} must be i32 or i64, got {}", t.dtype));
+    }
+    if t.shape.len() > 1 {
+        return Err(format!("{what} must be 1-D, got rank {}", t.shape.len()));
+    }
+    Ok(t.to_i64s())
+}
+
+fn const_ints(cx: &InferCx, i: usize, what: &str) -> Result<Vec<i64>, String> {
+    let t = cx.const_input(i).map_err(|e| format!("{what}: {e}"))?;
+    ints_of(t, what)
+}
+
+fn opt_const_ints(cx: &InferCx, i: usize, what: &str) -> Result<Option<Vec<i64>>, String> {
+    match cx.opt_const_input(i).map_err(|e| format!("{what}: {e}"))? {
+        None => Ok(None),
+        Some(t) => ints_of(t, what).map(Some),
+    }
+}
+
+/// The constant ints of input `i` at lowering time (inference checked them).
+fn lower_ints(cx: &Lower, i: usize, what: &str) -> Result<Option<Vec<i64>>, String> {
+    match cx.const_input(i) {
+        None if cx.has_input(i) => Err(format!("{what} must be a compile-time constant")),
+        None => Ok(None),
+        Some(t) => ints_of(t, what).map(Some),
+    }
+}
+
+fn axis_of(axis: i64, rank: usize, what: &str) -> Result<usize, String> {
+    normalize_axis(axis, rank)
+        .ok_or_else(|| format!("{what} {axis} is out of range for rank {rank}"))
+}
+
+/// Normalised, duplicate-free axes against `rank`.
+fn axes_of(axes: &[i64], rank: usize, what: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = axis_of(a, rank, what)?;
+        if out.contains(&n) {
+            return Err(format!("{what} repeats axis {a}"));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+fn dim_of(v: i64, what: &str) -> Result<usize, String> {
+    usize::try_from(v).map_err(|_| format!("{what} {v} is negative"))
+}
+
+fn count(shape: &[usize], what: &str) -> Result<usize, String> {
+    element_count(shape).ok_or_else(|| format!("{what}: element count overflows"))
+}
+
+fn dense(shape: &[usize]) -> Vec<i64> {
+    contiguous_strides(shape)
+        .into_iter()
+        .map(|s| s as i64)
+        .collect()
+}
+
+fn checked_rank(rank: usize, what: &str) -> Result<(), String> {
+    if rank > MAX_RANK {
+        return Err(format!(
+            "{what} has rank {rank}; at most {MAX_RANK} is supported"
+        ));
+    }
+    Ok(())
+}
+
+/// Little-endian bytes of one element of `dtype` holding `v`.
+fn encode_f64(dtype: DType, v: f64) -> Vec<u8> {
+    match dtype {
+        DType::F32 => (v as f32).to_le_bytes().to_vec(),
+        DType::F64 => v.to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+        DType::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
+        DType::Bool => vec![u8::from(v != 0.0)],
+        _ => encode_i64(dtype, v as i64),
+    }
+}
+
+/// Little-endian bytes of one element of `dtype` holding `v` (truncating
+/// two's complement for integers).
+fn encode_i64(dtype: DType, v: i64) -> Vec<u8> {
+    if dtype.is_float() {
+        return encode_f64(dtype, v as f64);
+    }
+    let bytes = v.to_le_bytes();
+    let n = dtype.size().min(8);
+    if dtype == DType::Bool {
+        return vec![u8::from(v != 0)];
+    }
+    bytes[..n].to_vec()
+}
+
+/// Element 0 of a constant as one element of `dtype`, padded to 8 bytes so
+/// it can be placed with [`Lower::params`].
+fn scalar_as(t: &Tensor, dtype: DType) -> Result<[u8; 8], String> {
+    if t.is_empty() {
+        return Err("the value tensor is empty".into());
+    }
+    let bytes = if t.dtype == dtype {
+        t.data.get(..dtype.size()).map(<[u8]>::to_vec)
+    } else if t.dtype.is_float() {
+        Some(encode_f64(dtype, t.get_f64(0)))
+    } else {
+        Some(encode_i64(dtype, t.get_i64(0)))
+    }
+    .ok_or("the value tensor is too short")?;
+    let mut out = [0u8; 8];
+    out[..bytes.len()].copy_from_slice(&bytes);
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// The strided copy behind every data-movement lowering
+// ---------------------------------------------------------------------------
+
+/// One N-d strided copy: `dims` are iterated in row-major order; strides
+/// and offsets are in elements and may be zero (broadcast) or negative.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StridedCopy {
+    pub dims: Vec<usize>,
+    pub src_strides: Vec<i64>,
+    pub dst_strides: Vec<i64>,
+    pub src_offset: i64,
+    pub dst_offset: i64,
+}
+
+impl StridedCopy {
+    /// Reads `dims` through `src_strides` from `src_offset`, writes them densely.
+    pub fn gather(dims: Vec<usize>, src_strides: Vec<i64>, src_offset: i64) -> StridedCopy {
+        let dst_strides = dense(&dims);
+        StridedCopy {
+            dims,
+            src_strides,
+            dst_strides,
+            src_offset,
+            dst_offset: 0,
+        }
+    }
+
+    /// Reads `dims` densely, writes them through `dst_strides` at `dst_offset`.
+    pub fn scatter(dims: Vec<usize>, dst_strides: Vec<i64>, dst_offset: i64) -> StridedCopy {
+        let src_strides = dense(&dims);
+        StridedCopy {
+            dims,
+            src_strides,
+            dst_strides,
+            src_offset: 0,
+            dst_offset,
+        }
+    }
+
+    /// Drops size-1 dims and merges adjacent dims contiguous on both sides,
+    /// so that even a 2×rank copy (Tile) usually fits the kernel's rank.
+    fn canonical(&self) -> StridedCopy {
+        let mut c = StridedCopy {
+            src_offset: self.src_offset,
+            dst_offset: self.dst_offset,
+            ..Default::default()
+        };
+        for ((&n, &s), &d) in self
+            .dims
+            .iter()
+            .zip(&self.src_strides)
+            .zip(&self.dst_strides)
+        {
+            if n == 1 {
+                continue;
+            }
+            let merge = match (c.dims.last(), c.src_strides.last(), c.dst_strides.last()) {
+                (Some(_), Some(&ps), Some(&pd)) => ps == s * n as i64 && pd == d * n as i64,
+                _ => false,
+            };
+            if merge {
+                if let (Some(pn), Some(ps), Some(pd)) = (
+                    c.dims.last_mut(),
+                    c.src_strides.last_mut(),
+                    c.dst_strides.last_mut(),
+                ) {
+                    *pn *= n;
+                    *ps = s;
+                    *pd = d;
+                }
+            } else {
+                c.dims.push(n);
+                c.src_strides.push(s);
+                c.dst_strides.push(d);
+            }
+        }
+        c
+    }
+}
+
+/// Emits one call to `onnxc_copy_strided` moving `dtype` elements.
+pub(crate) fn emit_strided_copy(
+    cx: &mut Lower,
+    dtype: DType,
+    src: Value,
+    dst: Value,
+    copy: &StridedCopy,
+) -> Result<(), String> {
+    if copy.dims.contains(&0) {
+        return Ok(());
+    }
+    let c = copy.canonical();
+    checked_rank(c.dims.len(), "a strided copy")?;
+    let eb = dtype.size() as i64;
+    let mut p = CopyParams {
+        elem_bytes: eb,
+        rank: c.dims.len() as i64,
+        ..Default::default()
+    };
+    for (k, &n) in c.dims.iter().enumerate() {
+        p.dims[k] = n as i64;
+        p.src_strides[k] = c.src_strides[k];
+        p.dst_strides[k] = c.dst_strides[k];
+    }
+    let params = cx.params(&p)?;
+    let src = offset(cx, src, c.src_offset * eb);
+    let dst = offset(cx, dst, c.dst_offset * eb);
+    cx.call_checked("onnxc_copy_strided", &[params, src, dst])
+}
+
+fn offset(cx: &mut Lower, p: Value, bytes: i64) -> Value {
+    if bytes == 0 {
+        p
+    } else {
+        cx.ins().iadd_imm_s(p, bytes)
+    }
+}
+
+/// Emits one strided copy from input `input` to output `output`.
+fn copy_io(cx: &mut Lower, input: usize, output: usize, copy: &StridedCopy) -> Result<(), String> {
+    let (dtype, _) = cx.input_type(input)?;
+    let src = cx.input_ptr(input)?;
+    let dst = cx.output_ptr(output)?;
+    emit_strided_copy(cx, dtype, src, dst, copy)
+}
+
+// ---------------------------------------------------------------------------
+// Reshape, Flatten, Squeeze, Unsqueeze: one view operator
+// ---------------------------------------------------------------------------
+
+/// How the output shape of a view follows from input 0's shape and the
+/// (constant) input 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ViewKind {
+    /// Input 1 is the target shape: -1 is inferred, 0 copies the input dim
+    /// unless `allowzero`.
+    Reshape { allowzero: bool },
+    /// `[prod(dims[..axis]), prod(dims[axis..])]`.
+    Flatten { axis: i64 },
+    /// Removes the size-1 dims listed in input 1, or all of them without it.
+    Squeeze,
+    /// Inserts size-1 dims at the output positions listed in input 1.
+    Unsqueeze,
+}
+
+/// A view: output 0 is input 0's bytes under another shape.
 #[derive(Clone, Debug)]
-pub struct Reshape;
+pub struct Reshape {
+    pub kind: ViewKind,
+}
+
+impl Reshape {
+    fn target(&self, cx: &InferCx, shape: &[usize]) -> Result<Vec<usize>, String> {
+        let rank = shape.len();
+        match self.kind {
+            ViewKind::Reshape { allowzero } => {
+                let target = const_ints(cx, 1, "input 1 (shape)")?;
+                let total = count(shape, "input 0")?;
+                let mut out = Vec::with_capacity(target.len());
+                let mut infer_at = None;
+                for (i, &d) in target.iter().enumerate() {
+                    out.push(match d {
+                        -1 if infer_at.is_some() => return Err("shape has more than one -1".into()),
+                        -1 => {
+                            infer_at = Some(i);
+                            1
+                        }
+                        0 if !allowzero => *shape.get(i).ok_or_else(|| {
+                            format!("shape[{i}] is 0 (copy), but input 0 has rank {rank}")
+                        })?,
+                        d => dim_of(d, &format!("shape[{i}]"))?,
+                    });
+                }
+                let known = count(&out, "shape")?;
+                if let Some(i) = infer_at {
+                    if known == 0 || total % known != 0 {
+                        return Err(format!(
+                            "cannot reshape {shape:?} ({total} elements) to {target:?}"
+                        ));
+                    }
+                    out[i] = total / known;
+                } else if known != total {
+                    return Err(format!(
+                        "cannot reshape {shape:?} ({total} elements) to {target:?}"
+                    ));
+                }
+                Ok(out)
+            }
+            ViewKind::Flatten { axis } => {
+                let a = if axis < 0 { axis + rank as i64 } else { axis };
+                let a = usize::try_from(a)
+                    .ok()
+                    .filter(|&a| a <= rank)
+                    .ok_or_else(|| {
+                        format!("attribute \"axis\" {axis} is out of range for rank {rank}")
+                    })?;
+                Ok(vec![
+                    count(&shape[..a], "input 0")?,
+                    count(&shape[a..], "input 0")?,
+                ])
+            }
+            ViewKind::Squeeze => match opt_const_ints(cx, 1, "axes")? {
+                None => Ok(shape.iter().copied().filter(|&d| d != 1).collect()),
+                Some(axes) => {
+                    let axes = axes_of(&axes, rank, "axes")?;
+                    for &a in &axes {
+                        if shape[a] != 1 {
+                            return Err(format!(
+                                "cannot squeeze axis {a} of size {} (shape {shape:?})",
+                                shape[a]
+                            ));
+                        }
+                    }
+                    Ok(shape
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !axes.contains(i))
+                        .map(|(_, &d)| d)
+                        .collect())
+                }
+            },
+            ViewKind::Unsqueeze => {
+                let axes = const_ints(cx, 1, "axes")?;
+                let out_rank = rank + axes.len();
+                let axes = axes_of(&axes, out_rank, "axes")?;
+                let mut rest = shape.iter();
+                (0..out_rank)
+                    .map(|i| {
+                        if axes.contains(&i) {
+                            Ok(1)
+                        } else {
+                            rest.next()
+                                .copied()
+                                .ok_or_else(|| "axes are inconsistent".to_string())
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}
 
 impl Operator for Reshape {
     fn name(&self) -> &'static str {
-        "Reshape"
+        match self.kind {
+            ViewKind::Reshape { .. } => "Reshape",
+            ViewKind::Flatten { .. } => "Flatten",
+            ViewKind::Squeeze => "Squeeze",
+            ViewKind::Unsqueeze => "Unsqueeze",
+        }
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let shape = self.target(cx, x.shape)?;
+        Ok(vec![Inferred::new(x.dtype, shape)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        if !cx.view_needs_copy() {
+            return Ok(());
+        }
+        let (dtype, shape) = cx.input_type(0)?;
+        let bytes = count(&shape, "input 0")? * dtype.size();
+        let src = cx.input_ptr(0)?;
+        let dst = cx.output_ptr(0)?;
+        cx.copy_bytes(dst, src, bytes);
+        Ok(())
+    }
+
+    fn is_view(&self) -> bool {
+        true
     }
 }
 
-pub fn import_reshape(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_reshape(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 5 && !ints_attr_to_input(cx, "shape", 1)? {
+        return Err("attribute \"shape\" is required".into());
+    }
+    let allowzero = cx.attrs.int_or("allowzero", 0)? != 0;
+    Ok(Op::Reshape(Reshape {
+        kind: ViewKind::Reshape { allowzero },
+    }))
 }
+
+pub fn import_flatten(cx: &mut NodeImport) -> Result<Op, String> {
+    let axis = cx.attrs.int_or("axis", 1)?;
+    Ok(Op::Reshape(Reshape {
+        kind: ViewKind::Flatten { axis },
+    }))
+}
+
+pub fn import_squeeze(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 13 {
+        ints_attr_to_input(cx, "axes", 1)?;
+    }
+    Ok(Op::Reshape(Reshape {
+        kind: ViewKind::Squeeze,
+    }))
+}
+
+pub fn import_unsqueeze(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 13 && !ints_attr_to_input(cx, "axes", 1)? {
+        return Err("attribute \"axes\" is required".into());
+    }
+    Ok(Op::Reshape(Reshape {
+        kind: ViewKind::Unsqueeze,
+    }))
+}
+
+// ---------------------------------------------------------------------------
+// Transpose
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
-pub struct Transpose;
+pub struct Transpose {
+    /// `None`: reverse the dims.
+    pub perm: Option<Vec<i64>>,
+}
+
+impl Transpose {
+    fn perm(&self, rank: usize) -> Result<Vec<usize>, String> {
+        let Some(perm) = &self.perm else {
+            return Ok((0..rank).rev().collect());
+        };
+        if perm.len() != rank {
+            return Err(format!(
+                "attribute \"perm\" has {} entries, input 0 has rank {rank}",
+                perm.len()
+            ));
+        }
+        axes_of(perm, rank, "attribute \"perm\"")
+    }
+}
 
 impl Operator for Transpose {
     fn name(&self) -> &'static str {
         "Transpose"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let perm = self.perm(x.shape.len())?;
+        let shape = perm.iter().map(|&p| x.shape[p]).collect();
+        Ok(vec![Inferred::new(x.dtype, shape)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let perm = self.perm(shape.len())?;
+        let strides = dense(&shape);
+        let copy = StridedCopy::gather(
+            perm.iter().map(|&p| shape[p]).collect(),
+            perm.iter().map(|&p| strides[p]).collect(),
+            0,
+        );
+        copy_io(cx, 0, 0, &copy)
     }
 }
 
-pub fn import_transpose(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_transpose(cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::Transpose(Transpose {
+        perm: cx.attrs.ints("perm")?,
+    }))
 }
+
+// ---------------------------------------------------------------------------
+// Concat
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
-pub struct Concat;
+pub struct Concat {
+    pub axis: i64,
+}
 
 impl Operator for Concat {
     fn name(&self) -> &'static str {
         "Concat"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let first = cx.input(0)?;
+        let rank = first.shape.len();
+        let axis = axis_of(self.axis, rank, "attribute \"axis\"")?;
+        let mut shape = first.shape.to_vec();
+        shape[axis] = 0;
+        for i in 0..cx.inputs.len() {
+            let x = cx.input(i)?;
+            if x.dtype != first.dtype {
+                return Err(format!(
+                    "input {i} has type {}, input 0 has {}",
+                    x.dtype, first.dtype
+                ));
+            }
+            let same = x.shape.len() == rank
+                && (0..rank).all(|d| d == axis || x.shape[d] == first.shape[d]);
+            if !same {
+                return Err(format!(
+                    "input {i} has shape {:?}, incompatible with input 0's {:?} along axis {axis}",
+                    x.shape, first.shape
+                ));
+            }
+            shape[axis] += x.shape[axis];
+        }
+        Ok(vec![Inferred::new(first.dtype, shape)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, out_shape) = cx.output_type(0)?;
+        let axis = axis_of(self.axis, out_shape.len(), "attribute \"axis\"")?;
+        let out_strides = dense(&out_shape);
+        let mut at = 0i64;
+        for i in 0..cx.input_count() {
+            let (_, shape) = cx.input_type(i)?;
+            let len = shape[axis] as i64;
+            let copy = StridedCopy::scatter(shape, out_strides.clone(), at * out_strides[axis]);
+            copy_io(cx, i, 0, &copy)?;
+            at += len;
+        }
+        Ok(())
     }
 }
 
-pub fn import_concat(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_concat(cx: &mut NodeImport) -> Result<Op, String> {
+    let axis = match cx.attrs.int("axis")? {
+        Some(a) => a,
+        None if cx.opset < 4 => 1,
+        None => return Err("attribute \"axis\" is required".into()),
+    };
+    Ok(Op::Concat(Concat { axis }))
 }
+
+// ---------------------------------------------------------------------------
+// Split
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
-pub struct Split;
+pub struct Split {
+    pub axis: i64,
+    /// Opset 18's `num_outputs`; otherwise the node's output count decides.
+    pub num_outputs: Option<usize>,
+}
+
+impl Split {
+    /// Sizes of the parts along the axis.
+    fn sizes(
+        &self,
+        dim: usize,
+        split: Option<Vec<i64>>,
+        outputs: usize,
+    ) -> Result<Vec<usize>, String> {
+        if let Some(split) = split {
+            let sizes = split
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| dim_of(s, &format!("split[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            if sizes.iter().sum::<usize>() != dim {
+                return Err(format!(
+                    "split sizes {split:?} do not sum to the axis length {dim}"
+                ));
+            }
+            if sizes.len() != outputs {
+                return Err(format!(
+                    "split has {} entries, the node has {outputs} outputs",
+                    sizes.len()
+                ));
+            }
+            return Ok(sizes);
+        }
+        let n = self.num_outputs.unwrap_or(outputs);
+        if n == 0 {
+            return Err("Split needs at least one output".into());
+        }
+        let chunk = dim.div_ceil(n);
+        let last = dim
+            .checked_sub(chunk * (n - 1))
+            .ok_or_else(|| format!("axis length {dim} cannot be split into {n} parts"))?;
+        let mut sizes = vec![chunk; n - 1];
+        sizes.push(last);
+        Ok(sizes)
+    }
+}
 
 impl Operator for Split {
     fn name(&self) -> &'static str {
         "Split"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let axis = axis_of(self.axis, x.shape.len(), "attribute \"axis\"")?;
+        let split = opt_const_ints(cx, 1, "input 1 (split)")?;
+        let sizes = self.sizes(x.shape[axis], split, cx.output_count)?;
+        Ok(sizes
+            .into_iter()
+            .map(|s| {
+                let mut shape = x.shape.to_vec();
+                shape[axis] = s;
+                Inferred::new(x.dtype, shape)
+            })
+            .collect())
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let axis = axis_of(self.axis, shape.len(), "attribute \"axis\"")?;
+        let strides = dense(&shape);
+        let split = lower_ints(cx, 1, "input 1 (split)")?;
+        let outputs = cx.node().outputs.len();
+        let sizes = self.sizes(shape[axis], split, outputs)?;
+        let mut at = 0i64;
+        for (j, &s) in sizes.iter().enumerate().take(outputs) {
+            if cx.has_output(j) {
+                let mut dims = shape.clone();
+                dims[axis] = s;
+                let copy = StridedCopy::gather(dims, strides.clone(), at * strides[axis]);
+                copy_io(cx, 0, j, &copy)?;
+            }
+            at += s as i64;
+        }
+        Ok(())
     }
 }
 
-pub fn import_split(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_split(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 13 {
+        ints_attr_to_input(cx, "split", 1)?;
+    }
+    let num_outputs = match cx.attrs.int("num_outputs")? {
+        None => None,
+        Some(n) => {
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("attribute \"num_outputs\" {n} must be positive"))?;
+            if n != cx.output_count {
+                return Err(format!(
+                    "attribute \"num_outputs\" is {n}, the node has {} outputs",
+                    cx.output_count
+                ));
+            }
+            Some(n)
+        }
+    };
+    Ok(Op::Split(Split {
+        axis: cx.attrs.int_or("axis", 0)?,
+        num_outputs,
+    }))
 }
+
+// ---------------------------------------------------------------------------
+// Slice
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
 pub struct Slice;
+
+/// Per input dim: first element, step, and output length.
+struct SliceDims {
+    start: Vec<i64>,
+    step: Vec<i64>,
+    len: Vec<usize>,
+}
+
+/// Resolves starts/ends/axes/steps against `shape` with the spec's clamping.
+fn slice_dims(
+    shape: &[usize],
+    starts: &[i64],
+    ends: &[i64],
+    axes: Option<Vec<i64>>,
+    steps: Option<Vec<i64>>,
+) -> Result<SliceDims, String> {
+    let rank = shape.len();
+    if starts.len() != ends.len() {
+        return Err(format!(
+            "starts has {} entries, ends has {}",
+            starts.len(),
+            ends.len()
+        ));
+    }
+    let axes = match axes {
+        Some(a) => axes_of(&a, rank, "axes")?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+    if axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err(format!(
+            "starts, ends, axes and steps must have the same length ({}, {}, {}, {})",
+            starts.len(),
+            ends.len(),
+            axes.len(),
+            steps.len()
+        ));
+    }
+    if axes.len() > rank {
+        return Err(format!("{} axes given for rank {rank}", axes.len()));
+    }
+    let mut d = SliceDims {
+        start: vec![0; rank],
+        step: vec![1; rank],
+        len: shape.to_vec(),
+    };
+    for (k, &a) in axes.iter().enumerate() {
+        let (dim, step) = (shape[a] as i64, steps[k]);
+        if step == 0 {
+            return Err(format!("steps[{k}] is 0"));
+        }
+        let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+        let (start, end) = (wrap(starts[k]), wrap(ends[k]));
+        let (start, end) = if step > 0 {
+            (start.clamp(0, dim), end.clamp(0, dim))
+        } else {
+            (start.clamp(0, dim - 1), end.clamp(-1, dim - 1))
+        };
+        let span = if step > 0 { end - start } else { start - end };
+        let len = if span <= 0 {
+            0
+        } else {
+            (span - 1) / step.saturating_abs() + 1
+        };
+        d.start[a] = if len == 0 { 0 } else { start };
+        d.step[a] = step;
+        d.len[a] = len as usize;
+    }
+    Ok(d)
+}
 
 impl Operator for Slice {
     fn name(&self) -> &'static str {
         "Slice"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let d = slice_dims(
+            x.shape,
+            &const_ints(cx, 1, "input 1 (starts)")?,
+            &const_ints(cx, 2, "input 2 (ends)")?,
+            opt_const_ints(cx, 3, "input 3 (axes)")?,
+            opt_const_ints(cx, 4, "input 4 (steps)")?,
+        )?;
+        Ok(vec![Inferred::new(x.dtype, d.len)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let starts = lower_ints(cx, 1, "input 1 (starts)")?.ok_or("input 1 is required")?;
+        let ends = lower_ints(cx, 2, "input 2 (ends)")?.ok_or("input 2 is required")?;
+        let d = slice_dims(
+            &shape,
+            &starts,
+            &ends,
+            lower_ints(cx, 3, "input 3 (axes)")?,
+            lower_ints(cx, 4, "input 4 (steps)")?,
+        )?;
+        let strides = dense(&shape);
+        let offset = (0..shape.len()).map(|a| d.start[a] * strides[a]).sum();
+        let src_strides = (0..shape.len()).map(|a| d.step[a] * strides[a]).collect();
+        copy_io(cx, 0, 0, &StridedCopy::gather(d.len, src_strides, offset))
     }
 }
 
-pub fn import_slice(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_slice(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 10 {
+        cx.inputs.truncate(1);
+        for (i, name) in [(1, "starts"), (2, "ends")] {
+            if !ints_attr_to_input(cx, name, i)? {
+                return Err(format!("attribute \"{name}\" is required"));
+            }
+        }
+        ints_attr_to_input(cx, "axes", 3)?;
+    }
+    Ok(Op::Slice(Slice))
 }
+
+// ---------------------------------------------------------------------------
+// Expand
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
 pub struct Expand;
@@ -106,54 +869,310 @@ impl Operator for Expand {
     fn name(&self) -> &'static str {
         "Expand"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let target = const_ints(cx, 1, "input 1 (shape)")?
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| dim_of(d, &format!("shape[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shape = broadcast(x.shape, &target).ok_or_else(|| {
+            format!(
+                "input 0 of shape {:?} does not broadcast with {target:?}",
+                x.shape
+            )
+        })?;
+        Ok(vec![Inferred::new(x.dtype, shape)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let (_, out) = cx.output_type(0)?;
+        let strides = broadcast_strides(&shape, &out);
+        copy_io(cx, 0, 0, &StridedCopy::gather(out, strides, 0))
     }
 }
 
 pub fn import_expand(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+    Ok(Op::Expand(Expand))
+}
+
+// ---------------------------------------------------------------------------
+// Tile
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+pub struct Tile;
+
+fn tile_repeats(repeats: &[i64], rank: usize) -> Result<Vec<usize>, String> {
+    if repeats.len() != rank {
+        return Err(format!(
+            "repeats has {} entries, input 0 has rank {rank}",
+            repeats.len()
+        ));
+    }
+    repeats
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| dim_of(r, &format!("repeats[{i}]")))
+        .collect()
+}
+
+impl Operator for Tile {
+    fn name(&self) -> &'static str {
+        "Tile"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let reps = tile_repeats(&const_ints(cx, 1, "input 1 (repeats)")?, x.shape.len())?;
+        let shape = x
+            .shape
+            .iter()
+            .zip(&reps)
+            .map(|(&d, &r)| d.checked_mul(r).ok_or("output size overflows"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(vec![Inferred::new(x.dtype, shape)])
+    }
+
+    /// One copy over `[repeats..., dims...]`: the repeat dims read with
+    /// stride 0 and write one input-sized block further along each axis.
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let (_, out) = cx.output_type(0)?;
+        let reps = tile_repeats(
+            &lower_ints(cx, 1, "input 1 (repeats)")?.ok_or("input 1 is required")?,
+            shape.len(),
+        )?;
+        let (in_strides, out_strides) = (dense(&shape), dense(&out));
+        let mut copy = StridedCopy {
+            dims: reps.clone(),
+            src_strides: vec![0; reps.len()],
+            dst_strides: (0..shape.len())
+                .map(|d| shape[d] as i64 * out_strides[d])
+                .collect(),
+            ..Default::default()
+        };
+        copy.dims.extend(&shape);
+        copy.src_strides.extend(in_strides);
+        copy.dst_strides.extend(out_strides);
+        copy_io(cx, 0, 0, &copy)
+    }
+}
+
+pub fn import_tile(_cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::Tile(Tile))
+}
+
+// ---------------------------------------------------------------------------
+// Pad
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PadMode {
+    Constant,
+    Reflect,
+    Edge,
+    Wrap,
 }
 
 #[derive(Clone, Debug)]
-pub struct Pad;
+pub struct Pad {
+    pub mode: PadMode,
+}
+
+/// Per-dim (begin, end) pads from the `pads` input and the optional axes.
+fn pad_amounts(
+    rank: usize,
+    pads: &[i64],
+    axes: Option<Vec<i64>>,
+) -> Result<Vec<(i64, i64)>, String> {
+    let axes = match axes {
+        Some(a) => axes_of(&a, rank, "axes")?,
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * axes.len() {
+        return Err(format!(
+            "pads has {} entries, expected {} (2 per axis)",
+            pads.len(),
+            2 * axes.len()
+        ));
+    }
+    let mut out = vec![(0, 0); rank];
+    for (k, &a) in axes.iter().enumerate() {
+        out[a] = (pads[k], pads[k + axes.len()]);
+    }
+    Ok(out)
+}
+
+fn padded_shape(shape: &[usize], pads: &[(i64, i64)]) -> Result<Vec<usize>, String> {
+    shape
+        .iter()
+        .zip(pads)
+        .enumerate()
+        .map(|(d, (&n, &(b, e)))| {
+            let v = (n as i64).saturating_add(b).saturating_add(e);
+            usize::try_from(v).map_err(|_| format!("pads make dim {d} negative ({v})"))
+        })
+        .collect()
+}
 
 impl Operator for Pad {
     fn name(&self) -> &'static str {
         "Pad"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let pads = pad_amounts(
+            x.shape.len(),
+            &const_ints(cx, 1, "input 1 (pads)")?,
+            opt_const_ints(cx, 3, "input 3 (axes)")?,
+        )?;
+        let shape = padded_shape(x.shape, &pads)?;
+        if self.mode != PadMode::Constant {
+            for (d, (&n, &(b, e))) in x.shape.iter().zip(&pads).enumerate() {
+                let kept = n as i64 - (-b).max(0) - (-e).max(0);
+                if kept <= 0 && shape[d] > 0 {
+                    return Err(format!(
+                        "{:?} padding of dim {d} needs input elements, but none remain",
+                        self.mode
+                    ));
+                }
+            }
+        }
+        if let Some(v) = cx.opt_input(2) {
+            if v.value.is_none() && v.dtype != x.dtype {
+                return Err(format!(
+                    "input 2 (constant_value) has type {}, input 0 has {}",
+                    v.dtype, x.dtype
+                ));
+            }
+        }
+        checked_rank(x.shape.len(), "input 0")?;
+        Ok(vec![Inferred::new(x.dtype, shape)])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let (_, out) = cx.output_type(0)?;
+        checked_rank(shape.len(), "input 0")?;
+        let pads = pad_amounts(
+            shape.len(),
+            &lower_ints(cx, 1, "input 1 (pads)")?.ok_or("input 1 is required")?,
+            lower_ints(cx, 3, "input 3 (axes)")?,
+        )?;
+        if out.contains(&0) {
+            return Ok(());
+        }
+        let mut p = PadParams {
+            elem_bytes: dtype.size() as i64,
+            mode: match self.mode {
+                PadMode::Constant => onnxc_runtime::PAD_CONSTANT,
+                PadMode::Reflect => onnxc_runtime::PAD_REFLECT,
+                PadMode::Edge => onnxc_runtime::PAD_EDGE,
+                PadMode::Wrap => onnxc_runtime::PAD_WRAP,
+            },
+            rank: shape.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..shape.len() {
+            p.in_dims[d] = shape[d] as i64;
+            p.out_dims[d] = out[d] as i64;
+            p.pads_begin[d] = pads[d].0;
+        }
+        // A constant value is placed in the data's type (old opsets give f32).
+        let value = match cx.const_input(2) {
+            Some(t) if !t.is_empty() => {
+                let bytes = scalar_as(t, dtype).map_err(|e| format!("input 2: {e}"))?;
+                cx.params(&bytes)?
+            }
+            Some(_) => cx.iconst(0),
+            None => cx.opt_input_ptr(2),
+        };
+        let params = cx.params(&p)?;
+        let x = cx.input_ptr(0)?;
+        let y = cx.output_ptr(0)?;
+        cx.call_checked("onnxc_pad", &[params, x, value, y])
     }
 }
 
-pub fn import_pad(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_pad(cx: &mut NodeImport) -> Result<Op, String> {
+    let mode = match cx.attrs.string_or("mode", "constant")?.as_str() {
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "edge" => PadMode::Edge,
+        "wrap" => PadMode::Wrap,
+        other => {
+            return Err(format!(
+                "attribute \"mode\" is \"{other}\", expected constant, reflect, edge or wrap"
+            ))
+        }
+    };
+    if cx.opset < 11 {
+        cx.inputs.truncate(1);
+        let name = if cx.attrs.has("paddings") {
+            "paddings"
+        } else {
+            "pads"
+        };
+        if !ints_attr_to_input(cx, name, 1)? {
+            return Err("attribute \"pads\" is required".into());
+        }
+        let value = cx.attrs.float_or("value", 0.0)?;
+        let id = cx.add_const("value", Tensor::from_f32s(vec![], &[value]));
+        set_input(cx, 2, id);
+    }
+    Ok(Op::Pad(Pad { mode }))
 }
+
+// ---------------------------------------------------------------------------
+// Shape, Size: known from shapes alone
+// ---------------------------------------------------------------------------
+
+const COMPILE_TIME: &str = "is evaluated at compile time and has no code";
 
 #[derive(Clone, Debug)]
-pub struct Shape;
+pub struct Shape {
+    pub start: i64,
+    pub end: Option<i64>,
+}
 
 impl Operator for Shape {
     fn name(&self) -> &'static str {
         "Shape"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let shape = cx.input(0)?.shape;
+        let r = shape.len() as i64;
+        let clamp = |v: i64| (if v < 0 { v.saturating_add(r) } else { v }).clamp(0, r) as usize;
+        let (start, end) = (clamp(self.start), clamp(self.end.unwrap_or(r)));
+        let dims: Vec<i64> = shape
+            .get(start..end.max(start))
+            .unwrap_or(&[])
+            .iter()
+            .map(|&d| d as i64)
+            .collect();
+        let value = Tensor::from_i64s(vec![dims.len()], &dims);
+        Ok(vec![Inferred {
+            dtype: DType::I64,
+            shape: value.shape.clone(),
+            value: Some(value),
+        }])
     }
+
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+        Err(format!("Shape {COMPILE_TIME}"))
     }
 }
 
-pub fn import_shape(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_shape(cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::Shape(Shape {
+        start: cx.attrs.int_or("start", 0)?,
+        end: cx.attrs.int("end")?,
+    }))
 }
 
 #[derive(Clone, Debug)]
@@ -163,83 +1182,262 @@ impl Operator for Size {
     fn name(&self) -> &'static str {
         "Size"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let n = count(cx.input(0)?.shape, "input 0")?;
+        let value = Tensor::from_i64s(vec![], &[n as i64]);
+        Ok(vec![Inferred {
+            dtype: DType::I64,
+            shape: vec![],
+            value: Some(value),
+        }])
     }
+
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+        Err(format!("Size {COMPILE_TIME}"))
     }
 }
 
 pub fn import_size(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+    Ok(Op::Size(Size))
 }
 
+/// An inference result carrying its value when it is small enough to fold.
+fn maybe_known(dtype: DType, shape: Vec<usize>, make: impl FnOnce() -> Vec<u8>) -> Inferred {
+    let small = element_count(&shape)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .is_some_and(|b| b <= MAX_FOLD_BYTES);
+    let value = if small {
+        Tensor::from_bytes(dtype, shape.clone(), make())
+    } else {
+        None
+    };
+    Inferred {
+        dtype,
+        shape,
+        value,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ConstantOfShape
+// ---------------------------------------------------------------------------
+
 #[derive(Clone, Debug)]
-pub struct ConstantOfShape;
+pub struct ConstantOfShape {
+    /// One element; f32 0 by default.
+    pub value: Tensor,
+}
 
 impl Operator for ConstantOfShape {
     fn name(&self) -> &'static str {
         "ConstantOfShape"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let shape = const_ints(cx, 0, "input 0 (shape)")?
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| dim_of(d, &format!("shape[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = count(&shape, "output")?;
+        let v = &self.value;
+        Ok(vec![maybe_known(v.dtype, shape, || v.data.repeat(n))])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, out) = cx.output_type(0)?;
+        let n = count(&out, "output")?;
+        let value = cx.params(&scalar_as(&self.value, dtype)?)?;
+        let dst = cx.output_ptr(0)?;
+        let copy = StridedCopy::gather(vec![n], vec![0], 0);
+        emit_strided_copy(cx, dtype, value, dst, &copy)
     }
 }
 
-pub fn import_constant_of_shape(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+pub fn import_constant_of_shape(cx: &mut NodeImport) -> Result<Op, String> {
+    let value = match cx.attrs.tensor("value")? {
+        None => Tensor::from_f32s(vec![1], &[0.0]),
+        Some(t) if t.len() == 1 => t,
+        Some(t) => {
+            return Err(format!(
+                "attribute \"value\" must hold one element, it holds {}",
+                t.len()
+            ))
+        }
+    };
+    Ok(Op::ConstantOfShape(ConstantOfShape { value }))
 }
+
+// ---------------------------------------------------------------------------
+// Range
+// ---------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
 pub struct Range;
+
+/// Range's constant scalars, exact for integers.
+#[derive(Clone, Copy, Debug)]
+enum RangeArgs {
+    Int { start: i64, delta: i64 },
+    Float { start: f64, delta: f64 },
+}
+
+fn range_args(inputs: [&Tensor; 3]) -> Result<(DType, RangeArgs, usize), String> {
+    let dtype = inputs[0].dtype;
+    for (i, t) in inputs.iter().enumerate() {
+        if t.dtype != dtype {
+            return Err(format!(
+                "input {i} has type {}, input 0 has {dtype}",
+                t.dtype
+            ));
+        }
+        if t.len() != 1 {
+            return Err(format!(
+                "input {i} must be a scalar, it has {} elements",
+                t.len()
+            ));
+        }
+    }
+    if dtype == DType::Bool {
+        return Err("Range does not take bool".into());
+    }
+    if dtype.is_float() {
+        let [start, limit, delta] = inputs.map(|t| t.get_f64(0));
+        if delta == 0.0 || !delta.is_finite() || !start.is_finite() || !limit.is_finite() {
+            return Err(format!("cannot range from {start} to {limit} by {delta}"));
+        }
+        let n = ((limit - start) / delta).ceil().max(0.0);
+        if n > usize::MAX as f64 {
+            return Err("Range output is too large".into());
+        }
+        Ok((dtype, RangeArgs::Float { start, delta }, n as usize))
+    } else {
+        let [start, limit, delta] = inputs.map(|t| t.get_i64(0) as i128);
+        if delta == 0 {
+            return Err("input 2 (delta) is 0".into());
+        }
+        let span = limit - start;
+        let n = if (span > 0) == (delta > 0) && span != 0 {
+            (span.abs() + delta.abs() - 1) / delta.abs()
+        } else {
+            0
+        };
+        let n = usize::try_from(n).map_err(|_| "Range output is too large".to_string())?;
+        Ok((
+            dtype,
+            RangeArgs::Int {
+                start: start as i64,
+                delta: delta as i64,
+            },
+            n,
+        ))
+    }
+}
 
 impl Operator for Range {
     fn name(&self) -> &'static str {
         "Range"
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let inputs = [
+            cx.const_input(0).map_err(|e| format!("start: {e}"))?,
+            cx.const_input(1).map_err(|e| format!("limit: {e}"))?,
+            cx.const_input(2).map_err(|e| format!("delta: {e}"))?,
+        ];
+        let (dtype, args, n) = range_args(inputs)?;
+        Ok(vec![maybe_known(dtype, vec![n], || {
+            (0..n)
+                .flat_map(|i| match args {
+                    RangeArgs::Int { start, delta } => {
+                        encode_i64(dtype, start.wrapping_add(delta.wrapping_mul(i as i64)))
+                    }
+                    RangeArgs::Float { start, delta } => {
+                        encode_f64(dtype, start + delta * i as f64)
+                    }
+                })
+                .collect()
+        })])
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    /// A loop storing `start + i * delta` (only for results too large to fold).
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let inputs = [0, 1, 2].map(|i| cx.const_input(i).cloned());
+        let [Some(a), Some(b), Some(c)] = inputs else {
+            return Err("start, limit and delta must be compile-time constants".into());
+        };
+        let (dtype, args, n) = range_args([&a, &b, &c])?;
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            return Err(format!(
+                "Range of {dtype} larger than {MAX_FOLD_BYTES} bytes is not supported"
+            ));
+        }
+        let ty = clif_type(dtype);
+        let out = cx.output_ptr(0)?;
+        let l = cx.loop_begin(n);
+        let v = match args {
+            RangeArgs::Float { start, delta } => {
+                let i = cx.ins().fcvt_from_uint(crate::codegen::types::F64, l.index);
+                let d = cx.ins().f64const(delta);
+                let s = cx.ins().f64const(start);
+                let v = cx.ins().fmul(i, d);
+                let v = cx.ins().fadd(s, v);
+                if dtype == DType::F32 {
+                    cx.ins().fdemote(ty, v)
+                } else {
+                    v
+                }
+            }
+            RangeArgs::Int { start, delta } => {
+                let v = cx.ins().imul_imm_s(l.index, delta);
+                let v = cx.ins().iadd_imm_s(v, start);
+                if ty.bits() < 64 {
+                    cx.ins().ireduce(ty, v)
+                } else {
+                    v
+                }
+            }
+        };
+        let off = cx.ins().imul_imm_s(l.index, dtype.size() as i64);
+        let addr = cx.ins().iadd(out, off);
+        cx.ins().store(MemFlagsData::trusted(), v, addr, 0);
+        cx.loop_end(l);
+        Ok(())
     }
 }
 
 pub fn import_range(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+    Ok(Op::Range(Range))
 }
 
-#[derive(Clone, Debug)]
-pub struct Tile;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Operator for Tile {
-    fn name(&self) -> &'static str {
-        "Tile"
+    #[test]
+    fn slice_clamps_per_spec() {
+        let d = slice_dims(&[10], &[-3], &[i64::MAX], None, None).unwrap();
+        assert_eq!((d.start, d.len), (vec![7], vec![3]));
+        let d = slice_dims(&[10], &[i64::MAX], &[i64::MIN], None, Some(vec![-2])).unwrap();
+        assert_eq!((d.start, d.step, d.len), (vec![9], vec![-2], vec![5]));
+        let d = slice_dims(&[4, 5], &[20], &[30], Some(vec![-1]), None).unwrap();
+        assert_eq!(d.len, vec![4, 0]);
     }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
+
+    #[test]
+    fn split_chunks_leave_the_last_smaller() {
+        let s = Split {
+            axis: 0,
+            num_outputs: Some(3),
+        };
+        assert_eq!(s.sizes(7, None, 3).unwrap(), vec![3, 3, 1]);
+        assert!(s.sizes(7, Some(vec![3, 3]), 2).is_err());
     }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+
+    #[test]
+    fn canonical_copy_merges_contiguous_dims() {
+        let c = StridedCopy::gather(vec![2, 1, 3], vec![3, 9, 1], 0).canonical();
+        assert_eq!(c.dims, vec![6]);
     }
-}
-
-pub fn import_tile(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
-}
-
-pub fn import_flatten(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
-}
-
-pub fn import_squeeze(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
-}
-
-pub fn import_unsqueeze(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
 }
