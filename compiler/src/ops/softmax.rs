@@ -1,24 +1,120 @@
-//! Placeholder: this family is being written.
+//! Softmax, LogSoftmax and Hardmax along one axis.
+//!
+//! Type constraints: `T` is a float type (f16, f32, f64, bf16 from opset 13);
+//! the output has the input's type and shape. onnxc lowers f32 through the
+//! kernel `onnxc_softmax_f32`; other float types are reported as unsupported.
+//!
+//! Opset differences, normalised in the importer into [`Softmax::coerce_2d`]:
+//! before opset 13 the `axis` attribute defaults to 1 and the input is
+//! coerced to the 2-D matrix `[prod(dims[..axis]), prod(dims[axis..])]`, the
+//! operation running along each row; from opset 13 `axis` defaults to -1 and
+//! the operation runs along that single axis. Both become one
+//! `[outer, axis_len, inner]` split of the contiguous input (see
+//! [`split_at_axis`]), which is all the kernel needs.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
+use crate::ir::shape::normalize_axis;
+use crate::ir::DType;
+use onnxc_runtime::generic::softmax::{SoftmaxParams, HARDMAX, LOG_SOFTMAX, SOFTMAX};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SoftmaxKind {
+    Softmax,
+    LogSoftmax,
+    Hardmax,
+}
 
 #[derive(Clone, Debug)]
-pub struct Softmax;
+pub struct Softmax {
+    pub kind: SoftmaxKind,
+    /// As given (possibly negative); checked against the rank in `infer`.
+    pub axis: i64,
+    /// Opset < 13: reduce over every dim from `axis` on (the 2-D coercion).
+    pub coerce_2d: bool,
+}
 
-impl Operator for Softmax {
-    fn name(&self) -> &'static str {
-        "Softmax"
-    }
-    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        Err("not implemented yet".into())
-    }
-    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
-        Err("not implemented yet".into())
+pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
+    let kind = match cx.op_type {
+        "Softmax" => SoftmaxKind::Softmax,
+        "LogSoftmax" => SoftmaxKind::LogSoftmax,
+        "Hardmax" => SoftmaxKind::Hardmax,
+        other => return Err(format!("{other} is not a softmax-family operator")),
+    };
+    let coerce_2d = cx.opset < 13;
+    let axis = cx.attrs.int_or("axis", if coerce_2d { 1 } else { -1 })?;
+    Ok(Op::Softmax(Softmax {
+        kind,
+        axis,
+        coerce_2d,
+    }))
+}
+
+/// `[outer, axis_len, inner]` of a contiguous tensor split around `axis`;
+/// with `to_end`, `axis_len` spans every dim from `axis` on (`inner` = 1).
+pub fn split_at_axis(shape: &[usize], axis: usize, to_end: bool) -> (usize, usize, usize) {
+    let outer = shape.iter().take(axis).product();
+    if to_end {
+        (outer, shape.iter().skip(axis).product(), 1)
+    } else {
+        let len = shape.get(axis).copied().unwrap_or(1);
+        (outer, len, shape.iter().skip(axis + 1).product())
     }
 }
 
-pub fn import(_cx: &mut NodeImport) -> Result<Op, String> {
-    Err("not implemented yet".into())
+impl Softmax {
+    fn axis_for(&self, rank: usize) -> Result<usize, String> {
+        // The 2-D coercion also accepts axis == rank (every row is one element).
+        if self.coerce_2d && (self.axis == rank as i64) {
+            return Ok(rank);
+        }
+        normalize_axis(self.axis, rank).ok_or_else(|| {
+            format!(
+                "attribute \"axis\" is {}, out of range for an input of rank {rank}",
+                self.axis
+            )
+        })
+    }
+}
+
+impl Operator for Softmax {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            SoftmaxKind::Softmax => "Softmax",
+            SoftmaxKind::LogSoftmax => "LogSoftmax",
+            SoftmaxKind::Hardmax => "Hardmax",
+        }
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if x.dtype != DType::F32 {
+            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        }
+        self.axis_for(x.shape.len())?;
+        Ok(vec![Inferred::new(x.dtype, x.shape.to_vec())])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        if dtype != DType::F32 {
+            return Err(format!("input 0 is {dtype}, only f32 is supported yet"));
+        }
+        let axis = self.axis_for(shape.len())?;
+        let (outer, len, inner) = split_at_axis(&shape, axis, self.coerce_2d);
+        let p = SoftmaxParams {
+            outer: outer as i64,
+            axis_len: len as i64,
+            inner: inner as i64,
+            kind: match self.kind {
+                SoftmaxKind::Softmax => SOFTMAX,
+                SoftmaxKind::LogSoftmax => LOG_SOFTMAX,
+                SoftmaxKind::Hardmax => HARDMAX,
+            },
+        };
+        let params = cx.params(&p)?;
+        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        cx.call_checked("onnxc_softmax_f32", &[params, x, y])
+    }
 }
