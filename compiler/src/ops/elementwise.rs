@@ -23,6 +23,11 @@ use crate::ir::{DType, Tensor};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Func {
     Identity,
+    /// Identity plus, when asked for, an all-true mask (bool from opset 10,
+    /// the input's type before).
+    Dropout {
+        mask_is_bool: bool,
+    },
     Abs,
     Neg,
     Sqrt,
@@ -220,14 +225,11 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Identity" => Func::Identity,
         "Dropout" => {
             // Inference only: the data passes through; the mask is all true.
-            if cx.output_count > 1 {
-                return Err("Dropout's mask output is not supported yet".into());
-            }
             let training = cx.inputs.get(2).copied().flatten().is_some();
             if training && cx.const_input(2).is_none_or(|t| t.to_i64s().iter().any(|&v| v != 0)) {
                 return Err("Dropout in training mode is not supported (inference only)".into());
             }
-            Func::Identity
+            Func::Dropout { mask_is_bool: cx.opset >= 10 }
         }
         "Abs" => Func::Abs,
         "Neg" => Func::Neg,
@@ -336,7 +338,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         }
         other => return Err(format!("{other} is not elementwise")),
     };
-    if func == Func::Identity {
+    if matches!(func, Func::Identity | Func::Dropout { .. }) {
         cx.inputs.truncate(1);
     }
     Ok(Op::Elementwise(Elementwise { op_type: entry.op_type, func }))
@@ -377,7 +379,7 @@ impl Operator for Elementwise {
         // Where's condition excepted).
         let same_type_from = match self.func {
             Func::Where => 1,
-            Func::Pow | Func::Cast { .. } | Func::CastLike | Func::Identity => usize::MAX,
+            Func::Pow | Func::Cast { .. } | Func::CastLike | Func::Identity | Func::Dropout { .. } => usize::MAX,
             _ => 0,
         };
         if same_type_from != usize::MAX {
@@ -399,20 +401,27 @@ impl Operator for Elementwise {
                 _ => first.dtype,
             },
         };
-        Ok(vec![Inferred::new(dtype, shape)])
+        let mut outputs = vec![Inferred::new(dtype, shape.clone())];
+        if let (Func::Dropout { mask_is_bool }, true) = (self.func, cx.output_count > 1) {
+            outputs.push(Inferred::new(if mask_is_bool { DType::Bool } else { dtype }, shape));
+        }
+        Ok(outputs)
     }
 
     fn is_view(&self) -> bool {
-        self.func == Func::Identity
+        matches!(self.func, Func::Identity | Func::Dropout { .. })
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (out_dtype, out_shape) = cx.output_type(0)?;
-        if self.func == Func::Identity {
+        if self.is_view() {
             if cx.view_needs_copy() {
                 let bytes = out_shape.iter().product::<usize>() * out_dtype.size();
                 let (src, dst) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
                 cx.copy_bytes(dst, src, bytes);
+            }
+            if cx.has_output(1) {
+                fill_ones(cx, 1)?;
             }
             return Ok(());
         }
@@ -534,6 +543,24 @@ fn nest(
     Ok(())
 }
 
+/// Writes 1 (true) to every element of output `k`.
+fn fill_ones(cx: &mut Lower, k: usize) -> Result<(), String> {
+    let (dtype, shape) = cx.output_type(k)?;
+    let one = match compute_type(dtype) {
+        DType::F32 => cx.ins().f32const(1.0),
+        DType::F64 => cx.ins().f64const(1.0),
+        t => cx.ins().iconst(clif_type(t), 1),
+    };
+    let one = narrow(cx, one, dtype)?;
+    let base = cx.output_ptr(k)?;
+    let l = cx.loop_begin(shape.iter().product());
+    let offset = cx.ins().imul_imm_s(l.index, dtype.size() as i64);
+    let at = cx.ins().iadd(base, offset);
+    cx.ins().store(MemFlagsData::trusted(), one, at, 0);
+    cx.loop_end(l);
+    Ok(())
+}
+
 /// The type arithmetic on `dtype` is done in: f16 and bf16 widen to f32.
 pub fn compute_type(dtype: DType) -> DType {
     match dtype {
@@ -594,7 +621,7 @@ fn emit_scalar(
     let signed = t.is_signed_int();
     let y = || args.get(1).map(|a| a.0).ok_or("missing second operand".to_string());
     Ok(match func {
-        Func::Identity => x,
+        Func::Identity | Func::Dropout { .. } => x,
         Func::Abs if float => cx.ins().fabs(x),
         Func::Abs if signed => cx.ins().iabs(x),
         Func::Abs => x,
