@@ -25,7 +25,7 @@
 
 use super::softmax::split_at_axis;
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
@@ -136,6 +136,18 @@ fn reduce_kernel(dtype: DType) -> Option<&'static str> {
     })
 }
 
+/// Element types without a kernel that the inline integer lowering
+/// ([`lower_inline_reduce`]) covers for `kind`: u32/u64 for the kinds that
+/// need no logarithm or root, and u8/i8/bool for ReduceMax/ReduceMin.
+fn inline_reduce_supported(kind: ReduceKind, dtype: DType) -> bool {
+    use ReduceKind::*;
+    match dtype {
+        DType::U32 | DType::U64 => matches!(kind, Sum | Mean | Max | Min | Prod | L1 | SumSquare),
+        DType::U8 | DType::I8 | DType::Bool => matches!(kind, Max | Min),
+        _ => false,
+    }
+}
+
 impl Reduce {
     /// Which axes of an input of `rank` are reduced.
     fn reduced_axes(&self, axes: Option<&Tensor>, rank: usize) -> Result<Vec<bool>, String> {
@@ -176,10 +188,10 @@ impl Operator for Reduce {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if reduce_kernel(x.dtype).is_none() {
+        if reduce_kernel(x.dtype).is_none() && !inline_reduce_supported(self.kind, x.dtype) {
             return Err(format!(
-                "input 0 is {}, only f32, f64, i32 and i64 are supported yet",
-                x.dtype
+                "{} of {} is not supported yet",
+                self.op_type, x.dtype
             ));
         }
         let reduced = self.reduced_axes(self.axes_input(cx)?, x.shape.len())?;
@@ -198,18 +210,22 @@ impl Operator for Reduce {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let kernel = reduce_kernel(dtype)
-            .ok_or_else(|| format!("input 0 is {dtype}, which has no reduction kernel"))?;
         let reduced = self.reduced_axes(cx.const_input(1), shape.len())?;
-        // Merge runs of adjacent axes that are all kept or all reduced: the
-        // kernel then walks fewer, longer dims, and any rank fits MAX_RANK.
+        // Size-1 axes change nothing; merge runs of adjacent axes that are
+        // all kept or all reduced: the kernel then walks fewer, longer dims.
         let mut dims: Vec<(usize, bool)> = Vec::new();
-        for (&d, &r) in shape.iter().zip(&reduced) {
+        for (&d, &r) in shape.iter().zip(&reduced).filter(|(&d, _)| d != 1) {
             match dims.last_mut() {
                 Some((n, last)) if *last == r => *n *= d,
                 _ => dims.push((d, r)),
             }
         }
+        let Some(kernel) = reduce_kernel(dtype) else {
+            if !inline_reduce_supported(self.kind, dtype) {
+                return Err(format!("{} of {dtype} is not supported yet", self.op_type));
+            }
+            return lower_inline_reduce(cx, self.kind, dtype, &dims);
+        };
         if dims.len() > MAX_RANK {
             return Err(format!(
                 "alternating kept and reduced axes need {} dims, the kernel takes {MAX_RANK}",
@@ -289,8 +305,12 @@ impl Operator for ArgReduce {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if !(x.dtype == DType::F64 || x.dtype == DType::F32 || x.dtype.is_int()) {
+            return Err(format!(
+                "{} of {} is not supported yet",
+                self.name(),
+                x.dtype
+            ));
         }
         let axis = self.axis_for(x.shape)?;
         let mut shape = x.shape.to_vec();
@@ -304,11 +324,11 @@ impl Operator for ArgReduce {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        if dtype != DType::F32 {
-            return Err(format!("input 0 is {dtype}, only f32 is supported yet"));
-        }
         let axis = self.axis_for(&shape)?;
         let (outer, len, inner) = split_at_axis(&shape, axis, false);
+        if dtype != DType::F32 {
+            return self.lower_inline(cx, dtype, outer, len, inner);
+        }
         let p = ArgReduceParams {
             outer: outer as i64,
             axis_len: len as i64,
@@ -323,4 +343,215 @@ impl Operator for ArgReduce {
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_argreduce_f32", &[params, x, y])
     }
+}
+
+impl ArgReduce {
+    /// ArgMax/ArgMin of the element types without a kernel, as a Cranelift
+    /// loop nest over `[outer, len, inner]`: the running best index lives in
+    /// the output, the best value is re-read through it.
+    fn lower_inline(
+        &self,
+        cx: &mut Lower,
+        dtype: DType,
+        outer: usize,
+        len: usize,
+        inner: usize,
+    ) -> Result<(), String> {
+        let size = dtype.size() as i64;
+        let row = len as i64 * inner as i64 * size;
+        let levels = [(outer, vec![row, inner as i64 * 8]), (inner, vec![size, 8])];
+        let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+        let (kind, last) = (self.kind, self.select_last_index);
+        let ty = clif_type(dtype);
+        let flags = MemFlagsData::trusted();
+        loop_nest(cx, &levels, &ptrs, &mut |cx, p| {
+            let (xp, yp) = (p[0], p[1]);
+            let zero = cx.ins().iconst(crate::codegen::types::I64, 0);
+            cx.ins().store(flags, zero, yp, 0);
+            // Positions 1..len: compare with the best so far.
+            let l = cx.loop_begin(len.saturating_sub(1));
+            let i = cx.ins().iadd_imm_s(l.index, 1);
+            let off = cx.ins().imul_imm_s(i, inner as i64 * size);
+            let at = cx.ins().iadd(xp, off);
+            let v = cx.ins().load(ty, flags, at, 0);
+            let best_i = cx.ins().load(crate::codegen::types::I64, flags, yp, 0);
+            let best_i_ptr = resize(cx, best_i, cx.ptr_type());
+            let best_off = cx.ins().imul_imm_s(best_i_ptr, inner as i64 * size);
+            let best_at = cx.ins().iadd(xp, best_off);
+            let best = cx.ins().load(ty, flags, best_at, 0);
+            let better = compare(cx, dtype, kind, last, v, best);
+            let i64_i = resize(cx, i, crate::codegen::types::I64);
+            let chosen = cx.ins().select(better, i64_i, best_i);
+            cx.ins().store(flags, chosen, yp, 0);
+            cx.loop_end(l);
+            Ok(())
+        })
+    }
+}
+
+/// An index converted between i64 and the pointer type.
+fn resize(cx: &mut Lower, v: Value, to: crate::codegen::Type) -> Value {
+    let from = cx.b.func.dfg.value_type(v);
+    match from.bits().cmp(&to.bits()) {
+        std::cmp::Ordering::Equal => v,
+        std::cmp::Ordering::Greater => cx.ins().ireduce(to, v),
+        std::cmp::Ordering::Less => cx.ins().uextend(to, v),
+    }
+}
+
+/// `v` beats `best` (strictly, or also on ties when `last`).
+fn compare(
+    cx: &mut Lower,
+    dtype: DType,
+    kind: ArgKind,
+    last: bool,
+    v: Value,
+    best: Value,
+) -> Value {
+    if dtype.is_float() {
+        let cc = match (kind, last) {
+            (ArgKind::Max, false) => FloatCC::GreaterThan,
+            (ArgKind::Max, true) => FloatCC::GreaterThanOrEqual,
+            (ArgKind::Min, false) => FloatCC::LessThan,
+            (ArgKind::Min, true) => FloatCC::LessThanOrEqual,
+        };
+        return cx.ins().fcmp(cc, v, best);
+    }
+    let cc = match (kind, last, dtype.is_signed_int()) {
+        (ArgKind::Max, false, true) => IntCC::SignedGreaterThan,
+        (ArgKind::Max, true, true) => IntCC::SignedGreaterThanOrEqual,
+        (ArgKind::Min, false, true) => IntCC::SignedLessThan,
+        (ArgKind::Min, true, true) => IntCC::SignedLessThanOrEqual,
+        (ArgKind::Max, false, false) => IntCC::UnsignedGreaterThan,
+        (ArgKind::Max, true, false) => IntCC::UnsignedGreaterThanOrEqual,
+        (ArgKind::Min, false, false) => IntCC::UnsignedLessThan,
+        (ArgKind::Min, true, false) => IntCC::UnsignedLessThanOrEqual,
+    };
+    cx.ins().icmp(cc, v, best)
+}
+
+type NestBody<'b> = dyn FnMut(&mut Lower, &[Value]) -> Result<(), String> + 'b;
+
+/// Emits nested counted loops, one per level `(trip count, byte step of
+/// each pointer)`, and calls `body` with the pointers advanced.
+fn loop_nest(
+    cx: &mut Lower,
+    levels: &[(usize, Vec<i64>)],
+    ptrs: &[Value],
+    body: &mut NestBody,
+) -> Result<(), String> {
+    let Some(((count, steps), rest)) = levels.split_first() else {
+        return body(cx, ptrs);
+    };
+    let l = cx.loop_begin(*count);
+    let mut inner = Vec::with_capacity(ptrs.len());
+    for (&p, &step) in ptrs.iter().zip(steps) {
+        inner.push(if step == 0 {
+            p
+        } else {
+            let off = cx.ins().imul_imm_s(l.index, step);
+            cx.ins().iadd(p, off)
+        });
+    }
+    loop_nest(cx, rest, &inner, body)?;
+    cx.loop_end(l);
+    Ok(())
+}
+
+/// Reductions of the integer (and bool) types without a kernel, as a
+/// Cranelift loop nest over merged `(dim, reduced)` axes. The accumulator
+/// lives in the output element: set to the kind's identity, then combined
+/// with every element of the reduced sub-space.
+fn lower_inline_reduce(
+    cx: &mut Lower,
+    kind: ReduceKind,
+    dtype: DType,
+    dims: &[(usize, bool)],
+) -> Result<(), String> {
+    let size = dtype.size() as i64;
+    let mut in_strides = vec![0i64; dims.len()];
+    let mut s = size;
+    for (i, &(d, _)) in dims.iter().enumerate().rev() {
+        in_strides[i] = s;
+        s *= d as i64;
+    }
+    let mut kept = Vec::new();
+    let mut reduced = Vec::new();
+    let mut count = 1usize;
+    for (&(d, r), &stride) in dims.iter().zip(&in_strides) {
+        if r {
+            reduced.push((d, vec![stride]));
+            count *= d;
+        } else {
+            kept.push((d, vec![stride, 0]));
+        }
+    }
+    // The output is contiguous over the kept dims.
+    let mut s = size;
+    for level in kept.iter_mut().rev() {
+        level.1[1] = s;
+        s *= level.0 as i64;
+    }
+    let ty = clif_type(dtype);
+    let signed = dtype.is_signed_int();
+    let bits = ty.bits();
+    let identity: i64 = match kind {
+        ReduceKind::Prod => 1,
+        ReduceKind::Max if dtype == DType::Bool || !signed => 0,
+        ReduceKind::Max => i64::MIN >> (64 - bits),
+        ReduceKind::Min if dtype == DType::Bool => 1,
+        ReduceKind::Min if signed => i64::MAX >> (64 - bits),
+        ReduceKind::Min => -1, // all ones
+        _ => 0,
+    };
+    // Cranelift wants narrow immediates zero-extended.
+    let mask = |v: i64| {
+        if bits >= 64 {
+            v
+        } else {
+            v & ((1i64 << bits) - 1)
+        }
+    };
+    let identity = mask(identity);
+    let flags = MemFlagsData::trusted();
+    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+    loop_nest(cx, &kept, &ptrs, &mut |cx, p| {
+        let (xp, yp) = (p[0], p[1]);
+        let init = cx.ins().iconst(ty, identity);
+        cx.ins().store(flags, init, yp, 0);
+        loop_nest(cx, &reduced, &[xp], &mut |cx, q| {
+            let v = cx.ins().load(ty, flags, q[0], 0);
+            let acc = cx.ins().load(ty, flags, yp, 0);
+            let ins = cx.ins();
+            let next = match kind {
+                ReduceKind::Max if signed => ins.smax(acc, v),
+                ReduceKind::Max => ins.umax(acc, v),
+                ReduceKind::Min if signed => ins.smin(acc, v),
+                ReduceKind::Min => ins.umin(acc, v),
+                ReduceKind::Prod => ins.imul(acc, v),
+                ReduceKind::L1 if signed => {
+                    let a = ins.iabs(v);
+                    cx.ins().iadd(acc, a)
+                }
+                ReduceKind::SumSquare => {
+                    let sq = ins.imul(v, v);
+                    cx.ins().iadd(acc, sq)
+                }
+                _ => ins.iadd(acc, v),
+            };
+            cx.ins().store(flags, next, yp, 0);
+            Ok(())
+        })?;
+        if kind == ReduceKind::Mean && count > 0 {
+            let acc = cx.ins().load(ty, flags, yp, 0);
+            let n = cx.ins().iconst(ty, mask(count as i64));
+            let q = if signed {
+                cx.ins().sdiv(acc, n)
+            } else {
+                cx.ins().udiv(acc, n)
+            };
+            cx.ins().store(flags, q, yp, 0);
+        }
+        Ok(())
+    })
 }

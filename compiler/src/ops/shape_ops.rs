@@ -198,7 +198,7 @@ pub(crate) struct StridedCopy {
 
 impl StridedCopy {
     /// Reads `dims` through `src_strides` from `src_offset`, writes them densely.
-    pub fn gather(dims: Vec<usize>, src_strides: Vec<i64>, src_offset: i64) -> StridedCopy {
+    pub fn to_dense(dims: Vec<usize>, src_strides: Vec<i64>, src_offset: i64) -> StridedCopy {
         let dst_strides = dense(&dims);
         StridedCopy {
             dims,
@@ -210,7 +210,7 @@ impl StridedCopy {
     }
 
     /// Reads `dims` densely, writes them through `dst_strides` at `dst_offset`.
-    pub fn scatter(dims: Vec<usize>, dst_strides: Vec<i64>, dst_offset: i64) -> StridedCopy {
+    pub fn from_dense(dims: Vec<usize>, dst_strides: Vec<i64>, dst_offset: i64) -> StridedCopy {
         let src_strides = dense(&dims);
         StridedCopy {
             dims,
@@ -357,7 +357,7 @@ impl Reshape {
                 }
                 let known = count(&out, "shape")?;
                 if let Some(i) = infer_at {
-                    if known == 0 || total % known != 0 {
+                    if known == 0 || !total.is_multiple_of(known) {
                         return Err(format!(
                             "cannot reshape {shape:?} ({total} elements) to {target:?}"
                         ));
@@ -533,7 +533,7 @@ impl Operator for Transpose {
         let (_, shape) = cx.input_type(0)?;
         let perm = self.perm(shape.len())?;
         let strides = dense(&shape);
-        let copy = StridedCopy::gather(
+        let copy = StridedCopy::to_dense(
             perm.iter().map(|&p| shape[p]).collect(),
             perm.iter().map(|&p| strides[p]).collect(),
             0,
@@ -597,7 +597,7 @@ impl Operator for Concat {
         for i in 0..cx.input_count() {
             let (_, shape) = cx.input_type(i)?;
             let len = shape[axis] as i64;
-            let copy = StridedCopy::scatter(shape, out_strides.clone(), at * out_strides[axis]);
+            let copy = StridedCopy::from_dense(shape, out_strides.clone(), at * out_strides[axis]);
             copy_io(cx, i, 0, &copy)?;
             at += len;
         }
@@ -698,7 +698,7 @@ impl Operator for Split {
             if cx.has_output(j) {
                 let mut dims = shape.clone();
                 dims[axis] = s;
-                let copy = StridedCopy::gather(dims, strides.clone(), at * strides[axis]);
+                let copy = StridedCopy::to_dense(dims, strides.clone(), at * strides[axis]);
                 copy_io(cx, 0, j, &copy)?;
             }
             at += s as i64;
@@ -792,7 +792,7 @@ fn slice_dims(
         }
         let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
         let (start, end) = (wrap(starts[k]), wrap(ends[k]));
-        let (start, end) = if step > 0 {
+        let (start, end) = if step > 0 || dim == 0 {
             (start.clamp(0, dim), end.clamp(0, dim))
         } else {
             (start.clamp(0, dim - 1), end.clamp(-1, dim - 1))
@@ -841,7 +841,7 @@ impl Operator for Slice {
         let strides = dense(&shape);
         let offset = (0..shape.len()).map(|a| d.start[a] * strides[a]).sum();
         let src_strides = (0..shape.len()).map(|a| d.step[a] * strides[a]).collect();
-        copy_io(cx, 0, 0, &StridedCopy::gather(d.len, src_strides, offset))
+        copy_io(cx, 0, 0, &StridedCopy::to_dense(d.len, src_strides, offset))
     }
 }
 
@@ -890,7 +890,7 @@ impl Operator for Expand {
         let (_, shape) = cx.input_type(0)?;
         let (_, out) = cx.output_type(0)?;
         let strides = broadcast_strides(&shape, &out);
-        copy_io(cx, 0, 0, &StridedCopy::gather(out, strides, 0))
+        copy_io(cx, 0, 0, &StridedCopy::to_dense(out, strides, 0))
     }
 }
 
@@ -1250,7 +1250,7 @@ impl Operator for ConstantOfShape {
         let n = count(&out, "output")?;
         let value = cx.params(&scalar_as(&self.value, dtype)?)?;
         let dst = cx.output_ptr(0)?;
-        let copy = StridedCopy::gather(vec![n], vec![0], 0);
+        let copy = StridedCopy::to_dense(vec![n], vec![0], 0);
         emit_strided_copy(cx, dtype, value, dst, &copy)
     }
 }
@@ -1423,6 +1423,8 @@ mod tests {
         assert_eq!((d.start, d.step, d.len), (vec![9], vec![-2], vec![5]));
         let d = slice_dims(&[4, 5], &[20], &[30], Some(vec![-1]), None).unwrap();
         assert_eq!(d.len, vec![4, 0]);
+        let d = slice_dims(&[0], &[-1], &[i64::MIN], None, Some(vec![-1])).unwrap();
+        assert_eq!(d.len, vec![0]);
     }
 
     #[test]
@@ -1437,7 +1439,7 @@ mod tests {
 
     #[test]
     fn canonical_copy_merges_contiguous_dims() {
-        let c = StridedCopy::gather(vec![2, 1, 3], vec![3, 9, 1], 0).canonical();
+        let c = StridedCopy::to_dense(vec![2, 1, 3], vec![3, 9, 1], 0).canonical();
         assert_eq!(c.dims, vec![6]);
     }
 }
