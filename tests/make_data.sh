@@ -6,9 +6,10 @@
 #
 # Creates the venv tests/.venv (python3 -m venv) with pinned onnx, numpy and
 # onnxruntime, then writes tests/data/{node,simple,pytorch-converted,
-# pytorch-operator,light}/<case>/. A stamp file, keyed on the pinned versions
-# and on the contents of this script and the python scripts, makes a second
-# run return at once. Needs only PyPI (or a mirror configured for pip).
+# pytorch-operator,light,light-random}/<case>/. A stamp file, keyed on the
+# pinned versions and on the contents of this script and the python scripts,
+# makes a second run return at once. Needs only PyPI (or a mirror configured
+# for pip).
 set -euo pipefail
 
 TESTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,7 +17,7 @@ VENV="$TESTS/.venv"
 DATA="$TESTS/data"
 PYTHON="${PYTHON:-python3}"
 PINS=(onnx==1.23.2 numpy==2.4.6 onnxruntime==1.31.1)
-FOLDERS=(node simple pytorch-converted pytorch-operator light examples)
+FOLDERS=(node simple pytorch-converted pytorch-operator light light-random examples)
 
 log() { echo "make_data: $*" >&2; }
 
@@ -54,7 +55,7 @@ mkdir -p "$DATA"
 rm -f "$DATA/.stamp"
 log "writing node cases and copying the wheel's simple/pytorch-* cases"
 "$VENV/bin/python" "$TESTS/scripts/make_node_cases.py" "$DATA"
-log "writing light-model cases (reference outputs from ONNX Runtime)"
+log "writing light-model cases, also with random weights (reference outputs from ONNX Runtime)"
 "$VENV/bin/python" "$TESTS/scripts/make_light_cases.py" "$DATA"
 
 log "writing the example models"

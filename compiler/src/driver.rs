@@ -49,6 +49,66 @@ pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings) -> Result<
     Ok(graph)
 }
 
+/// Stages 4–5 when the input values are known (`run`, `test`): a graph
+/// input that some node needs at compile time (a Reshape shape, Slice
+/// starts, reduction axes... given as an input) becomes a constant with its
+/// given value, and inference runs again. `given` is in graph-input order;
+/// returns the graph and the tensors that remain run-time inputs.
+pub fn finish_mir_for_inputs(
+    path: &Path,
+    mut graph: Graph,
+    mut given: Vec<crate::ir::Tensor>,
+    bindings: &Bindings,
+) -> Result<(Graph, Vec<crate::ir::Tensor>), Error> {
+    let mut bindings = bindings.clone();
+    loop {
+        let mut attempt = graph.clone();
+        match crate::infer::infer(&mut attempt, &bindings) {
+            Ok(()) => {
+                crate::passes::run(&mut attempt);
+                return Ok((attempt, given));
+            }
+            Err(errors) if !errors.wanted_inputs.is_empty() => {
+                let wanted: Vec<usize> = graph
+                    .inputs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| errors.wanted_inputs.contains(v))
+                    .map(|(k, _)| k)
+                    .collect();
+                if wanted.is_empty() || given.len() != graph.inputs.len() {
+                    return Err(Error::Infer { file: path.to_path_buf(), errors });
+                }
+                for &k in &wanted {
+                    bindings.shapes.remove(&graph.value(graph.inputs[k]).name);
+                }
+                specialise_inputs(&mut graph, &mut given, &wanted);
+            }
+            Err(errors) => return Err(Error::Infer { file: path.to_path_buf(), errors }),
+        }
+    }
+}
+
+/// Turns the graph inputs at positions `which` into constants holding
+/// their given values, and renumbers the remaining inputs.
+fn specialise_inputs(graph: &mut Graph, given: &mut Vec<crate::ir::Tensor>, which: &[usize]) {
+    use crate::ir::{Dim, TensorType, ValueDef};
+    let inputs = std::mem::take(&mut graph.inputs);
+    let tensors = std::mem::take(given);
+    for (k, (v, t)) in inputs.into_iter().zip(tensors).enumerate() {
+        let next = graph.inputs.len();
+        let value = graph.value_mut(v);
+        if which.contains(&k) {
+            value.ty = Some(TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() });
+            value.def = ValueDef::Const(t);
+        } else {
+            value.def = ValueDef::Input(next);
+            graph.inputs.push(v);
+            given.push(t);
+        }
+    }
+}
+
 /// Stage 6.
 pub fn plan(path: &Path, graph: &Graph) -> Result<Plan, Error> {
     crate::plan::plan(graph).map_err(|error| Error::Plan { file: path.to_path_buf(), error })

@@ -24,8 +24,20 @@ pub struct Bindings {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{}", .0.join("\n"))]
-pub struct InferError(pub Vec<String>);
+#[error("{}", .messages.join("\n"))]
+pub struct InferError {
+    pub messages: Vec<String>,
+    /// Graph inputs whose values a node needed at compile time (e.g. a
+    /// Reshape's shape given as an input). Callers that know the input
+    /// values (`run`, `test`) may specialise on them and infer again.
+    pub wanted_inputs: Vec<crate::ir::ValueId>,
+}
+
+impl InferError {
+    fn new(messages: Vec<String>) -> InferError {
+        InferError { messages, wanted_inputs: Vec::new() }
+    }
+}
 
 pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     bind_inputs(graph, bindings)?;
@@ -42,7 +54,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                         let Some((dtype, shape)) =
                             value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s)))
                         else {
-                            return Err(InferError(vec![format!(
+                            return Err(InferError::new(vec![format!(
                                 "{}: input {i} \"{}\" has no known shape",
                                 node.label(),
                                 value.name
@@ -65,11 +77,21 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                     })
                     .collect(),
                 output_count: node.outputs.len(),
+                missing_values: Default::default(),
             };
-            node.op.infer(&cx).map_err(|e| InferError(vec![format!("{}: {e}", node.label())]))?
+            node.op.infer(&cx).map_err(|e| {
+                let wanted_inputs = cx
+                    .missing_values
+                    .borrow()
+                    .iter()
+                    .filter_map(|&i| node.inputs.get(i).copied().flatten())
+                    .filter(|&v| matches!(graph.value(v).def, ValueDef::Input(_)))
+                    .collect();
+                InferError { messages: vec![format!("{}: {e}", node.label())], wanted_inputs }
+            })?
         };
         if results.len() < node.outputs.len() {
-            return Err(InferError(vec![format!(
+            return Err(InferError::new(vec![format!(
                 "{}: has {} outputs, the operator produces {}",
                 node.label(),
                 node.outputs.len(),
@@ -90,7 +112,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
         }
         if should_fold(graph, &node, &results) {
             let outputs = crate::jit::eval_node(graph, &node)
-                .map_err(|e| InferError(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
+                .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
             for (&out, t) in node.outputs.iter().zip(outputs) {
                 graph.value_mut(out).def = ValueDef::Const(t);
             }
@@ -159,6 +181,6 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(InferError(errors))
+        Err(InferError::new(errors))
     }
 }

@@ -66,6 +66,7 @@ pub fn infer_cx<'a>(
             })
             .collect(),
         output_count: node.outputs.len(),
+        missing_values: Default::default(),
     }
 }
 

@@ -62,7 +62,8 @@ pub fn compile_for_inputs(model_path: &Path, given: Vec<NamedTensor>) -> Result<
     let model = driver::load(model_path).map_err(|e| e.to_string())?;
     let graph = driver::import(model_path, &model).map_err(|e| e.to_string())?;
     let (tensors, bindings) = match_inputs(&graph, given)?;
-    let graph = driver::finish_mir(model_path, graph, &bindings).map_err(|e| e.to_string())?;
+    let (graph, tensors) =
+        driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings).map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(model_path, &graph, &plan).map_err(|e| e.to_string())?;
     Ok((jit, tensors))

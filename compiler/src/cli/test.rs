@@ -89,7 +89,8 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
         let expected = numbered(&set, "output_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
         let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
-        let graph = driver::finish_mir(&model_path, graph, &bindings).map_err(|e| e.to_string())?;
+        let (graph, inputs) =
+            driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings).map_err(|e| e.to_string())?;
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
         let outputs = match a.via {
             Via::Jit => driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run(&inputs)?,

@@ -82,10 +82,7 @@ impl Window {
         let pads = a.ints("pads")?.unwrap_or_default();
         let pads = pads
             .iter()
-            .map(|&v| {
-                usize::try_from(v)
-                    .map_err(|_| format!("attribute \"pads\" has {v}, expected values >= 0"))
-            })
+            .map(|&v| usize::try_from(v).map_err(|_| format!("attribute \"pads\" has {v}, expected values >= 0")))
             .collect::<Result<Vec<_>, _>>()?;
         let ceil_mode = match a.int_or("ceil_mode", 0)? {
             0 => false,
@@ -107,9 +104,7 @@ impl Window {
     pub fn resolve(&self, input: &[usize], kernel: &[usize]) -> Result<Geometry, String> {
         let r = input.len();
         if r == 0 || r > MAX_SPATIAL_RANK {
-            return Err(format!(
-                "{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"
-            ));
+            return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
         }
         let list = |name: &str, v: &[usize], len: usize| -> Result<Vec<usize>, String> {
             if v.is_empty() {
@@ -117,17 +112,11 @@ impl Window {
             } else if v.len() == len {
                 Ok(v.to_vec())
             } else {
-                Err(format!(
-                    "attribute \"{name}\" has {} values, expected {len}",
-                    v.len()
-                ))
+                Err(format!("attribute \"{name}\" has {} values, expected {len}", v.len()))
             }
         };
         if kernel.len() != r {
-            return Err(format!(
-                "kernel has {} dims, the input {r} spatial dims",
-                kernel.len()
-            ));
+            return Err(format!("kernel has {} dims, the input {r} spatial dims", kernel.len()));
         }
         if let Some(&k) = kernel.iter().find(|&&k| k == 0) {
             return Err(format!("kernel dim {k} must be at least 1"));
@@ -183,9 +172,7 @@ impl Window {
                 }
                 AutoPad::Valid => {
                     if x < span {
-                        return Err(format!(
-                            "spatial dim {d}: window of {span} does not fit the input of {x}"
-                        ));
+                        return Err(format!("spatial dim {d}: window of {span} does not fit the input of {x}"));
                     }
                     (x - span) / s + 1
                 }
@@ -228,23 +215,16 @@ impl Conv {
     /// The kernel parameters (which fix the output shape) for X and W shapes.
     fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         if x.len() < 3 {
-            return Err(format!(
-                "input 0 has shape {x:?}, expected [N, C, spatial...] with at least one spatial dim"
-            ));
+            return Err(format!("input 0 has shape {x:?}, expected [N, C, spatial...] with at least one spatial dim"));
         }
         if w.len() != x.len() {
-            return Err(format!(
-                "weights have shape {w:?}, expected rank {} like the input",
-                x.len()
-            ));
+            return Err(format!("weights have shape {w:?}, expected rank {} like the input", x.len()));
         }
         let (n, c) = (x[0], x[1]);
         let (m, cg) = (w[0], w[1]);
         let g = self.group;
         if c % g != 0 || m % g != 0 || cg * g != c {
-            return Err(format!(
-                "channels do not match: input has {c}, weights {m}x{cg}, group {g}"
-            ));
+            return Err(format!("channels do not match: input has {c}, weights {m}x{cg}, group {g}"));
         }
         let kernel = &w[2..];
         if !self.window.kernel_shape.is_empty() && self.window.kernel_shape != kernel {
@@ -271,11 +251,7 @@ impl Conv {
 
     fn output_shape(p: &ConvParams) -> Vec<usize> {
         let r = p.spatial_rank as usize;
-        [p.batch, p.out_channels]
-            .iter()
-            .chain(&p.out_spatial[..r])
-            .map(|&d| d as usize)
-            .collect()
+        [p.batch, p.out_channels].iter().chain(&p.out_spatial[..r]).map(|&d| d as usize).collect()
     }
 }
 
@@ -295,10 +271,7 @@ impl Operator for Conv {
         let p = self.params(x.shape, w.shape)?;
         if let Some(b) = cx.opt_input(2) {
             if b.dtype != x.dtype || b.shape != [p.out_channels as usize] {
-                return Err(format!(
-                    "bias is {}{:?}, expected {}[{}]",
-                    b.dtype, b.shape, x.dtype, p.out_channels
-                ));
+                return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
             }
         }
         Ok(vec![Inferred::new(x.dtype, Self::output_shape(&p))])
@@ -308,19 +281,14 @@ impl Operator for Conv {
         let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
             return 0;
         };
-        self.params(x.shape, w.shape)
-            .map_or(0, |p| conv_scratch_elems(&p) * 4)
+        self.params(x.shape, w.shape).map_or(0, |p| conv_scratch_elems(&p) * 4)
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (_, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
         let p = self.params(&x, &w)?;
-        let scratch = if conv_scratch_elems(&p) > 0 {
-            cx.scratch_ptr()?
-        } else {
-            cx.iconst(0)
-        };
+        let scratch = if conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let wp = cx.input_ptr(1)?;

@@ -48,21 +48,40 @@ pub enum Func {
     Tanh,
     Round,
     IsNaN,
-    IsInf { positive: bool, negative: bool },
+    IsInf {
+        positive: bool,
+        negative: bool,
+    },
     Softplus,
     Softsign,
     Mish,
-    Selu { alpha: f32, gamma: f32 },
-    Celu { alpha: f32 },
-    ThresholdedRelu { alpha: f32 },
-    Shrink { lambd: f32, bias: f32 },
-    Swish { alpha: f32 },
+    Selu {
+        alpha: f32,
+        gamma: f32,
+    },
+    Celu {
+        alpha: f32,
+    },
+    ThresholdedRelu {
+        alpha: f32,
+    },
+    Shrink {
+        lambd: f32,
+        bias: f32,
+    },
+    Swish {
+        alpha: f32,
+    },
     BitwiseNot,
     BitwiseAnd,
     BitwiseOr,
     BitwiseXor,
-    BitShift { left: bool },
-    Mod { fmod: bool },
+    BitShift {
+        left: bool,
+    },
+    Mod {
+        fmod: bool,
+    },
     CastLike,
     Erf,
     Sigmoid,
@@ -71,12 +90,23 @@ pub enum Func {
     Ceil,
     Sign,
     Not,
-    LeakyRelu { alpha: f32 },
-    Elu { alpha: f32 },
-    HardSigmoid { alpha: f32, beta: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
+    Elu {
+        alpha: f32,
+    },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
     HardSwish,
-    Gelu { tanh: bool },
-    Cast { to: DType },
+    Gelu {
+        tanh: bool,
+    },
+    Cast {
+        to: DType,
+    },
     Add,
     Sub,
     Mul,

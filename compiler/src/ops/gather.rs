@@ -23,12 +23,8 @@ pub struct Gather {
 
 impl Gather {
     fn axis(&self, rank: usize) -> Result<usize, String> {
-        normalize_axis(self.axis, rank).ok_or_else(|| {
-            format!(
-                "attribute \"axis\" {} is out of range for data of rank {rank}",
-                self.axis
-            )
-        })
+        normalize_axis(self.axis, rank)
+            .ok_or_else(|| format!("attribute \"axis\" {} is out of range for data of rank {rank}", self.axis))
     }
 }
 
@@ -41,9 +37,7 @@ fn index_bytes(dtype: DType) -> Result<i64, String> {
 }
 
 fn product(dims: &[usize]) -> Result<i64, String> {
-    element_count(dims)
-        .and_then(|n| i64::try_from(n).ok())
-        .ok_or_else(|| "element count overflows".to_string())
+    element_count(dims).and_then(|n| i64::try_from(n).ok()).ok_or_else(|| "element count overflows".to_string())
 }
 
 impl Operator for Gather {
@@ -84,7 +78,5 @@ impl Operator for Gather {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
-    Ok(Op::Gather(Gather {
-        axis: cx.attrs.int_or("axis", 0)?,
-    }))
+    Ok(Op::Gather(Gather { axis: cx.attrs.int_or("axis", 0)? }))
 }

@@ -62,10 +62,7 @@ fn compact_batch(dims: &[usize], strides: &[Vec<i64>]) -> (Vec<usize>, Vec<Vec<i
             continue;
         }
         let mergeable = out_dims.last().is_some()
-            && strides
-                .iter()
-                .zip(&out_strides)
-                .all(|(s, o)| o.last().is_some_and(|&prev| prev == s[d] * size as i64));
+            && strides.iter().zip(&out_strides).all(|(s, o)| o.last().is_some_and(|&prev| prev == s[d] * size as i64));
         if let (true, Some(last)) = (mergeable, out_dims.last_mut()) {
             *last *= size;
             for (s, o) in strides.iter().zip(out_strides.iter_mut()) {
@@ -98,11 +95,7 @@ impl Problem {
     fn new(matrix: GemmParams, dims: &[usize], strides: &[Vec<i64>]) -> Problem {
         let (batch, s) = compact_batch(dims, strides);
         let get = |i: usize| s.get(i).cloned().unwrap_or_else(|| vec![0; batch.len()]);
-        Problem {
-            matrix,
-            strides: [get(0), get(1), get(2)],
-            batch,
-        }
+        Problem { matrix, strides: [get(0), get(1), get(2)], batch }
     }
 
     /// The kernel's parameter block for the batch dims from `from` on.
@@ -126,22 +119,12 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), Str
         return Err("MatMul inputs must have rank at least 1".into());
     }
     // Promote 1-D operands to matrices.
-    let a2: Vec<usize> = if a.len() == 1 {
-        vec![1, a[0]]
-    } else {
-        a.to_vec()
-    };
-    let b2: Vec<usize> = if b.len() == 1 {
-        vec![b[0], 1]
-    } else {
-        b.to_vec()
-    };
+    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != kb {
-        return Err(format!(
-            "inner dims differ: A is {a:?}, B is {b:?} ({k} vs {kb})"
-        ));
+        return Err(format!("inner dims differ: A is {a:?}, B is {b:?} ({k} vs {kb})"));
     }
     let (a_batch, b_batch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast(a_batch, b_batch)
@@ -153,12 +136,8 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), Str
     if b.len() > 1 {
         shape.push(n);
     }
-    let mat =
-        |s: Vec<i64>, size: usize| -> Vec<i64> { s.iter().map(|&v| v * size as i64).collect() };
-    let strides = vec![
-        mat(broadcast_strides(a_batch, &batch), m * k),
-        mat(broadcast_strides(b_batch, &batch), k * n),
-    ];
+    let mat = |s: Vec<i64>, size: usize| -> Vec<i64> { s.iter().map(|&v| v * size as i64).collect() };
+    let strides = vec![mat(broadcast_strides(a_batch, &batch), m * k), mat(broadcast_strides(b_batch, &batch), k * n)];
     let p = GemmParams {
         m: m as i64,
         n: n as i64,
@@ -224,9 +203,7 @@ impl Gemm {
     /// `(M, N, params)` from the shapes of A, B and (optional) C.
     fn problem(&self, a: &[usize], b: &[usize], c: Option<&[usize]>) -> Result<Problem, String> {
         let (&[a0, a1], &[b0, b1]) = (a, b) else {
-            return Err(format!(
-                "A and B must be matrices, got shapes {a:?} and {b:?}"
-            ));
+            return Err(format!("A and B must be matrices, got shapes {a:?} and {b:?}"));
         };
         let (m, k) = if self.trans_a { (a1, a0) } else { (a0, a1) };
         let (kb, n) = if self.trans_b { (b1, b0) } else { (b0, b1) };
@@ -251,9 +228,7 @@ impl Gemm {
         if let Some(c) = c {
             let ok = c.len() <= 2 && broadcast(c, &[m, n]).is_some_and(|s| s == [m, n]);
             if !ok {
-                return Err(format!(
-                    "C has shape {c:?}, which does not broadcast to [{m}, {n}]"
-                ));
+                return Err(format!("C has shape {c:?}, which does not broadcast to [{m}, {n}]"));
             }
             let s = broadcast_strides(c, &[m, n]);
             p.c_row_stride = s[0];
@@ -279,9 +254,7 @@ impl Operator for Gemm {
         if a.dtype.is_int() {
             for (name, v) in [("alpha", self.alpha), ("beta", self.beta)] {
                 if v.fract() != 0.0 {
-                    return Err(format!(
-                        "attribute \"{name}\" is {v}, integer Gemm needs an integral value"
-                    ));
+                    return Err(format!("attribute \"{name}\" is {v}, integer Gemm needs an integral value"));
                 }
             }
         }
@@ -293,11 +266,7 @@ impl Operator for Gemm {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
         let (_, b) = cx.input_type(1)?;
-        let c = if cx.has_input(2) {
-            Some(cx.input_type(2)?.1)
-        } else {
-            None
-        };
+        let c = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let p = self.problem(&a, &b, c.as_deref())?;
         emit_gemm(cx, dtype, &p, c.is_some())
     }
@@ -308,11 +277,7 @@ impl Operator for Gemm {
 fn emit_gemm(cx: &mut Lower, dtype: DType, p: &Problem, has_c: bool) -> Result<(), String> {
     let a = cx.input_ptr(0)?;
     let b = cx.input_ptr(1)?;
-    let c = if has_c {
-        cx.input_ptr(2)?
-    } else {
-        cx.iconst(0)
-    };
+    let c = if has_c { cx.input_ptr(2)? } else { cx.iconst(0) };
     let y = cx.output_ptr(0)?;
     check_dtype(dtype)?;
     let rank = p.batch.len();
@@ -429,11 +394,7 @@ impl LoopGemm<'_> {
         let b_at = self.step(cx, b_col, lk.index, p.b_row_stride);
         let av = cx.ins().load(ty, flags, a_at, 0);
         let bv = cx.ins().load(ty, flags, b_at, 0);
-        let prod = if self.dtype.is_float() {
-            cx.ins().fmul(av, bv)
-        } else {
-            cx.ins().imul(av, bv)
-        };
+        let prod = if self.dtype.is_float() { cx.ins().fmul(av, bv) } else { cx.ins().imul(av, bv) };
         let acc = cx.ins().load(ty, flags, y_at, 0);
         let acc = self.add(cx, acc, prod);
         cx.ins().store(flags, acc, y_at, 0);

@@ -49,6 +49,9 @@ impl Inferred {
 pub struct InferCx<'a> {
     pub inputs: Vec<Option<InputInfo<'a>>>,
     pub output_count: usize,
+    /// Inputs the operator asked for as constants but whose value is not
+    /// known; `infer` reports them so callers can specialise on them.
+    pub missing_values: std::cell::RefCell<Vec<usize>>,
 }
 
 impl<'a> InferCx<'a> {
@@ -63,18 +66,19 @@ impl<'a> InferCx<'a> {
     /// An input whose value must be known at compile time (a shape, axes,
     /// pads...); data-dependent shapes are not compiled yet.
     pub fn const_input(&self, i: usize) -> Result<&'a Tensor, String> {
-        self.input(i)?.value.ok_or_else(|| {
-            format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
-        })
+        self.input(i)?.value.ok_or_else(|| self.missing(i))
     }
 
     pub fn opt_const_input(&self, i: usize) -> Result<Option<&'a Tensor>, String> {
         match self.opt_input(i) {
             None => Ok(None),
-            Some(info) => info.value.map(Some).ok_or_else(|| {
-                format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
-            }),
+            Some(info) => info.value.map(Some).ok_or_else(|| self.missing(i)),
         }
+    }
+
+    fn missing(&self, i: usize) -> String {
+        self.missing_values.borrow_mut().push(i);
+        format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
     }
 }
 

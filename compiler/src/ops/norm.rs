@@ -27,10 +27,7 @@ fn split_nc(cx: &InferCx) -> Result<(usize, usize, usize), String> {
     }
     match x.shape {
         [n, c, rest @ ..] => Ok((*n, *c, rest.iter().product())),
-        _ => Err(format!(
-            "input 0 has shape {:?}, expected [N, C, ...]",
-            x.shape
-        )),
+        _ => Err(format!("input 0 has shape {:?}, expected [N, C, ...]", x.shape)),
     }
 }
 
@@ -61,10 +58,7 @@ pub fn import_batchnorm(cx: &mut NodeImport) -> Result<Op, String> {
     } else {
         true
     };
-    Ok(Op::BatchNorm(BatchNorm {
-        epsilon: a.float_or("epsilon", 1e-5)?,
-        spatial,
-    }))
+    Ok(Op::BatchNorm(BatchNorm { epsilon: a.float_or("epsilon", 1e-5)?, spatial }))
 }
 
 impl BatchNorm {
@@ -84,11 +78,7 @@ impl BatchNorm {
         } else {
             return Err(format!(
                 "statistics have shape {stats:?}, expected [{c}]{}",
-                if self.spatial {
-                    ""
-                } else {
-                    " or the input's [C, D...]"
-                }
+                if self.spatial { "" } else { " or the input's [C, D...]" }
             ));
         };
         Ok(BatchNormParams {
@@ -112,18 +102,10 @@ impl Operator for BatchNorm {
         for (i, name) in ["scale", "B", "input_mean", "input_var"].iter().enumerate() {
             let t = cx.input(i + 1)?;
             if t.dtype != DType::F32 {
-                return Err(format!(
-                    "input {} ({name}) is {}, expected f32",
-                    i + 1,
-                    t.dtype
-                ));
+                return Err(format!("input {} ({name}) is {}, expected f32", i + 1, t.dtype));
             }
             if t.shape != stats {
-                return Err(format!(
-                    "input {} ({name}) has shape {:?}, scale has {stats:?}",
-                    i + 1,
-                    t.shape
-                ));
+                return Err(format!("input {} ({name}) has shape {:?}, scale has {stats:?}", i + 1, t.shape));
             }
         }
         self.params(x.shape, stats)?;

@@ -47,11 +47,7 @@ fn flag(cx: &NodeImport, name: &str) -> Result<bool, String> {
 
 /// LpPool's `p`: a float attribute in opset 1, an int later.
 fn lp_norm(cx: &NodeImport) -> Result<f64, String> {
-    let p = if cx.opset < 2 {
-        cx.attrs.float_or("p", 2.0)? as f64
-    } else {
-        cx.attrs.int_or("p", 2)? as f64
-    };
+    let p = if cx.opset < 2 { cx.attrs.float_or("p", 2.0)? as f64 } else { cx.attrs.int_or("p", 2)? as f64 };
     if p <= 0.0 {
         return Err(format!("attribute \"p\" is {p}, expected a positive value"));
     }
@@ -69,12 +65,8 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         other => return Err(format!("{other} is not a pooling operator")),
     };
     let kind = match op_type {
-        "MaxPool" | "GlobalMaxPool" => PoolKind::Max {
-            column_major: flag(cx, "storage_order")?,
-        },
-        "AveragePool" | "GlobalAveragePool" => PoolKind::Average {
-            count_include_pad: flag(cx, "count_include_pad")?,
-        },
+        "MaxPool" | "GlobalMaxPool" => PoolKind::Max { column_major: flag(cx, "storage_order")? },
+        "AveragePool" | "GlobalAveragePool" => PoolKind::Average { count_include_pad: flag(cx, "count_include_pad")? },
         _ => PoolKind::Lp { p: lp_norm(cx)? },
     };
     let window = Window::parse(&cx.attrs)?;
@@ -84,12 +76,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if cx.output_count > 1 && op_type != "MaxPool" {
         return Err(format!("{op_type} has one output"));
     }
-    Ok(Op::Pool(Pool {
-        op_type,
-        kind,
-        global,
-        window,
-    }))
+    Ok(Op::Pool(Pool { op_type, kind, global, window }))
 }
 
 impl Pool {
@@ -102,9 +89,7 @@ impl Pool {
         if self.global {
             let r = spatial.len();
             if r > MAX_SPATIAL_RANK {
-                return Err(format!(
-                    "{r} spatial dims; at most {MAX_SPATIAL_RANK} are supported"
-                ));
+                return Err(format!("{r} spatial dims; at most {MAX_SPATIAL_RANK} are supported"));
             }
             return Ok(Geometry {
                 out: vec![1; r],
@@ -126,16 +111,12 @@ impl Pool {
 
     fn params(&self, x: &[usize]) -> Result<PoolParams, String> {
         if x.len() < 2 || (!self.global && x.len() < 3) {
-            return Err(format!(
-                "input 0 has shape {x:?}, expected [N, C, spatial...]"
-            ));
+            return Err(format!("input 0 has shape {x:?}, expected [N, C, spatial...]"));
         }
         let g = self.geometry(&x[2..])?;
         let (kind, count_include_pad, p_norm, storage_order) = match self.kind {
             PoolKind::Max { column_major } => (POOL_MAX, 0, 0.0, column_major as i64),
-            PoolKind::Average { count_include_pad } => {
-                (POOL_AVERAGE, count_include_pad as i64, 0.0, 0)
-            }
+            PoolKind::Average { count_include_pad } => (POOL_AVERAGE, count_include_pad as i64, 0.0, 0),
             PoolKind::Lp { p } => (POOL_LP, 0, p, 0),
         };
         Ok(PoolParams {
@@ -169,11 +150,8 @@ impl Operator for Pool {
         }
         let p = self.params(x.shape)?;
         let r = p.spatial_rank as usize;
-        let shape: Vec<usize> = x.shape[..2]
-            .iter()
-            .copied()
-            .chain(p.out_spatial[..r].iter().map(|&d| d as usize))
-            .collect();
+        let shape: Vec<usize> =
+            x.shape[..2].iter().copied().chain(p.out_spatial[..r].iter().map(|&d| d as usize)).collect();
         let mut out = vec![Inferred::new(x.dtype, shape.clone())];
         if cx.output_count > 1 {
             out.push(Inferred::new(DType::I64, shape));
@@ -183,9 +161,9 @@ impl Operator for Pool {
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
         match cx.input(0) {
-            Ok(x) if self.via_f32(x.dtype) => self
-                .params(x.shape)
-                .map_or(0, |p| 4 * (element_count(x.shape) + out_count(&p))),
+            Ok(x) if self.via_f32(x.dtype) => {
+                self.params(x.shape).map_or(0, |p| 4 * (element_count(x.shape) + out_count(&p)))
+            }
             _ => 0,
         }
     }
@@ -196,11 +174,7 @@ impl Operator for Pool {
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        let ip = if cx.has_output(1) {
-            cx.output_ptr(1)?
-        } else {
-            cx.iconst(0)
-        };
+        let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
             return cx.call_checked("onnxc_pool_f32", &[params, xp, yp, ip]);
         }
@@ -225,14 +199,7 @@ fn out_count(p: &PoolParams) -> usize {
 }
 
 /// `dst[i] = cast(src[i])` for `count` contiguous elements.
-fn convert(
-    cx: &mut Lower,
-    src: Value,
-    from: DType,
-    dst: Value,
-    to: DType,
-    count: usize,
-) -> Result<(), String> {
+fn convert(cx: &mut Lower, src: Value, from: DType, dst: Value, to: DType, count: usize) -> Result<(), String> {
     let flags = MemFlagsData::trusted();
     let l = cx.loop_begin(count);
     let s = cx.ins().imul_imm_s(l.index, from.size() as i64);

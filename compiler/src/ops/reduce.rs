@@ -102,18 +102,11 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         false
     } else {
         if cx.attrs.has("axes") {
-            return Err(format!(
-                "attribute \"axes\" is not allowed from opset {axes_input_since} (axes is input 1)"
-            ));
+            return Err(format!("attribute \"axes\" is not allowed from opset {axes_input_since} (axes is input 1)"));
         }
         bool_attr(cx, "noop_with_empty_axes", false)?
     };
-    Ok(Op::Reduce(Reduce {
-        op_type,
-        kind,
-        keepdims,
-        noop_with_empty_axes,
-    }))
+    Ok(Op::Reduce(Reduce { op_type, kind, keepdims, noop_with_empty_axes }))
 }
 
 /// An int attribute that must be 0 or 1.
@@ -157,9 +150,8 @@ impl Reduce {
         }
         let mut reduced = vec![false; rank];
         for a in axes {
-            let d = normalize_axis(a, rank).ok_or_else(|| {
-                format!("axes value {a} is out of range for an input of rank {rank}")
-            })?;
+            let d = normalize_axis(a, rank)
+                .ok_or_else(|| format!("axes value {a} is out of range for an input of rank {rank}"))?;
             if std::mem::replace(&mut reduced[d], true) {
                 return Err(format!("axes names axis {d} twice"));
             }
@@ -171,10 +163,7 @@ impl Reduce {
         let axes = cx.opt_const_input(1)?;
         if let Some(t) = axes {
             if !t.dtype.is_int() || t.shape.len() > 1 {
-                return Err(format!(
-                    "input 1 (axes) must be a 1-D int64 tensor, got {}{:?}",
-                    t.dtype, t.shape
-                ));
+                return Err(format!("input 1 (axes) must be a 1-D int64 tensor, got {}{:?}", t.dtype, t.shape));
             }
         }
         Ok(axes)
@@ -189,10 +178,7 @@ impl Operator for Reduce {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
         if reduce_kernel(x.dtype).is_none() && !inline_reduce_supported(self.kind, x.dtype) {
-            return Err(format!(
-                "{} of {} is not supported yet",
-                self.op_type, x.dtype
-            ));
+            return Err(format!("{} of {} is not supported yet", self.op_type, x.dtype));
         }
         let reduced = self.reduced_axes(self.axes_input(cx)?, x.shape.len())?;
         let shape = x
@@ -232,11 +218,7 @@ impl Operator for Reduce {
                 dims.len()
             ));
         }
-        let mut p = ReduceParams {
-            kind: self.kind.code(),
-            rank: dims.len() as i64,
-            ..Default::default()
-        };
+        let mut p = ReduceParams { kind: self.kind.code(), rank: dims.len() as i64, ..Default::default() };
         for (i, &(d, r)) in dims.iter().enumerate() {
             p.dims[i] = d as i64;
             p.reduced[i] = r as i64;
@@ -280,16 +262,10 @@ pub fn import_arg(cx: &mut NodeImport) -> Result<Op, String> {
 impl ArgReduce {
     fn axis_for(&self, shape: &[usize]) -> Result<usize, String> {
         let axis = normalize_axis(self.axis, shape.len()).ok_or_else(|| {
-            format!(
-                "attribute \"axis\" is {}, out of range for an input of rank {}",
-                self.axis,
-                shape.len()
-            )
+            format!("attribute \"axis\" is {}, out of range for an input of rank {}", self.axis, shape.len())
         })?;
         if shape.get(axis) == Some(&0) {
-            return Err(format!(
-                "axis {axis} has size 0: the arg-reduction is undefined"
-            ));
+            return Err(format!("axis {axis} has size 0: the arg-reduction is undefined"));
         }
         Ok(axis)
     }
@@ -306,11 +282,7 @@ impl Operator for ArgReduce {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
         if !(x.dtype == DType::F64 || x.dtype == DType::F32 || x.dtype.is_int()) {
-            return Err(format!(
-                "{} of {} is not supported yet",
-                self.name(),
-                x.dtype
-            ));
+            return Err(format!("{} of {} is not supported yet", self.name(), x.dtype));
         }
         let axis = self.axis_for(x.shape)?;
         let mut shape = x.shape.to_vec();
@@ -349,14 +321,7 @@ impl ArgReduce {
     /// ArgMax/ArgMin of the element types without a kernel, as a Cranelift
     /// loop nest over `[outer, len, inner]`: the running best index lives in
     /// the output, the best value is re-read through it.
-    fn lower_inline(
-        &self,
-        cx: &mut Lower,
-        dtype: DType,
-        outer: usize,
-        len: usize,
-        inner: usize,
-    ) -> Result<(), String> {
+    fn lower_inline(&self, cx: &mut Lower, dtype: DType, outer: usize, len: usize, inner: usize) -> Result<(), String> {
         let size = dtype.size() as i64;
         let row = len as i64 * inner as i64 * size;
         let levels = [(outer, vec![row, inner as i64 * 8]), (inner, vec![size, 8])];
@@ -400,14 +365,7 @@ fn resize(cx: &mut Lower, v: Value, to: crate::codegen::Type) -> Value {
 }
 
 /// `v` beats `best` (strictly, or also on ties when `last`).
-fn compare(
-    cx: &mut Lower,
-    dtype: DType,
-    kind: ArgKind,
-    last: bool,
-    v: Value,
-    best: Value,
-) -> Value {
+fn compare(cx: &mut Lower, dtype: DType, kind: ArgKind, last: bool, v: Value, best: Value) -> Value {
     if dtype.is_float() {
         let cc = match (kind, last) {
             (ArgKind::Max, false) => FloatCC::GreaterThan,
@@ -434,12 +392,7 @@ type NestBody<'b> = dyn FnMut(&mut Lower, &[Value]) -> Result<(), String> + 'b;
 
 /// Emits nested counted loops, one per level `(trip count, byte step of
 /// each pointer)`, and calls `body` with the pointers advanced.
-fn loop_nest(
-    cx: &mut Lower,
-    levels: &[(usize, Vec<i64>)],
-    ptrs: &[Value],
-    body: &mut NestBody,
-) -> Result<(), String> {
+fn loop_nest(cx: &mut Lower, levels: &[(usize, Vec<i64>)], ptrs: &[Value], body: &mut NestBody) -> Result<(), String> {
     let Some(((count, steps), rest)) = levels.split_first() else {
         return body(cx, ptrs);
     };
@@ -462,12 +415,7 @@ fn loop_nest(
 /// Cranelift loop nest over merged `(dim, reduced)` axes. The accumulator
 /// lives in the output element: set to the kind's identity, then combined
 /// with every element of the reduced sub-space.
-fn lower_inline_reduce(
-    cx: &mut Lower,
-    kind: ReduceKind,
-    dtype: DType,
-    dims: &[(usize, bool)],
-) -> Result<(), String> {
+fn lower_inline_reduce(cx: &mut Lower, kind: ReduceKind, dtype: DType, dims: &[(usize, bool)]) -> Result<(), String> {
     let size = dtype.size() as i64;
     let mut in_strides = vec![0i64; dims.len()];
     let mut s = size;
@@ -545,11 +493,7 @@ fn lower_inline_reduce(
         if kind == ReduceKind::Mean && count > 0 {
             let acc = cx.ins().load(ty, flags, yp, 0);
             let n = cx.ins().iconst(ty, mask(count as i64));
-            let q = if signed {
-                cx.ins().sdiv(acc, n)
-            } else {
-                cx.ins().udiv(acc, n)
-            };
+            let q = if signed { cx.ins().sdiv(acc, n) } else { cx.ins().udiv(acc, n) };
             cx.ins().store(flags, q, yp, 0);
         }
         Ok(())

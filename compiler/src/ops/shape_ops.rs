@@ -30,9 +30,7 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::infer::MAX_FOLD_BYTES;
-use crate::ir::shape::{
-    broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis,
-};
+use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{CopyParams, PadParams, MAX_RANK};
 
@@ -95,8 +93,7 @@ fn lower_ints(cx: &Lower, i: usize, what: &str) -> Result<Option<Vec<i64>>, Stri
 }
 
 fn axis_of(axis: i64, rank: usize, what: &str) -> Result<usize, String> {
-    normalize_axis(axis, rank)
-        .ok_or_else(|| format!("{what} {axis} is out of range for rank {rank}"))
+    normalize_axis(axis, rank).ok_or_else(|| format!("{what} {axis} is out of range for rank {rank}"))
 }
 
 /// Normalised, duplicate-free axes against `rank`.
@@ -121,17 +118,12 @@ fn count(shape: &[usize], what: &str) -> Result<usize, String> {
 }
 
 fn dense(shape: &[usize]) -> Vec<i64> {
-    contiguous_strides(shape)
-        .into_iter()
-        .map(|s| s as i64)
-        .collect()
+    contiguous_strides(shape).into_iter().map(|s| s as i64).collect()
 }
 
 fn checked_rank(rank: usize, what: &str) -> Result<(), String> {
     if rank > MAX_RANK {
-        return Err(format!(
-            "{what} has rank {rank}; at most {MAX_RANK} is supported"
-        ));
+        return Err(format!("{what} has rank {rank}; at most {MAX_RANK} is supported"));
     }
     Ok(())
 }
@@ -200,41 +192,20 @@ impl StridedCopy {
     /// Reads `dims` through `src_strides` from `src_offset`, writes them densely.
     pub fn to_dense(dims: Vec<usize>, src_strides: Vec<i64>, src_offset: i64) -> StridedCopy {
         let dst_strides = dense(&dims);
-        StridedCopy {
-            dims,
-            src_strides,
-            dst_strides,
-            src_offset,
-            dst_offset: 0,
-        }
+        StridedCopy { dims, src_strides, dst_strides, src_offset, dst_offset: 0 }
     }
 
     /// Reads `dims` densely, writes them through `dst_strides` at `dst_offset`.
     pub fn from_dense(dims: Vec<usize>, dst_strides: Vec<i64>, dst_offset: i64) -> StridedCopy {
         let src_strides = dense(&dims);
-        StridedCopy {
-            dims,
-            src_strides,
-            dst_strides,
-            src_offset: 0,
-            dst_offset,
-        }
+        StridedCopy { dims, src_strides, dst_strides, src_offset: 0, dst_offset }
     }
 
     /// Drops size-1 dims and merges adjacent dims contiguous on both sides,
     /// so that even a 2×rank copy (Tile) usually fits the kernel's rank.
     fn canonical(&self) -> StridedCopy {
-        let mut c = StridedCopy {
-            src_offset: self.src_offset,
-            dst_offset: self.dst_offset,
-            ..Default::default()
-        };
-        for ((&n, &s), &d) in self
-            .dims
-            .iter()
-            .zip(&self.src_strides)
-            .zip(&self.dst_strides)
-        {
+        let mut c = StridedCopy { src_offset: self.src_offset, dst_offset: self.dst_offset, ..Default::default() };
+        for ((&n, &s), &d) in self.dims.iter().zip(&self.src_strides).zip(&self.dst_strides) {
             if n == 1 {
                 continue;
             }
@@ -243,11 +214,9 @@ impl StridedCopy {
                 _ => false,
             };
             if merge {
-                if let (Some(pn), Some(ps), Some(pd)) = (
-                    c.dims.last_mut(),
-                    c.src_strides.last_mut(),
-                    c.dst_strides.last_mut(),
-                ) {
+                if let (Some(pn), Some(ps), Some(pd)) =
+                    (c.dims.last_mut(), c.src_strides.last_mut(), c.dst_strides.last_mut())
+                {
                     *pn *= n;
                     *ps = s;
                     *pd = d;
@@ -276,11 +245,7 @@ pub(crate) fn emit_strided_copy(
     let c = copy.canonical();
     checked_rank(c.dims.len(), "a strided copy")?;
     let eb = dtype.size() as i64;
-    let mut p = CopyParams {
-        elem_bytes: eb,
-        rank: c.dims.len() as i64,
-        ..Default::default()
-    };
+    let mut p = CopyParams { elem_bytes: eb, rank: c.dims.len() as i64, ..Default::default() };
     for (k, &n) in c.dims.iter().enumerate() {
         p.dims[k] = n as i64;
         p.src_strides[k] = c.src_strides[k];
@@ -349,24 +314,20 @@ impl Reshape {
                             infer_at = Some(i);
                             1
                         }
-                        0 if !allowzero => *shape.get(i).ok_or_else(|| {
-                            format!("shape[{i}] is 0 (copy), but input 0 has rank {rank}")
-                        })?,
+                        0 if !allowzero => *shape
+                            .get(i)
+                            .ok_or_else(|| format!("shape[{i}] is 0 (copy), but input 0 has rank {rank}"))?,
                         d => dim_of(d, &format!("shape[{i}]"))?,
                     });
                 }
                 let known = count(&out, "shape")?;
                 if let Some(i) = infer_at {
                     if known == 0 || !total.is_multiple_of(known) {
-                        return Err(format!(
-                            "cannot reshape {shape:?} ({total} elements) to {target:?}"
-                        ));
+                        return Err(format!("cannot reshape {shape:?} ({total} elements) to {target:?}"));
                     }
                     out[i] = total / known;
                 } else if known != total {
-                    return Err(format!(
-                        "cannot reshape {shape:?} ({total} elements) to {target:?}"
-                    ));
+                    return Err(format!("cannot reshape {shape:?} ({total} elements) to {target:?}"));
                 }
                 Ok(out)
             }
@@ -375,13 +336,8 @@ impl Reshape {
                 let a = usize::try_from(a)
                     .ok()
                     .filter(|&a| a <= rank)
-                    .ok_or_else(|| {
-                        format!("attribute \"axis\" {axis} is out of range for rank {rank}")
-                    })?;
-                Ok(vec![
-                    count(&shape[..a], "input 0")?,
-                    count(&shape[a..], "input 0")?,
-                ])
+                    .ok_or_else(|| format!("attribute \"axis\" {axis} is out of range for rank {rank}"))?;
+                Ok(vec![count(&shape[..a], "input 0")?, count(&shape[a..], "input 0")?])
             }
             ViewKind::Squeeze => match opt_const_ints(cx, 1, "axes")? {
                 None => Ok(shape.iter().copied().filter(|&d| d != 1).collect()),
@@ -389,18 +345,10 @@ impl Reshape {
                     let axes = axes_of(&axes, rank, "axes")?;
                     for &a in &axes {
                         if shape[a] != 1 {
-                            return Err(format!(
-                                "cannot squeeze axis {a} of size {} (shape {shape:?})",
-                                shape[a]
-                            ));
+                            return Err(format!("cannot squeeze axis {a} of size {} (shape {shape:?})", shape[a]));
                         }
                     }
-                    Ok(shape
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| !axes.contains(i))
-                        .map(|(_, &d)| d)
-                        .collect())
+                    Ok(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect())
                 }
             },
             ViewKind::Unsqueeze => {
@@ -413,9 +361,7 @@ impl Reshape {
                         if axes.contains(&i) {
                             Ok(1)
                         } else {
-                            rest.next()
-                                .copied()
-                                .ok_or_else(|| "axes are inconsistent".to_string())
+                            rest.next().copied().ok_or_else(|| "axes are inconsistent".to_string())
                         }
                     })
                     .collect()
@@ -462,34 +408,26 @@ pub fn import_reshape(cx: &mut NodeImport) -> Result<Op, String> {
         return Err("attribute \"shape\" is required".into());
     }
     let allowzero = cx.attrs.int_or("allowzero", 0)? != 0;
-    Ok(Op::Reshape(Reshape {
-        kind: ViewKind::Reshape { allowzero },
-    }))
+    Ok(Op::Reshape(Reshape { kind: ViewKind::Reshape { allowzero } }))
 }
 
 pub fn import_flatten(cx: &mut NodeImport) -> Result<Op, String> {
     let axis = cx.attrs.int_or("axis", 1)?;
-    Ok(Op::Reshape(Reshape {
-        kind: ViewKind::Flatten { axis },
-    }))
+    Ok(Op::Reshape(Reshape { kind: ViewKind::Flatten { axis } }))
 }
 
 pub fn import_squeeze(cx: &mut NodeImport) -> Result<Op, String> {
     if cx.opset < 13 {
         ints_attr_to_input(cx, "axes", 1)?;
     }
-    Ok(Op::Reshape(Reshape {
-        kind: ViewKind::Squeeze,
-    }))
+    Ok(Op::Reshape(Reshape { kind: ViewKind::Squeeze }))
 }
 
 pub fn import_unsqueeze(cx: &mut NodeImport) -> Result<Op, String> {
     if cx.opset < 13 && !ints_attr_to_input(cx, "axes", 1)? {
         return Err("attribute \"axes\" is required".into());
     }
-    Ok(Op::Reshape(Reshape {
-        kind: ViewKind::Unsqueeze,
-    }))
+    Ok(Op::Reshape(Reshape { kind: ViewKind::Unsqueeze }))
 }
 
 // ---------------------------------------------------------------------------
@@ -508,10 +446,7 @@ impl Transpose {
             return Ok((0..rank).rev().collect());
         };
         if perm.len() != rank {
-            return Err(format!(
-                "attribute \"perm\" has {} entries, input 0 has rank {rank}",
-                perm.len()
-            ));
+            return Err(format!("attribute \"perm\" has {} entries, input 0 has rank {rank}", perm.len()));
         }
         axes_of(perm, rank, "attribute \"perm\"")
     }
@@ -543,9 +478,7 @@ impl Operator for Transpose {
 }
 
 pub fn import_transpose(cx: &mut NodeImport) -> Result<Op, String> {
-    Ok(Op::Transpose(Transpose {
-        perm: cx.attrs.ints("perm")?,
-    }))
+    Ok(Op::Transpose(Transpose { perm: cx.attrs.ints("perm")? }))
 }
 
 // ---------------------------------------------------------------------------
@@ -571,13 +504,9 @@ impl Operator for Concat {
         for i in 0..cx.inputs.len() {
             let x = cx.input(i)?;
             if x.dtype != first.dtype {
-                return Err(format!(
-                    "input {i} has type {}, input 0 has {}",
-                    x.dtype, first.dtype
-                ));
+                return Err(format!("input {i} has type {}, input 0 has {}", x.dtype, first.dtype));
             }
-            let same = x.shape.len() == rank
-                && (0..rank).all(|d| d == axis || x.shape[d] == first.shape[d]);
+            let same = x.shape.len() == rank && (0..rank).all(|d| d == axis || x.shape[d] == first.shape[d]);
             if !same {
                 return Err(format!(
                     "input {i} has shape {:?}, incompatible with input 0's {:?} along axis {axis}",
@@ -627,12 +556,7 @@ pub struct Split {
 
 impl Split {
     /// Sizes of the parts along the axis.
-    fn sizes(
-        &self,
-        dim: usize,
-        split: Option<Vec<i64>>,
-        outputs: usize,
-    ) -> Result<Vec<usize>, String> {
+    fn sizes(&self, dim: usize, split: Option<Vec<i64>>, outputs: usize) -> Result<Vec<usize>, String> {
         if let Some(split) = split {
             let sizes = split
                 .iter()
@@ -640,15 +564,10 @@ impl Split {
                 .map(|(i, &s)| dim_of(s, &format!("split[{i}]")))
                 .collect::<Result<Vec<_>, _>>()?;
             if sizes.iter().sum::<usize>() != dim {
-                return Err(format!(
-                    "split sizes {split:?} do not sum to the axis length {dim}"
-                ));
+                return Err(format!("split sizes {split:?} do not sum to the axis length {dim}"));
             }
             if sizes.len() != outputs {
-                return Err(format!(
-                    "split has {} entries, the node has {outputs} outputs",
-                    sizes.len()
-                ));
+                return Err(format!("split has {} entries, the node has {outputs} outputs", sizes.len()));
             }
             return Ok(sizes);
         }
@@ -719,18 +638,12 @@ pub fn import_split(cx: &mut NodeImport) -> Result<Op, String> {
                 .filter(|&n| n > 0)
                 .ok_or_else(|| format!("attribute \"num_outputs\" {n} must be positive"))?;
             if n != cx.output_count {
-                return Err(format!(
-                    "attribute \"num_outputs\" is {n}, the node has {} outputs",
-                    cx.output_count
-                ));
+                return Err(format!("attribute \"num_outputs\" is {n}, the node has {} outputs", cx.output_count));
             }
             Some(n)
         }
     };
-    Ok(Op::Split(Split {
-        axis: cx.attrs.int_or("axis", 0)?,
-        num_outputs,
-    }))
+    Ok(Op::Split(Split { axis: cx.attrs.int_or("axis", 0)?, num_outputs }))
 }
 
 // ---------------------------------------------------------------------------
@@ -757,11 +670,7 @@ fn slice_dims(
 ) -> Result<SliceDims, String> {
     let rank = shape.len();
     if starts.len() != ends.len() {
-        return Err(format!(
-            "starts has {} entries, ends has {}",
-            starts.len(),
-            ends.len()
-        ));
+        return Err(format!("starts has {} entries, ends has {}", starts.len(), ends.len()));
     }
     let axes = match axes {
         Some(a) => axes_of(&a, rank, "axes")?,
@@ -780,11 +689,7 @@ fn slice_dims(
     if axes.len() > rank {
         return Err(format!("{} axes given for rank {rank}", axes.len()));
     }
-    let mut d = SliceDims {
-        start: vec![0; rank],
-        step: vec![1; rank],
-        len: shape.to_vec(),
-    };
+    let mut d = SliceDims { start: vec![0; rank], step: vec![1; rank], len: shape.to_vec() };
     for (k, &a) in axes.iter().enumerate() {
         let (dim, step) = (shape[a] as i64, steps[k]);
         if step == 0 {
@@ -798,11 +703,7 @@ fn slice_dims(
             (start.clamp(0, dim - 1), end.clamp(-1, dim - 1))
         };
         let span = if step > 0 { end - start } else { start - end };
-        let len = if span <= 0 {
-            0
-        } else {
-            (span - 1) / step.saturating_abs() + 1
-        };
+        let len = if span <= 0 { 0 } else { (span - 1) / step.saturating_abs() + 1 };
         d.start[a] = if len == 0 { 0 } else { start };
         d.step[a] = step;
         d.len[a] = len as usize;
@@ -877,12 +778,8 @@ impl Operator for Expand {
             .enumerate()
             .map(|(i, &d)| dim_of(d, &format!("shape[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let shape = broadcast(x.shape, &target).ok_or_else(|| {
-            format!(
-                "input 0 of shape {:?} does not broadcast with {target:?}",
-                x.shape
-            )
-        })?;
+        let shape = broadcast(x.shape, &target)
+            .ok_or_else(|| format!("input 0 of shape {:?} does not broadcast with {target:?}", x.shape))?;
         Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
@@ -907,16 +804,9 @@ pub struct Tile;
 
 fn tile_repeats(repeats: &[i64], rank: usize) -> Result<Vec<usize>, String> {
     if repeats.len() != rank {
-        return Err(format!(
-            "repeats has {} entries, input 0 has rank {rank}",
-            repeats.len()
-        ));
+        return Err(format!("repeats has {} entries, input 0 has rank {rank}", repeats.len()));
     }
-    repeats
-        .iter()
-        .enumerate()
-        .map(|(i, &r)| dim_of(r, &format!("repeats[{i}]")))
-        .collect()
+    repeats.iter().enumerate().map(|(i, &r)| dim_of(r, &format!("repeats[{i}]"))).collect()
 }
 
 impl Operator for Tile {
@@ -941,17 +831,12 @@ impl Operator for Tile {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (_, shape) = cx.input_type(0)?;
         let (_, out) = cx.output_type(0)?;
-        let reps = tile_repeats(
-            &lower_ints(cx, 1, "input 1 (repeats)")?.ok_or("input 1 is required")?,
-            shape.len(),
-        )?;
+        let reps = tile_repeats(&lower_ints(cx, 1, "input 1 (repeats)")?.ok_or("input 1 is required")?, shape.len())?;
         let (in_strides, out_strides) = (dense(&shape), dense(&out));
         let mut copy = StridedCopy {
             dims: reps.clone(),
             src_strides: vec![0; reps.len()],
-            dst_strides: (0..shape.len())
-                .map(|d| shape[d] as i64 * out_strides[d])
-                .collect(),
+            dst_strides: (0..shape.len()).map(|d| shape[d] as i64 * out_strides[d]).collect(),
             ..Default::default()
         };
         copy.dims.extend(&shape);
@@ -983,21 +868,13 @@ pub struct Pad {
 }
 
 /// Per-dim (begin, end) pads from the `pads` input and the optional axes.
-fn pad_amounts(
-    rank: usize,
-    pads: &[i64],
-    axes: Option<Vec<i64>>,
-) -> Result<Vec<(i64, i64)>, String> {
+fn pad_amounts(rank: usize, pads: &[i64], axes: Option<Vec<i64>>) -> Result<Vec<(i64, i64)>, String> {
     let axes = match axes {
         Some(a) => axes_of(&a, rank, "axes")?,
         None => (0..rank).collect(),
     };
     if pads.len() != 2 * axes.len() {
-        return Err(format!(
-            "pads has {} entries, expected {} (2 per axis)",
-            pads.len(),
-            2 * axes.len()
-        ));
+        return Err(format!("pads has {} entries, expected {} (2 per axis)", pads.len(), 2 * axes.len()));
     }
     let mut out = vec![(0, 0); rank];
     for (k, &a) in axes.iter().enumerate() {
@@ -1035,19 +912,13 @@ impl Operator for Pad {
             for (d, (&n, &(b, e))) in x.shape.iter().zip(&pads).enumerate() {
                 let kept = n as i64 - (-b).max(0) - (-e).max(0);
                 if kept <= 0 && shape[d] > 0 {
-                    return Err(format!(
-                        "{:?} padding of dim {d} needs input elements, but none remain",
-                        self.mode
-                    ));
+                    return Err(format!("{:?} padding of dim {d} needs input elements, but none remain", self.mode));
                 }
             }
         }
         if let Some(v) = cx.opt_input(2) {
             if v.value.is_none() && v.dtype != x.dtype {
-                return Err(format!(
-                    "input 2 (constant_value) has type {}, input 0 has {}",
-                    v.dtype, x.dtype
-                ));
+                return Err(format!("input 2 (constant_value) has type {}, input 0 has {}", v.dtype, x.dtype));
             }
         }
         checked_rank(x.shape.len(), "input 0")?;
@@ -1104,19 +975,11 @@ pub fn import_pad(cx: &mut NodeImport) -> Result<Op, String> {
         "reflect" => PadMode::Reflect,
         "edge" => PadMode::Edge,
         "wrap" => PadMode::Wrap,
-        other => {
-            return Err(format!(
-                "attribute \"mode\" is \"{other}\", expected constant, reflect, edge or wrap"
-            ))
-        }
+        other => return Err(format!("attribute \"mode\" is \"{other}\", expected constant, reflect, edge or wrap")),
     };
     if cx.opset < 11 {
         cx.inputs.truncate(1);
-        let name = if cx.attrs.has("paddings") {
-            "paddings"
-        } else {
-            "pads"
-        };
+        let name = if cx.attrs.has("paddings") { "paddings" } else { "pads" };
         if !ints_attr_to_input(cx, name, 1)? {
             return Err("attribute \"pads\" is required".into());
         }
@@ -1149,18 +1012,9 @@ impl Operator for Shape {
         let r = shape.len() as i64;
         let clamp = |v: i64| (if v < 0 { v.saturating_add(r) } else { v }).clamp(0, r) as usize;
         let (start, end) = (clamp(self.start), clamp(self.end.unwrap_or(r)));
-        let dims: Vec<i64> = shape
-            .get(start..end.max(start))
-            .unwrap_or(&[])
-            .iter()
-            .map(|&d| d as i64)
-            .collect();
+        let dims: Vec<i64> = shape.get(start..end.max(start)).unwrap_or(&[]).iter().map(|&d| d as i64).collect();
         let value = Tensor::from_i64s(vec![dims.len()], &dims);
-        Ok(vec![Inferred {
-            dtype: DType::I64,
-            shape: value.shape.clone(),
-            value: Some(value),
-        }])
+        Ok(vec![Inferred { dtype: DType::I64, shape: value.shape.clone(), value: Some(value) }])
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
@@ -1169,10 +1023,7 @@ impl Operator for Shape {
 }
 
 pub fn import_shape(cx: &mut NodeImport) -> Result<Op, String> {
-    Ok(Op::Shape(Shape {
-        start: cx.attrs.int_or("start", 0)?,
-        end: cx.attrs.int("end")?,
-    }))
+    Ok(Op::Shape(Shape { start: cx.attrs.int_or("start", 0)?, end: cx.attrs.int("end")? }))
 }
 
 #[derive(Clone, Debug)]
@@ -1186,11 +1037,7 @@ impl Operator for Size {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let n = count(cx.input(0)?.shape, "input 0")?;
         let value = Tensor::from_i64s(vec![], &[n as i64]);
-        Ok(vec![Inferred {
-            dtype: DType::I64,
-            shape: vec![],
-            value: Some(value),
-        }])
+        Ok(vec![Inferred { dtype: DType::I64, shape: vec![], value: Some(value) }])
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
@@ -1204,19 +1051,9 @@ pub fn import_size(_cx: &mut NodeImport) -> Result<Op, String> {
 
 /// An inference result carrying its value when it is small enough to fold.
 fn maybe_known(dtype: DType, shape: Vec<usize>, make: impl FnOnce() -> Vec<u8>) -> Inferred {
-    let small = element_count(&shape)
-        .and_then(|n| n.checked_mul(dtype.size()))
-        .is_some_and(|b| b <= MAX_FOLD_BYTES);
-    let value = if small {
-        Tensor::from_bytes(dtype, shape.clone(), make())
-    } else {
-        None
-    };
-    Inferred {
-        dtype,
-        shape,
-        value,
-    }
+    let small = element_count(&shape).and_then(|n| n.checked_mul(dtype.size())).is_some_and(|b| b <= MAX_FOLD_BYTES);
+    let value = if small { Tensor::from_bytes(dtype, shape.clone(), make()) } else { None };
+    Inferred { dtype, shape, value }
 }
 
 // ---------------------------------------------------------------------------
@@ -1259,12 +1096,7 @@ pub fn import_constant_of_shape(cx: &mut NodeImport) -> Result<Op, String> {
     let value = match cx.attrs.tensor("value")? {
         None => Tensor::from_f32s(vec![1], &[0.0]),
         Some(t) if t.len() == 1 => t,
-        Some(t) => {
-            return Err(format!(
-                "attribute \"value\" must hold one element, it holds {}",
-                t.len()
-            ))
-        }
+        Some(t) => return Err(format!("attribute \"value\" must hold one element, it holds {}", t.len())),
     };
     Ok(Op::ConstantOfShape(ConstantOfShape { value }))
 }
@@ -1287,16 +1119,10 @@ fn range_args(inputs: [&Tensor; 3]) -> Result<(DType, RangeArgs, usize), String>
     let dtype = inputs[0].dtype;
     for (i, t) in inputs.iter().enumerate() {
         if t.dtype != dtype {
-            return Err(format!(
-                "input {i} has type {}, input 0 has {dtype}",
-                t.dtype
-            ));
+            return Err(format!("input {i} has type {}, input 0 has {dtype}", t.dtype));
         }
         if t.len() != 1 {
-            return Err(format!(
-                "input {i} must be a scalar, it has {} elements",
-                t.len()
-            ));
+            return Err(format!("input {i} must be a scalar, it has {} elements", t.len()));
         }
     }
     if dtype == DType::Bool {
@@ -1318,20 +1144,9 @@ fn range_args(inputs: [&Tensor; 3]) -> Result<(DType, RangeArgs, usize), String>
             return Err("input 2 (delta) is 0".into());
         }
         let span = limit - start;
-        let n = if (span > 0) == (delta > 0) && span != 0 {
-            (span.abs() + delta.abs() - 1) / delta.abs()
-        } else {
-            0
-        };
+        let n = if (span > 0) == (delta > 0) && span != 0 { (span.abs() + delta.abs() - 1) / delta.abs() } else { 0 };
         let n = usize::try_from(n).map_err(|_| "Range output is too large".to_string())?;
-        Ok((
-            dtype,
-            RangeArgs::Int {
-                start: start as i64,
-                delta: delta as i64,
-            },
-            n,
-        ))
+        Ok((dtype, RangeArgs::Int { start: start as i64, delta: delta as i64 }, n))
     }
 }
 
@@ -1353,9 +1168,7 @@ impl Operator for Range {
                     RangeArgs::Int { start, delta } => {
                         encode_i64(dtype, start.wrapping_add(delta.wrapping_mul(i as i64)))
                     }
-                    RangeArgs::Float { start, delta } => {
-                        encode_f64(dtype, start + delta * i as f64)
-                    }
+                    RangeArgs::Float { start, delta } => encode_f64(dtype, start + delta * i as f64),
                 })
                 .collect()
         })])
@@ -1369,9 +1182,7 @@ impl Operator for Range {
         };
         let (dtype, args, n) = range_args([&a, &b, &c])?;
         if matches!(dtype, DType::F16 | DType::BF16) {
-            return Err(format!(
-                "Range of {dtype} larger than {MAX_FOLD_BYTES} bytes is not supported"
-            ));
+            return Err(format!("Range of {dtype} larger than {MAX_FOLD_BYTES} bytes is not supported"));
         }
         let ty = clif_type(dtype);
         let out = cx.output_ptr(0)?;
@@ -1429,10 +1240,7 @@ mod tests {
 
     #[test]
     fn split_chunks_leave_the_last_smaller() {
-        let s = Split {
-            axis: 0,
-            num_outputs: Some(3),
-        };
+        let s = Split { axis: 0, num_outputs: Some(3) };
         assert_eq!(s.sizes(7, None, 3).unwrap(), vec![3, 3, 1]);
         assert!(s.sizes(7, Some(vec![3, 3]), 2).is_err());
     }

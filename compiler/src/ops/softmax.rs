@@ -44,11 +44,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     };
     let coerce_2d = cx.opset < 13;
     let axis = cx.attrs.int_or("axis", if coerce_2d { 1 } else { -1 })?;
-    Ok(Op::Softmax(Softmax {
-        kind,
-        axis,
-        coerce_2d,
-    }))
+    Ok(Op::Softmax(Softmax { kind, axis, coerce_2d }))
 }
 
 /// `[outer, axis_len, inner]` of a contiguous tensor split around `axis`;
@@ -69,12 +65,8 @@ impl Softmax {
         if self.coerce_2d && (self.axis == rank as i64) {
             return Ok(rank);
         }
-        normalize_axis(self.axis, rank).ok_or_else(|| {
-            format!(
-                "attribute \"axis\" is {}, out of range for an input of rank {rank}",
-                self.axis
-            )
-        })
+        normalize_axis(self.axis, rank)
+            .ok_or_else(|| format!("attribute \"axis\" is {}, out of range for an input of rank {rank}", self.axis))
     }
 }
 
