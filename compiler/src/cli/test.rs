@@ -85,9 +85,11 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
         return Err("no test_data_set_* folder".into());
     }
     for set in sets {
+        // Import first: an unsupported model is reported as such, not as
+        // input files it cannot read (sequences, optionals...).
+        let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
         let given = numbered(&set, "input_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
         let expected = numbered(&set, "output_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
-        let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
         let (graph, inputs) =
             driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings).map_err(|e| e.to_string())?;
