@@ -3,44 +3,14 @@
 //! never a panic or a crash.
 
 use crate::common::{onnxc, run_with_timeout};
+use crate::models::{node, value};
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::tensor_proto::DataLocation;
-use onnx_proto::tensor_shape_proto::{dimension, Dimension};
-use onnx_proto::type_proto::{self, Tensor as TensorTypeProto};
 use onnx_proto::*;
 use prost::Message;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn value(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(TensorTypeProto {
-                elem_type: Some(1),
-                shape: dims.map(|d| TensorShapeProto {
-                    dim: d
-                        .iter()
-                        .map(|&n| Dimension { value: Some(dimension::Value::DimValue(n)), denotation: None })
-                        .collect(),
-                }),
-            })),
-            denotation: None,
-        }),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        name: Some(name.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
 
 /// `y = Relu(x)` with x, y: f32[2]; cases mutate it.
 fn valid() -> ModelProto {

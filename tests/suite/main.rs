@@ -17,3 +17,5 @@ mod bad_input;
 mod common;
 mod conformance;
 mod end_to_end;
+mod models;
+mod pipeline;

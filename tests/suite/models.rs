@@ -1,0 +1,78 @@
+//! Small ONNX models built in code for the tests (no binary blobs).
+
+use onnx_proto::tensor_shape_proto::{dimension, Dimension};
+use onnx_proto::type_proto::{self, Tensor as TensorTypeProto};
+use onnx_proto::*;
+
+/// A float tensor value; `dims` entries < 0 become symbolic dims named
+/// `d0`, `d1`... after their position; `None` leaves the shape out.
+pub fn value(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(TensorTypeProto {
+                elem_type: Some(1),
+                shape: dims.map(|d| TensorShapeProto {
+                    dim: d
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| Dimension {
+                            value: Some(if n < 0 {
+                                dimension::Value::DimParam(format!("d{i}"))
+                            } else {
+                                dimension::Value::DimValue(n)
+                            }),
+                            denotation: None,
+                        })
+                        .collect(),
+                }),
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn float_attr(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Float as i32),
+        f: Some(v),
+        ..Default::default()
+    }
+}
+
+pub fn int64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(7),
+        int64_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+pub fn model(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        graph: Some(GraphProto {
+            name: Some("main".into()),
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,156 @@
+//! The pipeline's promises, seen through the CLI on models built here:
+//! model-local functions are inlined with `ref_attr_name` substitution,
+//! unbound symbolic dims are all listed, shape subgraphs fold to constants,
+//! `info` and `bench` print what DESIGN §6 says.
+
+use crate::common::{onnxc, run_with_timeout, Output};
+use crate::models::{float_attr, int64s, model, node, value};
+use onnx_proto::*;
+use prost::Message;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn onnxc_in(dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(onnxc());
+    c.args(args).current_dir(dir);
+    run_with_timeout(c, Duration::from_secs(120)).expect("run onnxc")
+}
+
+fn succeeded(out: &Output) -> bool {
+    out.status.is_some_and(|s| s.success())
+}
+
+fn write(dir: &Path, name: &str, m: &ModelProto) {
+    std::fs::write(dir.join(name), m.encode_to_vec()).expect("write model");
+}
+
+#[test]
+fn functions_are_inlined_with_attribute_references() {
+    // local.ScaledLeaky(x) = LeakyRelu(x, alpha = @alpha), called twice.
+    let mut leaky = node("LeakyRelu", "leaky", &["x"], &["y"]);
+    leaky.attribute.push(AttributeProto {
+        name: Some("alpha".into()),
+        ref_attr_name: Some("alpha".into()),
+        r#type: Some(attribute_proto::AttributeType::Float as i32),
+        ..Default::default()
+    });
+    let function = FunctionProto {
+        name: Some("ScaledLeaky".into()),
+        domain: Some("local".into()),
+        input: vec!["x".into()],
+        output: vec!["y".into()],
+        attribute: vec!["alpha".into()],
+        node: vec![leaky],
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        ..Default::default()
+    };
+    let call = |name: &str, x: &str, y: &str, alpha: f32| {
+        let mut n = node("ScaledLeaky", name, &[x], &[y]);
+        n.domain = Some("local".into());
+        n.attribute.push(float_attr("alpha", alpha));
+        n
+    };
+    let mut m = model(
+        vec![call("first", "x", "a", 0.5), call("second", "a", "y", 0.1)],
+        vec![value("x", Some(&[2]))],
+        vec![value("y", Some(&[2]))],
+    );
+    m.functions.push(function);
+    m.opset_import.push(OperatorSetIdProto { domain: Some("local".into()), version: Some(1) });
+
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write(dir.path(), "model.onnx", &m);
+    let x = TensorProto {
+        name: Some("x".into()),
+        dims: vec![2],
+        data_type: Some(1),
+        float_data: vec![-4.0, 2.0],
+        ..Default::default()
+    };
+    std::fs::write(dir.path().join("x.pb"), x.encode_to_vec()).expect("write input");
+    let out = onnxc_in(dir.path(), &["run", "model.onnx", "x.pb", "-o", "out"]);
+    assert!(succeeded(&out), "onnxc run failed: {}", out.stderr);
+    let y = TensorProto::decode(std::fs::read(dir.path().join("out/output_0.pb")).expect("output").as_slice())
+        .expect("a TensorProto");
+    let raw = y.raw_data.expect("raw data");
+    let got: Vec<f32> = raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    // -4 → -2 (alpha 0.5) → -0.2 (alpha 0.1); 2 stays 2.
+    assert!((got[0] + 0.2).abs() < 1e-6 && got[1] == 2.0, "got {got:?}");
+}
+
+#[test]
+fn every_unbound_dim_is_listed_and_dims_can_be_bound() {
+    let m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![value("x", Some(&[-1, -1]))],
+        vec![value("y", Some(&[-1, -1]))],
+    );
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+    for dim in ["\"d0\"", "\"d1\""] {
+        assert!(out.stderr.contains(dim), "{dim} not listed:\n{}", out.stderr);
+    }
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "d0=2", "--dim", "d1=3"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    let header = std::fs::read_to_string(dir.path().join("m.h")).expect("header");
+    assert!(header.contains("#define MODEL_INPUT0_ELEMENTS 6u"), "{header}");
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "s.o", "--shape", "x=4x5"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+}
+
+#[test]
+fn shape_subgraphs_fold_to_constants() {
+    // y = Reshape(x, Concat([-1], Gather(Shape(x), [1]))) with x: [d0, 3]
+    let mut m = model(
+        vec![
+            node("Shape", "shape", &["x"], &["s"]),
+            node("Gather", "gather", &["s", "one"], &["c"]),
+            node("Concat", "concat", &["minus_one", "c"], &["target"]),
+            node("Reshape", "reshape", &["x", "target"], &["r"]),
+            node("Relu", "relu", &["r"], &["y"]),
+        ],
+        vec![value("x", Some(&[-1, 3]))],
+        vec![value("y", Some(&[-1, 3]))],
+    );
+    let g = m.graph.as_mut().expect("graph");
+    g.initializer.push(int64s("one", &[1], &[1]));
+    g.initializer.push(int64s("minus_one", &[1], &[-1]));
+    g.node[2].attribute.push(AttributeProto {
+        name: Some("axis".into()),
+        r#type: Some(attribute_proto::AttributeType::Int as i32),
+        i: Some(0),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "d0=2", "--emit", "obj,mir"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    let mir = std::fs::read_to_string(dir.path().join("m.mir")).expect("mir");
+    for folded in ["= Shape(", "= Gather(", "= Concat("] {
+        assert!(!mir.contains(folded), "{folded} was not folded:\n{mir}");
+    }
+    assert!(mir.contains("= Relu("), "{mir}");
+}
+
+#[test]
+fn info_and_bench_report_what_the_cli_contract_says() {
+    let m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![value("x", Some(&[1, 8]))],
+        vec![value("y", Some(&[1, 8]))],
+    );
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["info", "model.onnx"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    for line in ["ir_version: 8", "input: x f32[1,8]", "Relu: 1", "workspace bytes:"] {
+        assert!(out.stdout.contains(line), "info lacks {line:?}:\n{}", out.stdout);
+    }
+    let out = onnxc_in(dir.path(), &["bench", "model.onnx", "--iters", "5"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    let line = out.stdout.lines().last().unwrap_or("");
+    assert!(line.starts_with("median ") && line.contains(" ms, min ") && line.ends_with(" ms (5 runs)"), "{line}");
+}
