@@ -1,11 +1,60 @@
-//! Stage 5: graph rewrites, run in order by [`run`]. Today: dead-code
-//! elimination (nodes none of whose outputs reach a graph output).
+//! Stage 5: graph rewrites, run in order by [`run`], and the verifier that
+//! checks the mid-IR's invariants between them (in debug builds and tests).
+//! Today's rewrite: dead-code elimination (nodes none of whose outputs reach
+//! a graph output).
 
-use crate::ir::Graph;
-use std::collections::HashSet;
+use crate::ir::{Graph, ValueDef, ValueId};
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::{HashMap, HashSet};
 
 pub fn run(graph: &mut Graph) {
     eliminate_dead_nodes(graph);
+    debug_assert_eq!(verify(graph), Ok(()));
+}
+
+/// Checks the mid-IR invariants: every value has exactly one definition
+/// (graph input, constant or one node output), nodes only read values
+/// defined earlier in the schedule, the data-flow graph is acyclic, and
+/// every graph output is defined.
+pub fn verify(graph: &Graph) -> Result<(), String> {
+    let mut producer: HashMap<ValueId, usize> = HashMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &out in &node.outputs {
+            if !matches!(graph.value(out).def, ValueDef::Computed) || producer.insert(out, i).is_some() {
+                return Err(format!(
+                    "{}: output \"{}\" is defined more than once",
+                    node.label(),
+                    graph.value(out).name
+                ));
+            }
+        }
+    }
+    let mut flow: DiGraph<usize, ()> = DiGraph::new();
+    let indices: Vec<NodeIndex> = (0..graph.nodes.len()).map(|i| flow.add_node(i)).collect();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &input in node.inputs.iter().flatten() {
+            match (&graph.value(input).def, producer.get(&input)) {
+                (ValueDef::Computed, Some(&p)) if p < i => {
+                    flow.add_edge(indices[p], indices[i], ());
+                }
+                (ValueDef::Computed, _) => {
+                    return Err(format!(
+                        "{}: reads \"{}\" before it is computed",
+                        node.label(),
+                        graph.value(input).name
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    petgraph::algo::toposort(&flow, None).map_err(|_| "the data-flow graph has a cycle".to_string())?;
+    for &out in &graph.outputs {
+        if matches!(graph.value(out).def, ValueDef::Computed) && !producer.contains_key(&out) {
+            return Err(format!("graph output \"{}\" is not computed", graph.value(out).name));
+        }
+    }
+    Ok(())
 }
 
 /// Removes nodes whose outputs are neither graph outputs nor read by a
@@ -21,4 +70,57 @@ pub fn eliminate_dead_nodes(graph: &mut Graph) {
     }
     let mut k = keep.into_iter();
     graph.nodes.retain(|_| k.next().unwrap_or(false));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Node, Tensor};
+    use crate::ops::elementwise::{Elementwise, Func};
+
+    fn relu() -> crate::ops::Op {
+        Elementwise { op_type: "Relu", func: Func::Relu }.into()
+    }
+
+    /// x -> relu -> a -> relu -> y, plus an unused relu(x) -> dead.
+    fn chain() -> Graph {
+        let mut g = Graph::default();
+        let x = g.add_value("x", None, ValueDef::Input(0));
+        let a = g.add_value("a", None, ValueDef::Computed);
+        let y = g.add_value("y", None, ValueDef::Computed);
+        let dead = g.add_value("dead", None, ValueDef::Computed);
+        g.inputs = vec![x];
+        g.outputs = vec![y];
+        g.nodes = vec![
+            Node { name: "n1".into(), op: relu(), inputs: vec![Some(x)], outputs: vec![a] },
+            Node { name: "unused".into(), op: relu(), inputs: vec![Some(x)], outputs: vec![dead] },
+            Node { name: "n2".into(), op: relu(), inputs: vec![Some(a)], outputs: vec![y] },
+        ];
+        g
+    }
+
+    #[test]
+    fn dead_nodes_are_removed_and_the_result_verifies() {
+        let mut g = chain();
+        assert_eq!(verify(&g), Ok(()));
+        eliminate_dead_nodes(&mut g);
+        let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["n1", "n2"]);
+        assert_eq!(verify(&g), Ok(()));
+    }
+
+    #[test]
+    fn the_verifier_rejects_reads_before_definition_and_double_definitions() {
+        let mut g = chain();
+        g.nodes.swap(0, 2);
+        assert!(verify(&g).unwrap_err().contains("before it is computed"));
+        let mut g = chain();
+        let a = g.nodes[0].outputs[0];
+        g.nodes[1].outputs = vec![a];
+        assert!(verify(&g).unwrap_err().contains("defined more than once"));
+        let mut g = chain();
+        let x = g.inputs[0];
+        g.value_mut(x).def = ValueDef::Const(Tensor::from_f32s(vec![], &[1.0]));
+        assert_eq!(verify(&g), Ok(()));
+    }
 }
