@@ -7,9 +7,9 @@
 //! runs them at run time — so shape-computing subgraphs (Shape → Gather →
 //! Concat → Reshape) become constants and later stages see static shapes.
 
-use crate::ir::{Dim, Graph, TensorType, ValueDef};
+use crate::ir::{Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::ops::{InferCx, InputInfo};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Largest tensor (in bytes) that constant folding materialises.
 pub const MAX_FOLD_BYTES: usize = 16 << 20;
@@ -80,13 +80,13 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                 missing_values: Default::default(),
             };
             node.op.infer(&cx).map_err(|e| {
-                let wanted_inputs = cx
+                let missing: Vec<ValueId> = cx
                     .missing_values
                     .borrow()
                     .iter()
                     .filter_map(|&i| node.inputs.get(i).copied().flatten())
-                    .filter(|&v| matches!(graph.value(v).def, ValueDef::Input(_)))
                     .collect();
+                let wanted_inputs = input_ancestors(graph, &kept, &missing);
                 InferError { messages: vec![format!("{}: {e}", node.label())], wanted_inputs }
             })?
         };
@@ -122,6 +122,33 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     }
     graph.nodes = kept;
     Ok(())
+}
+
+/// The shape-like graph inputs that `values` are computed from (through the
+/// nodes scheduled so far): specialising on them makes `values` constants.
+fn input_ancestors(graph: &Graph, scheduled: &[Node], values: &[ValueId]) -> Vec<ValueId> {
+    let producer: HashMap<ValueId, &Node> =
+        scheduled.iter().flat_map(|n| n.outputs.iter().map(move |&o| (o, n))).collect();
+    let mut seen: HashSet<ValueId> = HashSet::new();
+    let mut stack = values.to_vec();
+    let mut inputs = Vec::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        match (&graph.value(v).def, producer.get(&v)) {
+            // Only small integer tensors carry shapes, axes and sizes; a
+            // data input is never specialised away.
+            (ValueDef::Input(_), _) if is_shape_like(graph, v) => inputs.push(v),
+            (ValueDef::Computed, Some(n)) => stack.extend(n.inputs.iter().flatten().copied()),
+            _ => {}
+        }
+    }
+    inputs
+}
+
+fn is_shape_like(graph: &Graph, v: ValueId) -> bool {
+    graph.concrete(v).is_some_and(|(dtype, shape)| dtype.is_int() && shape.iter().product::<usize>() <= 4096)
 }
 
 fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {
