@@ -80,12 +80,8 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                 missing_values: Default::default(),
             };
             node.op.infer(&cx).map_err(|e| {
-                let missing: Vec<ValueId> = cx
-                    .missing_values
-                    .borrow()
-                    .iter()
-                    .filter_map(|&i| node.inputs.get(i).copied().flatten())
-                    .collect();
+                let missing: Vec<ValueId> =
+                    cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
                 let wanted_inputs = input_ancestors(graph, &kept, &missing);
                 InferError { messages: vec![format!("{}: {e}", node.label())], wanted_inputs }
             })?

@@ -28,6 +28,10 @@ pub enum Func {
     Dropout {
         mask_is_bool: bool,
     },
+    /// The same bytes read as another type of the same width.
+    BitCast {
+        to: DType,
+    },
     Abs,
     Neg,
     Sqrt,
@@ -216,6 +220,7 @@ static FUNCS: &[Entry] = &[
     entry("HardSwish", (1, 1), Float, SameAsInput0),
     entry("Gelu", (1, 1), Float, SameAsInput0),
     entry("Cast", (1, 1), Any, CastTarget),
+    entry("BitCast", (1, 1), Any, CastTarget),
     entry("Add", (2, 2), Numeric, SameAsInput0),
     entry("Sub", (2, 2), Numeric, SameAsInput0),
     entry("Mul", (2, 2), Numeric, SameAsInput0),
@@ -305,6 +310,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         },
         "Mod" => Func::Mod { fmod: a.int_or("fmod", 0)? != 0 },
         "CastLike" => Func::CastLike,
+        "BitCast" => Func::BitCast { to: cast_target(a)? },
         "Tanh" => Func::Tanh,
         "Erf" => Func::Erf,
         "Sigmoid" => Func::Sigmoid,
@@ -324,17 +330,8 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
                 other => return Err(format!("attribute \"approximate\" is \"{other}\", expected none or tanh")),
             },
         },
-        "Cast" => {
-            let code = a.int("to")?.ok_or("attribute \"to\" is required")?;
-            let to = i32::try_from(code)
-                .ok()
-                .and_then(DType::from_onnx)
-                .ok_or_else(|| format!("Cast to {} is not supported yet", DType::onnx_name(code as i32)))?;
-            if a.int_or("saturate", 1)? != 1 && !to.is_float() {
-                // saturate only affects float8 targets, which are not supported yet.
-            }
-            Func::Cast { to }
-        }
+        // `saturate` only affects float8 targets, which are not supported yet.
+        "Cast" => Func::Cast { to: cast_target(a)? },
         "Add" => Func::Add,
         "Sub" => Func::Sub,
         "Mul" => Func::Mul,
@@ -376,6 +373,15 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
 
 use super::Op;
 
+/// The element type named by a Cast/BitCast `to` attribute.
+fn cast_target(a: &crate::import::attrs::Attrs) -> Result<DType, String> {
+    let code = a.int("to")?.ok_or("attribute \"to\" is required")?;
+    i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
+        .ok_or_else(|| format!("conversion to {} is not supported yet", DType::onnx_name(code as i32)))
+}
+
 impl Operator for Elementwise {
     fn name(&self) -> &'static str {
         self.op_type
@@ -399,6 +405,11 @@ impl Operator for Elementwise {
         if !ok {
             return Err(format!("element type {} is not supported", first.dtype));
         }
+        if let Func::BitCast { to } = self.func {
+            if to.size() != first.dtype.size() {
+                return Err(format!("BitCast from {} to {to}: the types differ in width", first.dtype));
+            }
+        }
         let mut shape: Vec<usize> = Vec::new();
         let shaping = if self.func == Func::CastLike { &present[..1] } else { &present[..] };
         for input in shaping {
@@ -409,7 +420,12 @@ impl Operator for Elementwise {
         // Where's condition excepted).
         let same_type_from = match self.func {
             Func::Where => 1,
-            Func::Pow | Func::Cast { .. } | Func::CastLike | Func::Identity | Func::Dropout { .. } => usize::MAX,
+            Func::Pow
+            | Func::Cast { .. }
+            | Func::BitCast { .. }
+            | Func::CastLike
+            | Func::Identity
+            | Func::Dropout { .. } => usize::MAX,
             _ => 0,
         };
         if same_type_from != usize::MAX {
@@ -427,7 +443,7 @@ impl Operator for Elementwise {
             SameAsInput1 => cx.input(1)?.dtype,
             OutputType::Boolean => DType::Bool,
             CastTarget => match self.func {
-                Func::Cast { to } => to,
+                Func::Cast { to } | Func::BitCast { to } => to,
                 _ => first.dtype,
             },
         };
@@ -439,7 +455,7 @@ impl Operator for Elementwise {
     }
 
     fn is_view(&self) -> bool {
-        matches!(self.func, Func::Identity | Func::Dropout { .. })
+        matches!(self.func, Func::Identity | Func::Dropout { .. } | Func::BitCast { .. })
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -651,7 +667,7 @@ fn emit_scalar(
     let signed = t.is_signed_int();
     let y = || args.get(1).map(|a| a.0).ok_or("missing second operand".to_string());
     Ok(match func {
-        Func::Identity | Func::Dropout { .. } => x,
+        Func::Identity | Func::Dropout { .. } | Func::BitCast { .. } => x,
         Func::Abs if float => cx.ins().fabs(x),
         Func::Abs if signed => cx.ins().iabs(x),
         Func::Abs => x,

@@ -246,6 +246,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("BitwiseOr", elementwise::import),
     ("BitwiseXor", elementwise::import),
     ("BitShift", elementwise::import),
+    ("BitCast", elementwise::import),
     ("Mod", elementwise::import),
     ("CastLike", elementwise::import),
     ("MatMul", linalg::import_matmul),
