@@ -23,6 +23,8 @@ pub enum Loc {
     Workspace(usize),
     /// The same bytes as another value (a view).
     Alias(ValueId),
+    /// Nothing reads or writes it (left behind by a rewrite).
+    Unused,
 }
 
 #[derive(Clone, Debug)]
@@ -143,6 +145,15 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             if let Some(off) = offsets[v.index()] {
                 arena.free(off);
             }
+        }
+    }
+    let mut referenced = vec![false; n_values];
+    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten().chain(&n.outputs)).chain(&graph.outputs) {
+        referenced[v.index()] = true;
+    }
+    for (l, used) in locs.iter_mut().zip(referenced) {
+        if l.is_none() && !used {
+            *l = Some(Loc::Unused);
         }
     }
     let locs = locs

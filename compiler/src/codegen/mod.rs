@@ -178,6 +178,8 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
         }
         Loc::Workspace(off) => b.ins().iadd_imm_s(env.workspace, off as i64),
         Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
+        // Never asked for: lowerings only address their own inputs/outputs.
+        Loc::Unused => b.ins().iconst(ptr, 0),
     }
 }
 

@@ -1,13 +1,20 @@
 //! Stage 5: graph rewrites, run in order by [`run`], and the verifier that
 //! checks the mid-IR's invariants between them (in debug builds and tests).
-//! Today's rewrite: dead-code elimination (nodes none of whose outputs reach
-//! a graph output).
+//! Each rewrite is a plain function in its own file; a rewrite never makes
+//! the code worse.
 
 use crate::ir::{Graph, ValueDef, ValueId};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
+mod fold_batchnorm;
+
+pub use fold_batchnorm::fold_batchnorm_into_conv;
+
+/// Every rewrite, in order.
 pub fn run(graph: &mut Graph) {
+    eliminate_dead_nodes(graph);
+    fold_batchnorm_into_conv(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
 }
