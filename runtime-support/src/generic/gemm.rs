@@ -468,7 +468,10 @@ pub unsafe fn blocked<K: MicroKernel>(
     y: MatMut,
 ) {
     let (mr, nr) = (K::MR, K::NR);
-    debug_assert!(K::KC * nr <= B_BUF && K::A_BLOCK <= A_BUF && K::A_BLOCK >= K::KC * mr && mr * nr <= TILE_BUF);
+    const {
+        assert!(K::KC * K::NR <= B_BUF && K::A_BLOCK <= A_BUF && K::A_BLOCK >= K::KC * K::MR);
+        assert!(K::MR * K::NR <= TILE_BUF);
+    }
     if m == 0 || n == 0 {
         return;
     }
@@ -872,7 +875,7 @@ mod tests {
             3 => Some(MatRef { ptr: cv.as_ptr(), rs: 1, cs: 0 }),
             _ => Some(MatRef { ptr: cv.as_ptr(), rs: 0, cs: 0 }),
         };
-        let (alpha, beta) = if seed % 2 == 0 { (1.0, 1.0) } else { (-0.75, 1.5) };
+        let (alpha, beta) = if seed.is_multiple_of(2) { (1.0, 1.0) } else { (-0.75, 1.5) };
         let (yrs, ycs) = match layout {
             4 => (ni + pad, 1),
             5 => (2 * ni, 2),

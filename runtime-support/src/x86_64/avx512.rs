@@ -43,6 +43,14 @@ unsafe fn tile<const R: usize>(
     alpha: f32,
     accumulate: bool,
 ) {
+    if accumulate {
+        // The tile of y is read at the end; start pulling it in now.
+        for i in 0..R {
+            let row = y.offset(i as isize * rs) as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(row);
+            _mm_prefetch::<_MM_HINT_T0>(row.add(64));
+        }
+    }
     let mut acc0 = [_mm512_setzero_ps(); R];
     let mut acc1 = [_mm512_setzero_ps(); R];
     let (mut a, mut b) = (a, b);
