@@ -15,13 +15,17 @@
 //!
 //! Layout: [`abi`] holds the status codes, shared constants and the kernel
 //! table; [`generic`] holds the portable scalar implementations, one module
-//! per kernel family. Architecture-specific (SIMD) variants will live next to
-//! `generic` and be tested against it.
+//! per kernel family; [`x86_64`] holds the SIMD variants (so far the sgemm
+//! micro-kernels, chosen at run time by CPU feature detection), each tested
+//! against `generic`.
 #![no_std]
 
 pub mod abi;
 #[allow(clippy::missing_safety_doc)] // the shared contract is in `generic`'s module doc
 pub mod generic;
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::missing_safety_doc)]
+pub mod x86_64;
 
 pub use abi::{
     kernel, AbiType, KernelSig, KERNELS, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,

@@ -16,6 +16,7 @@
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows of A per micro-kernel call.
 pub const MR: usize = 8;
@@ -76,14 +77,12 @@ pub struct MatMut {
     pub cs: isize,
 }
 
-/// `y = alpha * a * b + beta * c` (or `+ 0` when `c` is `None`), with `a`
-/// `m x k`, `b` `k x n`, `c` and `y` `m x n`.
+/// The portable reference: [`sgemm`] with the scalar 8x8 micro-kernel.
 ///
 /// # Safety
-/// Every addressed element of `a`, `b`, `c` must be readable and of `y`
-/// writable; `y` must not overlap the inputs.
+/// As [`sgemm`].
 #[allow(clippy::too_many_arguments)] // the BLAS-style signature reads best flat
-pub unsafe fn sgemm(
+pub unsafe fn sgemm_generic(
     m: usize,
     n: usize,
     k: usize,
@@ -98,15 +97,7 @@ pub unsafe fn sgemm(
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            for j in 0..n {
-                let bias = match c {
-                    Some(c) => beta * c.at(i, j),
-                    None => 0.0,
-                };
-                *y.ptr.offset(i as isize * y.rs + j as isize * y.cs) = bias;
-            }
-        }
+        bias_only(m, n, beta, c, y);
         return;
     }
 
@@ -242,6 +233,18 @@ pub unsafe extern "C" fn onnxc_gemm_f32(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
+    gemm_batched(GemmKernel::best(), p, a, b, c, y)
+}
+
+/// [`onnxc_gemm_f32`] with a chosen implementation.
+unsafe fn gemm_batched(
+    kernel: GemmKernel,
+    p: &GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+) -> i32 {
     if p.m < 0 || p.n < 0 || p.k < 0 || p.batch_rank < 0 {
         return STATUS_INVALID_PARAMS;
     }
@@ -267,13 +270,390 @@ pub unsafe extern "C" fn onnxc_gemm_f32(
             cs: p.c_col_stride as isize,
         });
         let ym = MatMut { ptr: y_batch, rs: n as isize, cs: 1 };
-        sgemm(m, n, k, p.alpha as f32, am, bm, p.beta as f32, cm, ym);
+        sgemm_with(kernel, m, n, k, p.alpha as f32, am, bm, p.beta as f32, cm, ym);
         y_batch = y_batch.add(m * n);
         if !advance(&mut idx[..rank], &dims[..rank], [&strides[0][..], &strides[1][..], &strides[2][..]], &mut offs) {
             break;
         }
     }
     STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch: the best micro-kernel this CPU supports, detected once.
+// ---------------------------------------------------------------------------
+
+/// The sgemm implementations, slowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum GemmKernel {
+    /// Portable blocked gemm with the scalar 8x8 micro-kernel: the reference.
+    Generic = 1,
+    /// x86-64 AVX2+FMA, 6x16 micro-kernel.
+    Avx2Fma = 2,
+    /// x86-64 AVX-512F, 8x32 micro-kernel.
+    Avx512 = 3,
+}
+
+impl GemmKernel {
+    /// Every implementation, available here or not.
+    pub const ALL: [GemmKernel; 3] = [GemmKernel::Generic, GemmKernel::Avx2Fma, GemmKernel::Avx512];
+
+    /// Short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmKernel::Generic => "generic",
+            GemmKernel::Avx2Fma => "avx2-fma",
+            GemmKernel::Avx512 => "avx512f",
+        }
+    }
+
+    /// Whether this CPU (and OS) can run the implementation.
+    pub fn available(self) -> bool {
+        match self {
+            GemmKernel::Generic => true,
+            #[cfg(target_arch = "x86_64")]
+            GemmKernel::Avx2Fma => cpu().avx2_fma,
+            #[cfg(target_arch = "x86_64")]
+            GemmKernel::Avx512 => cpu().avx512f,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The fastest available implementation (detected once, then cached).
+    pub fn best() -> GemmKernel {
+        match SELECTED.load(Ordering::Relaxed) {
+            1 => GemmKernel::Generic,
+            2 => GemmKernel::Avx2Fma,
+            3 => GemmKernel::Avx512,
+            _ => {
+                let k = *GemmKernel::ALL.iter().rev().find(|k| k.available()).unwrap_or(&GemmKernel::Generic);
+                SELECTED.store(k as u8, Ordering::Relaxed);
+                k
+            }
+        }
+    }
+}
+
+/// Cached [`GemmKernel::best`] (0 = not detected yet). Racing first calls
+/// both detect and store the same value.
+static SELECTED: AtomicU8 = AtomicU8::new(0);
+
+/// Cached CPU features: bit 0 = detected, bit 1 = AVX2+FMA, bit 2 = AVX-512F.
+#[cfg(target_arch = "x86_64")]
+static FEATURES: AtomicU8 = AtomicU8::new(0);
+
+#[cfg(target_arch = "x86_64")]
+fn cpu() -> crate::x86_64::CpuFeatures {
+    let mut bits = FEATURES.load(Ordering::Relaxed);
+    if bits == 0 {
+        let f = crate::x86_64::cpu_features();
+        bits = 1 | (f.avx2_fma as u8) << 1 | (f.avx512f as u8) << 2;
+        FEATURES.store(bits, Ordering::Relaxed);
+    }
+    crate::x86_64::CpuFeatures { avx2_fma: bits & 2 != 0, avx512f: bits & 4 != 0 }
+}
+
+/// `y = alpha * a * b + beta * c` (or `+ 0` when `c` is `None`), with `a`
+/// `m x k`, `b` `k x n`, `c` and `y` `m x n`, using the fastest
+/// micro-kernel the CPU supports ([`GemmKernel::best`]).
+///
+/// # Safety
+/// Every addressed element of `a`, `b`, `c` must be readable and of `y`
+/// writable; `y` must not overlap the inputs.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub unsafe fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: MatRef,
+    b: MatRef,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+) {
+    sgemm_with(GemmKernel::best(), m, n, k, alpha, a, b, beta, c, y)
+}
+
+/// [`sgemm`] with a chosen implementation; one the CPU lacks falls back to
+/// the generic one.
+///
+/// # Safety
+/// As [`sgemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_with(
+    kernel: GemmKernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: MatRef,
+    b: MatRef,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+) {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        #[cfg(target_arch = "x86_64")]
+        GemmKernel::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        _ => sgemm_generic(m, n, k, alpha, a, b, beta, c, y),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// SIMD driver: the same pack -> macro-kernel -> micro-kernel structure, with
+// blocking sized for the SIMD micro-kernels and a vector epilogue.
+// ---------------------------------------------------------------------------
+
+/// Floats of the packed A block, for every micro-kernel (192 KiB of stack).
+const A_BUF: usize = 48 * 1024;
+/// Floats of one packed `KC x NR` B panel (32 KiB of stack).
+const B_BUF: usize = 8 * 1024;
+/// Floats of the largest tile (edge tiles are computed into a stack tile).
+const TILE_BUF: usize = 16 * 32;
+
+#[repr(C, align(64))]
+struct Aligned<const N: usize>([f32; N]);
+
+/// A register-blocked micro-kernel and its blocking parameters.
+///
+/// The driver packs A into `MR`-row panels (`panel[l * MR + i]`) and B into
+/// `NR`-column panels (`panel[l * NR + j]`), both zero-padded at the edges.
+pub trait MicroKernel {
+    /// Rows per tile (at most 16).
+    const MR: usize;
+    /// Columns per tile (at most 32).
+    const NR: usize;
+    /// Floats of packed A per block (`MC x KC`, at most [`A_BUF`]): sized for L2.
+    const A_BLOCK: usize;
+    /// Deepest depth slice (`KC`; `KC * NR` at most [`B_BUF`]): one B panel sized for L1.
+    const KC: usize;
+
+    /// Multiplies one `MR x kc` A panel by one `kc x NR` B panel and stores
+    /// the full tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the previous
+    /// `y[i*rs + j]` when `accumulate`.
+    ///
+    /// # Safety
+    /// The panels hold `kc * MR` and `kc * NR` floats; the tile of `y` is
+    /// writable (and readable when `accumulate`), columns unit-stride.
+    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool);
+}
+
+/// `y = alpha * a * b + beta * c` with micro-kernel `K`; same contract as
+/// [`sgemm`]. Loops: `MC`-row blocks of A, `KC`-deep slices (A block packed
+/// once, sized for L2), then `NR`-wide B panels (packed, sized for L1) each
+/// swept by every A panel of the block. B is re-packed once per A block,
+/// A exactly once.
+///
+/// # Safety
+/// As [`sgemm`]; `K`'s target features must be available. Meant to be
+/// inlined into a `#[target_feature]` entry point so the packing code is
+/// compiled for the same ISA.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn blocked<K: MicroKernel>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: MatRef,
+    b: MatRef,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+) {
+    let (mr, nr) = (K::MR, K::NR);
+    const {
+        assert!(K::KC * K::NR <= B_BUF && K::A_BLOCK <= A_BUF && K::A_BLOCK >= K::KC * K::MR);
+        assert!(K::MR * K::NR <= TILE_BUF);
+    }
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        bias_only(m, n, beta, c, y);
+        return;
+    }
+    let mut a_buf = MaybeUninit::<Aligned<A_BUF>>::uninit();
+    let mut b_buf = MaybeUninit::<Aligned<B_BUF>>::uninit();
+    let mut t_buf = MaybeUninit::<Aligned<TILE_BUF>>::uninit();
+    let a_pack = a_buf.as_mut_ptr() as *mut f32;
+    let b_pack = b_buf.as_mut_ptr() as *mut f32;
+    let tile = t_buf.as_mut_ptr() as *mut f32;
+
+    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
+    let kc_max = k.div_ceil(k.div_ceil(K::KC));
+    let mc_max = (K::A_BLOCK / kc_max / mr * mr).max(mr);
+    let direct_y = y.cs == 1;
+    for ic in (0..m).step_by(mc_max) {
+        let mc = mc_max.min(m - ic);
+        let panels = mc.div_ceil(mr);
+        for pc in (0..k).step_by(kc_max) {
+            let kc = kc_max.min(k - pc);
+            pack_a_panels(mc, kc, a, ic, pc, mr, a_pack);
+            let first = pc == 0;
+            for jc in (0..n).step_by(nr) {
+                let cols = nr.min(n - jc);
+                pack_b_panel(kc, cols, b, pc, jc, nr, b_pack);
+                for ip in 0..panels {
+                    let i0 = ic + ip * mr;
+                    let rows = mr.min(m - i0);
+                    let a_panel = a_pack.add(ip * mr * kc);
+                    if direct_y && rows == mr && cols == nr {
+                        let acc = match (first, c) {
+                            (true, Some(c)) => {
+                                fill_bias(rows, cols, beta, c, i0, jc, y);
+                                true
+                            }
+                            (true, None) => false,
+                            (false, _) => true,
+                        };
+                        let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
+                        K::tile(kc, a_panel, b_pack, yt, y.rs, alpha, acc);
+                    } else {
+                        K::tile(kc, a_panel, b_pack, tile, nr as isize, 1.0, false);
+                        store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `y = beta * c` (or 0): the whole product when `k == 0`.
+unsafe fn bias_only(m: usize, n: usize, beta: f32, c: Option<MatRef>, y: MatMut) {
+    for i in 0..m {
+        for j in 0..n {
+            let bias = match c {
+                Some(c) => beta * c.at(i, j),
+                None => 0.0,
+            };
+            *y.ptr.offset(i as isize * y.rs + j as isize * y.cs) = bias;
+        }
+    }
+}
+
+/// Packs `a[row0.., col0..]` (`mc x kc`) into `mr`-row panels stored
+/// depth-major (`panel[l * mr + i]`), rows past `mc` zero.
+#[inline(always)]
+unsafe fn pack_a_panels(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, mr: usize, dst: *mut f32) {
+    let mut out = dst;
+    for p in (0..mc).step_by(mr) {
+        let rows = mr.min(mc - p);
+        let base = a.ptr.offset((row0 + p) as isize * a.rs + col0 as isize * a.cs);
+        if rows == mr && a.rs == 1 {
+            // Column-major A (transposed): each depth step is `mr` contiguous floats.
+            for l in 0..kc {
+                core::ptr::copy_nonoverlapping(base.offset(l as isize * a.cs), out, mr);
+                out = out.add(mr);
+            }
+        } else if rows == mr {
+            for l in 0..kc {
+                let col = base.offset(l as isize * a.cs);
+                for i in 0..mr {
+                    out.write(*col.offset(i as isize * a.rs));
+                    out = out.add(1);
+                }
+            }
+        } else {
+            for l in 0..kc {
+                let col = base.offset(l as isize * a.cs);
+                for i in 0..mr {
+                    out.write(if i < rows { *col.offset(i as isize * a.rs) } else { 0.0 });
+                    out = out.add(1);
+                }
+            }
+        }
+    }
+}
+
+/// Packs `b[row0.., col0..]` (`kc x cols`, `cols <= nr`) into one `nr`-column
+/// panel stored depth-major (`panel[l * nr + j]`), columns past `cols` zero.
+#[inline(always)]
+unsafe fn pack_b_panel(kc: usize, cols: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+    let base = b.ptr.offset(row0 as isize * b.rs + col0 as isize * b.cs);
+    if cols == nr && b.cs == 1 {
+        for l in 0..kc {
+            core::ptr::copy_nonoverlapping(base.offset(l as isize * b.rs), dst.add(l * nr), nr);
+        }
+    } else if cols == nr {
+        for l in 0..kc {
+            let row = base.offset(l as isize * b.rs);
+            for j in 0..nr {
+                dst.add(l * nr + j).write(*row.offset(j as isize * b.cs));
+            }
+        }
+    } else {
+        for l in 0..kc {
+            let row = base.offset(l as isize * b.rs);
+            for j in 0..nr {
+                dst.add(l * nr + j).write(if j < cols { *row.offset(j as isize * b.cs) } else { 0.0 });
+            }
+        }
+    }
+}
+
+/// `y[i0.., j0..] = beta * c[i0.., j0..]` over a `rows x cols` tile (the
+/// first depth slice then accumulates onto it). `y` is unit-stride in columns.
+#[inline(always)]
+unsafe fn fill_bias(rows: usize, cols: usize, beta: f32, c: MatRef, i0: usize, j0: usize, y: MatMut) {
+    for i in 0..rows {
+        let yr = core::slice::from_raw_parts_mut(y.ptr.offset((i0 + i) as isize * y.rs + j0 as isize), cols);
+        let cr = c.ptr.offset((i0 + i) as isize * c.rs + j0 as isize * c.cs);
+        if c.cs == 1 {
+            let cr = core::slice::from_raw_parts(cr, cols);
+            for (d, &s) in yr.iter_mut().zip(cr) {
+                *d = beta * s;
+            }
+        } else if c.cs == 0 {
+            yr.fill(beta * *cr);
+        } else {
+            for (j, d) in yr.iter_mut().enumerate() {
+                *d = beta * *cr.offset(j as isize * c.cs);
+            }
+        }
+    }
+}
+
+/// Stores the valid `rows x cols` part of a computed tile (`t[i * ts + j]`,
+/// not yet scaled by alpha) with the same semantics as the generic
+/// macro-kernel: overwrite plus bias on the first depth slice, else add.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn store_tile(
+    rows: usize,
+    cols: usize,
+    t: *const f32,
+    ts: usize,
+    alpha: f32,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+    i0: usize,
+    j0: usize,
+    first: bool,
+) {
+    for i in 0..rows {
+        for j in 0..cols {
+            let (gi, gj) = (i0 + i, j0 + j);
+            let v = *t.add(i * ts + j);
+            let dst = y.ptr.offset(gi as isize * y.rs + gj as isize * y.cs);
+            if first {
+                let bias = match c {
+                    Some(c) => beta * c.at(gi, gj),
+                    None => 0.0,
+                };
+                *dst = alpha * v + bias;
+            } else {
+                *dst += alpha * v;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -428,5 +808,120 @@ mod tests {
             unsafe { onnxc_gemm_f32(core::ptr::null(), z.as_ptr(), z.as_ptr(), z.as_ptr(), y.as_mut_ptr(),) },
             STATUS_INVALID_PARAMS
         );
+    }
+
+    /// Every SIMD kernel this CPU supports against the generic reference, on
+    /// shapes that straddle the tiles and the cache blocks, with every
+    /// stride pattern the compiler emits. Kernels the CPU lacks are skipped
+    /// (and say so).
+    #[test]
+    fn simd_kernels_match_generic() {
+        for kernel in GemmKernel::ALL {
+            if !kernel.available() {
+                std::eprintln!("skipping gemm kernel {}: not supported by this CPU", kernel.name());
+                continue;
+            }
+            let mut seed = 500;
+            let shapes: &[(usize, usize, usize)] = &[
+                (1, 1, 1),
+                (1, 37, 5),
+                (5, 1, 9),
+                (6, 16, 7),
+                (8, 32, 256),
+                (7, 31, 257),
+                (9, 33, 300),
+                (13, 50, 513),
+                (33, 65, 17),
+                (200, 70, 300),
+                (64, 96, 576),
+                (17, 129, 1),
+            ];
+            for &(m, n, k) in shapes {
+                for layout in 0..6 {
+                    for bias in 0..5 {
+                        seed += 1;
+                        check_kernel(kernel, m, n, k, layout, bias, seed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one problem through `kernel` and the generic path and compares.
+    /// `layout`: 0 plain, 1 A transposed, 2 B transposed, 3 both, 4 negative
+    /// row strides + padded y rows, 5 non-unit column strides everywhere.
+    /// `bias`: 0 none, 1 full C, 2 row broadcast, 3 column broadcast, 4 scalar.
+    fn check_kernel(kernel: GemmKernel, m: usize, n: usize, k: usize, layout: u32, bias: u32, seed: u64) {
+        let (mi, ni, ki) = (m as isize, n as isize, k as isize);
+        let pad = 3isize;
+        let a = rand_vec(m * k * 2 + 8, seed);
+        let b = rand_vec(k * n * 2 + 8, seed + 1);
+        let cv = rand_vec(m * n + 8, seed + 2);
+        // (offset, rs, cs) per operand.
+        let (ao, ars, acs, bo, brs, bcs) = match layout {
+            0 => (0, ki, 1, 0, ni, 1),
+            1 => (0, 1, mi, 0, ni, 1),
+            2 => (0, ki, 1, 0, 1, ki),
+            3 => (0, 1, mi, 0, 1, ki),
+            4 => ((mi - 1) * ki, -ki, 1, (ki - 1) * ni, -ni, 1),
+            _ => (0, 2 * ki, 2, 0, 2 * ni, 2),
+        };
+        let am = MatRef { ptr: a.as_ptr().wrapping_offset(ao), rs: ars, cs: acs };
+        let bm = MatRef { ptr: b.as_ptr().wrapping_offset(bo), rs: brs, cs: bcs };
+        let cm = match bias {
+            0 => None,
+            1 => Some(MatRef { ptr: cv.as_ptr(), rs: ni, cs: 1 }),
+            2 => Some(MatRef { ptr: cv.as_ptr(), rs: 0, cs: 1 }),
+            3 => Some(MatRef { ptr: cv.as_ptr(), rs: 1, cs: 0 }),
+            _ => Some(MatRef { ptr: cv.as_ptr(), rs: 0, cs: 0 }),
+        };
+        let (alpha, beta) = if seed.is_multiple_of(2) { (1.0, 1.0) } else { (-0.75, 1.5) };
+        let (yrs, ycs) = match layout {
+            4 => (ni + pad, 1),
+            5 => (2 * ni, 2),
+            _ => (ni, 1),
+        };
+        let len = (m as isize * yrs) as usize + 2 * n;
+        let mut want = vec![f32::NAN; len];
+        let mut got = vec![f32::NAN; len];
+        unsafe {
+            let ym = MatMut { ptr: want.as_mut_ptr(), rs: yrs, cs: ycs };
+            sgemm_generic(m, n, k, alpha, am, bm, beta, cm, ym);
+            let ym = MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs };
+            sgemm_with(kernel, m, n, k, alpha, am, bm, beta, cm, ym);
+        }
+        // Untouched padding stays NaN in both (compared as equal).
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let ok = (g - w).abs() <= 1e-4 * (1.0 + w.abs()) * (1.0 + (k as f32).sqrt()) || (g.is_nan() && w.is_nan());
+            assert!(ok, "{} m={m} n={n} k={k} layout={layout} bias={bias} at {i}: got {g}, want {w}", kernel.name());
+        }
+    }
+
+    /// Batched calls (broadcast operands, bias broadcast) through every
+    /// available kernel.
+    #[test]
+    fn simd_kernels_batched() {
+        let (m, n, k) = (13i64, 37i64, 70i64);
+        let a = rand_vec((2 * 3 * m * k) as usize, 21);
+        let b = rand_vec((3 * k * n) as usize, 22);
+        let c = rand_vec(n as usize, 23);
+        let mut p = plain(m, n, k, false, true);
+        p.alpha = 0.25;
+        p.c_row_stride = 0;
+        p.batch_rank = 2;
+        p.batch_dims[..2].copy_from_slice(&[2, 3]);
+        p.a_batch_strides[..2].copy_from_slice(&[3 * m * k, m * k]);
+        p.b_batch_strides[..2].copy_from_slice(&[0, k * n]);
+        let want = reference(&p, &a, &b, Some(&c));
+        for kernel in GemmKernel::ALL {
+            if !kernel.available() {
+                std::eprintln!("skipping gemm kernel {}: not supported by this CPU", kernel.name());
+                continue;
+            }
+            let mut got = vec![f32::NAN; want.len()];
+            let st = unsafe { gemm_batched(kernel, &p, a.as_ptr(), b.as_ptr(), c.as_ptr(), got.as_mut_ptr()) };
+            assert_eq!(st, STATUS_OK);
+            assert_close(&got, &want, 1e-4);
+        }
     }
 }

@@ -1,0 +1,54 @@
+//! x86-64 SIMD kernels (AVX2+FMA, AVX-512F), each tested against the
+//! portable reference in [`crate::generic`].
+//!
+//! Everything here is compiled with `#[target_feature]`, so the crate still
+//! builds for (and runs on) baseline x86-64; callers must check
+//! [`cpu_features`] before calling a kernel. Detection uses `cpuid` and
+//! `xgetbv`, which need no `std`: a CPU may support AVX but the OS may not
+//! save the wider registers on context switch, so both the feature bits and
+//! the OS-enabled state (XCR0) are checked.
+
+pub mod avx2;
+pub mod avx512;
+
+use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+
+/// SIMD levels usable on this CPU and OS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuFeatures {
+    /// AVX2 and FMA3, with the ymm state enabled by the OS.
+    pub avx2_fma: bool,
+    /// AVX-512F, with the zmm/opmask state enabled by the OS.
+    pub avx512f: bool,
+}
+
+#[target_feature(enable = "xsave")]
+unsafe fn xcr0() -> u64 {
+    _xgetbv(0)
+}
+
+/// Detects the SIMD features of the running CPU (a few `cpuid`s; callers
+/// cache the result).
+#[allow(unused_unsafe)] // `__cpuid` is a safe fn only in recent Rust
+pub fn cpu_features() -> CpuFeatures {
+    let mut f = CpuFeatures::default();
+    // SAFETY: cpuid exists on every x86-64 CPU.
+    let max_leaf = unsafe { __cpuid(0) }.eax;
+    if max_leaf < 7 {
+        return f;
+    }
+    let l1 = unsafe { __cpuid(1) };
+    let (fma, osxsave, avx) = (l1.ecx >> 12 & 1 == 1, l1.ecx >> 27 & 1 == 1, l1.ecx >> 28 & 1 == 1);
+    if !(osxsave && avx) {
+        return f;
+    }
+    // SAFETY: OSXSAVE says xgetbv is available and XCR0 readable.
+    let xcr0 = unsafe { xcr0() };
+    let ymm_state = xcr0 & 0b110 == 0b110; // SSE + AVX state
+    let zmm_state = xcr0 & 0b1110_0110 == 0b1110_0110; // + opmask, ZMM_Hi256, Hi16_ZMM
+    let l7 = unsafe { __cpuid_count(7, 0) };
+    let (avx2, avx512f) = (l7.ebx >> 5 & 1 == 1, l7.ebx >> 16 & 1 == 1);
+    f.avx2_fma = ymm_state && avx2 && fma;
+    f.avx512f = zmm_state && avx512f && f.avx2_fma;
+    f
+}
