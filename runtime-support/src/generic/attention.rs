@@ -42,6 +42,10 @@ pub trait Real:
     const ZERO: Self;
     const ONE: Self;
     const NEG_INF: Self;
+    const NAN: Self;
+    fn is_nan(self) -> bool {
+        self.partial_cmp(&self).is_none()
+    }
     fn exp(self) -> Self;
     fn tanh(self) -> Self;
     fn from_f64(v: f64) -> Self;
@@ -52,6 +56,7 @@ impl Real for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
     const NEG_INF: f32 = f32::NEG_INFINITY;
+    const NAN: f32 = f32::NAN;
     fn exp(self) -> f32 {
         libm::expf(self)
     }
@@ -70,6 +75,7 @@ impl Real for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
     const NEG_INF: f64 = f64::NEG_INFINITY;
+    const NAN: f64 = f64::NAN;
     fn exp(self) -> f64 {
         libm::exp(self)
     }
@@ -405,7 +411,7 @@ unsafe fn attention<T: Elem>(p: &AttentionParams, a: &AttnPtrs) -> i32 {
                 let mut nan = false;
                 for j in 0..total {
                     let s = sm(*scores.add(j));
-                    nan |= s != s;
+                    nan |= s.is_nan();
                     if s > max {
                         max = s;
                     }
@@ -431,7 +437,7 @@ unsafe fn attention<T: Elem>(p: &AttentionParams, a: &AttnPtrs) -> i32 {
                     let pr = if all_masked {
                         T::C::ZERO
                     } else if nan {
-                        T::C::ZERO / T::C::ZERO
+                        T::C::NAN
                     } else {
                         T::round(sm(*scores.add(j) / sum))
                     };
@@ -646,7 +652,7 @@ unsafe fn causal_conv<T: Elem<C = f32>>(
             for t in 0..len {
                 let mut acc = b0;
                 for i in 0..kn {
-                    acc = acc + (*wr.add(i)).load() * padded(t + i);
+                    acc += (*wr.add(i)).load() * padded(t + i);
                 }
                 let mut out = T::round(acc);
                 if p.silu != 0 {
