@@ -7,6 +7,7 @@
 //! a silent ABI mismatch: the `kernel_table!` macro type-checks every entry
 //! against the real function.
 
+use crate::generic::attention::*;
 use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
@@ -154,6 +155,12 @@ kernel_table! {
     onnxc_f32_to_f16(f32) -> i32;
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
+
+    onnxc_attention(*const AttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *const i64, *mut u8, *mut u8, *mut u8, *mut u8, *mut u8) -> i32;
+    onnxc_rotary_embedding(*const RotaryParams, *const u8, *const u8, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_swiglu(*const SwigluParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_causal_conv_with_state(*const CausalConvParams, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
+    onnxc_linear_attention(*const LinearAttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

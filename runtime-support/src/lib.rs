@@ -30,6 +30,7 @@ pub mod x86_64;
 pub use abi::{
     kernel, AbiType, KernelSig, KERNELS, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
 };
+pub use generic::attention::*;
 pub use generic::conv::*;
 pub use generic::convert::*;
 pub use generic::copy::*;

@@ -8,6 +8,7 @@
 //! line in [`REGISTRY`], one line in the `ops!` list below, and the
 //! conformance list.
 
+pub mod attention;
 pub mod conv;
 pub mod elementwise;
 pub mod gather;
@@ -149,6 +150,11 @@ ops! {
     Range(shape_ops::Range),
     Tile(shape_ops::Tile),
     Gather(gather::Gather),
+    Attention(attention::Attention),
+    RotaryEmbedding(attention::RotaryEmbedding),
+    Swiglu(attention::Swiglu),
+    LinearAttention(attention::LinearAttention),
+    CausalConvWithState(attention::CausalConvWithState),
 }
 
 impl Op {
@@ -291,6 +297,11 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Range", shape_ops::import_range),
     ("Tile", shape_ops::import_tile),
     ("Gather", gather::import),
+    ("Attention", attention::import_attention),
+    ("RotaryEmbedding", attention::import_rotary),
+    ("SwiGLU", attention::import_swiglu),
+    ("LinearAttention", attention::import_linear_attention),
+    ("CausalConvWithState", attention::import_causal_conv),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

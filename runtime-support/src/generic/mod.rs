@@ -19,6 +19,7 @@
 //! `STATUS_INVALID_PARAMS` instead of misbehaving; they cannot check buffer
 //! sizes, which are the caller's responsibility.
 
+pub mod attention;
 pub mod conv;
 pub mod convert;
 pub mod copy;
