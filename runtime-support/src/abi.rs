@@ -154,6 +154,10 @@ kernel_table! {
     onnxc_f32_to_f16(f32) -> i32;
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
+
+    onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
+    onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.
