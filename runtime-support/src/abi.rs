@@ -15,6 +15,7 @@ use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
 use crate::generic::reduce::*;
+use crate::generic::roi::*;
 use crate::generic::softmax::*;
 
 /// The kernel did its work.
@@ -158,6 +159,9 @@ kernel_table! {
     onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
     onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
     onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
+    onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;
+    onnxc_max_roi_pool_f32(*const RoiParams, *const f32, *const f32, *mut f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.
