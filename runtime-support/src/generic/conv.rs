@@ -599,7 +599,9 @@ mod tests {
 
     #[test]
     fn conv_transpose_matches_reference() {
-        let cases: [(&[i64], &[i64], &[i64], &[i64], &[i64], i64, i64, i64); 4] = [
+        // (input, output, kernel, strides, dilations, pad, group, out channels per group)
+        type Case<'a> = (&'a [i64], &'a [i64], &'a [i64], &'a [i64], &'a [i64], i64, i64, i64);
+        let cases: [Case; 4] = [
             (&[3, 3], &[5, 5], &[3, 3], &[1, 1], &[1, 1], 0, 1, 2),
             (&[3, 4], &[8, 10], &[3, 3], &[3, 2], &[1, 1], 1, 2, 4),
             (&[5], &[13], &[3], &[2], &[2], -1, 1, 1),

@@ -260,7 +260,6 @@ pub unsafe extern "C" fn onnxc_max_roi_pool_f32(
 mod tests {
     extern crate std;
     use super::*;
-    use std::vec;
 
     #[test]
     fn unpool_scatters_and_checks_indices() {
@@ -295,7 +294,7 @@ mod tests {
             half_pixel: 1,
             spatial_scale: 1.0,
         };
-        let x = vec![3.0f32; 40];
+        let x = [3.0f32; 40];
         let rois = [0.5f32, 0.5, 3.5, 2.5];
         let mut y = [0.0f32; 8];
         let st = unsafe { onnxc_roi_align_f32(&p, x.as_ptr(), rois.as_ptr(), [0i64].as_ptr(), y.as_mut_ptr()) };
