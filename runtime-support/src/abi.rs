@@ -16,6 +16,7 @@ use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
 use crate::generic::reduce::*;
+use crate::generic::roi::*;
 use crate::generic::softmax::*;
 
 /// The kernel did its work.
@@ -161,6 +162,12 @@ kernel_table! {
     onnxc_swiglu(*const SwigluParams, *const u8, *const u8, *mut u8) -> i32;
     onnxc_causal_conv_with_state(*const CausalConvParams, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_linear_attention(*const LinearAttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut f32) -> i32;
+    onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
+    onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
+    onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;
+    onnxc_max_roi_pool_f32(*const RoiParams, *const f32, *const f32, *mut f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

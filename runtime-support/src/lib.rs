@@ -39,4 +39,5 @@ pub use generic::math::*;
 pub use generic::norm::*;
 pub use generic::pool::*;
 pub use generic::reduce::*;
+pub use generic::roi::*;
 pub use generic::softmax::*;

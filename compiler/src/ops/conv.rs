@@ -1,5 +1,6 @@
-//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), and the sliding
-//! window geometry ([`Window`]) that Conv and the pooling operators share.
+//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), its transpose
+//! (ConvTranspose, Col2Im), and the sliding window geometry ([`Window`])
+//! that Conv and the pooling operators share.
 //!
 //! Conv: `X [N, C, spatial...]`, `W [M, C/group, kernel...]`, optional bias
 //! `B [M]`; attributes `auto_pad` (NOTSET, SAME_UPPER, SAME_LOWER, VALID),
@@ -7,13 +8,27 @@
 //! when absent, checked against W when present). The opset versions differ
 //! only in type constraints. Type constraints: f16, f32, f64; only f32 is
 //! lowered (`onnxc_conv_f32`, im2col + gemm, with planned scratch).
+//!
+//! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
+//! optional `B [M]`; attributes as Conv plus `output_padding` and
+//! `output_shape` (spatial dims, or all dims in old exporters). The output
+//! size and padding follow the spec: an `output_shape` (or `auto_pad`
+//! SAME_*, which asks for `in * stride`) fixes the output and the padding
+//! is derived from it (extra at the end for SAME_UPPER, at the start
+//! otherwise, possibly negative); else `pads` give `stride * (in - 1) +
+//! output_padding + (k - 1) * dilation + 1 - pads`. f32 only
+//! (`onnxc_conv_transpose_f32`: gemm `W^T X` into columns, then col2im).
+//!
+//! Col2Im (18): `input [N, C * prod(block), L]`, `image_shape` and
+//! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
+//! output `[N, C, image...]` (`onnxc_col2im_f32`). f32 only.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
-use crate::ir::DType;
-use onnxc_runtime::{conv_scratch_elems, ConvParams, MAX_RANK, MAX_SPATIAL_RANK};
+use crate::ir::{DType, Tensor};
+use onnxc_runtime::{conv_scratch_elems, conv_transpose_scratch_elems, ConvParams, MAX_RANK, MAX_SPATIAL_RANK};
 
 /// How the spatial padding is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -192,6 +207,17 @@ pub fn dims_array(v: &[usize]) -> [i64; MAX_RANK] {
     a
 }
 
+/// `v`, or `default` repeated `len` times when `v` is empty.
+fn list_or(name: &str, v: &[usize], len: usize, default: usize) -> Result<Vec<usize>, String> {
+    if v.is_empty() {
+        Ok(vec![default; len])
+    } else if v.len() == len {
+        Ok(v.to_vec())
+    } else {
+        Err(format!("attribute \"{name}\" has {} values, expected {len}", v.len()))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Conv {
     pub window: Window,
@@ -203,12 +229,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if window.ceil_mode {
         return Err("Conv has no attribute \"ceil_mode\"".into());
     }
-    let group = cx.attrs.int_or("group", 1)?;
-    let group = usize::try_from(group)
-        .ok()
-        .filter(|&g| g >= 1)
-        .ok_or_else(|| format!("attribute \"group\" is {group}, expected >= 1"))?;
-    Ok(Op::Conv(Conv { window, group }))
+    Ok(Op::Conv(Conv { window, group: parse_group(cx)? }))
 }
 
 impl Conv {
@@ -295,5 +316,260 @@ impl Operator for Conv {
         let bp = cx.opt_input_ptr(2);
         let yp = cx.output_ptr(0)?;
         cx.call_checked("onnxc_conv_f32", &[params, xp, wp, bp, yp, scratch])
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ConvTranspose {
+    pub window: Window,
+    pub group: usize,
+    pub output_padding: Vec<usize>,
+    pub output_shape: Vec<usize>,
+}
+
+fn parse_group(cx: &NodeImport) -> Result<usize, String> {
+    let group = cx.attrs.int_or("group", 1)?;
+    usize::try_from(group)
+        .ok()
+        .filter(|&g| g >= 1)
+        .ok_or_else(|| format!("attribute \"group\" is {group}, expected >= 1"))
+}
+
+fn nonneg_list(a: &Attrs, name: &str) -> Result<Vec<usize>, String> {
+    let list = a.ints(name)?.unwrap_or_default();
+    list.iter()
+        .map(|&v| usize::try_from(v).map_err(|_| format!("attribute \"{name}\" has {v}, expected values >= 0")))
+        .collect()
+}
+
+pub fn import_conv_transpose(cx: &mut NodeImport) -> Result<Op, String> {
+    let window = Window::parse(&cx.attrs)?;
+    if window.ceil_mode {
+        return Err("ConvTranspose has no attribute \"ceil_mode\"".into());
+    }
+    Ok(Op::ConvTranspose(ConvTranspose {
+        window,
+        group: parse_group(cx)?,
+        output_padding: nonneg_list(&cx.attrs, "output_padding")?,
+        output_shape: nonneg_list(&cx.attrs, "output_shape")?,
+    }))
+}
+
+impl ConvTranspose {
+    fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
+        if x.len() < 3 || w.len() != x.len() {
+            return Err(format!("input {x:?} and weights {w:?}: expected [N, C, D...] and [C, M/group, k...]"));
+        }
+        let r = x.len() - 2;
+        if r > MAX_SPATIAL_RANK {
+            return Err(format!("{r} spatial dims; at most {MAX_SPATIAL_RANK} are supported"));
+        }
+        let (n, c, g) = (x[0], x[1], self.group);
+        if w[0] != c || c % g != 0 {
+            return Err(format!("channels do not match: input has {c}, weights {w:?}, group {g}"));
+        }
+        let kernel = &w[2..];
+        if !self.window.kernel_shape.is_empty() && self.window.kernel_shape != kernel {
+            return Err(format!(
+                "attribute \"kernel_shape\" is {:?}, the weights' kernel is {kernel:?}",
+                self.window.kernel_shape
+            ));
+        }
+        let strides = list_or("strides", &self.window.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.window.dilations, r, 1)?;
+        let out_pad = list_or("output_padding", &self.output_padding, r, 0)?;
+        let natural =
+            |d: usize| (strides[d] * (x[2 + d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1) as i64;
+        let target: Option<Vec<usize>> = match self.output_shape.len() {
+            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => {
+                Some((0..r).map(|d| x[2 + d] * strides[d]).collect())
+            }
+            0 => None,
+            len if len == r => Some(self.output_shape.clone()),
+            len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
+            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
+        };
+        let (out, pads_begin): (Vec<i64>, Vec<i64>) = match target {
+            Some(t) => {
+                let pads = (0..r)
+                    .map(|d| {
+                        let total = natural(d) - t[d] as i64;
+                        if self.window.auto_pad == AutoPad::SameUpper {
+                            total.div_euclid(2)
+                        } else {
+                            total - total.div_euclid(2)
+                        }
+                    })
+                    .collect();
+                (t.iter().map(|&v| v as i64).collect(), pads)
+            }
+            None => {
+                let pads = if self.window.auto_pad == AutoPad::Valid {
+                    vec![0; 2 * r]
+                } else {
+                    list_or("pads", &self.window.pads, 2 * r, 0)?
+                };
+                let out = (0..r).map(|d| natural(d) - (pads[d] + pads[r + d]) as i64).collect::<Vec<_>>();
+                if let Some(d) = out.iter().position(|&o| o < 0) {
+                    return Err(format!("spatial dim {d}: the padding exceeds the output size"));
+                }
+                (out, pads[..r].iter().map(|&p| p as i64).collect())
+            }
+        };
+        let mut p = ConvParams {
+            batch: n as i64,
+            in_channels: c as i64,
+            out_channels: (w[1] * g) as i64,
+            group: g as i64,
+            spatial_rank: r as i64,
+            in_spatial: dims_array(&x[2..]),
+            kernel: dims_array(kernel),
+            strides: dims_array(&strides),
+            dilations: dims_array(&dilations),
+            ..Default::default()
+        };
+        p.out_spatial[..r].copy_from_slice(&out);
+        p.pads_begin[..r].copy_from_slice(&pads_begin);
+        Ok(p)
+    }
+}
+
+impl Operator for ConvTranspose {
+    fn name(&self) -> &'static str {
+        "ConvTranspose"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (x, w) = (cx.input(0)?, cx.input(1)?);
+        if x.dtype != DType::F32 {
+            return Err(format!("element type {} is not supported", x.dtype));
+        }
+        if w.dtype != x.dtype {
+            return Err(format!("weights are {}, expected {}", w.dtype, x.dtype));
+        }
+        let p = self.params(x.shape, w.shape)?;
+        if let Some(b) = cx.opt_input(2) {
+            if b.dtype != x.dtype || b.shape != [p.out_channels as usize] {
+                return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
+            }
+        }
+        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p))])
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
+            return 0;
+        };
+        self.params(x.shape, w.shape).map_or(0, |p| conv_transpose_scratch_elems(&p) * 4)
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, x) = cx.input_type(0)?;
+        let (_, w) = cx.input_type(1)?;
+        let p = self.params(&x, &w)?;
+        let scratch = if conv_transpose_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let params = cx.params(&p)?;
+        let xp = cx.input_ptr(0)?;
+        let wp = cx.input_ptr(1)?;
+        let bp = cx.opt_input_ptr(2);
+        let yp = cx.output_ptr(0)?;
+        cx.call_checked("onnxc_conv_transpose_f32", &[params, xp, wp, bp, yp, scratch])
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Col2Im {
+    pub dilations: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub strides: Vec<usize>,
+}
+
+pub fn import_col2im(cx: &mut NodeImport) -> Result<Op, String> {
+    let a = &cx.attrs;
+    Ok(Op::Col2Im(Col2Im {
+        dilations: positive_list(a, "dilations")?,
+        pads: nonneg_list(a, "pads")?,
+        strides: positive_list(a, "strides")?,
+    }))
+}
+
+impl Col2Im {
+    fn params(&self, x: &[usize], image: &Tensor, block: &Tensor) -> Result<ConvParams, String> {
+        let dims = |t: &Tensor, what: &str| -> Result<Vec<usize>, String> {
+            t.to_i64s()
+                .iter()
+                .map(|&v| usize::try_from(v).ok().filter(|&v| v >= 1))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| format!("{what} must hold positive values"))
+        };
+        let (image, block) = (dims(image, "image_shape")?, dims(block, "block_shape")?);
+        let r = image.len();
+        if r == 0 || r > MAX_SPATIAL_RANK || block.len() != r {
+            return Err(format!(
+                "image_shape {image:?} and block_shape {block:?}: expected 1 to {MAX_SPATIAL_RANK} equal-length dims"
+            ));
+        }
+        let [n, cb, l] = x else {
+            return Err(format!("input has shape {x:?}, expected [N, C * prod(block_shape), L]"));
+        };
+        let taps: usize = block.iter().product();
+        if cb % taps != 0 {
+            return Err(format!("input dim 1 ({cb}) is not a multiple of prod(block_shape) = {taps}"));
+        }
+        let strides = list_or("strides", &self.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.dilations, r, 1)?;
+        let pads = list_or("pads", &self.pads, 2 * r, 0)?;
+        let mut grid = Vec::with_capacity(r);
+        for d in 0..r {
+            let span = (block[d] - 1) * dilations[d] + 1;
+            let padded = image[d] + pads[d] + pads[r + d];
+            if padded < span {
+                return Err(format!("spatial dim {d}: block of {span} does not fit the padded image of {padded}"));
+            }
+            grid.push((padded - span) / strides[d] + 1);
+        }
+        if grid.iter().product::<usize>() != *l {
+            return Err(format!("input dim 2 is {l}, the block grid {grid:?} has {}", grid.iter().product::<usize>()));
+        }
+        let c = cb / taps;
+        Ok(ConvParams {
+            batch: *n as i64,
+            in_channels: c as i64,
+            out_channels: c as i64,
+            group: 1,
+            spatial_rank: r as i64,
+            in_spatial: dims_array(&grid),
+            out_spatial: dims_array(&image),
+            kernel: dims_array(&block),
+            strides: dims_array(&strides),
+            dilations: dims_array(&dilations),
+            pads_begin: dims_array(&pads[..r]),
+        })
+    }
+}
+
+impl Operator for Col2Im {
+    fn name(&self) -> &'static str {
+        "Col2Im"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if x.dtype != DType::F32 {
+            return Err(format!("element type {} is not supported", x.dtype));
+        }
+        let p = self.params(x.shape, cx.const_input(1)?, cx.const_input(2)?)?;
+        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p))])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, x) = cx.input_type(0)?;
+        let image = cx.const_input(1).ok_or("input 1 (image_shape) must be a constant")?.clone();
+        let block = cx.const_input(2).ok_or("input 2 (block_shape) must be a constant")?.clone();
+        let p = self.params(&x, &image, &block)?;
+        let params = cx.params(&p)?;
+        let xp = cx.input_ptr(0)?;
+        let yp = cx.output_ptr(0)?;
+        cx.call_checked("onnxc_col2im_f32", &[params, xp, yp])
     }
 }

@@ -1,4 +1,5 @@
-//! Inference-mode normalisation: BatchNormalization and LRN.
+//! Inference-mode normalisation: BatchNormalization, LRN, and the
+//! statistics-based family lowered through one kernel ([`Normalize`]).
 //!
 //! * BatchNormalization (opsets 1, 6, 7, 9, 14, 15): `Y = (X - mean) /
 //!   sqrt(var + epsilon) * scale + B` per channel of `X [N, C, D...]`.
@@ -12,12 +13,32 @@
 //!   differ); only all-f32 is lowered (`onnxc_batchnorm_f32`).
 //! * LRN (opsets 1, 13): `size` (required), `alpha` (1e-4), `beta` (0.75),
 //!   `bias` (1.0) over `X [N, C, D...]`; f32 only (`onnxc_lrn_f32`).
+//!
+//! [`Normalize`] (`onnxc_normalize`: any axis set, broadcast scale/bias,
+//! `f64` statistics; X in f16, bf16, f32, f64, the affine inputs any of
+//! those):
+//! * InstanceNormalization (1, 6, 22): `epsilon` (1e-5); scale, B `[C]`;
+//!   statistics per (n, c) over the spatial dims.
+//! * LayerNormalization (17): `axis` (-1), `epsilon` (1e-5), `stash_type`
+//!   (1; the element type of the optional Mean / InvStdDev outputs, shape
+//!   `X[..axis] ++ [1...]`); Scale and optional B broadcast to X.
+//! * GroupNormalization (18, 21): `num_groups` (required), `epsilon`;
+//!   opset 18 has scale/bias per group `[G]`, 21 per channel `[C]`
+//!   (`stash_type` only picks a precision; we always use f64).
+//! * RMSNormalization (23): `axis` (-1), `epsilon` (1e-5); Scale broadcasts.
+//! * MeanVarianceNormalization (9, 13): `axes` ([0, 2, 3]);
+//!   `(X - E[X]) / (sqrt(Var[X]) + 1e-9)` as the function body defines it.
+//! * LpNormalization (1, 22): `axis` (-1), `p` (1 or 2, default 2); 0 where
+//!   the norm is 0.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::{BatchNormParams, LrnParams};
+use onnxc_runtime::{
+    normalize_scratch_bytes, BatchNormParams, LrnParams, NormParams, MAX_RANK, NORM_L1, NORM_L2, NORM_MVN, NORM_RMS,
+    NORM_STANDARD,
+};
 
 /// `(N, C, prod(D))` of an `[N, C, D...]` input of f32.
 fn split_nc(cx: &InferCx) -> Result<(usize, usize, usize), String> {
@@ -179,5 +200,313 @@ impl Operator for Lrn {
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
         cx.call_checked("onnxc_lrn_f32", &[params, xp, yp])
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NormKind {
+    Instance,
+    Layer {
+        axis: i64,
+    },
+    /// `per_channel`: scale/bias are `[C]` (opset 21) rather than `[G]` (18).
+    Group {
+        groups: usize,
+        per_channel: bool,
+    },
+    Rms {
+        axis: i64,
+    },
+    MeanVariance {
+        axes: Vec<i64>,
+    },
+    Lp {
+        axis: i64,
+        p: i64,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Normalize {
+    pub op_type: &'static str,
+    pub kind: NormKind,
+    pub epsilon: f32,
+    /// Element type of LayerNormalization's Mean / InvStdDev outputs.
+    pub stat_dtype: DType,
+}
+
+pub fn import_normalize(cx: &mut NodeImport) -> Result<Op, String> {
+    let a = &cx.attrs;
+    let epsilon = a.float_or("epsilon", 1e-5)?;
+    let (op_type, kind, epsilon): (&'static str, NormKind, f32) = match cx.op_type {
+        "InstanceNormalization" => ("InstanceNormalization", NormKind::Instance, epsilon),
+        "LayerNormalization" => ("LayerNormalization", NormKind::Layer { axis: a.int_or("axis", -1)? }, epsilon),
+        "RMSNormalization" => ("RMSNormalization", NormKind::Rms { axis: a.int_or("axis", -1)? }, epsilon),
+        "GroupNormalization" => {
+            let g = a.int("num_groups")?.ok_or("attribute \"num_groups\" is required")?;
+            let groups = usize::try_from(g)
+                .ok()
+                .filter(|&g| g >= 1)
+                .ok_or_else(|| format!("attribute \"num_groups\" is {g}, expected >= 1"))?;
+            ("GroupNormalization", NormKind::Group { groups, per_channel: cx.opset >= 21 }, epsilon)
+        }
+        "MeanVarianceNormalization" => {
+            let axes = a.ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]);
+            ("MeanVarianceNormalization", NormKind::MeanVariance { axes }, 1e-9)
+        }
+        "LpNormalization" => {
+            let p = a.int_or("p", 2)?;
+            if p != 1 && p != 2 {
+                return Err(format!("attribute \"p\" is {p}, expected 1 or 2"));
+            }
+            ("LpNormalization", NormKind::Lp { axis: a.int_or("axis", -1)?, p }, 0.0)
+        }
+        other => return Err(format!("{other} is not a normalisation operator")),
+    };
+    let stash = a.int_or("stash_type", 1)?;
+    let stat_dtype = i32::try_from(stash)
+        .ok()
+        .and_then(DType::from_onnx)
+        .filter(|d| d.is_float())
+        .ok_or_else(|| format!("attribute \"stash_type\" is {stash}, expected a float type"))?;
+    let outputs = if matches!(kind, NormKind::Layer { .. }) { 3 } else { 1 };
+    if cx.output_count > outputs {
+        return Err(format!("{op_type} has {outputs} output(s), {} requested", cx.output_count));
+    }
+    Ok(Op::Normalize(Normalize { op_type, kind, epsilon, stat_dtype }))
+}
+
+/// The kernel's view of one normalisation: dims, which are reduced, and the
+/// strides of scale and bias (0 where they broadcast).
+struct NormLayout {
+    dims: Vec<usize>,
+    reduced: Vec<bool>,
+    scale: Vec<i64>,
+    bias: Vec<i64>,
+}
+
+fn norm_axis(axis: i64, rank: usize, what: &str) -> Result<usize, String> {
+    let r = rank as i64;
+    if axis < -r || axis >= r.max(1) {
+        return Err(format!("attribute \"{what}\" is {axis}, expected a value in [{}, {})", -r, r.max(1)));
+    }
+    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize }.min(rank))
+}
+
+/// Strides of a tensor of shape `p` broadcast (unidirectionally, aligned
+/// to the right) to `x`.
+fn broadcast_strides(p: &[usize], x: &[usize], what: &str) -> Result<Vec<i64>, String> {
+    if p.len() > x.len() {
+        return Err(format!("{what} has shape {p:?}, not broadcastable to the input's {x:?}"));
+    }
+    let lead = x.len() - p.len();
+    let mut strides = vec![0i64; x.len()];
+    let mut st = 1i64;
+    for d in (0..p.len()).rev() {
+        if p[d] == x[lead + d] && p[d] != 1 {
+            strides[lead + d] = st;
+        } else if p[d] != 1 {
+            return Err(format!("{what} has shape {p:?}, not broadcastable to the input's {x:?}"));
+        }
+        st *= p[d] as i64;
+    }
+    Ok(strides)
+}
+
+impl Normalize {
+    fn has_bias(&self) -> bool {
+        matches!(self.kind, NormKind::Instance | NormKind::Layer { .. } | NormKind::Group { .. })
+    }
+
+    fn has_scale(&self) -> bool {
+        self.has_bias() || matches!(self.kind, NormKind::Rms { .. })
+    }
+
+    fn layout(&self, x: &[usize], scale: Option<&[usize]>, bias: Option<&[usize]>) -> Result<NormLayout, String> {
+        let r = x.len();
+        let per_dim = |dims: &[usize], reduced: Vec<bool>| -> Result<NormLayout, String> {
+            let scale = scale.map(|s| broadcast_strides(s, dims, "scale")).transpose()?.unwrap_or(vec![0; r]);
+            let bias = bias.map(|b| broadcast_strides(b, dims, "bias")).transpose()?.unwrap_or(vec![0; r]);
+            Ok(NormLayout { dims: dims.to_vec(), reduced, scale, bias })
+        };
+        match &self.kind {
+            NormKind::Layer { axis } | NormKind::Rms { axis } => {
+                let a = norm_axis(*axis, r, "axis")?;
+                per_dim(x, (0..r).map(|d| d >= a).collect())
+            }
+            NormKind::Lp { axis, .. } => {
+                let a = norm_axis(*axis, r, "axis")?;
+                per_dim(x, (0..r).map(|d| d == a).collect())
+            }
+            NormKind::MeanVariance { axes } => {
+                let mut reduced = vec![false; r];
+                for &axis in axes {
+                    reduced[norm_axis(axis, r, "axes")?] = true;
+                }
+                per_dim(x, reduced)
+            }
+            NormKind::Instance | NormKind::Group { .. } => {
+                let (n, c, s) = match x {
+                    [n, c, rest @ ..] => (*n, *c, rest.iter().product::<usize>()),
+                    _ => return Err(format!("input 0 has shape {x:?}, expected [N, C, ...]")),
+                };
+                let (g, per_channel) = match self.kind {
+                    NormKind::Group { groups, per_channel } => (groups, per_channel),
+                    _ => (c, true),
+                };
+                if c % g != 0 {
+                    return Err(format!("{c} channels do not split into {g} groups"));
+                }
+                let want = if per_channel { c } else { g };
+                for (i, (what, t)) in [("scale", scale), ("bias", bias)].into_iter().enumerate() {
+                    if let Some(t) = t {
+                        if t != [want] {
+                            return Err(format!("input {} ({what}) has shape {t:?}, expected [{want}]", i + 1));
+                        }
+                    }
+                }
+                let strides = if per_channel { vec![0, (c / g) as i64, 1, 0] } else { vec![0, 1, 0, 0] };
+                Ok(NormLayout {
+                    dims: vec![n, g, c / g, s],
+                    reduced: vec![false, false, true, true],
+                    scale: strides.clone(),
+                    bias: strides,
+                })
+            }
+        }
+    }
+
+    /// The statistics' shape as LayerNormalization outputs it.
+    fn stat_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+        let axis = match self.kind {
+            NormKind::Layer { axis } => norm_axis(axis, x.len(), "axis")?,
+            _ => x.len(),
+        };
+        Ok(x.iter().enumerate().map(|(d, &v)| if d < axis { v } else { 1 }).collect())
+    }
+
+    fn params(
+        &self,
+        x: (DType, &[usize]),
+        scale: Option<(DType, &[usize])>,
+        bias: Option<(DType, &[usize])>,
+    ) -> Result<NormParams, String> {
+        let l = self.layout(x.1, scale.map(|s| s.1), bias.map(|b| b.1))?;
+        // Drop unit dims, then merge neighbours that step uniformly.
+        let mut dims: Vec<usize> = Vec::new();
+        let mut reduced: Vec<bool> = Vec::new();
+        let mut strides: [Vec<i64>; 2] = [Vec::new(), Vec::new()];
+        for d in 0..l.dims.len() {
+            let cur = [l.scale[d], l.bias[d]];
+            if l.dims[d] == 1 {
+                continue;
+            }
+            if let Some(&last_r) = reduced.last() {
+                let mergeable = last_r == l.reduced[d]
+                    && strides.iter().zip(cur).all(|(s, c)| s.last() == Some(&(c * l.dims[d] as i64)));
+                if mergeable {
+                    let k = dims.len() - 1;
+                    dims[k] *= l.dims[d];
+                    for (s, c) in strides.iter_mut().zip(cur) {
+                        s[k] = c;
+                    }
+                    continue;
+                }
+            }
+            dims.push(l.dims[d]);
+            reduced.push(l.reduced[d]);
+            for (s, c) in strides.iter_mut().zip(cur) {
+                s.push(c);
+            }
+        }
+        if dims.len() > MAX_RANK {
+            return Err(format!("{} dims after merging; at most {MAX_RANK} are supported", dims.len()));
+        }
+        let mut p = NormParams {
+            mode: match self.kind {
+                NormKind::Rms { .. } => NORM_RMS,
+                NormKind::MeanVariance { .. } => NORM_MVN,
+                NormKind::Lp { p: 1, .. } => NORM_L1,
+                NormKind::Lp { .. } => NORM_L2,
+                _ => NORM_STANDARD,
+            },
+            rank: dims.len() as i64,
+            x_elem: x.0.onnx_code() as i64,
+            scale_elem: scale.map_or(x.0, |s| s.0).onnx_code() as i64,
+            bias_elem: bias.map_or(x.0, |b| b.0).onnx_code() as i64,
+            stat_elem: self.stat_dtype.onnx_code() as i64,
+            epsilon: self.epsilon as f64,
+            ..Default::default()
+        };
+        let mut st = 1i64;
+        for d in (0..dims.len()).rev() {
+            p.dims[d] = dims[d] as i64;
+            p.scale_strides[d] = strides[0][d];
+            p.bias_strides[d] = strides[1][d];
+            if !reduced[d] {
+                p.stat_strides[d] = st;
+                st *= dims[d] as i64;
+            }
+        }
+        p.stat_count = st;
+        Ok(p)
+    }
+}
+
+fn is_float_elem(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+}
+
+impl Operator for Normalize {
+    fn name(&self) -> &'static str {
+        self.op_type
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let scale = if self.has_scale() { Some(cx.input(1)?) } else { None };
+        let bias = if self.has_bias() { cx.opt_input(2) } else { None };
+        for (i, t) in [(0, Some(x)), (1, scale), (2, bias)] {
+            if let Some(t) = t {
+                if !is_float_elem(t.dtype) {
+                    return Err(format!("input {i} is {}, expected a float type", t.dtype));
+                }
+            }
+        }
+        self.params((x.dtype, x.shape), scale.map(|t| (t.dtype, t.shape)), bias.map(|t| (t.dtype, t.shape)))?;
+        let mut out = vec![Inferred::new(x.dtype, x.shape.to_vec())];
+        for _ in 1..cx.output_count {
+            out.push(Inferred::new(self.stat_dtype, self.stat_shape(x.shape)?));
+        }
+        Ok(out)
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        let Ok(x) = cx.input(0) else {
+            return 0;
+        };
+        let t = |i: usize| cx.opt_input(i).map(|t| (t.dtype, t.shape));
+        let scale = if self.has_scale() { t(1) } else { None };
+        let bias = if self.has_bias() { t(2) } else { None };
+        self.params((x.dtype, x.shape), scale, bias).map_or(0, |p| normalize_scratch_bytes(&p))
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let x = cx.input_type(0)?;
+        let scale = if self.has_scale() { Some(cx.input_type(1)?) } else { None };
+        let bias = if self.has_bias() && cx.has_input(2) { Some(cx.input_type(2)?) } else { None };
+        let p =
+            self.params((x.0, &x.1), scale.as_ref().map(|t| (t.0, &t.1[..])), bias.as_ref().map(|t| (t.0, &t.1[..])))?;
+        let scratch = if normalize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let params = cx.params(&p)?;
+        let xp = cx.input_ptr(0)?;
+        let sp = if scale.is_some() { cx.input_ptr(1)? } else { cx.iconst(0) };
+        let bp = if bias.is_some() { cx.input_ptr(2)? } else { cx.iconst(0) };
+        let yp = cx.output_ptr(0)?;
+        let mut stats = Vec::new();
+        for k in 1..3 {
+            stats.push(if cx.has_output(k) { cx.output_ptr(k)? } else { cx.iconst(0) });
+        }
+        cx.call_checked("onnxc_normalize", &[params, xp, sp, bp, yp, stats[0], stats[1], scratch])
     }
 }

@@ -12,14 +12,31 @@
 //! Type constraints: f16, f32, f64 (MaxPool also i8, u8). f32 is lowered
 //! through `onnxc_pool_f32`; MaxPool on i8/u8 converts to f32 in scratch
 //! (exact for 8-bit values), pools, and converts back.
+//!
+//! Also here, the data-dependent pools (kernels in `generic/roi.rs`, every
+//! index read from a tensor checked at run time):
+//! * MaxUnpool (9, 11, 22): `X`, `I` (i64 flat indices into the unpooled
+//!   tensor), optional `output_shape` (from 11; a compile-time input, each
+//!   dim at least the inferred one, the result placed at the origin);
+//!   `kernel_shape` (required), `pads`, `strides`. Output dims default to
+//!   `(in - 1) * stride - pads + kernel`. Any float X (moved as bytes).
+//! * RoiAlign (10, 16, 22): `X [N, C, H, W]`, `rois [R, 4]`,
+//!   `batch_indices [R]` (i64); `mode` avg/max, `output_height`/`width`
+//!   (1), `sampling_ratio` (0 = adaptive), `spatial_scale` (1.0),
+//!   `coordinate_transformation_mode` (from 16, default half_pixel; opset
+//!   10 behaves as output_half_pixel). f32 only.
+//! * MaxRoiPool (1, 22): `X [N, C, H, W]`, `rois [R, 5]` (batch index
+//!   first); `pooled_shape` (required), `spatial_scale` (1.0). f32 only.
 
 use super::conv::{dims_array, AutoPad, Geometry, Window};
 use super::elementwise::cast;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
-use crate::ir::DType;
-use onnxc_runtime::{PoolParams, MAX_SPATIAL_RANK, POOL_AVERAGE, POOL_LP, POOL_MAX};
+use crate::ir::{DType, Tensor};
+use onnxc_runtime::{
+    PoolParams, RoiParams, UnpoolParams, MAX_RANK, MAX_SPATIAL_RANK, POOL_AVERAGE, POOL_LP, POOL_MAX, ROI_AVG, ROI_MAX,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PoolKind {
@@ -211,4 +228,227 @@ fn convert(cx: &mut Lower, src: Value, from: DType, dst: Value, to: DType, count
     cx.ins().store(flags, v, d, 0);
     cx.loop_end(l);
     Ok(())
+}
+
+#[derive(Clone, Debug)]
+pub struct MaxUnpool {
+    pub window: Window,
+}
+
+pub fn import_max_unpool(cx: &mut NodeImport) -> Result<Op, String> {
+    let window = Window::parse(&cx.attrs)?;
+    if window.kernel_shape.is_empty() {
+        return Err("attribute \"kernel_shape\" is required".into());
+    }
+    Ok(Op::MaxUnpool(MaxUnpool { window }))
+}
+
+impl MaxUnpool {
+    /// The unpooled shape the indices address, and the output shape.
+    fn shapes(&self, x: &[usize], output_shape: Option<&Tensor>) -> Result<(Vec<usize>, Vec<usize>), String> {
+        let k = &self.window.kernel_shape;
+        let r = k.len();
+        if x.len() != r + 2 || x.len() > MAX_RANK {
+            return Err(format!("input 0 has shape {x:?}, expected [N, C] and {r} spatial dims (kernel_shape)"));
+        }
+        let strides = if self.window.strides.is_empty() { vec![1; r] } else { self.window.strides.clone() };
+        let pads = if self.window.pads.is_empty() { vec![0; 2 * r] } else { self.window.pads.clone() };
+        if strides.len() != r || pads.len() != 2 * r {
+            return Err(format!("attributes \"strides\"/\"pads\" must have {r}/{} values", 2 * r));
+        }
+        let mut dims = x[..2].to_vec();
+        for d in 0..r {
+            let full = (x[2 + d].max(1) - 1) * strides[d] + k[d];
+            let dim = full
+                .checked_sub(pads[d] + pads[r + d])
+                .ok_or_else(|| format!("spatial dim {d}: the padding exceeds the unpooled size {full}"))?;
+            dims.push(dim);
+        }
+        let out = match output_shape {
+            None => dims.clone(),
+            Some(t) => {
+                let v = t.to_i64s();
+                let out: Vec<usize> = v.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+                if out.len() != dims.len() || out.iter().zip(&dims).any(|(o, d)| o < d) || v.iter().any(|&d| d < 0) {
+                    return Err(format!("output_shape {v:?} must have rank {} and dims at least {dims:?}", dims.len()));
+                }
+                out
+            }
+        };
+        Ok((dims, out))
+    }
+}
+
+impl Operator for MaxUnpool {
+    fn name(&self) -> &'static str {
+        "MaxUnpool"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (x, i) = (cx.input(0)?, cx.input(1)?);
+        if !x.dtype.is_float() {
+            return Err(format!("element type {} is not supported", x.dtype));
+        }
+        if i.dtype != DType::I64 || i.shape != x.shape {
+            return Err(format!("indices are {}{:?}, expected i64{:?}", i.dtype, i.shape, x.shape));
+        }
+        let (_, out) = self.shapes(x.shape, cx.opt_const_input(2)?)?;
+        Ok(vec![Inferred::new(x.dtype, out)])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, x) = cx.input_type(0)?;
+        let output_shape = if cx.has_input(2) {
+            Some(cx.const_input(2).ok_or("input 2 (output_shape) must be a constant")?.clone())
+        } else {
+            None
+        };
+        let (dims, out) = self.shapes(&x, output_shape.as_ref())?;
+        let p = UnpoolParams {
+            rank: dims.len() as i64,
+            dims: dims_array(&dims),
+            out_dims: dims_array(&out),
+            count: element_count(&x) as i64,
+            elem_size: dtype.size() as i64,
+        };
+        let params = cx.params(&p)?;
+        let xp = cx.input_ptr(0)?;
+        let ip = cx.input_ptr(1)?;
+        let yp = cx.output_ptr(0)?;
+        cx.call_checked("onnxc_max_unpool", &[params, xp, ip, yp])
+    }
+}
+
+/// RoiAlign and MaxRoiPool.
+#[derive(Clone, Debug)]
+pub struct RoiPool {
+    pub op_type: &'static str,
+    /// `ROI_AVG` or `ROI_MAX` (RoiAlign); MaxRoiPool always takes the max.
+    pub mode: i64,
+    pub out_h: usize,
+    pub out_w: usize,
+    pub sampling_ratio: usize,
+    pub spatial_scale: f32,
+    pub half_pixel: bool,
+}
+
+pub fn import_roi(cx: &mut NodeImport) -> Result<Op, String> {
+    let a = &cx.attrs;
+    let spatial_scale = a.float_or("spatial_scale", 1.0)?;
+    let size = |name: &str, v: i64| {
+        usize::try_from(v).ok().filter(|&v| v >= 1).ok_or_else(|| format!("attribute \"{name}\" is {v}, expected >= 1"))
+    };
+    if cx.op_type == "MaxRoiPool" {
+        let shape = a.ints("pooled_shape")?.ok_or("attribute \"pooled_shape\" is required")?;
+        let [h, w] = shape[..] else {
+            return Err(format!("attribute \"pooled_shape\" is {shape:?}, expected 2 values"));
+        };
+        return Ok(Op::RoiPool(RoiPool {
+            op_type: "MaxRoiPool",
+            mode: ROI_MAX,
+            out_h: size("pooled_shape", h)?,
+            out_w: size("pooled_shape", w)?,
+            sampling_ratio: 0,
+            spatial_scale,
+            half_pixel: false,
+        }));
+    }
+    let mode = match a.string_or("mode", "avg")?.as_str() {
+        "avg" => ROI_AVG,
+        "max" => ROI_MAX,
+        other => return Err(format!("attribute \"mode\" is \"{other}\", expected avg or max")),
+    };
+    let default_ctm = if cx.opset >= 16 { "half_pixel" } else { "output_half_pixel" };
+    let half_pixel = match a.string_or("coordinate_transformation_mode", default_ctm)?.as_str() {
+        "half_pixel" => true,
+        "output_half_pixel" => false,
+        other => {
+            return Err(format!(
+                "attribute \"coordinate_transformation_mode\" is \"{other}\", expected half_pixel or output_half_pixel"
+            ))
+        }
+    };
+    let ratio = a.int_or("sampling_ratio", 0)?;
+    Ok(Op::RoiPool(RoiPool {
+        op_type: "RoiAlign",
+        mode,
+        out_h: size("output_height", a.int_or("output_height", 1)?)?,
+        out_w: size("output_width", a.int_or("output_width", 1)?)?,
+        sampling_ratio: usize::try_from(ratio)
+            .map_err(|_| format!("attribute \"sampling_ratio\" is {ratio}, expected >= 0"))?,
+        spatial_scale,
+        half_pixel,
+    }))
+}
+
+impl RoiPool {
+    fn roi_cols(&self) -> usize {
+        if self.op_type == "MaxRoiPool" {
+            5
+        } else {
+            4
+        }
+    }
+
+    fn params(&self, x: &[usize], rois: &[usize]) -> Result<RoiParams, String> {
+        let [n, c, h, w] = *x else {
+            return Err(format!("input 0 has shape {x:?}, expected [N, C, H, W]"));
+        };
+        let cols = self.roi_cols();
+        let [num_rois, k] = *rois else {
+            return Err(format!("rois have shape {rois:?}, expected [num_rois, {cols}]"));
+        };
+        if k != cols {
+            return Err(format!("rois have shape {rois:?}, expected [num_rois, {cols}]"));
+        }
+        Ok(RoiParams {
+            batch: n as i64,
+            channels: c as i64,
+            height: h as i64,
+            width: w as i64,
+            num_rois: num_rois as i64,
+            out_h: self.out_h as i64,
+            out_w: self.out_w as i64,
+            sampling_ratio: self.sampling_ratio as i64,
+            mode: self.mode,
+            half_pixel: self.half_pixel as i64,
+            spatial_scale: self.spatial_scale as f64,
+        })
+    }
+}
+
+impl Operator for RoiPool {
+    fn name(&self) -> &'static str {
+        self.op_type
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (x, rois) = (cx.input(0)?, cx.input(1)?);
+        if x.dtype != DType::F32 || rois.dtype != DType::F32 {
+            return Err(format!("element types {}/{} are not supported (f32 only)", x.dtype, rois.dtype));
+        }
+        let p = self.params(x.shape, rois.shape)?;
+        if self.op_type == "RoiAlign" {
+            let b = cx.input(2)?;
+            if b.dtype != DType::I64 || b.shape != [p.num_rois as usize] {
+                return Err(format!("batch_indices are {}{:?}, expected i64[{}]", b.dtype, b.shape, p.num_rois));
+            }
+        }
+        Ok(vec![Inferred::new(x.dtype, vec![p.num_rois as usize, x.shape[1], self.out_h, self.out_w])])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, x) = cx.input_type(0)?;
+        let (_, rois) = cx.input_type(1)?;
+        let p = self.params(&x, &rois)?;
+        let params = cx.params(&p)?;
+        let xp = cx.input_ptr(0)?;
+        let rp = cx.input_ptr(1)?;
+        let yp = cx.output_ptr(0)?;
+        if self.op_type == "MaxRoiPool" {
+            return cx.call_checked("onnxc_max_roi_pool_f32", &[params, xp, rp, yp]);
+        }
+        let bp = cx.input_ptr(2)?;
+        cx.call_checked("onnxc_roi_align_f32", &[params, xp, rp, bp, yp])
+    }
 }

@@ -28,6 +28,7 @@ pub mod math;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod roi;
 pub mod softmax;
 
 use crate::abi::MAX_RANK;
