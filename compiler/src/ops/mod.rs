@@ -15,6 +15,7 @@ pub mod linalg;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod scatter;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -149,6 +150,19 @@ ops! {
     Range(shape_ops::Range),
     Tile(shape_ops::Tile),
     Gather(gather::Gather),
+    GatherElements(gather::GatherElements),
+    GatherNd(gather::GatherNd),
+    OneHot(gather::OneHot),
+    TopK(gather::TopK),
+    ScatterElements(scatter::ScatterElements),
+    ScatterNd(scatter::ScatterNd),
+    TensorScatter(scatter::TensorScatter),
+    Trilu(scatter::Trilu),
+    EyeLike(scatter::EyeLike),
+    Cumulative(scatter::Cumulative),
+    ReverseSequence(scatter::ReverseSequence),
+    SpaceDepth(scatter::SpaceDepth),
+    CenterCropPad(scatter::CenterCropPad),
 }
 
 impl Op {
@@ -290,6 +304,22 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Range", shape_ops::import_range),
     ("Tile", shape_ops::import_tile),
     ("Gather", gather::import),
+    ("GatherElements", gather::import_gather_elements),
+    ("GatherND", gather::import_gather_nd),
+    ("OneHot", gather::import_one_hot),
+    ("TopK", gather::import_topk),
+    ("Scatter", scatter::import_scatter_elements),
+    ("ScatterElements", scatter::import_scatter_elements),
+    ("ScatterND", scatter::import_scatter_nd),
+    ("TensorScatter", scatter::import_tensor_scatter),
+    ("Trilu", scatter::import_trilu),
+    ("EyeLike", scatter::import_eye_like),
+    ("CumSum", scatter::import_cumulative),
+    ("CumProd", scatter::import_cumulative),
+    ("ReverseSequence", scatter::import_reverse_sequence),
+    ("SpaceToDepth", scatter::import_space_depth),
+    ("DepthToSpace", scatter::import_space_depth),
+    ("CenterCropPad", scatter::import_center_crop_pad),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {
