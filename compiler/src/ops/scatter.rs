@@ -499,9 +499,11 @@ pub struct SpaceDepth {
     pub blocksize: usize,
 }
 
+/// The 6-D view of the input, the permutation, and the output shape.
+type BlockLayout = ([usize; 6], [usize; 6], Vec<usize>);
+
 impl SpaceDepth {
-    /// The 6-D view of the input, the permutation, and the output shape.
-    fn layout(&self, shape: &[usize]) -> Result<([usize; 6], [usize; 6], Vec<usize>), String> {
+    fn layout(&self, shape: &[usize]) -> Result<BlockLayout, String> {
         let &[n, c, h, w] = shape else {
             return Err(format!("input 0 has rank {}, expected 4", shape.len()));
         };
