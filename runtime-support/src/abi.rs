@@ -12,6 +12,7 @@ use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
 use crate::generic::gemm::*;
+use crate::generic::indexing::*;
 use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
@@ -168,6 +169,17 @@ kernel_table! {
     onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;
     onnxc_max_roi_pool_f32(*const RoiParams, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_gather_elements(*const ElementsParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_scatter_elements(*const ElementsParams, *mut u8, *const u8, *const u8) -> i32;
+    onnxc_gather_nd(*const NdParams, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_scatter_nd(*const NdParams, *mut u8, *const i64, *const u8) -> i32;
+    onnxc_tensor_scatter(*const TensorScatterParams, *mut u8, *const u8, *const i64) -> i32;
+    onnxc_one_hot(*const OneHotParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_trilu(*const TriluParams, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_eye(*const EyeParams, *mut u8) -> i32;
+    onnxc_cumulative(*const CumulativeParams, *const u8, *mut u8) -> i32;
+    onnxc_reverse_sequence(*const ReverseSequenceParams, *const u8, *const i64, *mut u8) -> i32;
+    onnxc_topk(*const TopKParams, *const u8, *mut u8, *mut i64, *mut i64) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

@@ -35,6 +35,7 @@ pub use generic::conv::*;
 pub use generic::convert::*;
 pub use generic::copy::*;
 pub use generic::gemm::*;
+pub use generic::indexing::*;
 pub use generic::math::*;
 pub use generic::norm::*;
 pub use generic::pool::*;

@@ -1,43 +1,109 @@
-//! Gather: picks slices of `data` along `axis` at the positions in
-//! `indices` (opsets 1, 11, 13; the versions differ only in documentation
-//! and in allowing negative indices, which every version here accepts).
+//! Reading by index: Gather, GatherElements, GatherND, OneHot and TopK.
+//! (Writing by index and the other indexing operators are in `scatter.rs`.)
 //!
-//! Type constraints: `data` any element type (the kernel moves
-//! `elem_bytes`-sized elements), `indices` i32 or i64. Output shape is
-//! `data.shape[..axis] ++ indices.shape ++ data.shape[axis+1..]`.
-//! Lowering calls `onnxc_gather`, which checks every index against
-//! `[-axis_len, axis_len)` before writing and reports a violation as the
-//! status `INDEX_OUT_OF_RANGE`.
+//! Type constraints (ONNX):
+//! - Gather (1, 11, 13), GatherElements (11, 13), GatherND (11, 12, 13):
+//!   `data` any element type (moved as `elem_bytes`-sized elements);
+//!   Gather/GatherElements indices i32 or i64, GatherND indices i64. Every
+//!   version accepts negative indices here (older ones merely did not
+//!   document them); GatherND 11 has no `batch_dims` (default 0 = same).
+//! - OneHot (9, 11): indices and depth any numeric type (floats truncate),
+//!   values any type; `depth` must be a compile-time constant (it sets the
+//!   output shape). Indices outside `[-depth, depth)` give an all-off row.
+//! - TopK (1, 10, 11, 24): numeric data; K is attribute `k` before opset 10
+//!   (the importer turns it into constant input 1) and a constant input
+//!   after; `largest`/`sorted` from 11 (results are always sorted, ties go to
+//!   the lower index).
+//!
+//! Every index is checked at run time in the kernels
+//! (`runtime-support/src/generic/indexing.rs`, `copy.rs`); a bad one ends the
+//! model with `INDEX_OUT_OF_RANGE` tagged with this node.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{element_count, normalize_axis};
-use crate::ir::DType;
-use onnxc_runtime::GatherParams;
+use crate::ir::{DType, Tensor};
+use onnxc_runtime::{ElementsParams, GatherParams, NdParams, OneHotParams, TopKParams, MAX_RANK};
 
-#[derive(Clone, Debug)]
-pub struct Gather {
-    pub axis: i64,
-}
+// ---------------------------------------------------------------------------
+// Helpers shared with scatter.rs
+// ---------------------------------------------------------------------------
 
-impl Gather {
-    fn axis(&self, rank: usize) -> Result<usize, String> {
-        normalize_axis(self.axis, rank)
-            .ok_or_else(|| format!("attribute \"axis\" {} is out of range for data of rank {rank}", self.axis))
-    }
-}
-
-fn index_bytes(dtype: DType) -> Result<i64, String> {
+/// Bytes per index of an i32/i64 index input (input `i`, for messages).
+pub(crate) fn index_bytes(dtype: DType, i: usize) -> Result<i64, String> {
     match dtype {
         DType::I32 => Ok(4),
         DType::I64 => Ok(8),
-        other => Err(format!("input 1 (indices) must be i32 or i64, got {other}")),
+        other => Err(format!("input {i} (indices) must be i32 or i64, got {other}")),
     }
 }
 
-fn product(dims: &[usize]) -> Result<i64, String> {
+/// Requires an i64 index input.
+pub(crate) fn require_i64(dtype: DType, what: &str) -> Result<(), String> {
+    if dtype != DType::I64 {
+        return Err(format!("{what} must be i64, got {dtype}"));
+    }
+    Ok(())
+}
+
+/// Element count of `dims` as i64.
+pub(crate) fn product(dims: &[usize]) -> Result<i64, String> {
     element_count(dims).and_then(|n| i64::try_from(n).ok()).ok_or_else(|| "element count overflows".to_string())
+}
+
+pub(crate) fn axis_attr(axis: i64, rank: usize) -> Result<usize, String> {
+    normalize_axis(axis, rank)
+        .ok_or_else(|| format!("attribute \"axis\" {axis} is out of range for an input of rank {rank}"))
+}
+
+pub(crate) fn max_rank(rank: usize, what: &str) -> Result<(), String> {
+    if rank > MAX_RANK {
+        return Err(format!("{what} has rank {rank}; at most {MAX_RANK} is supported"));
+    }
+    Ok(())
+}
+
+/// `dims` in the first `dims.len()` slots of a kernel dims array.
+pub(crate) fn dims_array(dims: &[usize]) -> [i64; MAX_RANK] {
+    let mut out = [0i64; MAX_RANK];
+    for (o, &d) in out.iter_mut().zip(dims) {
+        *o = d as i64;
+    }
+    out
+}
+
+/// `[outer, len, inner]` around `axis`.
+pub(crate) fn split_axis(shape: &[usize], axis: usize) -> Result<(i64, i64, i64), String> {
+    Ok((product(&shape[..axis])?, shape[axis] as i64, product(&shape[axis + 1..])?))
+}
+
+/// A 0/1 attribute.
+pub(crate) fn flag(cx: &NodeImport, name: &str, default: bool) -> Result<bool, String> {
+    match cx.attrs.int_or(name, default as i64)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(format!("attribute \"{name}\" is {v}, expected 0 or 1")),
+    }
+}
+
+/// The single value of a constant scalar (or 1-element) input.
+pub(crate) fn scalar_i64(t: &Tensor, what: &str) -> Result<i64, String> {
+    if t.len() != 1 {
+        return Err(format!("{what} must hold exactly one value, got {}", t.len()));
+    }
+    Ok(t.get_i64(0))
+}
+
+// ---------------------------------------------------------------------------
+// Gather
+// ---------------------------------------------------------------------------
+
+/// Gather: picks slices of `data` along `axis` at the positions in `indices`
+/// (`onnxc_gather`, which checks every index against `[-len, len)`).
+#[derive(Clone, Debug)]
+pub struct Gather {
+    pub axis: i64,
 }
 
 impl Operator for Gather {
@@ -48,8 +114,8 @@ impl Operator for Gather {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let data = cx.input(0)?;
         let indices = cx.input(1)?;
-        index_bytes(indices.dtype)?;
-        let axis = self.axis(data.shape.len())?;
+        index_bytes(indices.dtype, 1)?;
+        let axis = axis_attr(self.axis, data.shape.len())?;
         let mut shape = data.shape[..axis].to_vec();
         shape.extend_from_slice(indices.shape);
         shape.extend_from_slice(&data.shape[axis + 1..]);
@@ -60,14 +126,15 @@ impl Operator for Gather {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let (idx_type, idx_shape) = cx.input_type(1)?;
-        let axis = self.axis(shape.len())?;
+        let axis = axis_attr(self.axis, shape.len())?;
+        let (outer, axis_len, inner) = split_axis(&shape, axis)?;
         let p = GatherParams {
             elem_bytes: dtype.size() as i64,
-            outer: product(&shape[..axis])?,
-            axis_len: shape[axis] as i64,
-            inner: product(&shape[axis + 1..])?,
+            outer,
+            axis_len,
+            inner,
             n_indices: product(&idx_shape)?,
-            index_bytes: index_bytes(idx_type)?,
+            index_bytes: index_bytes(idx_type, 1)?,
         };
         let params = cx.params(&p)?;
         let data = cx.input_ptr(0)?;
@@ -79,4 +146,296 @@ impl Operator for Gather {
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     Ok(Op::Gather(Gather { axis: cx.attrs.int_or("axis", 0)? }))
+}
+
+// ---------------------------------------------------------------------------
+// GatherElements (and the shape rules ScatterElements shares)
+// ---------------------------------------------------------------------------
+
+/// GatherElements: `out[i] = data[i with i[axis] = indices[i]]`.
+#[derive(Clone, Debug)]
+pub struct GatherElements {
+    pub axis: i64,
+}
+
+/// Checks `indices` against `data` for GatherElements/ScatterElements:
+/// same rank, and no longer than `data` except along `axis`. Returns the
+/// kernel params (reduction and dtype left for the caller).
+pub(crate) fn elements_params(
+    data: (DType, &[usize]),
+    indices: (DType, &[usize]),
+    axis: i64,
+) -> Result<ElementsParams, String> {
+    let (dtype, dshape) = data;
+    let (itype, ishape) = indices;
+    let rank = dshape.len();
+    let axis = axis_attr(axis, rank)?;
+    if ishape.len() != rank {
+        return Err(format!("input 1 (indices) has rank {}, expected the rank of data ({rank})", ishape.len()));
+    }
+    max_rank(rank, "data")?;
+    if let Some(d) = (0..rank).find(|&d| d != axis && ishape[d] > dshape[d]) {
+        return Err(format!(
+            "input 1 (indices) has dim {d} of size {}, larger than data's {} (only the axis may differ)",
+            ishape[d], dshape[d]
+        ));
+    }
+    if ishape.iter().all(|&n| n > 0) && dshape[axis] == 0 {
+        return Err("data's axis has size 0, so no index can be valid".into());
+    }
+    product(ishape)?;
+    Ok(ElementsParams {
+        dtype: dtype.onnx_code() as i64,
+        elem_bytes: dtype.size() as i64,
+        index_bytes: index_bytes(itype, 1)?,
+        reduction: 0,
+        rank: rank as i64,
+        axis: axis as i64,
+        data_dims: dims_array(dshape),
+        index_dims: dims_array(ishape),
+    })
+}
+
+impl Operator for GatherElements {
+    fn name(&self) -> &'static str {
+        "GatherElements"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (data, indices) = (cx.input(0)?, cx.input(1)?);
+        elements_params((data.dtype, data.shape), (indices.dtype, indices.shape), self.axis)?;
+        Ok(vec![Inferred::new(data.dtype, indices.shape.to_vec())])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let (itype, ishape) = cx.input_type(1)?;
+        let p = elements_params((dtype, &shape), (itype, &ishape), self.axis)?;
+        let params = cx.params(&p)?;
+        let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        cx.call_checked("onnxc_gather_elements", &[params, data, indices, out])
+    }
+}
+
+pub fn import_gather_elements(cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::GatherElements(GatherElements { axis: cx.attrs.int_or("axis", 0)? }))
+}
+
+// ---------------------------------------------------------------------------
+// GatherND (and the shape rules ScatterND shares)
+// ---------------------------------------------------------------------------
+
+/// GatherND: `out[b, t, :] = data[b, indices[b, t, :], :]` over
+/// `batch_dims` leading batch dims.
+#[derive(Clone, Debug)]
+pub struct GatherNd {
+    pub batch_dims: i64,
+}
+
+/// Kernel params and result shape `indices.shape[..-1] ++ data.shape[b+k..]`
+/// for GatherND/ScatterND.
+pub(crate) fn nd_params(
+    dtype: DType,
+    dshape: &[usize],
+    itype: DType,
+    ishape: &[usize],
+    batch_dims: i64,
+) -> Result<(NdParams, Vec<usize>), String> {
+    require_i64(itype, "input 1 (indices)")?;
+    let (r, q) = (dshape.len(), ishape.len());
+    let b = usize::try_from(batch_dims).map_err(|_| format!("attribute \"batch_dims\" {batch_dims} is negative"))?;
+    if q == 0 || r == 0 {
+        return Err("data and indices must have rank at least 1".into());
+    }
+    if b >= q.min(r) {
+        return Err(format!(
+            "attribute \"batch_dims\" {b} must be less than the ranks of data ({r}) and indices ({q})"
+        ));
+    }
+    if dshape[..b] != ishape[..b] {
+        return Err(format!("the first {b} dims of data {dshape:?} and indices {ishape:?} must match"));
+    }
+    let k = ishape[q - 1];
+    if k < 1 || k > r - b {
+        return Err(format!("the last dim of indices ({k}) must be in 1..={}", r - b));
+    }
+    max_rank(k, "an index tuple")?;
+    let mut out = ishape[..q - 1].to_vec();
+    out.extend_from_slice(&dshape[b + k..]);
+    product(&out)?;
+    let p = NdParams {
+        dtype: dtype.onnx_code() as i64,
+        elem_bytes: dtype.size() as i64,
+        reduction: 0,
+        batch: product(&dshape[..b])?,
+        tuples: product(&ishape[b..q - 1])?,
+        k: k as i64,
+        slice: product(&dshape[b + k..])?,
+        dims: dims_array(&dshape[b..b + k]),
+    };
+    Ok((p, out))
+}
+
+impl Operator for GatherNd {
+    fn name(&self) -> &'static str {
+        "GatherND"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (data, indices) = (cx.input(0)?, cx.input(1)?);
+        let (_, shape) = nd_params(data.dtype, data.shape, indices.dtype, indices.shape, self.batch_dims)?;
+        Ok(vec![Inferred::new(data.dtype, shape)])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let (itype, ishape) = cx.input_type(1)?;
+        let (p, _) = nd_params(dtype, &shape, itype, &ishape, self.batch_dims)?;
+        let params = cx.params(&p)?;
+        let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        cx.call_checked("onnxc_gather_nd", &[params, data, indices, out])
+    }
+}
+
+pub fn import_gather_nd(cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::GatherNd(GatherNd { batch_dims: cx.attrs.int_or("batch_dims", 0)? }))
+}
+
+// ---------------------------------------------------------------------------
+// OneHot
+// ---------------------------------------------------------------------------
+
+/// OneHot: inserts a `depth`-long axis at `axis` holding `values[1]` at the
+/// index and `values[0]` elsewhere.
+#[derive(Clone, Debug)]
+pub struct OneHot {
+    pub axis: i64,
+}
+
+impl OneHot {
+    /// (output axis, depth) from the index rank and the constant depth.
+    fn layout(&self, index_rank: usize, depth: &Tensor) -> Result<(usize, usize), String> {
+        let axis = normalize_axis(self.axis, index_rank + 1).ok_or_else(|| {
+            format!("attribute \"axis\" {} is out of range for an output of rank {}", self.axis, index_rank + 1)
+        })?;
+        let depth = scalar_i64(depth, "input 1 (depth)")?;
+        let depth = usize::try_from(depth).map_err(|_| format!("input 1 (depth) {depth} is negative"))?;
+        Ok((axis, depth))
+    }
+}
+
+impl Operator for OneHot {
+    fn name(&self) -> &'static str {
+        "OneHot"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let indices = cx.input(0)?;
+        if indices.dtype == DType::Bool {
+            return Err("input 0 (indices) must be numeric, got bool".into());
+        }
+        let (axis, depth) = self.layout(indices.shape.len(), cx.const_input(1)?)?;
+        let values = cx.input(2)?;
+        if element_count(values.shape) != Some(2) {
+            return Err(format!("input 2 (values) must hold 2 elements, has shape {:?}", values.shape));
+        }
+        let mut shape = indices.shape.to_vec();
+        shape.insert(axis, depth);
+        product(&shape)?;
+        Ok(vec![Inferred::new(values.dtype, shape)])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (itype, ishape) = cx.input_type(0)?;
+        let (vtype, _) = cx.input_type(2)?;
+        let depth = cx.const_input(1).ok_or("input 1 (depth) must be a compile-time constant")?;
+        let (axis, depth) = self.layout(ishape.len(), depth)?;
+        let p = OneHotParams {
+            elem_bytes: vtype.size() as i64,
+            index_dtype: itype.onnx_code() as i64,
+            outer: product(&ishape[..axis])?,
+            depth: depth as i64,
+            inner: product(&ishape[axis..])?,
+        };
+        let params = cx.params(&p)?;
+        let (indices, values, out) = (cx.input_ptr(0)?, cx.input_ptr(2)?, cx.output_ptr(0)?);
+        cx.call_checked("onnxc_one_hot", &[params, indices, values, out])
+    }
+}
+
+pub fn import_one_hot(cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::OneHot(OneHot { axis: cx.attrs.int_or("axis", -1)? }))
+}
+
+// ---------------------------------------------------------------------------
+// TopK
+// ---------------------------------------------------------------------------
+
+/// TopK: the `K` largest (or smallest) entries along `axis`, best first,
+/// and their indices.
+#[derive(Clone, Debug)]
+pub struct TopK {
+    pub axis: i64,
+    pub largest: bool,
+}
+
+impl TopK {
+    fn params(&self, dtype: DType, shape: &[usize], k: &Tensor) -> Result<TopKParams, String> {
+        if dtype == DType::Bool {
+            return Err("input 0 (X) must be numeric, got bool".into());
+        }
+        let axis = axis_attr(self.axis, shape.len())?;
+        let k = scalar_i64(k, "input 1 (K)")?;
+        if k < 0 || k as usize > shape[axis] {
+            return Err(format!("input 1 (K) is {k}, outside 0..={} (the axis length)", shape[axis]));
+        }
+        let (outer, len, inner) = split_axis(shape, axis)?;
+        Ok(TopKParams {
+            dtype: dtype.onnx_code() as i64,
+            elem_bytes: dtype.size() as i64,
+            outer,
+            len,
+            inner,
+            k,
+            largest: self.largest as i64,
+        })
+    }
+}
+
+impl Operator for TopK {
+    fn name(&self) -> &'static str {
+        "TopK"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        let p = self.params(x.dtype, x.shape, cx.const_input(1)?)?;
+        let mut shape = x.shape.to_vec();
+        shape[axis_attr(self.axis, x.shape.len())?] = p.k as usize;
+        Ok(vec![Inferred::new(x.dtype, shape.clone()), Inferred::new(DType::I64, shape)])
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        cx.opt_input(0).and_then(|x| Some(x.shape.get(axis_attr(self.axis, x.shape.len()).ok()?)? * 8)).unwrap_or(0)
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let k = cx.const_input(1).ok_or("input 1 (K) must be a compile-time constant")?;
+        let p = self.params(dtype, &shape, k)?;
+        let params = cx.params(&p)?;
+        let scratch = if p.len > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let (x, values, indices) = (cx.input_ptr(0)?, cx.output_ptr(0)?, cx.output_ptr(1)?);
+        cx.call_checked("onnxc_topk", &[params, x, values, indices, scratch])
+    }
+}
+
+pub fn import_topk(cx: &mut NodeImport) -> Result<Op, String> {
+    if cx.opset < 10 {
+        let k = cx.attrs.int("k")?.ok_or("attribute \"k\" is required before opset 10")?;
+        let id = cx.add_const("k", Tensor::from_i64s(vec![1], &[k]));
+        cx.inputs.truncate(1);
+        cx.inputs.push(Some(id));
+    }
+    Ok(Op::TopK(TopK { axis: cx.attrs.int_or("axis", -1)?, largest: flag(cx, "largest", true)? }))
 }

@@ -16,6 +16,7 @@ pub mod linalg;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod scatter;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -160,6 +161,19 @@ ops! {
     Swiglu(attention::Swiglu),
     LinearAttention(attention::LinearAttention),
     CausalConvWithState(attention::CausalConvWithState),
+    GatherElements(gather::GatherElements),
+    GatherNd(gather::GatherNd),
+    OneHot(gather::OneHot),
+    TopK(gather::TopK),
+    ScatterElements(scatter::ScatterElements),
+    ScatterNd(scatter::ScatterNd),
+    TensorScatter(scatter::TensorScatter),
+    Trilu(scatter::Trilu),
+    EyeLike(scatter::EyeLike),
+    Cumulative(scatter::Cumulative),
+    ReverseSequence(scatter::ReverseSequence),
+    SpaceDepth(scatter::SpaceDepth),
+    CenterCropPad(scatter::CenterCropPad),
 }
 
 impl Op {
@@ -318,6 +332,22 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("SwiGLU", attention::import_swiglu),
     ("LinearAttention", attention::import_linear_attention),
     ("CausalConvWithState", attention::import_causal_conv),
+    ("GatherElements", gather::import_gather_elements),
+    ("GatherND", gather::import_gather_nd),
+    ("OneHot", gather::import_one_hot),
+    ("TopK", gather::import_topk),
+    ("Scatter", scatter::import_scatter_elements),
+    ("ScatterElements", scatter::import_scatter_elements),
+    ("ScatterND", scatter::import_scatter_nd),
+    ("TensorScatter", scatter::import_tensor_scatter),
+    ("Trilu", scatter::import_trilu),
+    ("EyeLike", scatter::import_eye_like),
+    ("CumSum", scatter::import_cumulative),
+    ("CumProd", scatter::import_cumulative),
+    ("ReverseSequence", scatter::import_reverse_sequence),
+    ("SpaceToDepth", scatter::import_space_depth),
+    ("DepthToSpace", scatter::import_space_depth),
+    ("CenterCropPad", scatter::import_center_crop_pad),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

@@ -24,6 +24,7 @@ pub mod conv;
 pub mod convert;
 pub mod copy;
 pub mod gemm;
+pub mod indexing;
 pub mod math;
 pub mod norm;
 pub mod pool;
