@@ -11,10 +11,12 @@ use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
 use crate::generic::gemm::*;
+use crate::generic::loss::*;
 use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
 use crate::generic::reduce::*;
+use crate::generic::resize::*;
 use crate::generic::softmax::*;
 
 /// The kernel did its work.
@@ -154,6 +156,11 @@ kernel_table! {
     onnxc_f32_to_f16(f32) -> i32;
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
+
+    onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
+    onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
+    onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

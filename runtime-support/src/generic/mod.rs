@@ -23,10 +23,12 @@ pub mod conv;
 pub mod convert;
 pub mod copy;
 pub mod gemm;
+pub mod loss;
 pub mod math;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod resize;
 pub mod softmax;
 
 use crate::abi::MAX_RANK;
