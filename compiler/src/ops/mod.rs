@@ -12,9 +12,11 @@ pub mod conv;
 pub mod elementwise;
 pub mod gather;
 pub mod linalg;
+pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod resize;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -149,6 +151,10 @@ ops! {
     Range(shape_ops::Range),
     Tile(shape_ops::Tile),
     Gather(gather::Gather),
+    Loss(loss::Loss),
+    Resize(resize::Resize),
+    GridSample(resize::GridSample),
+    AffineGrid(resize::AffineGrid),
 }
 
 impl Op {
@@ -290,6 +296,12 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Range", shape_ops::import_range),
     ("Tile", shape_ops::import_tile),
     ("Gather", gather::import),
+    ("NegativeLogLikelihoodLoss", loss::import),
+    ("SoftmaxCrossEntropyLoss", loss::import),
+    ("Resize", resize::import_resize),
+    ("Upsample", resize::import_resize),
+    ("GridSample", resize::import_grid_sample),
+    ("AffineGrid", resize::import_affine_grid),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

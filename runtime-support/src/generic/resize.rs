@@ -273,7 +273,9 @@ pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32,
     else {
         return STATUS_INVALID_PARAMS;
     };
-    if !(MODE_NEAREST..=MODE_CUBIC).contains(&p.mode) || (scratch as usize) % core::mem::align_of::<Tap>() != 0 {
+    if !(MODE_NEAREST..=MODE_CUBIC).contains(&p.mode)
+        || !(scratch as usize).is_multiple_of(core::mem::align_of::<Tap>())
+    {
         return STATUS_INVALID_PARAMS;
     }
     let Some(total) = product(&p.out_dims[..rank]) else {
@@ -282,7 +284,7 @@ pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32,
     if total == 0 {
         return STATUS_OK;
     }
-    if p.in_dims[..rank].iter().any(|&d| d == 0) {
+    if p.in_dims[..rank].contains(&0) {
         return STATUS_INVALID_PARAMS;
     }
     // Tap tables, one after the other.
