@@ -13,11 +13,13 @@ use crate::generic::convert::*;
 use crate::generic::copy::*;
 use crate::generic::gemm::*;
 use crate::generic::indexing::*;
+use crate::generic::loss::*;
 use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
 use crate::generic::reduce::*;
 use crate::generic::roi::*;
+use crate::generic::resize::*;
 use crate::generic::softmax::*;
 
 /// The kernel did its work.
@@ -26,6 +28,23 @@ pub const STATUS_OK: i32 = 0;
 pub const STATUS_INDEX_OUT_OF_RANGE: i32 = 2;
 /// The params struct is inconsistent (bad rank, negative dim, unknown kind...).
 pub const STATUS_INVALID_PARAMS: i32 = 3;
+
+/// Element-type codes that kernels taking any element type (`elem` fields)
+/// switch on: the ONNX `TensorProto.DataType` numbers, so the compiler
+/// passes `DType::onnx_code()` unchanged.
+pub const ELEM_F32: i64 = 1;
+pub const ELEM_U8: i64 = 2;
+pub const ELEM_I8: i64 = 3;
+pub const ELEM_U16: i64 = 4;
+pub const ELEM_I16: i64 = 5;
+pub const ELEM_I32: i64 = 6;
+pub const ELEM_I64: i64 = 7;
+pub const ELEM_BOOL: i64 = 9;
+pub const ELEM_F16: i64 = 10;
+pub const ELEM_F64: i64 = 11;
+pub const ELEM_U32: i64 = 12;
+pub const ELEM_U64: i64 = 13;
+pub const ELEM_BF16: i64 = 16;
 
 /// Capacity of every dims/strides array in a params struct.
 pub const MAX_RANK: usize = 8;
@@ -180,6 +199,10 @@ kernel_table! {
     onnxc_cumulative(*const CumulativeParams, *const u8, *mut u8) -> i32;
     onnxc_reverse_sequence(*const ReverseSequenceParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_topk(*const TopKParams, *const u8, *mut u8, *mut i64, *mut i64) -> i32;
+    onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
+    onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
+    onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

@@ -27,18 +27,18 @@ pub mod generic;
 #[allow(clippy::missing_safety_doc)]
 pub mod x86_64;
 
-pub use abi::{
-    kernel, AbiType, KernelSig, KERNELS, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
-};
+pub use abi::*;
 pub use generic::attention::*;
 pub use generic::conv::*;
 pub use generic::convert::*;
 pub use generic::copy::*;
 pub use generic::gemm::*;
 pub use generic::indexing::*;
+pub use generic::loss::*;
 pub use generic::math::*;
 pub use generic::norm::*;
 pub use generic::pool::*;
 pub use generic::reduce::*;
 pub use generic::roi::*;
+pub use generic::resize::*;
 pub use generic::softmax::*;

@@ -42,21 +42,16 @@ use crate::ir::shape::{broadcast_strides, element_count};
 use crate::ir::DType;
 use onnxc_runtime::generic::attention::{
     attention_scratch_bytes, linear_attention_scratch_elems, AttentionParams, CausalConvParams, LinearAttentionParams,
-    RotaryParams, SwigluParams, ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, MASK_ADD, MASK_BOOL, MASK_NONE, RULE_DELTA,
-    RULE_GATED, RULE_GATED_DELTA, RULE_LINEAR,
+    RotaryParams, SwigluParams, MASK_ADD, MASK_BOOL, MASK_NONE, RULE_DELTA, RULE_GATED, RULE_GATED_DELTA, RULE_LINEAR,
 };
+use onnxc_runtime::ELEM_F32;
 
 /// The kernels' element code of `dtype`, if `dtype` is one of `allowed`.
 fn elem_code(what: &str, dtype: DType, allowed: &[DType]) -> Result<i64, String> {
     if !allowed.contains(&dtype) {
         return Err(format!("{what} is {dtype}, expected one of {allowed:?}"));
     }
-    Ok(match dtype {
-        DType::F16 => ELEM_F16,
-        DType::BF16 => ELEM_BF16,
-        DType::F64 => ELEM_F64,
-        _ => ELEM_F32,
-    })
+    Ok(i64::from(dtype.onnx_code()))
 }
 
 const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];

@@ -13,10 +13,12 @@ pub mod conv;
 pub mod elementwise;
 pub mod gather;
 pub mod linalg;
+pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod scatter;
+pub mod resize;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -174,6 +176,10 @@ ops! {
     ReverseSequence(scatter::ReverseSequence),
     SpaceDepth(scatter::SpaceDepth),
     CenterCropPad(scatter::CenterCropPad),
+    Loss(loss::Loss),
+    Resize(resize::Resize),
+    GridSample(resize::GridSample),
+    AffineGrid(resize::AffineGrid),
 }
 
 impl Op {
@@ -348,6 +354,12 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("SpaceToDepth", scatter::import_space_depth),
     ("DepthToSpace", scatter::import_space_depth),
     ("CenterCropPad", scatter::import_center_crop_pad),
+    ("NegativeLogLikelihoodLoss", loss::import),
+    ("SoftmaxCrossEntropyLoss", loss::import),
+    ("Resize", resize::import_resize),
+    ("Upsample", resize::import_resize),
+    ("GridSample", resize::import_grid_sample),
+    ("AffineGrid", resize::import_affine_grid),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

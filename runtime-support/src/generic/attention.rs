@@ -12,15 +12,11 @@
 //! Softmax subtracts the row maximum; a row whose maximum is `-inf` becomes
 //! all zeros instead of NaN.
 
-use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::generic::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, onnxc_f32_to_bf16, onnxc_f32_to_f16};
+use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::generic::convert::{Bf16, F16};
 use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// Element type codes of the `elem` (and `softmax_elem`) params fields.
-pub const ELEM_F32: i64 = 0;
-pub const ELEM_F16: i64 = 1;
-pub const ELEM_BF16: i64 = 2;
-pub const ELEM_F64: i64 = 3;
 
 /// Attention mask kinds.
 pub const MASK_NONE: i64 = 0;
@@ -128,33 +124,23 @@ impl Elem for f64 {
     }
 }
 
-/// IEEE binary16 bits.
-#[derive(Clone, Copy, Debug)]
-#[repr(transparent)]
-pub struct F16(pub u16);
-
-/// bfloat16 bits.
-#[derive(Clone, Copy, Debug)]
-#[repr(transparent)]
-pub struct Bf16(pub u16);
-
 impl Elem for F16 {
     type C = f32;
     fn load(self) -> f32 {
-        onnxc_f16_to_f32(self.0 as i32)
+        self.to_f32()
     }
     fn store(c: f32) -> F16 {
-        F16(onnxc_f32_to_f16(c) as u16)
+        F16::from_f32(c)
     }
 }
 
 impl Elem for Bf16 {
     type C = f32;
     fn load(self) -> f32 {
-        onnxc_bf16_to_f32(self.0 as i32)
+        self.to_f32()
     }
     fn store(c: f32) -> Bf16 {
-        Bf16(onnxc_f32_to_bf16(c) as u16)
+        Bf16::from_f32(c)
     }
 }
 

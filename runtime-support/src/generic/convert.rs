@@ -4,6 +4,34 @@
 //! these to widen on load and narrow on store. The 16-bit pattern travels in
 //! the low half of an `i32` (C ABI integer promotion).
 
+/// An IEEE binary16 element, as stored in a tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+/// A bfloat16 element, as stored in a tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
+impl F16 {
+    pub fn to_f32(self) -> f32 {
+        onnxc_f16_to_f32(self.0 as i32)
+    }
+    pub fn from_f32(v: f32) -> F16 {
+        F16(onnxc_f32_to_f16(v) as u16)
+    }
+}
+
+impl Bf16 {
+    pub fn to_f32(self) -> f32 {
+        onnxc_bf16_to_f32(self.0 as i32)
+    }
+    pub fn from_f32(v: f32) -> Bf16 {
+        Bf16(onnxc_f32_to_bf16(v) as u16)
+    }
+}
+
 /// binary16 bits → f32 (exact).
 #[no_mangle]
 pub extern "C" fn onnxc_f16_to_f32(h: i32) -> f32 {

@@ -13,25 +13,12 @@
 //! it stay written, nothing outside the buffers is touched).
 
 use super::{advance, checked_rank, product, to_usize};
-use crate::abi::{MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::generic::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, onnxc_f32_to_bf16, onnxc_f32_to_f16};
+use crate::abi::{ELEM_BF16, ELEM_BOOL, ELEM_F16, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32, ELEM_U64, ELEM_U8, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::generic::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, Bf16, F16};
 use core::cmp::Ordering;
 use core::ptr::{copy_nonoverlapping, write_bytes};
 
 // Element type codes: ONNX `TensorProto.DataType`.
-pub const DT_F32: i64 = 1;
-pub const DT_U8: i64 = 2;
-pub const DT_I8: i64 = 3;
-pub const DT_U16: i64 = 4;
-pub const DT_I16: i64 = 5;
-pub const DT_I32: i64 = 6;
-pub const DT_I64: i64 = 7;
-pub const DT_BOOL: i64 = 9;
-pub const DT_F16: i64 = 10;
-pub const DT_F64: i64 = 11;
-pub const DT_U32: i64 = 12;
-pub const DT_U64: i64 = 13;
-pub const DT_BF16: i64 = 16;
 
 // Scatter reductions.
 pub const SCATTER_NONE: i64 = 0;
@@ -105,19 +92,10 @@ macro_rules! float_num {
 }
 float_num!(f32, f64);
 
-/// A 16-bit float (binary16 or bfloat16) computed in f32.
+/// A 16-bit float (binary16 or bfloat16) computed in f32, rounded after
+/// every step.
 macro_rules! half_num {
-    ($name:ident, $widen:ident, $narrow:ident) => {
-        #[derive(Clone, Copy)]
-        pub(crate) struct $name(u16);
-        impl $name {
-            fn f(self) -> f32 {
-                $widen(self.0 as i32)
-            }
-            fn of(v: f32) -> Self {
-                $name($narrow(v) as u16)
-            }
-        }
+    ($name:ident) => {
         impl Num for $name {
             unsafe fn load(p: *const u8) -> Self {
                 $name((p as *const u16).read_unaligned())
@@ -126,25 +104,25 @@ macro_rules! half_num {
                 (p as *mut u16).write_unaligned(self.0)
             }
             fn zero() -> Self {
-                Self::of(0.0)
+                Self::from_f32(0.0)
             }
             fn one() -> Self {
-                Self::of(1.0)
+                Self::from_f32(1.0)
             }
             fn plus(self, o: Self) -> Self {
-                Self::of(self.f() + o.f())
+                Self::from_f32(self.to_f32() + o.to_f32())
             }
             fn times(self, o: Self) -> Self {
-                Self::of(self.f() * o.f())
+                Self::from_f32(self.to_f32() * o.to_f32())
             }
             fn order(self, o: Self) -> Ordering {
-                float_order(self.f() as f64, o.f() as f64)
+                float_order(self.to_f32() as f64, o.to_f32() as f64)
             }
         }
     };
 }
-half_num!(F16, onnxc_f16_to_f32, onnxc_f32_to_f16);
-half_num!(BF16, onnxc_bf16_to_f32, onnxc_f32_to_bf16);
+half_num!(F16);
+half_num!(Bf16);
 
 /// Runs `$body` with `$T` bound to the [`Num`] type of ONNX dtype code
 /// `$dtype` (which must be `$eb` bytes wide), or returns
@@ -161,18 +139,18 @@ macro_rules! with_num {
             }};
         }
         match $dtype {
-            DT_F32 => arm!(f32),
-            DT_F64 => arm!(f64),
-            DT_F16 => arm!(F16),
-            DT_BF16 => arm!(BF16),
-            DT_I8 => arm!(i8),
-            DT_I16 => arm!(i16),
-            DT_I32 => arm!(i32),
-            DT_I64 => arm!(i64),
-            DT_U8 => arm!(u8),
-            DT_U16 => arm!(u16),
-            DT_U32 => arm!(u32),
-            DT_U64 => arm!(u64),
+            ELEM_F32 => arm!(f32),
+            ELEM_F64 => arm!(f64),
+            ELEM_F16 => arm!(F16),
+            ELEM_BF16 => arm!(Bf16),
+            ELEM_I8 => arm!(i8),
+            ELEM_I16 => arm!(i16),
+            ELEM_I32 => arm!(i32),
+            ELEM_I64 => arm!(i64),
+            ELEM_U8 => arm!(u8),
+            ELEM_U16 => arm!(u16),
+            ELEM_U32 => arm!(u32),
+            ELEM_U64 => arm!(u64),
             _ => return STATUS_INVALID_PARAMS,
         }
     }};
@@ -500,18 +478,18 @@ pub unsafe extern "C" fn onnxc_tensor_scatter(
 /// Index `i` of a numeric tensor of ONNX dtype `dtype`, truncated to i64.
 unsafe fn read_numeric(p: *const u8, i: usize, dtype: i64) -> Option<i64> {
     Some(match dtype {
-        DT_F32 => (p as *const f32).add(i).read_unaligned() as i64,
-        DT_F64 => (p as *const f64).add(i).read_unaligned() as i64,
-        DT_F16 => onnxc_f16_to_f32((p as *const u16).add(i).read_unaligned() as i32) as i64,
-        DT_BF16 => onnxc_bf16_to_f32((p as *const u16).add(i).read_unaligned() as i32) as i64,
-        DT_I8 => (p as *const i8).add(i).read_unaligned() as i64,
-        DT_I16 => (p as *const i16).add(i).read_unaligned() as i64,
-        DT_I32 => (p as *const i32).add(i).read_unaligned() as i64,
-        DT_I64 => (p as *const i64).add(i).read_unaligned(),
-        DT_U8 | DT_BOOL => *p.add(i) as i64,
-        DT_U16 => (p as *const u16).add(i).read_unaligned() as i64,
-        DT_U32 => (p as *const u32).add(i).read_unaligned() as i64,
-        DT_U64 => (p as *const u64).add(i).read_unaligned() as i64,
+        ELEM_F32 => (p as *const f32).add(i).read_unaligned() as i64,
+        ELEM_F64 => (p as *const f64).add(i).read_unaligned() as i64,
+        ELEM_F16 => onnxc_f16_to_f32((p as *const u16).add(i).read_unaligned() as i32) as i64,
+        ELEM_BF16 => onnxc_bf16_to_f32((p as *const u16).add(i).read_unaligned() as i32) as i64,
+        ELEM_I8 => (p as *const i8).add(i).read_unaligned() as i64,
+        ELEM_I16 => (p as *const i16).add(i).read_unaligned() as i64,
+        ELEM_I32 => (p as *const i32).add(i).read_unaligned() as i64,
+        ELEM_I64 => (p as *const i64).add(i).read_unaligned(),
+        ELEM_U8 | ELEM_BOOL => *p.add(i) as i64,
+        ELEM_U16 => (p as *const u16).add(i).read_unaligned() as i64,
+        ELEM_U32 => (p as *const u32).add(i).read_unaligned() as i64,
+        ELEM_U64 => (p as *const u64).add(i).read_unaligned() as i64,
         _ => return None,
     })
 }
@@ -815,7 +793,7 @@ mod tests {
 
     fn elements_params(eb: i64, ib: i64, axis: i64, data: &[i64], idx: &[i64]) -> ElementsParams {
         let mut p = ElementsParams {
-            dtype: DT_I64,
+            dtype: ELEM_I64,
             elem_bytes: eb,
             index_bytes: ib,
             rank: data.len() as i64,
@@ -871,7 +849,7 @@ mod tests {
         let idx: Vec<i64> = vec![1, 1];
         let upd = [1.1f32, 2.1];
         let mut p = elements_params(4, 8, 1, &[1, 5], &[1, 2]);
-        p.dtype = DT_F32;
+        p.dtype = ELEM_F32;
         let base = [1.0f32, 2.0, 3.0, 4.0, 5.0];
         for (red, want) in [
             (SCATTER_NONE, 2.1f32),
@@ -887,7 +865,7 @@ mod tests {
             assert!((out[1] - want).abs() < 1e-6, "{red}: {}", out[1]);
             assert_eq!([out[0], out[2], out[3], out[4]], [1.0, 3.0, 4.0, 5.0]);
         }
-        p.dtype = DT_BOOL;
+        p.dtype = ELEM_BOOL;
         p.reduction = SCATTER_ADD;
         let mut out = base;
         let st = unsafe { onnxc_scatter_elements(&p, out.as_mut_ptr() as *mut u8, bytes(&idx), bytes(&upd)) };
@@ -900,7 +878,7 @@ mod tests {
         let data: Vec<i32> = (0..8).collect();
         let idx: Vec<i64> = vec![1, 0];
         let mut p =
-            NdParams { dtype: DT_I32, elem_bytes: 4, batch: 2, tuples: 1, k: 1, slice: 2, ..Default::default() };
+            NdParams { dtype: ELEM_I32, elem_bytes: 4, batch: 2, tuples: 1, k: 1, slice: 2, ..Default::default() };
         p.dims[0] = 2;
         let mut out = vec![0i32; 4];
         assert_eq!(unsafe { onnxc_gather_nd(&p, bytes(&data), idx.as_ptr(), out.as_mut_ptr() as *mut u8) }, STATUS_OK);
@@ -942,7 +920,7 @@ mod tests {
     fn one_hot_trilu_eye() {
         let idx = [1.0f32, -1.0, 5.0];
         let values = [0i64, 9];
-        let p = OneHotParams { elem_bytes: 8, index_dtype: DT_F32, outer: 3, depth: 3, inner: 1 };
+        let p = OneHotParams { elem_bytes: 8, index_dtype: ELEM_F32, outer: 3, depth: 3, inner: 1 };
         let mut out = [7i64; 9];
         assert_eq!(unsafe { onnxc_one_hot(&p, bytes(&idx), bytes(&values), out.as_mut_ptr() as *mut u8) }, STATUS_OK);
         assert_eq!(out, [0, 9, 0, 0, 0, 9, 0, 0, 0]);
@@ -971,7 +949,7 @@ mod tests {
     fn cumulative_and_reverse_sequence() {
         let x = [1i32, 2, 3, 4];
         let mut y = [0i32; 4];
-        let mut p = CumulativeParams { dtype: DT_I32, elem_bytes: 4, outer: 1, len: 4, inner: 1, ..Default::default() };
+        let mut p = CumulativeParams { dtype: ELEM_I32, elem_bytes: 4, outer: 1, len: 4, inner: 1, ..Default::default() };
         let run = |p: &CumulativeParams, y: &mut [i32; 4]| unsafe {
             onnxc_cumulative(p, bytes(&x), y.as_mut_ptr() as *mut u8)
         };
@@ -1010,7 +988,7 @@ mod tests {
     #[test]
     fn topk_ties_and_order() {
         let x = [3.0f64, 1.0, 3.0, f64::NAN, 2.0];
-        let mut p = TopKParams { dtype: DT_F64, elem_bytes: 8, outer: 1, len: 5, inner: 1, k: 3, largest: 1 };
+        let mut p = TopKParams { dtype: ELEM_F64, elem_bytes: 8, outer: 1, len: 5, inner: 1, k: 3, largest: 1 };
         let mut vals = [0.0f64; 3];
         let mut idx = [0i64; 3];
         let mut scratch = [0i64; 5];

@@ -25,11 +25,13 @@ pub mod convert;
 pub mod copy;
 pub mod gemm;
 pub mod indexing;
+pub mod loss;
 pub mod math;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod roi;
+pub mod resize;
 pub mod softmax;
 
 use crate::abi::MAX_RANK;

@@ -17,7 +17,7 @@
 
 use super::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, onnxc_f32_to_bf16, onnxc_f32_to_f16};
 use super::{advance, checked_rank, product, to_isize, to_usize};
-use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 
 /// Parameters of [`onnxc_batchnorm_f32`]; `spatial` is the product of the
 /// spatial dims (1 for `[N, C]` inputs).
@@ -121,10 +121,6 @@ pub const NORM_L1: i64 = 3;
 pub const NORM_L2: i64 = 4;
 
 /// Element type codes (ONNX `TensorProto.DataType`) the float kernels accept.
-pub const ELEM_F32: i64 = 1;
-pub const ELEM_F16: i64 = 10;
-pub const ELEM_F64: i64 = 11;
-pub const ELEM_BF16: i64 = 16;
 
 /// Parameters of [`onnxc_normalize`]. Strides are in elements; `x` and `y`
 /// are contiguous over `dims`, the statistics (and the optional mean /

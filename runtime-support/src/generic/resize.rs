@@ -1,0 +1,695 @@
+//! Spatial resampling: Resize (and Upsample), GridSample, AffineGrid.
+//!
+//! Resize is separable: along each axis, output coordinate `o` reads a few
+//! input positions ("taps") with weights that depend only on that axis. The
+//! kernel first writes every axis's tap table into scratch
+//! ([`resize_scratch_bytes`] says how much), then computes each output as the
+//! sum over tap combinations of the product of the axis weights times the
+//! input, in f64. Tap indices are clamped into the input, so no input value
+//! can make the kernel read out of bounds. The tap rules follow the ONNX
+//! reference implementation: coordinate transformation, neighbour choice
+//! (edge padding = clamping), nearest rounding modes, Keys cubic
+//! coefficients, antialiasing (a kernel widened by `1/scale` when
+//! downsampling) and `exclude_outside`.
+//!
+//! GridSample reads `[N, C, D1..Dk]` at the normalised coordinates of a
+//! `[N, O1..Ok, k]` grid (innermost coordinate first); AffineGrid builds such
+//! a grid from `[N, k, k+1]` affine matrices.
+
+use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::generic::{checked_rank, product};
+
+pub const MODE_NEAREST: i64 = 0;
+pub const MODE_LINEAR: i64 = 1;
+pub const MODE_CUBIC: i64 = 2;
+
+pub const COORD_HALF_PIXEL: i64 = 0;
+pub const COORD_HALF_PIXEL_SYMMETRIC: i64 = 1;
+pub const COORD_PYTORCH_HALF_PIXEL: i64 = 2;
+pub const COORD_ALIGN_CORNERS: i64 = 3;
+pub const COORD_ASYMMETRIC: i64 = 4;
+pub const COORD_TF_CROP_AND_RESIZE: i64 = 5;
+pub const COORD_TF_HALF_PIXEL_FOR_NN: i64 = 6;
+
+pub const NEAREST_ROUND_PREFER_FLOOR: i64 = 0;
+pub const NEAREST_ROUND_PREFER_CEIL: i64 = 1;
+pub const NEAREST_FLOOR: i64 = 2;
+pub const NEAREST_CEIL: i64 = 3;
+/// Resize-10 and Upsample: floor when upsampling, ceil when downsampling.
+pub const NEAREST_SIMPLE: i64 = 4;
+
+/// Parameters of [`onnxc_resize_f32`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ResizeParams {
+    pub rank: i64,
+    pub in_dims: [i64; MAX_RANK],
+    pub out_dims: [i64; MAX_RANK],
+    /// The scale factor of each axis as the coordinate transformation uses it.
+    pub scales: [f64; MAX_RANK],
+    /// `tf_crop_and_resize` region of interest (normalised), per axis.
+    pub roi_start: [f64; MAX_RANK],
+    pub roi_end: [f64; MAX_RANK],
+    /// 1 where the axis is left unchanged (one tap of weight 1).
+    pub identity: [i64; MAX_RANK],
+    pub mode: i64,
+    pub coord_mode: i64,
+    pub nearest_mode: i64,
+    pub exclude_outside: i64,
+    pub antialias: i64,
+    pub cubic_a: f64,
+    pub extrapolation_value: f64,
+}
+
+/// One input position and its weight; `index < 0` marks an output position
+/// that takes the extrapolation value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Tap {
+    index: i64,
+    weight: f64,
+}
+
+/// `floor(-support / min(scale, 1)) + 1`: the first tap offset of an
+/// antialiased kernel of half-width `support`.
+fn antialias_start(support: f64, scale: f64) -> i64 {
+    libm::floor(-support / scale.min(1.0)) as i64 + 1
+}
+
+/// Taps per output position along `axis` (0 for an invalid axis).
+pub fn resize_taps(p: &ResizeParams, axis: usize) -> usize {
+    if axis >= MAX_RANK {
+        return 0;
+    }
+    if p.identity[axis] != 0 {
+        return 1;
+    }
+    let scale = p.scales[axis];
+    let taps = match (p.mode, p.antialias != 0) {
+        (MODE_NEAREST, _) => 1,
+        (MODE_LINEAR, false) => 2,
+        (MODE_CUBIC, false) => 4,
+        (MODE_LINEAR, true) => 2 - 2 * antialias_start(1.0, scale),
+        (_, true) => 2 - 2 * antialias_start(2.0, scale),
+        _ => 4,
+    };
+    // A nonsensical scale (0, NaN) would ask for an absurd kernel.
+    taps.clamp(1, 1 << 16) as usize
+}
+
+/// Scratch bytes [`onnxc_resize_f32`] needs for these params.
+pub fn resize_scratch_bytes(p: &ResizeParams) -> usize {
+    let rank = p.rank.clamp(0, MAX_RANK as i64) as usize;
+    (0..rank).map(|a| p.out_dims[a].max(0) as usize * resize_taps(p, a) * core::mem::size_of::<Tap>()).sum()
+}
+
+/// The source coordinate of output position `y` along one axis, and whether
+/// it falls outside the crop region (`tf_crop_and_resize` only).
+fn source_coordinate(p: &ResizeParams, axis: usize, y: f64) -> (f64, bool) {
+    let scale = p.scales[axis];
+    let in_w = p.in_dims[axis] as f64;
+    let out_w = scale * in_w;
+    let x = match p.coord_mode {
+        COORD_ALIGN_CORNERS if out_w == 1.0 => 0.0,
+        COORD_ALIGN_CORNERS => y * (in_w - 1.0) / (out_w - 1.0),
+        COORD_ASYMMETRIC => y / scale,
+        COORD_TF_CROP_AND_RESIZE => {
+            let (r0, r1) = (p.roi_start[axis], p.roi_end[axis]);
+            let x = if out_w == 1.0 {
+                (r1 - r0) * (in_w - 1.0) / 2.0
+            } else {
+                y * (r1 - r0) * (in_w - 1.0) / (out_w - 1.0)
+            } + r0 * (in_w - 1.0);
+            return (x, x < 0.0 || x > in_w - 1.0);
+        }
+        COORD_PYTORCH_HALF_PIXEL if out_w == 1.0 => -0.5,
+        COORD_HALF_PIXEL_SYMMETRIC => {
+            let adjustment = p.out_dims[axis] as f64 / out_w;
+            let offset = in_w / 2.0 * (1.0 - adjustment);
+            offset + (y + 0.5) / scale - 0.5
+        }
+        COORD_TF_HALF_PIXEL_FOR_NN => (y + 0.5) / scale,
+        _ => (y + 0.5) / scale - 0.5,
+    };
+    (x, false)
+}
+
+/// Keys cubic convolution weight at distance `x`.
+fn cubic_weight(x: f64, a: f64) -> f64 {
+    let x = x.abs();
+    if x <= 1.0 {
+        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    } else {
+        0.0
+    }
+}
+
+/// Fills `row` (the taps of output `y` along `axis`).
+fn fill_taps(p: &ResizeParams, axis: usize, y: usize, row: &mut [Tap]) {
+    let in_len = p.in_dims[axis];
+    if p.identity[axis] != 0 {
+        row[0] = Tap { index: (y as i64).min(in_len - 1), weight: 1.0 };
+        return;
+    }
+    let (x, extrapolate) = source_coordinate(p, axis, y as f64);
+    if extrapolate {
+        row.iter_mut().for_each(|t| *t = Tap { index: -1, weight: 0.0 });
+        return;
+    }
+    let floor = libm::floor(x);
+    let ratio = if x == floor { 1.0 } else { x - floor };
+    let scale = p.scales[axis];
+    // `n` weights for the window of `n` neighbours (nearest: 2, reduced to one below).
+    let n = if p.mode == MODE_NEAREST { 2 } else { row.len() };
+    let mut nearest = [Tap::default(); 2];
+    let taps: &mut [Tap] = if p.mode == MODE_NEAREST { &mut nearest } else { row };
+    match p.mode {
+        MODE_NEAREST => {
+            let upper = if ratio == 1.0 {
+                true
+            } else {
+                match p.nearest_mode {
+                    NEAREST_ROUND_PREFER_CEIL => ratio >= 0.5,
+                    NEAREST_FLOOR => false,
+                    NEAREST_CEIL => true,
+                    NEAREST_SIMPLE => scale < 1.0,
+                    _ => ratio > 0.5,
+                }
+            };
+            taps[0].weight = (!upper) as i32 as f64;
+            taps[1].weight = upper as i32 as f64;
+        }
+        MODE_LINEAR if p.antialias != 0 => {
+            let s = scale.min(1.0);
+            let start = antialias_start(1.0, scale);
+            for (k, t) in taps.iter_mut().enumerate() {
+                t.weight = (1.0 - (((start + k as i64) as f64 - ratio) * s).abs()).clamp(0.0, 1.0);
+            }
+        }
+        MODE_LINEAR => {
+            taps[0].weight = 1.0 - ratio;
+            taps[1].weight = ratio;
+        }
+        _ if p.antialias != 0 => {
+            let s = scale.min(1.0);
+            let start = antialias_start(2.0, scale);
+            for (k, t) in taps.iter_mut().enumerate() {
+                t.weight = cubic_weight(s * ((start + k as i64) as f64 - ratio), p.cubic_a);
+            }
+        }
+        _ => {
+            let a = p.cubic_a;
+            for (k, t) in taps.iter_mut().enumerate() {
+                t.weight = cubic_weight(ratio + 1.0 - k as f64, a);
+            }
+        }
+    }
+    if p.antialias != 0 && p.mode != MODE_NEAREST {
+        let sum: f64 = taps.iter().map(|t| t.weight).sum();
+        taps.iter_mut().for_each(|t| t.weight /= sum);
+    }
+    // The n inputs nearest to x, ties to the smaller index (edge padding of
+    // `pad` on each side).
+    let pad = n.div_ceil(2) as f64;
+    let xp = x + pad;
+    let pf = libm::floor(xp);
+    let frac = xp - pf;
+    let half = (n / 2) as i64;
+    let offset = if n % 2 == 0 {
+        if frac == 0.0 {
+            -half
+        } else {
+            1 - half
+        }
+    } else {
+        let base = -(((n - 1) / 2) as i64);
+        if frac <= 0.5 {
+            base
+        } else {
+            base + 1
+        }
+    };
+    let start = (pf as i64).saturating_add(offset).saturating_sub(pad as i64);
+    for (k, t) in taps.iter_mut().enumerate() {
+        t.index = start.saturating_add(k as i64);
+    }
+    if p.exclude_outside != 0 {
+        taps.iter_mut().filter(|t| t.index < 0 || t.index >= in_len).for_each(|t| t.weight = 0.0);
+        let sum: f64 = taps.iter().map(|t| t.weight).sum();
+        let sum = if sum == 0.0 { 1.0 } else { sum };
+        taps.iter_mut().for_each(|t| t.weight /= sum);
+    }
+    taps.iter_mut().for_each(|t| t.index = t.index.clamp(0, in_len - 1));
+    if p.mode == MODE_NEAREST {
+        row[0] = if nearest[1].weight != 0.0 { nearest[1] } else { nearest[0] };
+        row[0].weight = 1.0;
+    }
+}
+
+/// Sum over the tap combinations of axes `axis..`, for the output position
+/// whose tap rows are `rows`.
+unsafe fn resize_sum(x: *const f32, strides: &[usize], rows: &[&[Tap]], base: usize) -> f64 {
+    let (Some(row), Some(&stride)) = (rows.first(), strides.first()) else {
+        return *x.add(base) as f64;
+    };
+    let mut acc = 0.0;
+    for t in row.iter() {
+        acc += t.weight * resize_sum(x, &strides[1..], &rows[1..], base + t.index as usize * stride);
+    }
+    acc
+}
+
+/// Resizes the f32 tensor `x` (`in_dims`) into `y` (`out_dims`); `scratch`
+/// holds [`resize_scratch_bytes`] bytes, 8-byte aligned.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32, y: *mut f32, scratch: *mut u8) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some(rank), Some(_)) =
+        (checked_rank(p.rank, MAX_RANK, &p.in_dims), checked_rank(p.rank, MAX_RANK, &p.out_dims))
+    else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if !(MODE_NEAREST..=MODE_CUBIC).contains(&p.mode)
+        || !(scratch as usize).is_multiple_of(core::mem::align_of::<Tap>())
+    {
+        return STATUS_INVALID_PARAMS;
+    }
+    let Some(total) = product(&p.out_dims[..rank]) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if total == 0 {
+        return STATUS_OK;
+    }
+    if p.in_dims[..rank].contains(&0) {
+        return STATUS_INVALID_PARAMS;
+    }
+    // Tap tables, one after the other.
+    let mut offsets = [0usize; MAX_RANK];
+    let mut counts = [0usize; MAX_RANK];
+    let mut next = 0usize;
+    let taps = scratch.cast::<Tap>();
+    for a in 0..rank {
+        counts[a] = resize_taps(p, a);
+        offsets[a] = next;
+        for o in 0..p.out_dims[a] as usize {
+            let row = core::slice::from_raw_parts_mut(taps.add(next), counts[a]);
+            fill_taps(p, a, o, row);
+            next += counts[a];
+        }
+    }
+    let mut strides = [0usize; MAX_RANK];
+    let mut s = 1usize;
+    for a in (0..rank).rev() {
+        strides[a] = s;
+        s *= p.in_dims[a] as usize;
+    }
+    let out_dims = crate::generic::to_usize(&p.out_dims);
+    let mut idx = [0usize; MAX_RANK];
+    for k in 0..total {
+        let mut rows: [&[Tap]; MAX_RANK] = [&[]; MAX_RANK];
+        let mut extrapolate = false;
+        for a in 0..rank {
+            let row = core::slice::from_raw_parts(taps.add(offsets[a] + idx[a] * counts[a]), counts[a]);
+            extrapolate |= row.first().is_some_and(|t| t.index < 0);
+            rows[a] = row;
+        }
+        *y.add(k) = if extrapolate {
+            p.extrapolation_value as f32
+        } else {
+            resize_sum(x, &strides[..rank], &rows[..rank], 0) as f32
+        };
+        for a in (0..rank).rev() {
+            idx[a] += 1;
+            if idx[a] < out_dims[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    STATUS_OK
+}
+
+pub const PADDING_ZEROS: i64 = 0;
+pub const PADDING_BORDER: i64 = 1;
+pub const PADDING_REFLECTION: i64 = 2;
+
+/// Parameters of [`onnxc_grid_sample_f32`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GridSampleParams {
+    pub n: i64,
+    pub c: i64,
+    /// Number of spatial dims `k`.
+    pub rank: i64,
+    pub in_dims: [i64; MAX_RANK],
+    pub out_dims: [i64; MAX_RANK],
+    /// `MODE_NEAREST`, `MODE_LINEAR` or `MODE_CUBIC`.
+    pub mode: i64,
+    /// `PADDING_ZEROS`, `PADDING_BORDER` or `PADDING_REFLECTION`.
+    pub padding: i64,
+    pub align_corners: i64,
+}
+
+/// Reflects `x` into `[lo, hi]` by bouncing off the borders.
+fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
+    let range = hi - lo;
+    if range <= 0.0 {
+        return lo;
+    }
+    let bounce = |dx: f64, near: f64, far: f64, dir: f64| {
+        let n = libm::trunc(dx / range);
+        let r = dx - n * range;
+        if libm::fmod(n, 2.0) == 0.0 {
+            near + dir * r
+        } else {
+            far - dir * r
+        }
+    };
+    if x < lo {
+        bounce(lo - x, lo, hi, 1.0)
+    } else if x > hi {
+        bounce(x - hi, hi, lo, -1.0)
+    } else {
+        x
+    }
+}
+
+/// One grid sample tap: input index along a dim (`None`: zero padding) and weight.
+type SampleTap = (Option<usize>, f32);
+
+/// Sum over the tap combinations of dims `dim..` (innermost summed first).
+unsafe fn grid_sum(x: *const f32, strides: &[usize], taps: &[[SampleTap; 4]], counts: &[usize], base: usize) -> f32 {
+    let (Some(row), Some(&stride), Some(&count)) = (taps.first(), strides.first(), counts.first()) else {
+        return *x.add(base);
+    };
+    let mut acc = 0.0f32;
+    for &(index, w) in &row[..count] {
+        if let Some(i) = index {
+            acc += w * grid_sum(x, &strides[1..], &taps[1..], &counts[1..], base + i * stride);
+        }
+    }
+    acc
+}
+
+/// Samples `x` (`[n, c, in_dims..]`) at `grid` (`[n, out_dims.., rank]`) into
+/// `y` (`[n, c, out_dims..]`).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_grid_sample_f32(
+    p: *const GridSampleParams,
+    x: *const f32,
+    grid: *const f32,
+    y: *mut f32,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some(k), Some(_)) = (checked_rank(p.rank, MAX_RANK, &p.in_dims), checked_rank(p.rank, MAX_RANK, &p.out_dims))
+    else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if p.n < 0 || p.c < 0 || !(MODE_NEAREST..=MODE_CUBIC).contains(&p.mode) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let (Some(in_count), Some(out_count)) = (product(&p.in_dims[..k]), product(&p.out_dims[..k])) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (n, c) = (p.n as usize, p.c as usize);
+    if n * c * out_count == 0 {
+        return STATUS_OK;
+    }
+    if in_count == 0 {
+        return STATUS_INVALID_PARAMS;
+    }
+    let mut strides = [0usize; MAX_RANK];
+    let mut s = 1usize;
+    for a in (0..k).rev() {
+        strides[a] = s;
+        s *= p.in_dims[a] as usize;
+    }
+    let align = p.align_corners != 0;
+    for b in 0..n {
+        for o in 0..out_count {
+            let g = grid.add((b * out_count + o) * k);
+            let mut taps = [[(None, 0.0f32); 4]; MAX_RANK];
+            let mut counts = [0usize; MAX_RANK];
+            for i in 0..k {
+                let len = p.in_dims[i];
+                let lenf = len as f32;
+                let coord = *g.add(k - 1 - i);
+                let mut v = if align { (coord + 1.0) / 2.0 * (lenf - 1.0) } else { ((coord + 1.0) * lenf - 1.0) / 2.0 };
+                if p.mode == MODE_NEAREST {
+                    v = libm::rintf(v);
+                }
+                let (lo, hi) = if align { (0.0, len as f64 - 1.0) } else { (-0.5, len as f64 - 0.5) };
+                let vd = v as f64;
+                if vd < lo || vd > hi {
+                    match p.padding {
+                        PADDING_BORDER => v = v.clamp(0.0, lenf - 1.0),
+                        PADDING_REFLECTION => v = reflect(vd, lo, hi) as f32,
+                        _ => {}
+                    }
+                }
+                // Input index of tap position `i`, per padding mode.
+                let resolve = |i: i64| -> Option<usize> {
+                    let i = match p.padding {
+                        PADDING_ZEROS => return (0..len).contains(&i).then_some(i as usize),
+                        PADDING_BORDER => i,
+                        _ => reflect(i as f64, lo, hi) as i64,
+                    };
+                    Some(i.clamp(0, len - 1) as usize)
+                };
+                let row = &mut taps[i];
+                counts[i] = match p.mode {
+                    MODE_NEAREST => {
+                        row[0] = (resolve(v as i64), 1.0);
+                        1
+                    }
+                    MODE_LINEAR => {
+                        let x0 = libm::floorf(v);
+                        let t = v - x0;
+                        row[0] = (resolve(x0 as i64), 1.0 - t);
+                        row[1] = (resolve(x0 as i64 + 1), t);
+                        2
+                    }
+                    _ => {
+                        let x0 = libm::floorf(v);
+                        let t = (v - x0) as f64;
+                        for (j, tap) in row.iter_mut().enumerate() {
+                            let w = cubic_weight(t + 1.0 - j as f64, -0.75) as f32;
+                            *tap = (resolve((x0 as i64).saturating_add(j as i64 - 1)), w);
+                        }
+                        4
+                    }
+                };
+            }
+            for ch in 0..c {
+                let plane = x.add((b * c + ch) * in_count);
+                *y.add((b * c + ch) * out_count + o) = grid_sum(plane, &strides[..k], &taps[..k], &counts[..k], 0);
+            }
+        }
+    }
+    STATUS_OK
+}
+
+/// Parameters of [`onnxc_affine_grid_f32`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AffineGridParams {
+    pub n: i64,
+    /// Spatial dims: 2 (`[H, W]`) or 3 (`[D, H, W]`).
+    pub rank: i64,
+    pub dims: [i64; 3],
+    pub align_corners: i64,
+}
+
+/// Normalised coordinate of position `i` of a dim of `len` positions.
+fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
+    if align {
+        if len <= 1 {
+            return -1.0;
+        }
+        -1.0 + i as f64 * (2.0 / (len - 1) as f64)
+    } else {
+        let step = 2.0 / len as f64;
+        (-1.0 + step / 2.0) + i as f64 * step
+    }
+}
+
+/// `grid[b, pos.., j] = sum_i theta[b, j, i] * [x, y, (z), 1][i]`, with `x`
+/// along the last spatial dim.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_affine_grid_f32(p: *const AffineGridParams, theta: *const f32, grid: *mut f32) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if p.n < 0 || !(2..=3).contains(&p.rank) || p.dims.iter().any(|&d| d < 0) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let k = p.rank as usize;
+    let dims = &p.dims[..k];
+    let Some(count) = product(dims) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let align = p.align_corners != 0;
+    let mut out = grid;
+    for b in 0..p.n as usize {
+        let th = theta.add(b * k * (k + 1));
+        let mut idx = [0usize; 3];
+        for _ in 0..count {
+            // Homogeneous base point, innermost dim first.
+            let mut base = [1.0f64; 4];
+            for i in 0..k {
+                base[i] = base_coordinate(idx[k - 1 - i], dims[k - 1 - i] as usize, align);
+            }
+            for j in 0..k {
+                let row = th.add(j * (k + 1));
+                let v: f64 = (0..=k).map(|i| *row.add(i) as f64 * base[i]).sum();
+                *out = v as f32;
+                out = out.add(1);
+            }
+            for a in (0..k).rev() {
+                idx[a] += 1;
+                if idx[a] < dims[a] as usize {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{assert_close, rand_vec};
+    use std::vec;
+    use std::vec::Vec;
+
+    fn params(in_dims: &[i64], out_dims: &[i64], mode: i64, coord_mode: i64) -> ResizeParams {
+        let mut p = ResizeParams { rank: in_dims.len() as i64, mode, coord_mode, cubic_a: -0.75, ..Default::default() };
+        for (a, (&i, &o)) in in_dims.iter().zip(out_dims).enumerate() {
+            p.in_dims[a] = i;
+            p.out_dims[a] = o;
+            p.scales[a] = o as f64 / i as f64;
+            p.identity[a] = (i == o) as i64;
+            p.roi_end[a] = 1.0;
+        }
+        p
+    }
+
+    fn run(p: &ResizeParams, x: &[f32]) -> Vec<f32> {
+        let total: i64 = p.out_dims[..p.rank as usize].iter().product();
+        let mut y = vec![0.0f32; total as usize];
+        let mut scratch = vec![0u64; resize_scratch_bytes(p) / 8 + 1];
+        let r = unsafe { onnxc_resize_f32(p, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr().cast()) };
+        assert_eq!(r, STATUS_OK);
+        y
+    }
+
+    #[test]
+    fn resize_matches_known_values() {
+        // ONNX's test_resize_upsample_scales_nearest: [1,2;3,4] x (2, 3).
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let y = run(&params(&[2, 2], &[4, 6], MODE_NEAREST, COORD_HALF_PIXEL), &x);
+        let want = [1., 1., 1., 2., 2., 2., 1., 1., 1., 2., 2., 2., 3., 3., 3., 4., 4., 4., 3., 3., 3., 4., 4., 4.];
+        assert_close(&y, &want, 0.0);
+        // test_resize_upsample_scales_linear_align_corners (first row).
+        let y = run(&params(&[2, 2], &[4, 4], MODE_LINEAR, COORD_ALIGN_CORNERS), &x);
+        assert_close(&y[..4], &[1.0, 1.333_333_3, 1.666_666_7, 2.0], 1e-6);
+        // Linear half_pixel upsampling, first row: 1, 1.25, 1.75, 2.
+        let y = run(&params(&[2, 2], &[4, 4], MODE_LINEAR, COORD_HALF_PIXEL), &x);
+        assert_close(&y[..4], &[1.0, 1.25, 1.75, 2.0], 1e-6);
+    }
+
+    #[test]
+    fn resize_linear_matches_direct_formula() {
+        // asymmetric linear on a random 3-D tensor against a direct bilinear formula.
+        let (d0, h, w, oh, ow) = (2usize, 5usize, 7usize, 9usize, 4usize);
+        let x = rand_vec(d0 * h * w, 3);
+        let p =
+            params(&[d0 as i64, h as i64, w as i64], &[d0 as i64, oh as i64, ow as i64], MODE_LINEAR, COORD_ASYMMETRIC);
+        let y = run(&p, &x);
+        let mut want = vec![];
+        for b in 0..d0 {
+            for i in 0..oh {
+                for j in 0..ow {
+                    let sy = i as f64 * h as f64 / oh as f64;
+                    let sx = j as f64 * w as f64 / ow as f64;
+                    let (y0, x0) = (sy.floor() as usize, sx.floor() as usize);
+                    let (y1, x1) = ((y0 + 1).min(h - 1), (x0 + 1).min(w - 1));
+                    let (fy, fx) = (sy - y0 as f64, sx - x0 as f64);
+                    let at = |r: usize, c: usize| x[(b * h + r) * w + c] as f64;
+                    let v = (1.0 - fy) * ((1.0 - fx) * at(y0, x0) + fx * at(y0, x1))
+                        + fy * ((1.0 - fx) * at(y1, x0) + fx * at(y1, x1));
+                    want.push(v as f32);
+                }
+            }
+        }
+        assert_close(&y, &want, 1e-5);
+    }
+
+    #[test]
+    fn resize_taps_stay_in_bounds() {
+        // Extreme crop regions and scales: every index read is clamped.
+        for mode in [MODE_NEAREST, MODE_LINEAR, MODE_CUBIC] {
+            for coord in 0..=6 {
+                for antialias in [0, 1] {
+                    let mut p = params(&[3, 4], &[7, 2], mode, coord);
+                    p.antialias = antialias;
+                    p.exclude_outside = antialias;
+                    p.roi_start = [-5.0; MAX_RANK];
+                    p.roi_end = [9.0; MAX_RANK];
+                    p.extrapolation_value = 7.0;
+                    let y = run(&p, &rand_vec(12, 4));
+                    assert!(y.iter().all(|v| v.is_finite()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grid_sample_identity_and_padding() {
+        // align_corners=1 with a grid at the pixel positions reproduces the input.
+        let (h, w) = (3usize, 4usize);
+        let x = rand_vec(h * w, 5);
+        let mut grid = vec![];
+        for i in 0..h {
+            for j in 0..w {
+                grid.push(j as f32 * 2.0 / (w - 1) as f32 - 1.0);
+                grid.push(i as f32 * 2.0 / (h - 1) as f32 - 1.0);
+            }
+        }
+        for mode in [MODE_NEAREST, MODE_LINEAR, MODE_CUBIC] {
+            for padding in [PADDING_ZEROS, PADDING_BORDER, PADDING_REFLECTION] {
+                let mut p =
+                    GridSampleParams { n: 1, c: 1, rank: 2, mode, padding, align_corners: 1, ..Default::default() };
+                p.in_dims[..2].copy_from_slice(&[h as i64, w as i64]);
+                p.out_dims[..2].copy_from_slice(&[h as i64, w as i64]);
+                let mut y = vec![0.0f32; h * w];
+                assert_eq!(unsafe { onnxc_grid_sample_f32(&p, x.as_ptr(), grid.as_ptr(), y.as_mut_ptr()) }, STATUS_OK);
+                assert_close(&y, &x, 1e-5);
+                // Far outside: zeros gives 0, border/reflection stay in range.
+                let far = [1e9f32, -1e9, f32::NAN, 3.0];
+                let mut p2 = p;
+                p2.out_dims[..2].copy_from_slice(&[1, 2]);
+                let mut y2 = [0.0f32; 2];
+                assert_eq!(unsafe { onnxc_grid_sample_f32(&p2, x.as_ptr(), far.as_ptr(), y2.as_mut_ptr()) }, STATUS_OK);
+            }
+        }
+    }
+
+    #[test]
+    fn affine_grid_identity() {
+        let theta = [1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0];
+        let p = AffineGridParams { n: 1, rank: 2, dims: [2, 3, 0], align_corners: 1 };
+        let mut g = vec![0.0f32; 12];
+        assert_eq!(unsafe { onnxc_affine_grid_f32(&p, theta.as_ptr(), g.as_mut_ptr()) }, STATUS_OK);
+        assert_close(&g, &[-1., -1., 0., -1., 1., -1., -1., 1., 0., 1., 1., 1.], 1e-6);
+    }
+}
