@@ -35,3 +35,7 @@ pub use generic::norm::*;
 pub use generic::pool::*;
 pub use generic::reduce::*;
 pub use generic::softmax::*;
+
+pub use generic::linalg::*;
+pub use generic::rnn::*;
+pub use generic::signal::*;

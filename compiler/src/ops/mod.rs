@@ -9,13 +9,16 @@
 //! conformance list.
 
 pub mod conv;
+pub mod einsum;
 pub mod elementwise;
 pub mod gather;
 pub mod linalg;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod rnn;
 pub mod shape_ops;
+pub mod signal;
 pub mod softmax;
 
 use crate::codegen::Lower;
@@ -149,6 +152,11 @@ ops! {
     Range(shape_ops::Range),
     Tile(shape_ops::Tile),
     Gather(gather::Gather),
+    Rnn(rnn::Rnn),
+    Dft(signal::Dft),
+    Stft(signal::Stft),
+    SignalGenerator(signal::Generator),
+    Einsum(einsum::Einsum),
 }
 
 impl Op {
@@ -290,6 +298,16 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Range", shape_ops::import_range),
     ("Tile", shape_ops::import_tile),
     ("Gather", gather::import),
+    ("RNN", rnn::import),
+    ("GRU", rnn::import),
+    ("LSTM", rnn::import),
+    ("DFT", signal::import_dft),
+    ("STFT", signal::import_stft),
+    ("HannWindow", signal::import_generator),
+    ("HammingWindow", signal::import_generator),
+    ("BlackmanWindow", signal::import_generator),
+    ("MelWeightMatrix", signal::import_generator),
+    ("Einsum", einsum::import),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

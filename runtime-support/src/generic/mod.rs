@@ -29,6 +29,10 @@ pub mod pool;
 pub mod reduce;
 pub mod softmax;
 
+pub mod linalg;
+pub mod rnn;
+pub mod signal;
+
 use crate::abi::MAX_RANK;
 
 /// `rank` as a `usize` if `0 <= rank <= max` and `dims[..rank]` are all
