@@ -157,6 +157,7 @@ ops! {
     Stft(signal::Stft),
     SignalGenerator(signal::Generator),
     Einsum(einsum::Einsum),
+    Det(linalg::Det),
 }
 
 impl Op {
@@ -308,6 +309,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("BlackmanWindow", signal::import_generator),
     ("MelWeightMatrix", signal::import_generator),
     ("Einsum", einsum::import),
+    ("Det", linalg::import_det),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {
