@@ -247,3 +247,41 @@ impl Operator for Einsum {
         cx.call_checked(name, &args)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn einsum(eq: &str) -> Einsum {
+        let (lhs, rhs) = match eq.split_once("->") {
+            Some((l, r)) => (l, Some(r)),
+            None => (eq, None),
+        };
+        Einsum {
+            terms: lhs.split(',').map(|t| parse_term(t).unwrap()).collect(),
+            output: rhs.map(|r| parse_term(r).unwrap()),
+        }
+    }
+
+    #[test]
+    fn implicit_output_sorts_single_letters() {
+        // "ba,ca" -> "bc"; a is summed.
+        let p = einsum("ba,ca").plan(&[&[2, 3], &[4, 3]]).unwrap();
+        assert_eq!((p.dims.as_slice(), p.out_rank), (&[2, 4, 3][..], 2));
+        assert_eq!(p.strides, vec![vec![3, 0, 1], vec![0, 3, 1]]);
+    }
+
+    #[test]
+    fn diagonal_and_ellipsis_broadcast() {
+        // "...ii->...i": batch [5, 1] against nothing; the diagonal adds strides.
+        let p = einsum("...ii->...i").plan(&[&[5, 2, 3, 3]]).unwrap();
+        assert_eq!(p.dims, vec![5, 2, 3]);
+        assert_eq!(p.strides, vec![vec![18, 9, 4]]);
+        // "...ij,...jk" with batch dims [2, 1] and [3]: broadcast to [2, 3].
+        let p = einsum("...ij,...jk").plan(&[&[2, 1, 4, 5], &[3, 5, 6]]).unwrap();
+        assert_eq!(p.dims, vec![2, 3, 4, 6, 5]);
+        assert_eq!(p.strides, vec![vec![20, 0, 5, 0, 1], vec![0, 30, 0, 1, 6]]);
+        assert!(einsum("ij,jk").plan(&[&[2, 3], &[4, 5]]).is_err());
+        assert!(einsum("ij->k").plan(&[&[2, 3]]).is_err());
+    }
+}

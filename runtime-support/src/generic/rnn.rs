@@ -111,8 +111,10 @@ pub fn activate(kind: i64, alpha: f64, beta: f64, x: f64) -> f64 {
     }
 }
 
-/// Read-only views of one direction's weights (element offsets applied).
+/// One direction: its index and read-only views of its weights (element
+/// offsets applied).
 struct Weights<T> {
+    dir: usize,
     w: *const T,
     r: *const T,
     b: *const T,
@@ -150,7 +152,6 @@ unsafe fn dot_t<T: Real>(x: *const T, row: *const T, n: usize) -> f64 {
 unsafe fn step<T: Real>(
     p: &RnnParams,
     sh: &Shape,
-    d: usize,
     wt: &Weights<T>,
     x: *const T,
     h: *mut f64,
@@ -167,7 +168,7 @@ unsafe fn step<T: Real>(
         *gh.add(g) = dot(h, wt.r.add(g * hs), hs) + bias(gh_n + g);
     }
     let act = |slot: usize, v: f64| {
-        let k = d * RNN_ACTS + slot;
+        let k = wt.dir * RNN_ACTS + slot;
         let v = if p.has_clip != 0 { v.clamp(-p.clip, p.clip) } else { v };
         activate(p.act[k], p.alpha[k], p.beta[k], v)
     };
@@ -271,7 +272,13 @@ unsafe fn rnn<T: Real>(
     for d in 0..dirs {
         let backwards = if dirs == 2 { d == 1 } else { p.reverse != 0 };
         let off = |ptr: *const T, per_dir: usize| if ptr.is_null() { ptr } else { ptr.add(d * per_dir) };
-        let wt = Weights { w: off(w, g * h * i), r: off(r, g * h * h), b: off(b, 2 * g * h), peep: off(peep, 3 * h) };
+        let wt = Weights {
+            dir: d,
+            w: off(w, g * h * i),
+            r: off(r, g * h * h),
+            b: off(b, 2 * g * h),
+            peep: off(peep, 3 * h),
+        };
         for bi in 0..batch {
             let len = if lens.is_null() { t } else { *lens.add(bi) as usize };
             let st = state_at(d, bi);
@@ -291,7 +298,7 @@ unsafe fn rnn<T: Real>(
                     continue;
                 }
                 let x_row = if layout1 { (bi * t + tt) * i } else { (tt * batch + bi) * i };
-                step(p, &sh, d, &wt, x.add(x_row), hs, cs, work);
+                step(p, &sh, &wt, x.add(x_row), hs, cs, work);
                 if !y.is_null() {
                     for j in 0..h {
                         *y.add(y_row + j) = T::from_f64(*hs.add(j));
