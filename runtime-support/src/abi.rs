@@ -18,9 +18,13 @@ use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
 use crate::generic::reduce::*;
-use crate::generic::roi::*;
 use crate::generic::resize::*;
+use crate::generic::roi::*;
 use crate::generic::softmax::*;
+
+use crate::generic::linalg::*;
+use crate::generic::rnn::*;
+use crate::generic::signal::*;
 
 /// The kernel did its work.
 pub const STATUS_OK: i32 = 0;
@@ -203,6 +207,16 @@ kernel_table! {
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
     onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
     onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
+    onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f64) -> i32;
+    onnxc_rnn_f64(*const RnnParams, *const f64, *const f64, *const f64, *const f64, *const i32, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64, *mut f64) -> i32;
+    onnxc_dft_f32(*const DftParams, *const f32, *mut f32, *mut f64) -> i32;
+    onnxc_dft_f64(*const DftParams, *const f64, *mut f64, *mut f64) -> i32;
+    onnxc_stft_f32(*const StftParams, *const f32, *const f32, *mut f32, *mut f64) -> i32;
+    onnxc_stft_f64(*const StftParams, *const f64, *const f64, *mut f64, *mut f64) -> i32;
+    onnxc_einsum_f32(*const EinsumParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_einsum_f64(*const EinsumParams, *const f64, *const f64, *const f64, *mut f64) -> i32;
+    onnxc_det_f32(*const DetParams, *const f32, *mut f32, *mut f64) -> i32;
+    onnxc_det_f64(*const DetParams, *const f64, *mut f64, *mut f64) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

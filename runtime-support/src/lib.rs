@@ -39,6 +39,10 @@ pub use generic::math::*;
 pub use generic::norm::*;
 pub use generic::pool::*;
 pub use generic::reduce::*;
-pub use generic::roi::*;
 pub use generic::resize::*;
+pub use generic::roi::*;
 pub use generic::softmax::*;
+
+pub use generic::linalg::*;
+pub use generic::rnn::*;
+pub use generic::signal::*;

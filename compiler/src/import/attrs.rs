@@ -66,6 +66,18 @@ impl<'a> Attrs<'a> {
         Ok(self.string(name)?.unwrap_or_else(|| default.to_string()))
     }
 
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+        match self.find(name, AttributeType::Strings)? {
+            None => Ok(None),
+            Some(a) => a
+                .strings
+                .iter()
+                .map(|s| String::from_utf8(s.clone()).map_err(|_| format!("attribute \"{name}\" is not valid UTF-8")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+        }
+    }
+
     pub fn tensor(&self, name: &str) -> Result<Option<Tensor>, String> {
         match self.find(name, AttributeType::Tensor)? {
             None => Ok(None),

@@ -12,7 +12,12 @@
 //!   shapes are equal, which broadcasting accepts too.
 //!   Type constraints: f16, bf16, f32, f64, i32, i64, u32, u64.
 //!
-//! Both are described by one batched strided [`Problem`]: the matrix part
+//! * Det (opsets 11, 22): determinant of each square matrix in the last
+//!   two dims of `[*, M, M]`, giving `[*]`. Type constraints: float types;
+//!   onnxc lowers f32 and f64 through `onnxc_det_{f32,f64}` (LU with
+//!   partial pivoting in f64 scratch).
+//!
+//! MatMul and Gemm are described by one batched strided [`Problem`]: the matrix part
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
 //! dropping 1s and merging uniformly strided neighbours) are kept apart. f32
 //! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
@@ -25,6 +30,7 @@ use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::DType;
+use onnxc_runtime::generic::linalg::DetParams;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
 
 #[derive(Clone, Debug)]
@@ -411,5 +417,49 @@ impl LoopGemm<'_> {
         cx.loop_end(lj);
         cx.loop_end(li);
         Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Det;
+
+pub fn import_det(_cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::Det(Det))
+}
+
+/// `(batch, n)` of Det's input, which must be `[*, n, n]`.
+fn det_dims(shape: &[usize]) -> Result<(usize, usize), String> {
+    match shape {
+        [batch @ .., m, n] if m == n => Ok((batch.iter().product(), *n)),
+        _ => Err(format!("input X must be [*, M, M], got shape {shape:?}")),
+    }
+}
+
+impl Operator for Det {
+    fn name(&self) -> &'static str {
+        "Det"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !matches!(x.dtype, DType::F32 | DType::F64) {
+            return Err(format!("input X is {}, only f32 and f64 are supported", x.dtype));
+        }
+        det_dims(x.shape)?;
+        Ok(vec![Inferred::new(x.dtype, x.shape[..x.shape.len() - 2].to_vec())])
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        cx.input(0).ok().and_then(|x| det_dims(x.shape).ok()).map_or(0, |(_, n)| n * n * 8)
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let (batch, n) = det_dims(&shape)?;
+        let scratch = if n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let params = cx.params(&DetParams { batch: batch as i64, n: n as i64 })?;
+        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        let name = if dtype == DType::F64 { "onnxc_det_f64" } else { "onnxc_det_f32" };
+        cx.call_checked(name, &[params, x, y, scratch])
     }
 }

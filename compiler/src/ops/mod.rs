@@ -10,6 +10,7 @@
 
 pub mod attention;
 pub mod conv;
+pub mod einsum;
 pub mod elementwise;
 pub mod gather;
 pub mod linalg;
@@ -17,9 +18,11 @@ pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
-pub mod scatter;
 pub mod resize;
+pub mod rnn;
+pub mod scatter;
 pub mod shape_ops;
+pub mod signal;
 pub mod softmax;
 
 use crate::codegen::Lower;
@@ -180,6 +183,12 @@ ops! {
     Resize(resize::Resize),
     GridSample(resize::GridSample),
     AffineGrid(resize::AffineGrid),
+    Rnn(rnn::Rnn),
+    Dft(signal::Dft),
+    Stft(signal::Stft),
+    SignalGenerator(signal::Generator),
+    Einsum(einsum::Einsum),
+    Det(linalg::Det),
 }
 
 impl Op {
@@ -360,6 +369,17 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Upsample", resize::import_resize),
     ("GridSample", resize::import_grid_sample),
     ("AffineGrid", resize::import_affine_grid),
+    ("RNN", rnn::import),
+    ("GRU", rnn::import),
+    ("LSTM", rnn::import),
+    ("DFT", signal::import_dft),
+    ("STFT", signal::import_stft),
+    ("HannWindow", signal::import_generator),
+    ("HammingWindow", signal::import_generator),
+    ("BlackmanWindow", signal::import_generator),
+    ("MelWeightMatrix", signal::import_generator),
+    ("Einsum", einsum::import),
+    ("Det", linalg::import_det),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

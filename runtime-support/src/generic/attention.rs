@@ -12,11 +12,11 @@
 //! Softmax subtracts the row maximum; a row whose maximum is `-inf` becomes
 //! all zeros instead of NaN.
 
-use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::abi::{
+    ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
+};
 use crate::generic::convert::{Bf16, F16};
-use core::ops::{Add, Div, Mul, Neg, Sub};
-
-/// Element type codes of the `elem` (and `softmax_elem`) params fields.
+use crate::generic::real::Real;
 
 /// Attention mask kinds.
 pub const MASK_NONE: i64 = 0;
@@ -24,67 +24,6 @@ pub const MASK_NONE: i64 = 0;
 pub const MASK_BOOL: i64 = 1;
 /// Additive, of the element type of Q.
 pub const MASK_ADD: i64 = 2;
-
-/// A compute type: f32 or f64.
-pub trait Real:
-    Copy
-    + PartialOrd
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + Neg<Output = Self>
-{
-    const ZERO: Self;
-    const ONE: Self;
-    const NEG_INF: Self;
-    const NAN: Self;
-    fn is_nan(self) -> bool {
-        self.partial_cmp(&self).is_none()
-    }
-    fn exp(self) -> Self;
-    fn tanh(self) -> Self;
-    fn from_f64(v: f64) -> Self;
-    fn to_f64(self) -> f64;
-}
-
-impl Real for f32 {
-    const ZERO: f32 = 0.0;
-    const ONE: f32 = 1.0;
-    const NEG_INF: f32 = f32::NEG_INFINITY;
-    const NAN: f32 = f32::NAN;
-    fn exp(self) -> f32 {
-        libm::expf(self)
-    }
-    fn tanh(self) -> f32 {
-        libm::tanhf(self)
-    }
-    fn from_f64(v: f64) -> f32 {
-        v as f32
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-}
-
-impl Real for f64 {
-    const ZERO: f64 = 0.0;
-    const ONE: f64 = 1.0;
-    const NEG_INF: f64 = f64::NEG_INFINITY;
-    const NAN: f64 = f64::NAN;
-    fn exp(self) -> f64 {
-        libm::exp(self)
-    }
-    fn tanh(self) -> f64 {
-        libm::tanh(self)
-    }
-    fn from_f64(v: f64) -> f64 {
-        v
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-}
 
 /// A tensor element type with its compute type.
 pub trait Elem: Copy {
@@ -811,6 +750,7 @@ unsafe fn linear_attention<T: Elem<C = f32>>(p: &LinearAttentionParams, io: &Lin
 mod tests {
     extern crate std;
     use super::*;
+    use crate::generic::convert::{onnxc_f16_to_f32, onnxc_f32_to_f16};
     use crate::generic::test_util::{assert_close, rand_vec};
     use std::vec;
     use std::vec::Vec;

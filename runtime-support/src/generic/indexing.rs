@@ -13,7 +13,10 @@
 //! it stay written, nothing outside the buffers is touched).
 
 use super::{advance, checked_rank, product, to_usize};
-use crate::abi::{ELEM_BF16, ELEM_BOOL, ELEM_F16, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32, ELEM_U64, ELEM_U8, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::abi::{
+    ELEM_BF16, ELEM_BOOL, ELEM_F16, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32,
+    ELEM_U64, ELEM_U8, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
+};
 use crate::generic::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, Bf16, F16};
 use core::cmp::Ordering;
 use core::ptr::{copy_nonoverlapping, write_bytes};
@@ -949,7 +952,8 @@ mod tests {
     fn cumulative_and_reverse_sequence() {
         let x = [1i32, 2, 3, 4];
         let mut y = [0i32; 4];
-        let mut p = CumulativeParams { dtype: ELEM_I32, elem_bytes: 4, outer: 1, len: 4, inner: 1, ..Default::default() };
+        let mut p =
+            CumulativeParams { dtype: ELEM_I32, elem_bytes: 4, outer: 1, len: 4, inner: 1, ..Default::default() };
         let run = |p: &CumulativeParams, y: &mut [i32; 4]| unsafe {
             onnxc_cumulative(p, bytes(&x), y.as_mut_ptr() as *mut u8)
         };

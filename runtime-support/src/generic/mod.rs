@@ -29,10 +29,15 @@ pub mod loss;
 pub mod math;
 pub mod norm;
 pub mod pool;
+pub mod real;
 pub mod reduce;
-pub mod roi;
 pub mod resize;
+pub mod roi;
 pub mod softmax;
+
+pub mod linalg;
+pub mod rnn;
+pub mod signal;
 
 use crate::abi::MAX_RANK;
 

@@ -120,8 +120,6 @@ pub const NORM_L1: i64 = 3;
 /// `y = x / sqrt(sum(x^2))`, 0 where the norm is 0 (LpNormalization p = 2).
 pub const NORM_L2: i64 = 4;
 
-/// Element type codes (ONNX `TensorProto.DataType`) the float kernels accept.
-
 /// Parameters of [`onnxc_normalize`]. Strides are in elements; `x` and `y`
 /// are contiguous over `dims`, the statistics (and the optional mean /
 /// inverse-deviation outputs) contiguous over the kept dims.

@@ -1,0 +1,344 @@
+//! Recurrent layers: RNN, GRU and LSTM (one [`Rnn`] with an [`RnnKind`]).
+//!
+//! Inputs: X, W, R, optional B, sequence_lens, initial_h (and for LSTM
+//! initial_c, P); outputs Y, Y_h (and LSTM Y_c), each optional.
+//! Type constraints: `T` is f16, f32 or f64 (onnxc lowers f32 and f64);
+//! sequence_lens is i32.
+//!
+//! Attributes: `direction` (forward, reverse, bidirectional), `hidden_size`
+//! (checked against R, which determines it), `activations` (per direction:
+//! RNN f, GRU f g, LSTM f g h; defaults Tanh / Sigmoid Tanh / Sigmoid Tanh
+//! Tanh; a single direction's list is reused for both directions),
+//! `activation_alpha`/`activation_beta` (positional, one per listed
+//! activation; missing entries take the ONNX operator's default), `clip`,
+//! `layout` (opset 14: batch-major X/Y/states), GRU `linear_before_reset`
+//! (opset 3), LSTM `input_forget` (the input gate becomes `1 - f`).
+//! Opset 1's `output_sequence` only said whether Y is produced, which the
+//! output list already says. Every variant lowers to `onnxc_rnn_{f32,f64}`;
+//! a sequence length outside `[0, seq_len]` stops the model with
+//! INDEX_OUT_OF_RANGE.
+
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::Lower;
+use crate::import::NodeImport;
+use crate::ir::DType;
+use onnxc_runtime::generic::rnn::{self as k, RnnParams, RNN_ACTS};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RnnKind {
+    Rnn,
+    Gru,
+    Lstm,
+}
+
+impl RnnKind {
+    fn gates(self) -> usize {
+        match self {
+            RnnKind::Rnn => 1,
+            RnnKind::Gru => 3,
+            RnnKind::Lstm => 4,
+        }
+    }
+
+    /// Activations per direction.
+    fn acts(self) -> usize {
+        match self {
+            RnnKind::Rnn => 1,
+            RnnKind::Gru => 2,
+            RnnKind::Lstm => 3,
+        }
+    }
+
+    fn outputs(self) -> usize {
+        if self == RnnKind::Lstm {
+            3
+        } else {
+            2
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Reverse,
+    Bidirectional,
+}
+
+#[derive(Clone, Debug)]
+pub struct Rnn {
+    pub kind: RnnKind,
+    pub direction: Direction,
+    pub hidden_size: Option<usize>,
+    /// `(ACT_* code, alpha, beta)` per direction and slot, `[d * RNN_ACTS + slot]`.
+    pub acts: [(i64, f64, f64); 2 * RNN_ACTS],
+    pub clip: Option<f64>,
+    pub batch_major: bool,
+    pub linear_before_reset: bool,
+    pub input_forget: bool,
+}
+
+/// An activation's kernel code and default `(alpha, beta)`.
+fn activation(name: &str) -> Result<(i64, f64, f64), String> {
+    Ok(match name.to_ascii_lowercase().as_str() {
+        "relu" => (k::ACT_RELU, 0.0, 0.0),
+        "tanh" => (k::ACT_TANH, 0.0, 0.0),
+        "sigmoid" => (k::ACT_SIGMOID, 0.0, 0.0),
+        "affine" => (k::ACT_AFFINE, 1.0, 0.0),
+        "leakyrelu" => (k::ACT_LEAKY_RELU, 0.01, 0.0),
+        "thresholdedrelu" => (k::ACT_THRESHOLDED_RELU, 1.0, 0.0),
+        "scaledtanh" => (k::ACT_SCALED_TANH, 1.0, 1.0),
+        "hardsigmoid" => (k::ACT_HARD_SIGMOID, 0.2, 0.5),
+        "elu" => (k::ACT_ELU, 1.0, 0.0),
+        "softsign" => (k::ACT_SOFTSIGN, 0.0, 0.0),
+        "softplus" => (k::ACT_SOFTPLUS, 0.0, 0.0),
+        _ => return Err(format!("attribute \"activations\": unknown activation {name:?}")),
+    })
+}
+
+pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
+    let kind = match cx.op_type {
+        "RNN" => RnnKind::Rnn,
+        "GRU" => RnnKind::Gru,
+        "LSTM" => RnnKind::Lstm,
+        other => return Err(format!("{other} is not a recurrent operator")),
+    };
+    let a = &cx.attrs;
+    let direction = match a.string_or("direction", "forward")?.as_str() {
+        "forward" => Direction::Forward,
+        "reverse" => Direction::Reverse,
+        "bidirectional" => Direction::Bidirectional,
+        other => {
+            return Err(format!("attribute \"direction\" is {other:?}, expected forward, reverse or bidirectional"))
+        }
+    };
+    let dirs = if direction == Direction::Bidirectional { 2 } else { 1 };
+    let per_dir = kind.acts();
+    let names = match a.strings("activations")? {
+        Some(list) => list,
+        None => {
+            let defaults: &[&str] = match kind {
+                RnnKind::Rnn => &["Tanh"],
+                RnnKind::Gru => &["Sigmoid", "Tanh"],
+                RnnKind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+            };
+            defaults.iter().map(|s| s.to_string()).collect()
+        }
+    };
+    if names.len() != per_dir && names.len() != per_dir * dirs {
+        return Err(format!(
+            "attribute \"activations\" lists {} functions, expected {} ({} per direction)",
+            names.len(),
+            per_dir * dirs,
+            per_dir
+        ));
+    }
+    let alphas = a.floats("activation_alpha")?.unwrap_or_default();
+    let betas = a.floats("activation_beta")?.unwrap_or_default();
+    let mut acts = [(k::ACT_TANH, 0.0, 0.0); 2 * RNN_ACTS];
+    for d in 0..dirs {
+        for slot in 0..per_dir {
+            let pos = if names.len() == per_dir { slot } else { d * per_dir + slot };
+            let (code, alpha, beta) = activation(&names[pos])?;
+            let alpha = alphas.get(pos).map_or(alpha, |&v| v as f64);
+            let beta = betas.get(pos).map_or(beta, |&v| v as f64);
+            acts[d * RNN_ACTS + slot] = (code, alpha, beta);
+        }
+    }
+    let hidden_size = match a.int("hidden_size")? {
+        Some(h) if h <= 0 => return Err(format!("attribute \"hidden_size\" is {h}, expected a positive size")),
+        h => h.map(|h| h as usize),
+    };
+    let clip = match a.float("clip")? {
+        Some(c) if c.is_nan() || c < 0.0 => return Err(format!("attribute \"clip\" is {c}, expected >= 0")),
+        c => c.map(|c| c as f64),
+    };
+    let flag = |name: &str| -> Result<bool, String> {
+        match a.int_or(name, 0)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(format!("attribute \"{name}\" is {v}, expected 0 or 1")),
+        }
+    };
+    Ok(Op::Rnn(Rnn {
+        kind,
+        direction,
+        hidden_size,
+        acts,
+        clip,
+        batch_major: flag("layout")?,
+        linear_before_reset: flag("linear_before_reset")?,
+        input_forget: flag("input_forget")?,
+    }))
+}
+
+/// Sizes derived from the input shapes.
+struct Dims {
+    seq: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+}
+
+impl Rnn {
+    fn dims(&self, shapes: &[Option<&[usize]>]) -> Result<Dims, String> {
+        let get = |i: usize| shapes.get(i).copied().flatten();
+        let (Some(x), Some(w), Some(r)) = (get(0), get(1), get(2)) else {
+            return Err("inputs X, W and R are required".into());
+        };
+        let &[a, b, input] = x else {
+            return Err(format!("input X must have rank 3, got shape {x:?}"));
+        };
+        let (seq, batch) = if self.batch_major { (b, a) } else { (a, b) };
+        let dirs = if self.direction == Direction::Bidirectional { 2 } else { 1 };
+        let g = self.kind.gates();
+        let &[rd, rg, hidden] = r else {
+            return Err(format!("input R must have rank 3, got shape {r:?}"));
+        };
+        if let Some(h) = self.hidden_size {
+            if h != hidden {
+                return Err(format!("attribute \"hidden_size\" is {h}, but R has shape {r:?}"));
+            }
+        }
+        let want = |name: &str, got: &[usize], want: &[usize]| -> Result<(), String> {
+            if got != want {
+                return Err(format!("input {name} has shape {got:?}, expected {want:?}"));
+            }
+            Ok(())
+        };
+        if rd != dirs || rg != g * hidden {
+            return Err(format!("input R has shape {r:?}, expected [{dirs}, {}, {hidden}]", g * hidden));
+        }
+        want("W", w, &[dirs, g * hidden, input])?;
+        if let Some(b) = get(3) {
+            want("B", b, &[dirs, 2 * g * hidden])?;
+        }
+        if let Some(l) = get(4) {
+            want("sequence_lens", l, &[batch])?;
+        }
+        let state = if self.batch_major { [batch, dirs, hidden] } else { [dirs, batch, hidden] };
+        if let Some(h) = get(5) {
+            want("initial_h", h, &state)?;
+        }
+        if self.kind == RnnKind::Lstm {
+            if let Some(c) = get(6) {
+                want("initial_c", c, &state)?;
+            }
+            if let Some(p) = get(7) {
+                want("P", p, &[dirs, 3 * hidden])?;
+            }
+        }
+        Ok(Dims { seq, batch, input, hidden, dirs })
+    }
+
+    fn output_shapes(&self, d: &Dims) -> Vec<Vec<usize>> {
+        let y = if self.batch_major {
+            vec![d.batch, d.seq, d.dirs, d.hidden]
+        } else {
+            vec![d.seq, d.dirs, d.batch, d.hidden]
+        };
+        let state = if self.batch_major { vec![d.batch, d.dirs, d.hidden] } else { vec![d.dirs, d.batch, d.hidden] };
+        let mut out = vec![y, state.clone()];
+        if self.kind == RnnKind::Lstm {
+            out.push(state);
+        }
+        out
+    }
+
+    fn params(&self, d: &Dims) -> RnnParams {
+        let mut p = RnnParams {
+            kind: match self.kind {
+                RnnKind::Rnn => k::RNN_SIMPLE,
+                RnnKind::Gru => k::RNN_GRU,
+                RnnKind::Lstm => k::RNN_LSTM,
+            },
+            seq_len: d.seq as i64,
+            batch: d.batch as i64,
+            input_size: d.input as i64,
+            hidden: d.hidden as i64,
+            directions: d.dirs as i64,
+            reverse: (self.direction == Direction::Reverse) as i64,
+            layout: self.batch_major as i64,
+            linear_before_reset: self.linear_before_reset as i64,
+            input_forget: self.input_forget as i64,
+            has_clip: self.clip.is_some() as i64,
+            clip: self.clip.unwrap_or(0.0),
+            ..Default::default()
+        };
+        for (i, &(code, alpha, beta)) in self.acts.iter().enumerate() {
+            p.act[i] = code;
+            p.alpha[i] = alpha;
+            p.beta[i] = beta;
+        }
+        p
+    }
+}
+
+impl Operator for Rnn {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            RnnKind::Rnn => "RNN",
+            RnnKind::Gru => "GRU",
+            RnnKind::Lstm => "LSTM",
+        }
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !matches!(x.dtype, DType::F32 | DType::F64) {
+            return Err(format!("input X is {}, only f32 and f64 are supported", x.dtype));
+        }
+        let float_inputs: &[usize] = if self.kind == RnnKind::Lstm { &[1, 2, 3, 5, 6, 7] } else { &[1, 2, 3, 5] };
+        for &i in float_inputs {
+            if let Some(t) = cx.opt_input(i) {
+                if t.dtype != x.dtype {
+                    return Err(format!("input {i} is {}, expected {} like X", t.dtype, x.dtype));
+                }
+            }
+        }
+        if let Some(l) = cx.opt_input(4) {
+            if l.dtype != DType::I32 {
+                return Err(format!("input sequence_lens is {}, expected i32", l.dtype));
+            }
+        }
+        if cx.output_count > self.kind.outputs() {
+            return Err(format!("{} has at most {} outputs", self.name(), self.kind.outputs()));
+        }
+        let shapes: Vec<Option<&[usize]>> = cx.inputs.iter().map(|i| i.as_ref().map(|i| i.shape)).collect();
+        let d = self.dims(&shapes)?;
+        Ok(self.output_shapes(&d).into_iter().take(cx.output_count).map(|s| Inferred::new(x.dtype, s)).collect())
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        let hidden = cx.opt_input(2).and_then(|r| r.shape.get(2).copied()).unwrap_or(0);
+        k::rnn_scratch_doubles(hidden) * 8
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let mut shapes = Vec::new();
+        for i in 0..cx.input_count() {
+            shapes.push(if cx.has_input(i) { Some(cx.input_type(i)?.1) } else { None });
+        }
+        let dtype = cx.input_type(0)?.0;
+        let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
+        let d = self.dims(&refs)?;
+        let params = cx.params(&self.params(&d))?;
+        let mut args = vec![params];
+        for i in 0..4 {
+            args.push(cx.opt_input_ptr(i));
+        }
+        args.push(cx.opt_input_ptr(4));
+        args.push(cx.opt_input_ptr(5));
+        let lstm = self.kind == RnnKind::Lstm;
+        for i in [6, 7] {
+            args.push(if lstm { cx.opt_input_ptr(i) } else { cx.iconst(0) });
+        }
+        for i in 0..3 {
+            args.push(if cx.has_output(i) { cx.output_ptr(i)? } else { cx.iconst(0) });
+        }
+        args.push(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
+        let name = if dtype == DType::F64 { "onnxc_rnn_f64" } else { "onnxc_rnn_f32" };
+        cx.call_checked(name, &args)
+    }
+}

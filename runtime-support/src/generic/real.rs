@@ -1,0 +1,66 @@
+//! The float compute types (f32, f64) that generic kernels are written
+//! over: arithmetic, the few transcendental functions they need (libm), and
+//! exact conversion through f64.
+
+use core::ops::{Add, Div, Mul, Neg, Sub};
+
+/// A compute type: f32 or f64.
+pub trait Real:
+    Copy
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    const NEG_INF: Self;
+    const NAN: Self;
+    fn is_nan(self) -> bool {
+        self.partial_cmp(&self).is_none()
+    }
+    fn exp(self) -> Self;
+    fn tanh(self) -> Self;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Real for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    const NEG_INF: f32 = f32::NEG_INFINITY;
+    const NAN: f32 = f32::NAN;
+    fn exp(self) -> f32 {
+        libm::expf(self)
+    }
+    fn tanh(self) -> f32 {
+        libm::tanhf(self)
+    }
+    fn from_f64(v: f64) -> f32 {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Real for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    const NEG_INF: f64 = f64::NEG_INFINITY;
+    const NAN: f64 = f64::NAN;
+    fn exp(self) -> f64 {
+        libm::exp(self)
+    }
+    fn tanh(self) -> f64 {
+        libm::tanh(self)
+    }
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
