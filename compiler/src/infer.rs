@@ -11,6 +11,10 @@ use crate::ir::{Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::ops::{InferCx, InputInfo};
 use std::collections::{HashMap, HashSet};
 
+/// Largest graph input (in elements) that `run`/`test` turn into a
+/// compile-time constant when a shape depends on its value.
+pub const MAX_SPECIALISED_ELEMENTS: usize = 4096;
+
 /// Largest tensor (in bytes) that constant folding materialises.
 pub const MAX_FOLD_BYTES: usize = 16 << 20;
 
@@ -133,8 +137,7 @@ fn input_ancestors(graph: &Graph, scheduled: &[Node], values: &[ValueId]) -> Vec
             continue;
         }
         match (&graph.value(v).def, producer.get(&v)) {
-            // Only small integer tensors carry shapes, axes and sizes; a
-            // data input is never specialised away.
+            // Shapes, axes, sizes, scales and bounds are small tensors.
             (ValueDef::Input(_), _) if is_shape_like(graph, v) => inputs.push(v),
             (ValueDef::Computed, Some(n)) => stack.extend(n.inputs.iter().flatten().copied()),
             _ => {}
@@ -144,7 +147,7 @@ fn input_ancestors(graph: &Graph, scheduled: &[Node], values: &[ValueId]) -> Vec
 }
 
 fn is_shape_like(graph: &Graph, v: ValueId) -> bool {
-    graph.concrete(v).is_some_and(|(dtype, shape)| dtype.is_int() && shape.iter().product::<usize>() <= 4096)
+    graph.concrete(v).is_some_and(|(_, shape)| shape.iter().product::<usize>() <= MAX_SPECIALISED_ELEMENTS)
 }
 
 fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {

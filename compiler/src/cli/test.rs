@@ -145,6 +145,13 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
     }
 }
 
+/// One line of the report; a closed stdout (`onnxc test | head`) ends the
+/// run with an error instead of a panic.
+fn report(line: std::fmt::Arguments) -> Result<(), String> {
+    use std::io::Write;
+    writeln!(std::io::stdout(), "{line}").map_err(|e| format!("writing the report: {e}"))
+}
+
 pub fn test(a: &Args) -> Result<ExitCode, String> {
     let mut all = Vec::new();
     for d in &a.dirs {
@@ -159,14 +166,14 @@ pub fn test(a: &Args) -> Result<ExitCode, String> {
         match run_case(&case, a) {
             Ok(()) => {
                 passed += 1;
-                println!("PASS {name}");
+                report(format_args!("PASS {name}"))?;
             }
             Err(e) => {
                 failed += 1;
-                println!("FAIL {name}: {}", e.replace('\n', "; "));
+                report(format_args!("FAIL {name}: {}", e.replace('\n', "; ")))?;
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    report(format_args!("{passed} passed, {failed} failed"))?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
