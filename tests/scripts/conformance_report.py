@@ -45,7 +45,7 @@ def main_op(case_dir):
 
 
 def short(reason):
-    reason = re.sub(r"tests/data/\S+?: ", "", reason)
+    reason = re.sub(r"\S*tests/data/\S+?: ", "", reason)
     return reason if len(reason) <= 160 else reason[:157] + "..."
 
 
