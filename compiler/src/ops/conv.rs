@@ -276,12 +276,14 @@ impl Conv {
     }
 }
 
-impl Operator for Conv {
-    fn name(&self) -> &'static str {
-        "Conv"
-    }
+/// What Conv and ConvTranspose share: `(X, W, optional B) → Y` through one
+/// f32 kernel that takes [`ConvParams`] and an optional scratch area.
+trait ConvKernel {
+    const KERNEL: &'static str;
+    fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
+    fn scratch_elems(p: &ConvParams) -> usize;
 
-    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+    fn infer_conv(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, w) = (cx.input(0)?, cx.input(1)?);
         if x.dtype != DType::F32 {
             return Err(format!("element type {} is not supported", x.dtype));
@@ -289,35 +291,66 @@ impl Operator for Conv {
         if w.dtype != x.dtype {
             return Err(format!("weights are {}, expected {}", w.dtype, x.dtype));
         }
-        let p = self.params(x.shape, w.shape)?;
+        let p = self.conv_params(x.shape, w.shape)?;
         if let Some(b) = cx.opt_input(2) {
             if b.dtype != x.dtype || b.shape != [p.out_channels as usize] {
                 return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
             }
         }
-        Ok(vec![Inferred::new(x.dtype, Self::output_shape(&p))])
+        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p))])
     }
 
-    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+    fn conv_scratch_bytes(&self, cx: &InferCx) -> usize {
         let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
             return 0;
         };
-        self.params(x.shape, w.shape).map_or(0, |p| conv_scratch_elems(&p) * 4)
+        self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * 4)
     }
 
-    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+    fn lower_conv(&self, cx: &mut Lower) -> Result<(), String> {
         let (_, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
-        let p = self.params(&x, &w)?;
-        let scratch = if conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let p = self.conv_params(&x, &w)?;
+        let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let wp = cx.input_ptr(1)?;
         let bp = cx.opt_input_ptr(2);
         let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_conv_f32", &[params, xp, wp, bp, yp, scratch])
+        cx.call_checked(Self::KERNEL, &[params, xp, wp, bp, yp, scratch])
     }
 }
+
+/// The `Operator` impl of a [`ConvKernel`] type.
+macro_rules! conv_operator {
+    ($ty:ty, $name:literal) => {
+        impl Operator for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+                self.infer_conv(cx)
+            }
+            fn scratch_bytes(&self, cx: &InferCx) -> usize {
+                self.conv_scratch_bytes(cx)
+            }
+            fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+                self.lower_conv(cx)
+            }
+        }
+    };
+}
+
+impl ConvKernel for Conv {
+    const KERNEL: &'static str = "onnxc_conv_f32";
+    fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
+        self.params(x, w)
+    }
+    fn scratch_elems(p: &ConvParams) -> usize {
+        conv_scratch_elems(p)
+    }
+}
+conv_operator!(Conv, "Conv");
 
 #[derive(Clone, Debug)]
 pub struct ConvTranspose {
@@ -434,48 +467,16 @@ impl ConvTranspose {
     }
 }
 
-impl Operator for ConvTranspose {
-    fn name(&self) -> &'static str {
-        "ConvTranspose"
+impl ConvKernel for ConvTranspose {
+    const KERNEL: &'static str = "onnxc_conv_transpose_f32";
+    fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
+        self.params(x, w)
     }
-
-    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let (x, w) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 {
-            return Err(format!("element type {} is not supported", x.dtype));
-        }
-        if w.dtype != x.dtype {
-            return Err(format!("weights are {}, expected {}", w.dtype, x.dtype));
-        }
-        let p = self.params(x.shape, w.shape)?;
-        if let Some(b) = cx.opt_input(2) {
-            if b.dtype != x.dtype || b.shape != [p.out_channels as usize] {
-                return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
-            }
-        }
-        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p))])
-    }
-
-    fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
-            return 0;
-        };
-        self.params(x.shape, w.shape).map_or(0, |p| conv_transpose_scratch_elems(&p) * 4)
-    }
-
-    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
-        let (_, w) = cx.input_type(1)?;
-        let p = self.params(&x, &w)?;
-        let scratch = if conv_transpose_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
-        let params = cx.params(&p)?;
-        let xp = cx.input_ptr(0)?;
-        let wp = cx.input_ptr(1)?;
-        let bp = cx.opt_input_ptr(2);
-        let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_conv_transpose_f32", &[params, xp, wp, bp, yp, scratch])
+    fn scratch_elems(p: &ConvParams) -> usize {
+        conv_transpose_scratch_elems(p)
     }
 }
+conv_operator!(ConvTranspose, "ConvTranspose");
 
 #[derive(Clone, Debug)]
 pub struct Col2Im {
