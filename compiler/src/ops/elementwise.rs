@@ -116,7 +116,10 @@ pub enum Func {
     Mul,
     Div,
     Pow,
-    PRelu,
+    /// `per_channel`: opset 6's rule, a 1-D slope runs along axis 1.
+    PRelu {
+        per_channel: bool,
+    },
     Equal,
     Less,
     Greater,
@@ -337,7 +340,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Mul" => Func::Mul,
         "Div" => Func::Div,
         "Pow" => Func::Pow,
-        "PRelu" => Func::PRelu,
+        "PRelu" => Func::PRelu { per_channel: cx.opset < 7 },
         "Equal" => Func::Equal,
         "Less" => Func::Less,
         "Greater" => Func::Greater,
@@ -382,6 +385,21 @@ fn cast_target(a: &crate::import::attrs::Attrs) -> Result<DType, String> {
         .ok_or_else(|| format!("conversion to {} is not supported yet", DType::onnx_name(code as i32)))
 }
 
+impl Elementwise {
+    /// The shape operand `i` broadcasts as: its own, except for opset-6
+    /// PRelu, whose 1-D slope (beyond a scalar) lines up with axis 1.
+    fn operand_shape(&self, i: usize, shape: &[usize], rank: usize) -> Vec<usize> {
+        match self.func {
+            Func::PRelu { per_channel: true } if i == 1 && shape.len() == 1 && shape[0] > 1 && rank > 2 => {
+                let mut s = vec![1; rank - 1];
+                s[0] = shape[0];
+                s
+            }
+            _ => shape.to_vec(),
+        }
+    }
+}
+
 impl Operator for Elementwise {
     fn name(&self) -> &'static str {
         self.op_type
@@ -412,8 +430,9 @@ impl Operator for Elementwise {
         }
         let mut shape: Vec<usize> = Vec::new();
         let shaping = if self.func == Func::CastLike { &present[..1] } else { &present[..] };
-        for input in shaping {
-            shape = broadcast(&shape, input.shape)
+        for (i, input) in shaping.iter().enumerate() {
+            let operand = self.operand_shape(i, input.shape, first.shape.len());
+            shape = broadcast(&shape, &operand)
                 .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", shape, input.shape))?;
         }
         // Operands of arithmetic must agree in type (Pow's exponent and
@@ -475,6 +494,7 @@ impl Operator for Elementwise {
         for i in 0..cx.input_count() {
             if cx.has_input(i) {
                 let (dtype, shape) = cx.input_type(i)?;
+                let shape = self.operand_shape(i, &shape, out_shape.len());
                 operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
             }
         }
@@ -911,13 +931,13 @@ fn emit_scalar(
             let r = math(cx, "pow", compute, &[base, exp])?;
             cast(cx, r, compute, t)?
         }
-        Func::PRelu if float => {
+        Func::PRelu { .. } if float => {
             let scaled = cx.ins().fmul(x, y()?);
             let zero = fconst(cx, t, 0.0);
             let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
             cx.ins().select(neg, scaled, x)
         }
-        Func::PRelu => {
+        Func::PRelu { .. } => {
             let scaled = cx.ins().imul(x, y()?);
             let neg = cx.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
             if signed {
