@@ -189,20 +189,36 @@ unsafe fn macro_kernel(
             for (i, acc_row) in acc.iter().enumerate().take(rows) {
                 let gi = row0 + i0 + i;
                 for (j, &v) in acc_row.iter().enumerate().take(cols) {
-                    let gj = col0 + j0 + j;
-                    let dst = y.ptr.offset(gi as isize * y.rs + gj as isize * y.cs);
-                    if first {
-                        let bias = match c {
-                            Some(c) => beta * c.at(gi, gj),
-                            None => 0.0,
-                        };
-                        *dst = alpha * v + bias;
-                    } else {
-                        *dst += alpha * v;
-                    }
+                    store_element(v, alpha, beta, c, y, gi, col0 + j0 + j, first);
                 }
             }
         }
+    }
+}
+
+/// Writes one accumulated product to `Y[gi][gj]`: on the first depth slice
+/// `alpha * v + beta * C[gi][gj]` (bias optional), on later slices `+= alpha * v`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn store_element(
+    v: f32,
+    alpha: f32,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+    gi: usize,
+    gj: usize,
+    first: bool,
+) {
+    let dst = y.ptr.offset(gi as isize * y.rs + gj as isize * y.cs);
+    if first {
+        let bias = match c {
+            Some(c) => beta * c.at(gi, gj),
+            None => 0.0,
+        };
+        *dst = alpha * v + bias;
+    } else {
+        *dst += alpha * v;
     }
 }
 
@@ -623,6 +639,7 @@ unsafe fn fill_bias(rows: usize, cols: usize, beta: f32, c: MatRef, i0: usize, j
 /// Stores the valid `rows x cols` part of a computed tile (`t[i * ts + j]`,
 /// not yet scaled by alpha) with the same semantics as the generic
 /// macro-kernel: overwrite plus bias on the first depth slice, else add.
+/// (See [`store_element`].)
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn store_tile(
@@ -640,18 +657,7 @@ unsafe fn store_tile(
 ) {
     for i in 0..rows {
         for j in 0..cols {
-            let (gi, gj) = (i0 + i, j0 + j);
-            let v = *t.add(i * ts + j);
-            let dst = y.ptr.offset(gi as isize * y.rs + gj as isize * y.cs);
-            if first {
-                let bias = match c {
-                    Some(c) => beta * c.at(gi, gj),
-                    None => 0.0,
-                };
-                *dst = alpha * v + bias;
-            } else {
-                *dst += alpha * v;
-            }
+            store_element(*t.add(i * ts + j), alpha, beta, c, y, i0 + i, j0 + j, first);
         }
     }
 }
