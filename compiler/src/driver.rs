@@ -92,14 +92,14 @@ pub fn finish_mir_for_inputs(
 /// Turns the graph inputs at positions `which` into constants holding
 /// their given values, and renumbers the remaining inputs.
 fn specialise_inputs(graph: &mut Graph, given: &mut Vec<crate::ir::Tensor>, which: &[usize]) {
-    use crate::ir::{Dim, TensorType, ValueDef};
+    use crate::ir::{TensorType, ValueDef};
     let inputs = std::mem::take(&mut graph.inputs);
     let tensors = std::mem::take(given);
     for (k, (v, t)) in inputs.into_iter().zip(tensors).enumerate() {
         let next = graph.inputs.len();
         let value = graph.value_mut(v);
         if which.contains(&k) {
-            value.ty = Some(TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() });
+            value.ty = Some(TensorType::known(t.dtype, &t.shape));
             value.def = ValueDef::Const(t);
         } else {
             value.def = ValueDef::Input(next);

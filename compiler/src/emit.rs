@@ -56,41 +56,72 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("/* Everything a compiled model needs from its caller. The model keeps no".into());
     line(" * state of its own: give each concurrent call its own workspace. */".into());
     line("typedef struct onnxc_context {".into());
-    line("    void *workspace;          /* at least PREFIX_WORKSPACE_BYTES bytes, 64-byte aligned */".into());
+    line("    void *workspace;          /* at least PREFIX_ARENA_BYTES bytes, 64-byte aligned */".into());
     line("    size_t workspace_bytes;   /* its size */".into());
-    line("    void *(*alloc)(void *user, size_t bytes, size_t align); /* reserved for run-time-sized values; may be NULL */".into());
-    line("    void *alloc_user;".into());
+    line("    /* Memory for values whose shape depends on the data (NonZero, ...):".into());
+    line("     * NULL to take it from the workspace past PREFIX_ARENA_BYTES, or a".into());
+    line("     * function returning `bytes` bytes aligned to `align`, or NULL when".into());
+    line("     * it has none (the model then fails with status 5). */".into());
+    line("    void *(*alloc)(void *user, size_t bytes, size_t align);".into());
+    line("    void *alloc_user;         /* passed to alloc */".into());
     line("} onnxc_context;".into());
+    line(String::new());
+    line("/* outputs[k] of an output whose shape depends on the data points to one".into());
+    line(" * of these; the model sets `data` (memory from the allocator above) and".into());
+    line(" * writes the actual shape to the caller's array `dims` of RANK entries. */".into());
+    line("typedef struct onnxc_dynamic_output {".into());
+    line("    void *data;".into());
+    line("    int64_t *dims;".into());
+    line("} onnxc_dynamic_output;".into());
     line("#endif".into());
     line(String::new());
-    line(format!("/* Scratch memory one call needs. */\n#define {upper}_WORKSPACE_BYTES {}u", plan.workspace_bytes));
+    line(format!(
+        "/* Memory the planned values of one call take. */\n#define {upper}_ARENA_BYTES {}u",
+        plan.workspace_bytes
+    ));
+    match plan.sufficient_workspace_bytes() {
+        Some(n) => line(format!(
+            "/* A workspace of this size always suffices (arena + data-dependent values). */\n#define {upper}_WORKSPACE_BYTES {n}u"
+        )),
+        None => line(format!(
+            "/* Some data-dependent value is unbounded: give a larger workspace or an\n * alloc hook. */\n#define {upper}_WORKSPACE_BYTES {}u\n#define {upper}_DYNAMIC_UNBOUNDED 1",
+            plan.workspace_bytes
+        )),
+    }
     line(format!("#define {upper}_NUM_INPUTS {}", graph.inputs.len()));
     line(format!("#define {upper}_NUM_OUTPUTS {}", graph.outputs.len()));
     for (kind, ids) in [("INPUT", &graph.inputs), ("OUTPUT", &graph.outputs)] {
         for (k, &v) in ids.iter().enumerate() {
             let value = graph.value(v);
-            let Some((dtype, shape)) = graph.concrete(v) else {
+            let Some(ty) = &value.ty else {
                 continue;
             };
-            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            let dims: Vec<String> = ty.shape.iter().map(|d| d.to_string()).collect();
             line(format!(
                 "/* {} {k} \"{}\": {} [{}] */",
                 kind.to_lowercase(),
                 value.name,
-                dtype.c_name(),
+                ty.dtype.c_name(),
                 dims.join("][")
             ));
-            line(format!("typedef {} {prefix}_{}{k}_t;", dtype.c_name(), kind.to_lowercase()));
-            line(format!("#define {upper}_{kind}{k}_RANK {}", shape.len()));
-            line(format!("#define {upper}_{kind}{k}_ELEMENTS {}u", shape.iter().product::<usize>()));
+            line(format!("typedef {} {prefix}_{}{k}_t;", ty.dtype.c_name(), kind.to_lowercase()));
+            line(format!("#define {upper}_{kind}{k}_RANK {}", ty.shape.len()));
+            if let Some(shape) = ty.known_shape() {
+                line(format!("#define {upper}_{kind}{k}_ELEMENTS {}u", shape.iter().product::<usize>()));
+            } else {
+                line(format!("#define {upper}_{kind}{k}_DYNAMIC 1 /* outputs[{k}] is an onnxc_dynamic_output */"));
+                if let Some(bytes) = ty.max_bytes() {
+                    line(format!("#define {upper}_{kind}{k}_MAX_ELEMENTS {}u", bytes / ty.dtype.size()));
+                }
+            }
         }
     }
     line(String::new());
     line("/* Runs the model. inputs[k] / outputs[k] point to the k-th input / output".into());
     line(" * buffer (dense, row-major, element types as above). Returns 0 on success;".into());
     line(" * otherwise the low byte is the failure (1 bad context, 2 index out of range,".into());
-    line(" * 3 kernel parameters, 4 integer division by zero) and the rest is the".into());
-    line(" * failing node's index + 1. */".into());
+    line(" * 3 kernel parameters, 4 integer division by zero, 5 out of memory for a".into());
+    line(" * data-dependent value) and the rest is the failing node's index + 1. */".into());
     line(format!("int32_t {prefix}_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs);"));
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());

@@ -55,6 +55,19 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                     None => None,
                     Some(v) => {
                         let value = graph.value(*v);
+                        if value.ty.as_ref().is_some_and(TensorType::is_dynamic) {
+                            // Specialising on the inputs it comes from makes it static.
+                            return Err(InferError {
+                                messages: vec![format!(
+                                    "{}: input {i} \"{}\" has a data-dependent shape ({}), which {} cannot take yet",
+                                    node.label(),
+                                    value.name,
+                                    value.ty.as_ref().map(ToString::to_string).unwrap_or_default(),
+                                    node.op.name()
+                                )],
+                                wanted_inputs: input_ancestors(graph, &kept, &[*v]),
+                            });
+                        }
                         let Some((dtype, shape)) =
                             value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s)))
                         else {
@@ -101,7 +114,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
         let mut all_known = true;
         for (&out, r) in node.outputs.iter().zip(&results) {
             let value = graph.value_mut(out);
-            value.ty = Some(TensorType { dtype: r.dtype, shape: r.shape.iter().map(|&d| Dim::Known(d)).collect() });
+            value.ty = Some(r.tensor_type());
             match &r.value {
                 Some(t) => value.def = ValueDef::Const(t.clone()),
                 None => all_known = false,
@@ -114,7 +127,9 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
             let outputs = crate::jit::eval_node(graph, &node)
                 .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
             for (&out, t) in node.outputs.iter().zip(outputs) {
-                graph.value_mut(out).def = ValueDef::Const(t);
+                let value = graph.value_mut(out);
+                value.ty = Some(TensorType::known(t.dtype, &t.shape));
+                value.def = ValueDef::Const(t);
             }
             continue;
         }
@@ -153,11 +168,7 @@ fn is_shape_like(graph: &Graph, v: ValueId) -> bool {
 fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {
     node.op.foldable()
         && node.inputs.iter().flatten().all(|&v| graph.const_value(v).is_some())
-        && results.iter().all(|r| {
-            crate::ir::shape::element_count(&r.shape)
-                .and_then(|n| n.checked_mul(r.dtype.size()))
-                .is_some_and(|b| b <= MAX_FOLD_BYTES)
-        })
+        && results.iter().all(|r| r.max_bytes().is_some_and(|b| b <= MAX_FOLD_BYTES))
 }
 
 fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {

@@ -4,6 +4,10 @@
 //! read-only data; every other value gets an offset in one workspace arena,
 //! reused once the value is dead (liveness over the schedule, first fit).
 //! View operators (Reshape and kin) alias their input instead of copying.
+//! Values whose shape depends on tensor data get their memory at run time
+//! from the context's allocator (by default a bump allocator over the part
+//! of the workspace past the planned arena); the plan bounds that part when
+//! every such value is bounded.
 
 use crate::ir::{Graph, ValueDef, ValueId};
 use crate::ops::{InferCx, InputInfo};
@@ -23,6 +27,10 @@ pub enum Loc {
     Workspace(usize),
     /// The same bytes as another value (a view).
     Alias(ValueId),
+    /// Memory from the context's allocator, sized when the shape is known
+    /// at run time; a graph output's address and dims go to the caller's
+    /// output descriptor.
+    Dynamic,
     /// Nothing reads or writes it (left behind by a rewrite).
     Unused,
 }
@@ -36,7 +44,23 @@ pub struct Plan {
     /// Graph outputs that must be copied from another location at the end
     /// (outputs that are inputs, constants, or listed twice).
     pub output_copies: Vec<(usize, ValueId)>,
+    /// Size of the planned arena: the workspace the code requires.
     pub workspace_bytes: usize,
+    /// Most bytes the run-time allocations can take (each rounded up to
+    /// [`ALIGN`]); `None` when some data-dependent value is unbounded.
+    pub dynamic_bytes: Option<usize>,
+}
+
+impl Plan {
+    /// A workspace size with which the default allocator never runs out,
+    /// when there is one.
+    pub fn sufficient_workspace_bytes(&self) -> Option<usize> {
+        self.dynamic_bytes.and_then(|d| self.workspace_bytes.checked_add(d))
+    }
+
+    pub fn has_dynamic_values(&self) -> bool {
+        self.locs.contains(&Loc::Dynamic)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +101,17 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     let n_nodes = graph.nodes.len();
     let mut locs: Vec<Option<Loc>> = vec![None; n_values];
     let mut output_copies = Vec::new();
+    let mut dynamic_bytes = Some(0usize);
+    for (i, value) in graph.values.iter().enumerate() {
+        if let (ValueDef::Computed, Some(ty)) = (&value.def, &value.ty) {
+            if ty.is_dynamic() {
+                locs[i] = Some(Loc::Dynamic);
+                dynamic_bytes = dynamic_bytes
+                    .zip(ty.max_bytes())
+                    .and_then(|(total, b)| total.checked_add(b.div_ceil(ALIGN).checked_mul(ALIGN)?));
+            }
+        }
+    }
 
     for (i, value) in graph.values.iter().enumerate() {
         match value.def {
@@ -86,10 +121,16 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         }
     }
     for (k, &v) in graph.outputs.iter().enumerate() {
-        if locs[v.index()].is_none() {
-            locs[v.index()] = Some(Loc::Output(k));
-        } else {
-            output_copies.push((k, v));
+        match locs[v.index()] {
+            None => locs[v.index()] = Some(Loc::Output(k)),
+            Some(Loc::Dynamic) if graph.outputs[..k].contains(&v) => {
+                return Err(PlanError(format!(
+                    "output \"{}\" has a data-dependent shape and is listed twice",
+                    graph.value(v).name
+                )))
+            }
+            Some(Loc::Dynamic) => {}
+            Some(_) => output_copies.push((k, v)),
         }
     }
     // Views alias their input unless they must write a caller's buffer.
@@ -161,7 +202,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         .enumerate()
         .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water })
+    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water, dynamic_bytes })
 }
 
 /// First-fit allocator over one growing arena.

@@ -7,11 +7,16 @@ use onnx_proto::*;
 /// A float tensor value; `dims` entries < 0 become symbolic dims named
 /// `d0`, `d1`... after their position; `None` leaves the shape out.
 pub fn value(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
+    typed_value(name, 1, dims)
+}
+
+/// [`value`] with ONNX element type `elem_type` (1 f32, 7 i64, 9 bool...).
+pub fn typed_value(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(TensorTypeProto {
-                elem_type: Some(1),
+                elem_type: Some(elem_type),
                 shape: dims.map(|d| TensorShapeProto {
                     dim: d
                         .iter()

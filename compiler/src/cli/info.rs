@@ -60,7 +60,18 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
             match driver::plan(model_path, &graph) {
-                Ok(plan) => println!("workspace bytes: {}", plan.workspace_bytes),
+                Ok(plan) => match (plan.has_dynamic_values(), plan.sufficient_workspace_bytes()) {
+                    (false, _) => println!("workspace bytes: {}", plan.workspace_bytes),
+                    (true, Some(n)) => println!(
+                        "workspace bytes: {n} ({} planned + up to {} for data-dependent values)",
+                        plan.workspace_bytes,
+                        n - plan.workspace_bytes
+                    ),
+                    (true, None) => println!(
+                        "workspace bytes: {} + unbounded data-dependent values (give an alloc hook or more)",
+                        plan.workspace_bytes
+                    ),
+                },
                 Err(e) => println!("workspace bytes: unknown ({e})"),
             }
         }

@@ -3,26 +3,18 @@
 //! load that, and call `PREFIX_run` through the C ABI. This is how
 //! `onnxc test --via object` checks the artefact users link.
 
-use onnxc::ir::{DType, Graph, Tensor};
+use onnxc::call::{Interface, RunFn};
+use onnxc::ir::{Graph, Tensor};
 use onnxc::plan::Plan;
 use onnxc::{driver, emit};
 use std::process::Command;
-
-type RunFn = unsafe extern "C" fn(*const onnxc::jit::RunContext, *const *const u8, *const *mut u8) -> i32;
 
 pub struct ObjectModel {
     // Keeps the mapping alive while `run` is callable.
     _lib: libloading::Library,
     _dir: tempfile::TempDir,
     run: RunFn,
-    workspace_bytes: usize,
-    inputs: Vec<(String, DType, Vec<usize>)>,
-    outputs: Vec<(String, DType, Vec<usize>)>,
-    node_names: Vec<String>,
-}
-
-fn io(graph: &Graph, ids: &[onnxc::ir::ValueId]) -> Vec<(String, DType, Vec<usize>)> {
-    ids.iter().filter_map(|&v| graph.concrete(v).map(|(d, s)| (graph.value(v).name.clone(), d, s))).collect()
+    interface: Interface,
 }
 
 impl ObjectModel {
@@ -51,18 +43,10 @@ impl ObjectModel {
         let lib = unsafe { libloading::Library::new(&so_path) }.map_err(|e| e.to_string())?;
         let run = unsafe { lib.get::<RunFn>(b"model_run\0") }.map_err(|e| e.to_string())?;
         let run = *run;
-        Ok(ObjectModel {
-            _lib: lib,
-            _dir: dir,
-            run,
-            workspace_bytes: plan.workspace_bytes,
-            inputs: io(graph, &graph.inputs),
-            outputs: io(graph, &graph.outputs),
-            node_names: graph.nodes.iter().map(|n| n.label()).collect(),
-        })
+        Ok(ObjectModel { _lib: lib, _dir: dir, run, interface: Interface::of(graph, plan)? })
     }
 
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        onnxc::jit::call_model(self.run, self.workspace_bytes, &self.inputs, &self.outputs, &self.node_names, inputs)
+        self.interface.call(self.run, inputs, None)
     }
 }

@@ -18,6 +18,11 @@ pub struct RunArgs {
     /// Folder for output_K.pb (default: the current folder)
     #[arg(short = 'o', long = "output-dir", default_value = ".")]
     pub out_dir: PathBuf,
+    /// Run with a workspace of exactly BYTES and no allocator hook, as a
+    /// caller with a fixed budget would (default: a workspace that always
+    /// suffices, or a growing allocator when data-dependent sizes are unbounded)
+    #[arg(long, value_name = "BYTES")]
+    pub workspace: Option<usize>,
 }
 
 #[derive(clap::Args)]
@@ -72,12 +77,15 @@ pub fn compile_for_inputs(model_path: &Path, given: Vec<NamedTensor>) -> Result<
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
     let given = a.inputs.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
     let (jit, tensors) = compile_for_inputs(&a.model, given)?;
-    let outputs = jit.run(&tensors)?;
+    let outputs = match a.workspace {
+        Some(bytes) => jit.run_in_workspace(&tensors, bytes)?,
+        None => jit.run(&tensors)?,
+    };
     std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
-    for (k, (t, (name, _, _))) in outputs.iter().zip(jit.outputs()).enumerate() {
+    for (k, (t, io)) in outputs.iter().zip(&jit.interface().outputs).enumerate() {
         let path = a.out_dir.join(format!("output_{k}.pb"));
-        write_tensor_pb(&path, name, t)?;
-        println!("{}: {name} {}{:?}", path.display(), t.dtype, t.shape);
+        write_tensor_pb(&path, &io.name, t)?;
+        println!("{}: {} {}{:?}", path.display(), io.name, t.dtype, t.shape);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -107,8 +115,12 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(&a.model, &graph, &plan).map_err(|e| e.to_string())?;
-    let inputs =
-        jit.inputs().iter().map(|(_, dtype, shape)| synthetic_input(*dtype, shape)).collect::<Result<Vec<_>, _>>()?;
+    let inputs = jit
+        .interface()
+        .inputs
+        .iter()
+        .map(|io| synthetic_input(io.ty.dtype, &io.ty.known_shape().unwrap_or_default()))
+        .collect::<Result<Vec<_>, _>>()?;
     let warmup = (a.iters / 10).max(2);
     for _ in 0..warmup {
         jit.run(&inputs)?;

@@ -11,6 +11,7 @@
 //! that names the Cranelift crates; operator files reach Cranelift through
 //! the re-exports below.
 
+mod alloc;
 pub mod status;
 
 pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -43,12 +44,14 @@ impl From<cranelift_module::ModuleError> for CodegenError {
 struct ContextLayout {
     workspace: i32,
     workspace_bytes: i32,
+    alloc: i32,
+    alloc_user: i32,
 }
 
 impl ContextLayout {
     fn for_pointer(ptr: Type) -> ContextLayout {
         let p = ptr.bytes() as i32;
-        ContextLayout { workspace: 0, workspace_bytes: p }
+        ContextLayout { workspace: 0, workspace_bytes: p, alloc: 2 * p, alloc_user: 3 * p }
     }
 }
 
@@ -62,6 +65,10 @@ struct Env {
     consts: HashMap<ValueId, GlobalValue>,
     symbol_prefix: String,
     data_count: usize,
+    /// Present when the graph has data-dependent values.
+    allocator: Option<alloc::Allocator>,
+    /// Address and dims of each data-dependent value allocated so far.
+    dynamic: HashMap<ValueId, (Value, Vec<Value>)>,
 }
 
 /// Declares and defines `symbol` (the model's run function) in `module`.
@@ -129,6 +136,11 @@ pub fn define_model<M: Module>(
     for (&v, &id) in &const_data {
         consts.insert(v, module.declare_data_in_func(id, b.func));
     }
+    let allocator = plan.has_dynamic_values().then(|| {
+        let hook = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc);
+        let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
+        alloc::Allocator::new(&mut b, workspace, plan.workspace_bytes, have, hook, user)
+    });
     let mut env = Env {
         inputs,
         outputs,
@@ -138,6 +150,8 @@ pub fn define_model<M: Module>(
         consts,
         symbol_prefix: symbol.to_string(),
         data_count: 0,
+        allocator,
+        dynamic: HashMap::new(),
     };
     for (index, node) in graph.nodes.iter().enumerate() {
         let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env };
@@ -178,6 +192,8 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
         }
         Loc::Workspace(off) => b.ins().iadd_imm_s(env.workspace, off as i64),
         Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
+        // Allocated by its producer before anything addresses it.
+        Loc::Dynamic => env.dynamic.get(&v).map_or_else(|| b.ins().iconst(ptr, 0), |&(p, _)| p),
         // Never asked for: lowerings only address their own inputs/outputs.
         Loc::Unused => b.ins().iconst(ptr, 0),
     }
@@ -344,6 +360,21 @@ impl<'f> Lower<'_, 'f> {
         Ok(())
     }
 
+    /// Calls a counting kernel (it returns a count, or `-status` when it
+    /// fails) and leaves the model on failure; returns the count as a
+    /// pointer-sized integer.
+    pub fn call_count(&mut self, name: &str, args: &[Value]) -> Result<Value, String> {
+        let n = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no count"))?;
+        let negative = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        let status = self.b.ins().ineg(n);
+        let status = self.b.ins().ireduce(types::I32, status);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        let status = self.b.ins().select(negative, status, zero);
+        self.fail_if_nonzero(status);
+        let ptr = self.ptr_type();
+        Ok(if ptr == types::I64 { n } else { self.b.ins().ireduce(ptr, n) })
+    }
+
     /// Leaves the model with `status` (an i32 kernel status) when it is nonzero.
     pub fn fail_if_nonzero(&mut self, status: Value) {
         let tagged = self.b.ins().bor_imm_s(status, ((self.index as i64) + 1) << 8);
@@ -366,8 +397,13 @@ impl<'f> Lower<'_, 'f> {
             return;
         }
         let n = self.iconst(bytes as i64);
+        self.copy_bytes_dynamic(dst, src, n);
+    }
+
+    /// Copies a run-time number of bytes (a pointer-sized value).
+    pub fn copy_bytes_dynamic(&mut self, dst: Value, src: Value, bytes: Value) {
         let config = self.module.target_config();
-        self.b.call_memcpy(config, dst, src, n);
+        self.b.call_memcpy(config, dst, src, bytes);
     }
 
     /// Opens `for index in 0..count`; emit the body, then call [`Lower::loop_end`].

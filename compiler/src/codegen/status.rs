@@ -10,6 +10,9 @@ pub const INDEX_OUT_OF_RANGE: i32 = onnxc_runtime::abi::STATUS_INDEX_OUT_OF_RANG
 pub const INVALID_PARAMS: i32 = onnxc_runtime::abi::STATUS_INVALID_PARAMS;
 /// Integer division by zero.
 pub const DIVISION_BY_ZERO: i32 = 4;
+/// The allocator could not give memory for a data-dependent value (the
+/// workspace is too small, the hook returned NULL, or the size overflows).
+pub const OUT_OF_MEMORY: i32 = 5;
 
 /// A readable description of a status returned by a compiled model.
 pub fn describe(status: i32, node_names: &[String]) -> String {
@@ -19,6 +22,7 @@ pub fn describe(status: i32, node_names: &[String]) -> String {
         INDEX_OUT_OF_RANGE => "index out of range",
         INVALID_PARAMS => "kernel parameters rejected",
         DIVISION_BY_ZERO => "integer division by zero",
+        OUT_OF_MEMORY => "out of memory for a data-dependent value",
         _ => "unknown failure",
     };
     let node = (status >> 8) as usize;

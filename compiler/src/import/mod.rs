@@ -38,7 +38,7 @@ pub struct NodeImport<'a> {
 impl NodeImport<'_> {
     /// Adds a constant value (e.g. an attribute turned into an input).
     pub fn add_const(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
-        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
+        let ty = TensorType::known(t.dtype, &t.shape);
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
     }
 
@@ -144,7 +144,7 @@ pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
 
 impl<'m> Importer<'m> {
     fn const_value(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
-        let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
+        let ty = TensorType::known(t.dtype, &t.shape);
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
     }
 

@@ -1,6 +1,8 @@
-//! Shapes. A dim is either a known size or a named symbol; symbols are bound
-//! to sizes before inference (`--dim`, `--shape`, or the inputs given to
-//! `run`/`test`), but the type keeps room for dims that stay symbolic.
+//! Shapes. A dim is a known size, a named symbol, or a data-dependent
+//! extent. Symbols are bound to sizes before inference (`--dim`, `--shape`,
+//! or the inputs given to `run`/`test`). Data-dependent dims (NonZero's
+//! count, TopK with a run-time K) stay unknown until the generated code
+//! computes them; their values get memory from the context's allocator.
 
 use std::fmt;
 
@@ -8,6 +10,9 @@ use std::fmt;
 pub enum Dim {
     Known(usize),
     Sym(String),
+    /// Computed at run time from tensor data; `Some(n)` when it can never
+    /// exceed `n`.
+    Dynamic(Option<usize>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -17,15 +22,33 @@ pub struct TensorType {
 }
 
 impl TensorType {
+    pub fn known(dtype: super::DType, shape: &[usize]) -> TensorType {
+        TensorType { dtype, shape: shape.iter().map(|&d| Dim::Known(d)).collect() }
+    }
+
     /// The shape as sizes, when every dim is known.
     pub fn known_shape(&self) -> Option<Vec<usize>> {
         self.shape
             .iter()
             .map(|d| match d {
                 Dim::Known(n) => Some(*n),
-                Dim::Sym(_) => None,
+                Dim::Sym(_) | Dim::Dynamic(_) => None,
             })
             .collect()
+    }
+
+    /// True when some dim is only known at run time.
+    pub fn is_dynamic(&self) -> bool {
+        self.shape.iter().any(|d| matches!(d, Dim::Dynamic(_)))
+    }
+
+    /// The most bytes a value of this type can take, when every dim is
+    /// known or bounded; `None` when unbounded or past `usize`.
+    pub fn max_bytes(&self) -> Option<usize> {
+        self.shape.iter().try_fold(self.dtype.size(), |acc, d| match d {
+            Dim::Known(n) | Dim::Dynamic(Some(n)) => acc.checked_mul(*n),
+            Dim::Sym(_) | Dim::Dynamic(None) => None,
+        })
     }
 }
 
@@ -34,6 +57,8 @@ impl fmt::Display for Dim {
         match self {
             Dim::Known(n) => write!(f, "{n}"),
             Dim::Sym(s) => f.write_str(s),
+            Dim::Dynamic(Some(n)) => write!(f, "?<={n}"),
+            Dim::Dynamic(None) => f.write_str("?"),
         }
     }
 }

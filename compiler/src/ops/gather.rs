@@ -11,19 +11,20 @@
 //!   values any type; `depth` must be a compile-time constant (it sets the
 //!   output shape). Indices outside `[-depth, depth)` give an all-off row.
 //! - TopK (1, 10, 11, 24): numeric data; K is attribute `k` before opset 10
-//!   (the importer turns it into constant input 1) and a constant input
-//!   after; `largest`/`sorted` from 11 (results are always sorted, ties go to
-//!   the lower index).
+//!   (the importer turns it into constant input 1) and an input after — a
+//!   run-time K makes the outputs data-dependent along the axis;
+//!   `largest`/`sorted` from 11 (results are always sorted, ties go to the
+//!   lower index).
 //!
 //! Every index is checked at run time in the kernels
 //! (`runtime-support/src/generic/indexing.rs`, `copy.rs`); a bad one ends the
 //! model with `INDEX_OUT_OF_RANGE` tagged with this node.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::shape::{element_count, normalize_axis};
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{ElementsParams, GatherParams, NdParams, OneHotParams, TopKParams, MAX_RANK};
 
 // ---------------------------------------------------------------------------
@@ -380,25 +381,28 @@ pub struct TopK {
 }
 
 impl TopK {
-    fn params(&self, dtype: DType, shape: &[usize], k: &Tensor) -> Result<TopKParams, String> {
+    fn params(&self, dtype: DType, shape: &[usize]) -> Result<TopKParams, String> {
         if dtype == DType::Bool {
             return Err("input 0 (X) must be numeric, got bool".into());
         }
-        let axis = axis_attr(self.axis, shape.len())?;
-        let k = scalar_i64(k, "input 1 (K)")?;
-        if k < 0 || k as usize > shape[axis] {
-            return Err(format!("input 1 (K) is {k}, outside 0..={} (the axis length)", shape[axis]));
-        }
-        let (outer, len, inner) = split_axis(shape, axis)?;
+        let (outer, len, inner) = split_axis(shape, axis_attr(self.axis, shape.len())?)?;
         Ok(TopKParams {
             dtype: dtype.onnx_code() as i64,
             elem_bytes: dtype.size() as i64,
             outer,
             len,
             inner,
-            k,
             largest: self.largest as i64,
         })
+    }
+
+    /// K when it is a compile-time constant, checked against the axis length.
+    fn const_k(&self, k: &Tensor, len: i64) -> Result<i64, String> {
+        let k = scalar_i64(k, "input 1 (K)")?;
+        if k < 0 || k > len {
+            return Err(format!("input 1 (K) is {k}, outside 0..={len} (the axis length)"));
+        }
+        Ok(k)
     }
 }
 
@@ -407,12 +411,28 @@ impl Operator for TopK {
         "TopK"
     }
 
+    /// With K known only at run time, the outputs are data-dependent along
+    /// the axis (at most its length).
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        let p = self.params(x.dtype, x.shape, cx.const_input(1)?)?;
-        let mut shape = x.shape.to_vec();
-        shape[axis_attr(self.axis, x.shape.len())?] = p.k as usize;
-        Ok(vec![Inferred::new(x.dtype, shape.clone()), Inferred::new(DType::I64, shape)])
+        let p = self.params(x.dtype, x.shape)?;
+        let at = axis_attr(self.axis, x.shape.len())?;
+        let k_input = cx.input(1)?;
+        if k_input.dtype != DType::I64 || product(k_input.shape)? != 1 {
+            return Err(format!("input 1 (K) must be one i64 value, got {}{:?}", k_input.dtype, k_input.shape));
+        }
+        match k_input.value {
+            Some(k) => {
+                let mut shape = x.shape.to_vec();
+                shape[at] = self.const_k(k, p.len)? as usize;
+                Ok(vec![Inferred::new(x.dtype, shape.clone()), Inferred::new(DType::I64, shape)])
+            }
+            None => {
+                let mut dims: Vec<Dim> = x.shape.iter().map(|&d| Dim::Known(d)).collect();
+                dims[at] = Dim::Dynamic(Some(x.shape[at]));
+                Ok(vec![Inferred::data_dependent(x.dtype, dims.clone()), Inferred::data_dependent(DType::I64, dims)])
+            }
+        }
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
@@ -421,12 +441,27 @@ impl Operator for TopK {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let k = cx.const_input(1).ok_or("input 1 (K) must be a compile-time constant")?;
-        let p = self.params(dtype, &shape, k)?;
+        let p = self.params(dtype, &shape)?;
         let params = cx.params(&p)?;
         let scratch = if p.len > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
-        let (x, values, indices) = (cx.input_ptr(0)?, cx.output_ptr(0)?, cx.output_ptr(1)?);
-        cx.call_checked("onnxc_topk", &[params, x, values, indices, scratch])
+        let x = cx.input_ptr(0)?;
+        let (k, values, indices) = match cx.const_input(1) {
+            Some(k) => {
+                let k = self.const_k(k, p.len)?;
+                (cx.iconst(k), cx.output_ptr(0)?, cx.output_ptr(1)?)
+            }
+            None => {
+                let k_ptr = cx.input_ptr(1)?;
+                let k = cx.ins().load(types::I64, MemFlagsData::trusted(), k_ptr, 0);
+                let too_big = cx.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, k, p.len);
+                cx.fail_if(too_big, crate::codegen::status::INDEX_OUT_OF_RANGE);
+                let at = axis_attr(self.axis, shape.len())?;
+                let dims: Vec<_> =
+                    shape.iter().enumerate().map(|(i, &d)| if i == at { k } else { cx.iconst(d as i64) }).collect();
+                (k, cx.alloc_output(0, &dims)?, cx.alloc_output(1, &dims)?)
+            }
+        };
+        cx.call_checked("onnxc_topk", &[params, k, x, values, indices, scratch])
     }
 }
 

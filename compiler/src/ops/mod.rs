@@ -21,13 +21,14 @@ pub mod reduce;
 pub mod resize;
 pub mod rnn;
 pub mod scatter;
+pub mod select;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Dim, Tensor, TensorType};
 
 /// What inference knows about one input of a node.
 pub struct InputInfo<'a> {
@@ -41,14 +42,51 @@ pub struct InputInfo<'a> {
 #[derive(Clone, Debug)]
 pub struct Inferred {
     pub dtype: DType,
+    /// The shape; for a data-dependent output, its largest possible shape
+    /// (0 along unbounded dims).
     pub shape: Vec<usize>,
     /// Set by operators whose result is known from shapes alone (Shape, Size).
     pub value: Option<Tensor>,
+    /// Set for outputs whose shape depends on tensor data (NonZero, ...):
+    /// the dims, some [`Dim::Dynamic`].
+    pub runtime_shape: Option<Vec<Dim>>,
 }
 
 impl Inferred {
     pub fn new(dtype: DType, shape: Vec<usize>) -> Inferred {
-        Inferred { dtype, shape, value: None }
+        Inferred { dtype, shape, value: None, runtime_shape: None }
+    }
+
+    /// An output known at compile time.
+    pub fn constant(value: Tensor) -> Inferred {
+        Inferred { dtype: value.dtype, shape: value.shape.clone(), value: Some(value), runtime_shape: None }
+    }
+
+    /// An output whose dims are computed at run time where `dims` says so.
+    pub fn data_dependent(dtype: DType, dims: Vec<Dim>) -> Inferred {
+        let shape = dims
+            .iter()
+            .map(|d| match d {
+                Dim::Known(n) | Dim::Dynamic(Some(n)) => *n,
+                Dim::Sym(_) | Dim::Dynamic(None) => 0,
+            })
+            .collect();
+        Inferred { dtype, shape, value: None, runtime_shape: Some(dims) }
+    }
+
+    /// The most bytes the output can take (`None`: unbounded).
+    pub fn max_bytes(&self) -> Option<usize> {
+        match &self.runtime_shape {
+            Some(dims) => TensorType { dtype: self.dtype, shape: dims.clone() }.max_bytes(),
+            None => crate::ir::shape::element_count(&self.shape).and_then(|n| n.checked_mul(self.dtype.size())),
+        }
+    }
+
+    pub fn tensor_type(&self) -> TensorType {
+        match &self.runtime_shape {
+            Some(dims) => TensorType { dtype: self.dtype, shape: dims.clone() },
+            None => TensorType::known(self.dtype, &self.shape),
+        }
     }
 }
 
@@ -170,6 +208,10 @@ ops! {
     GatherNd(gather::GatherNd),
     OneHot(gather::OneHot),
     TopK(gather::TopK),
+    NonZero(select::NonZero),
+    Compress(select::Compress),
+    Unique(select::Unique),
+    NonMaxSuppression(select::NonMaxSuppression),
     ScatterElements(scatter::ScatterElements),
     ScatterNd(scatter::ScatterNd),
     TensorScatter(scatter::TensorScatter),
@@ -351,6 +393,10 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("GatherND", gather::import_gather_nd),
     ("OneHot", gather::import_one_hot),
     ("TopK", gather::import_topk),
+    ("NonZero", select::import_nonzero),
+    ("Compress", select::import_compress),
+    ("Unique", select::import_unique),
+    ("NonMaxSuppression", select::import_nms),
     ("Scatter", scatter::import_scatter_elements),
     ("ScatterElements", scatter::import_scatter_elements),
     ("ScatterND", scatter::import_scatter_nd),

@@ -7,8 +7,9 @@
 //! (they move `elem_bytes`-sized elements: `onnxc_copy_strided`,
 //! `onnxc_pad`); shape-carrying inputs (shapes, axes, starts/ends/steps,
 //! pads, repeats, split sizes) are i32/i64 compile-time constants; Shape and
-//! Size produce i64; Range takes any numeric type whose start, limit and
-//! delta are constant scalars.
+//! Size produce i64; Range takes float or i16/i32/i64 scalars — constant
+//! ones fold, run-time ones give a data-dependent (unbounded) length that
+//! the generated code allocates for.
 //!
 //! Opset normalisation (importers, so inference and lowering see one form):
 //! - Reshape < 5: the `shape` attribute becomes constant input 1.
@@ -21,17 +22,16 @@
 //! - Concat < 4: `axis` defaults to 1.
 //!
 //! Every data-movement lowering is one or more strided copies described by
-//! a [`StridedCopy`] and emitted by [`emit_strided_copy`]. Shape, Size,
-//! ConstantOfShape and Range are known at compile time and return their
-//! value from inference; their lowerings only run for results too large to
-//! fold.
+//! a [`StridedCopy`] and emitted by [`emit_strided_copy`]. Shape, Size and
+//! ConstantOfShape are known at compile time and return their value from
+//! inference; their lowerings only run for results too large to fold.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
+use crate::codegen::{InstBuilder, Lower, Value};
 use crate::import::NodeImport;
 use crate::infer::MAX_FOLD_BYTES;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{CopyParams, PadParams, MAX_RANK};
 
 // ---------------------------------------------------------------------------
@@ -1014,7 +1014,7 @@ impl Operator for Shape {
         let (start, end) = (clamp(self.start), clamp(self.end.unwrap_or(r)));
         let dims: Vec<i64> = shape.get(start..end.max(start)).unwrap_or(&[]).iter().map(|&d| d as i64).collect();
         let value = Tensor::from_i64s(vec![dims.len()], &dims);
-        Ok(vec![Inferred { dtype: DType::I64, shape: value.shape.clone(), value: Some(value) }])
+        Ok(vec![Inferred::constant(value)])
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
@@ -1037,7 +1037,7 @@ impl Operator for Size {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let n = count(cx.input(0)?.shape, "input 0")?;
         let value = Tensor::from_i64s(vec![], &[n as i64]);
-        Ok(vec![Inferred { dtype: DType::I64, shape: vec![], value: Some(value) }])
+        Ok(vec![Inferred::constant(value)])
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
@@ -1052,8 +1052,10 @@ pub fn import_size(_cx: &mut NodeImport) -> Result<Op, String> {
 /// An inference result carrying its value when it is small enough to fold.
 fn maybe_known(dtype: DType, shape: Vec<usize>, make: impl FnOnce() -> Vec<u8>) -> Inferred {
     let small = element_count(&shape).and_then(|n| n.checked_mul(dtype.size())).is_some_and(|b| b <= MAX_FOLD_BYTES);
-    let value = if small { Tensor::from_bytes(dtype, shape.clone(), make()) } else { None };
-    Inferred { dtype, shape, value }
+    match small.then(|| Tensor::from_bytes(dtype, shape.clone(), make())).flatten() {
+        Some(value) => Inferred::constant(value),
+        None => Inferred::new(dtype, shape),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1115,6 +1117,14 @@ enum RangeArgs {
     Float { start: f64, delta: f64 },
 }
 
+/// Range's type constraint.
+fn range_type(dtype: DType) -> Result<(), String> {
+    match dtype {
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I16 | DType::I32 | DType::I64 => Ok(()),
+        other => Err(format!("Range does not take {other}")),
+    }
+}
+
 fn range_args(inputs: [&Tensor; 3]) -> Result<(DType, RangeArgs, usize), String> {
     let dtype = inputs[0].dtype;
     for (i, t) in inputs.iter().enumerate() {
@@ -1125,9 +1135,7 @@ fn range_args(inputs: [&Tensor; 3]) -> Result<(DType, RangeArgs, usize), String>
             return Err(format!("input {i} must be a scalar, it has {} elements", t.len()));
         }
     }
-    if dtype == DType::Bool {
-        return Err("Range does not take bool".into());
-    }
+    range_type(dtype)?;
     if dtype.is_float() {
         let [start, limit, delta] = inputs.map(|t| t.get_f64(0));
         if delta == 0.0 || !delta.is_finite() || !start.is_finite() || !limit.is_finite() {
@@ -1155,13 +1163,21 @@ impl Operator for Range {
         "Range"
     }
 
+    /// Constant arguments give a static (usually folded) result; run-time
+    /// ones an unbounded data-dependent length.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let inputs = [
-            cx.const_input(0).map_err(|e| format!("start: {e}"))?,
-            cx.const_input(1).map_err(|e| format!("limit: {e}"))?,
-            cx.const_input(2).map_err(|e| format!("delta: {e}"))?,
-        ];
-        let (dtype, args, n) = range_args(inputs)?;
+        let given = [cx.input(0)?, cx.input(1)?, cx.input(2)?];
+        let [Some(start), Some(limit), Some(delta)] = given.map(|i| i.value) else {
+            let dtype = given[0].dtype;
+            for (i, t) in given.iter().enumerate() {
+                if t.dtype != dtype || element_count(t.shape) != Some(1) {
+                    return Err(format!("input {i} must be one {dtype} value, got {}{:?}", t.dtype, t.shape));
+                }
+            }
+            range_type(dtype)?;
+            return Ok(vec![Inferred::data_dependent(dtype, vec![Dim::Dynamic(None)])]);
+        };
+        let (dtype, args, n) = range_args([start, limit, delta])?;
         Ok(vec![maybe_known(dtype, vec![n], || {
             (0..n)
                 .flat_map(|i| match args {
@@ -1174,47 +1190,23 @@ impl Operator for Range {
         })])
     }
 
-    /// A loop storing `start + i * delta` (only for results too large to fold).
+    /// `onnxc_range`: for constant arguments only when the result was too
+    /// large to fold; otherwise the length is computed at run time and the
+    /// output allocated.
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let inputs = [0, 1, 2].map(|i| cx.const_input(i).cloned());
-        let [Some(a), Some(b), Some(c)] = inputs else {
-            return Err("start, limit and delta must be compile-time constants".into());
+        let (dtype, _) = cx.input_type(0)?;
+        let (count, y) = if cx.output_is_dynamic(0) {
+            let code = cx.iconst(dtype.onnx_code() as i64);
+            let args = [code, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?];
+            let count = cx.call_count("onnxc_range_count", &args)?;
+            (count, cx.alloc_output(0, &[count])?)
+        } else {
+            let (_, shape) = cx.output_type(0)?;
+            (cx.iconst(shape[0] as i64), cx.output_ptr(0)?)
         };
-        let (dtype, args, n) = range_args([&a, &b, &c])?;
-        if matches!(dtype, DType::F16 | DType::BF16) {
-            return Err(format!("Range of {dtype} larger than {MAX_FOLD_BYTES} bytes is not supported"));
-        }
-        let ty = clif_type(dtype);
-        let out = cx.output_ptr(0)?;
-        let l = cx.loop_begin(n);
-        let v = match args {
-            RangeArgs::Float { start, delta } => {
-                let i = cx.ins().fcvt_from_uint(crate::codegen::types::F64, l.index);
-                let d = cx.ins().f64const(delta);
-                let s = cx.ins().f64const(start);
-                let v = cx.ins().fmul(i, d);
-                let v = cx.ins().fadd(s, v);
-                if dtype == DType::F32 {
-                    cx.ins().fdemote(ty, v)
-                } else {
-                    v
-                }
-            }
-            RangeArgs::Int { start, delta } => {
-                let v = cx.ins().imul_imm_s(l.index, delta);
-                let v = cx.ins().iadd_imm_s(v, start);
-                if ty.bits() < 64 {
-                    cx.ins().ireduce(ty, v)
-                } else {
-                    v
-                }
-            }
-        };
-        let off = cx.ins().imul_imm_s(l.index, dtype.size() as i64);
-        let addr = cx.ins().iadd(out, off);
-        cx.ins().store(MemFlagsData::trusted(), v, addr, 0);
-        cx.loop_end(l);
-        Ok(())
+        let code = cx.iconst(dtype.onnx_code() as i64);
+        let (start, delta) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
+        cx.call_checked("onnxc_range", &[code, start, delta, y, count])
     }
 }
 

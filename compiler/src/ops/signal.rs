@@ -407,7 +407,7 @@ impl Operator for Generator {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let t = self.compute(cx)?;
-        Ok(vec![Inferred { dtype: t.dtype, shape: t.shape.clone(), value: Some(t) }])
+        Ok(vec![Inferred::constant(t)])
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {

@@ -6,7 +6,7 @@
 //! Applies when W, b and the four statistics are f32 constants and the
 //! convolution's result is read by the BatchNormalization alone.
 
-use crate::ir::{DType, Dim, Graph, Tensor, TensorType, ValueDef, ValueId};
+use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::Op;
 use std::collections::HashMap;
 
@@ -50,7 +50,7 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
 }
 
 fn add_const(graph: &mut Graph, name: String, t: Tensor) -> ValueId {
-    let ty = TensorType { dtype: t.dtype, shape: t.shape.iter().map(|&d| Dim::Known(d)).collect() };
+    let ty = TensorType::known(t.dtype, &t.shape);
     graph.add_value(name, Some(ty), ValueDef::Const(t))
 }
 

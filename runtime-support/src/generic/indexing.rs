@@ -723,7 +723,8 @@ pub unsafe extern "C" fn onnxc_reverse_sequence(
 // ---------------------------------------------------------------------------
 
 /// Parameters of [`onnxc_topk`]: `x` is `[outer, len, inner]`; values and
-/// indices are `[outer, k, inner]`.
+/// indices are `[outer, k, inner]` (K is an argument: it may be known only
+/// at run time).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TopKParams {
@@ -732,13 +733,12 @@ pub struct TopKParams {
     pub outer: i64,
     pub len: i64,
     pub inner: i64,
-    pub k: i64,
     pub largest: i64,
 }
 
-unsafe fn topk<T: Num>(p: &TopKParams, x: *const u8, values: *mut u8, indices: *mut i64, scratch: *mut i64) {
+unsafe fn topk<T: Num>(p: &TopKParams, k: usize, x: *const u8, values: *mut u8, indices: *mut i64, scratch: *mut i64) {
     let eb = core::mem::size_of::<T>();
-    let (outer, len, inner, k) = (p.outer as usize, p.len as usize, p.inner as usize, p.k as usize);
+    let (outer, len, inner) = (p.outer as usize, p.len as usize, p.inner as usize);
     let order = core::slice::from_raw_parts_mut(scratch, len);
     for o in 0..outer {
         for i in 0..inner {
@@ -765,10 +765,12 @@ unsafe fn topk<T: Num>(p: &TopKParams, x: *const u8, values: *mut u8, indices: *
 }
 
 /// TopK along the middle axis, sorted best first with ties to the lower
-/// index. `scratch` holds `len` i64s.
+/// index. `scratch` holds `len` i64s. A `k` outside `0..=len` is
+/// `STATUS_INDEX_OUT_OF_RANGE`.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_topk(
     p: *const TopKParams,
+    k: i64,
     x: *const u8,
     values: *mut u8,
     indices: *mut i64,
@@ -777,13 +779,16 @@ pub unsafe extern "C" fn onnxc_topk(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    if p.outer < 0 || p.len < 0 || p.inner < 0 || p.k < 0 || p.k > p.len || (p.len > 0 && scratch.is_null()) {
+    if p.outer < 0 || p.len < 0 || p.inner < 0 || (p.len > 0 && scratch.is_null()) {
         return STATUS_INVALID_PARAMS;
+    }
+    if k < 0 || k > p.len {
+        return STATUS_INDEX_OUT_OF_RANGE;
     }
     if p.len == 0 {
         return STATUS_OK;
     }
-    with_num!(p.dtype, p.elem_bytes as usize, T => topk::<T>(p, x, values, indices, scratch));
+    with_num!(p.dtype, p.elem_bytes as usize, T => topk::<T>(p, k as usize, x, values, indices, scratch));
     STATUS_OK
 }
 
@@ -992,20 +997,19 @@ mod tests {
     #[test]
     fn topk_ties_and_order() {
         let x = [3.0f64, 1.0, 3.0, f64::NAN, 2.0];
-        let mut p = TopKParams { dtype: ELEM_F64, elem_bytes: 8, outer: 1, len: 5, inner: 1, k: 3, largest: 1 };
+        let mut p = TopKParams { dtype: ELEM_F64, elem_bytes: 8, outer: 1, len: 5, inner: 1, largest: 1 };
         let mut vals = [0.0f64; 3];
         let mut idx = [0i64; 3];
         let mut scratch = [0i64; 5];
-        let run = |p: &TopKParams, vals: &mut [f64; 3], idx: &mut [i64; 3], scratch: &mut [i64; 5]| unsafe {
-            onnxc_topk(p, bytes(&x), vals.as_mut_ptr() as *mut u8, idx.as_mut_ptr(), scratch.as_mut_ptr())
+        let run = |p: &TopKParams, k: i64, vals: &mut [f64; 3], idx: &mut [i64; 3], scratch: &mut [i64; 5]| unsafe {
+            onnxc_topk(p, k, bytes(&x), vals.as_mut_ptr() as *mut u8, idx.as_mut_ptr(), scratch.as_mut_ptr())
         };
-        assert_eq!(run(&p, &mut vals, &mut idx, &mut scratch), STATUS_OK);
+        assert_eq!(run(&p, 3, &mut vals, &mut idx, &mut scratch), STATUS_OK);
         assert_eq!(idx, [3, 0, 2]);
         p.largest = 0;
-        assert_eq!(run(&p, &mut vals, &mut idx, &mut scratch), STATUS_OK);
+        assert_eq!(run(&p, 3, &mut vals, &mut idx, &mut scratch), STATUS_OK);
         assert_eq!(idx, [1, 4, 0]);
         assert_eq!(vals, [1.0, 2.0, 3.0]);
-        p.k = 6;
-        assert_eq!(run(&p, &mut vals, &mut idx, &mut scratch), STATUS_INVALID_PARAMS);
+        assert_eq!(run(&p, 6, &mut vals, &mut idx, &mut scratch), STATUS_INDEX_OUT_OF_RANGE);
     }
 }
