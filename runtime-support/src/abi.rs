@@ -198,7 +198,10 @@ kernel_table! {
     onnxc_gather_nd(*const NdParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_scatter_nd(*const NdParams, *mut u8, *const i64, *const u8) -> i32;
     onnxc_tensor_scatter(*const TensorScatterParams, *mut u8, *const u8, *const i64) -> i32;
-    onnxc_one_hot(*const OneHotParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_one_hot(*const OneHotParams, i64, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_read_count(i64, *const u8) -> i64;
+    onnxc_broadcast_dims(*const BroadcastParams, *const i64, *mut i64) -> i32;
+    onnxc_broadcast(*const BroadcastParams, *const i64, *const u8, *mut u8) -> i32;
     onnxc_trilu(*const TriluParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_eye(*const EyeParams, *mut u8) -> i32;
     onnxc_cumulative(*const CumulativeParams, *const u8, *mut u8) -> i32;

@@ -8,8 +8,9 @@
 //!   version accepts negative indices here (older ones merely did not
 //!   document them); GatherND 11 has no `batch_dims` (default 0 = same).
 //! - OneHot (9, 11): indices and depth any numeric type (floats truncate),
-//!   values any type; `depth` must be a compile-time constant (it sets the
-//!   output shape). Indices outside `[-depth, depth)` give an all-off row.
+//!   values any type; a run-time `depth` makes the output data-dependent
+//!   along the new axis. Indices outside `[-depth, depth)` give an all-off
+//!   row.
 //! - TopK (1, 10, 11, 24): numeric data; K is attribute `k` before opset 10
 //!   (the importer turns it into constant input 1) and an input after — a
 //!   run-time K makes the outputs data-dependent along the axis;
@@ -314,14 +315,16 @@ pub struct OneHot {
 }
 
 impl OneHot {
-    /// (output axis, depth) from the index rank and the constant depth.
-    fn layout(&self, index_rank: usize, depth: &Tensor) -> Result<(usize, usize), String> {
-        let axis = normalize_axis(self.axis, index_rank + 1).ok_or_else(|| {
+    /// The output axis for indices of rank `index_rank`.
+    fn out_axis(&self, index_rank: usize) -> Result<usize, String> {
+        normalize_axis(self.axis, index_rank + 1).ok_or_else(|| {
             format!("attribute \"axis\" {} is out of range for an output of rank {}", self.axis, index_rank + 1)
-        })?;
+        })
+    }
+
+    fn const_depth(depth: &Tensor) -> Result<usize, String> {
         let depth = scalar_i64(depth, "input 1 (depth)")?;
-        let depth = usize::try_from(depth).map_err(|_| format!("input 1 (depth) {depth} is negative"))?;
-        Ok((axis, depth))
+        usize::try_from(depth).map_err(|_| format!("input 1 (depth) {depth} is negative"))
     }
 }
 
@@ -335,13 +338,23 @@ impl Operator for OneHot {
         if indices.dtype == DType::Bool {
             return Err("input 0 (indices) must be numeric, got bool".into());
         }
-        let (axis, depth) = self.layout(indices.shape.len(), cx.const_input(1)?)?;
+        let axis = self.out_axis(indices.shape.len())?;
         let values = cx.input(2)?;
         if element_count(values.shape) != Some(2) {
             return Err(format!("input 2 (values) must hold 2 elements, has shape {:?}", values.shape));
         }
+        let depth = cx.input(1)?;
+        if depth.dtype == DType::Bool || element_count(depth.shape) != Some(1) {
+            return Err(format!("input 1 (depth) must be one number, got {}{:?}", depth.dtype, depth.shape));
+        }
+        let Some(depth) = depth.value else {
+            // A run-time depth: the output is data-dependent along the axis.
+            let mut dims: Vec<Dim> = indices.shape.iter().map(|&d| Dim::Known(d)).collect();
+            dims.insert(axis, Dim::Dynamic(None));
+            return Ok(vec![Inferred::data_dependent(values.dtype, dims)]);
+        };
         let mut shape = indices.shape.to_vec();
-        shape.insert(axis, depth);
+        shape.insert(axis, Self::const_depth(depth)?);
         product(&shape)?;
         Ok(vec![Inferred::new(values.dtype, shape)])
     }
@@ -349,18 +362,31 @@ impl Operator for OneHot {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (itype, ishape) = cx.input_type(0)?;
         let (vtype, _) = cx.input_type(2)?;
-        let depth = cx.const_input(1).ok_or("input 1 (depth) must be a compile-time constant")?;
-        let (axis, depth) = self.layout(ishape.len(), depth)?;
+        let axis = self.out_axis(ishape.len())?;
         let p = OneHotParams {
             elem_bytes: vtype.size() as i64,
             index_dtype: itype.onnx_code() as i64,
             outer: product(&ishape[..axis])?,
-            depth: depth as i64,
             inner: product(&ishape[axis..])?,
         };
         let params = cx.params(&p)?;
-        let (indices, values, out) = (cx.input_ptr(0)?, cx.input_ptr(2)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_one_hot", &[params, indices, values, out])
+        let (depth, out) = match cx.const_input(1) {
+            Some(depth) => {
+                let depth = Self::const_depth(depth)? as i64;
+                (cx.iconst(depth), cx.output_ptr(0)?)
+            }
+            None => {
+                let (dtype, _) = cx.input_type(1)?;
+                let code = cx.iconst(dtype.onnx_code() as i64);
+                let depth_ptr = cx.input_ptr(1)?;
+                let depth = cx.call_count("onnxc_read_count", &[code, depth_ptr])?;
+                let mut dims: Vec<_> = ishape.iter().map(|&d| cx.iconst(d as i64)).collect();
+                dims.insert(axis, depth);
+                (depth, cx.alloc_output(0, &dims)?)
+            }
+        };
+        let (indices, values) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
+        cx.call_checked("onnxc_one_hot", &[params, depth, indices, values, out])
     }
 }
 

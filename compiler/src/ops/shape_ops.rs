@@ -27,12 +27,12 @@
 //! inference; their lowerings only run for results too large to fold.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::{InstBuilder, Lower, Value};
+use crate::codegen::{InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::infer::MAX_FOLD_BYTES;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
-use onnxc_runtime::{CopyParams, PadParams, MAX_RANK};
+use onnxc_runtime::{BroadcastParams, CopyParams, PadParams, MAX_RANK};
 
 // ---------------------------------------------------------------------------
 // Shared helpers
@@ -773,6 +773,9 @@ impl Operator for Expand {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
+        if cx.input(1)?.value.is_none() {
+            return run_time_broadcast(cx, false);
+        }
         let target = const_ints(cx, 1, "input 1 (shape)")?
             .iter()
             .enumerate()
@@ -783,12 +786,77 @@ impl Operator for Expand {
         Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        run_time_broadcast_scratch(cx)
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        if cx.output_is_dynamic(0) {
+            return lower_run_time_broadcast(cx, false);
+        }
         let (_, shape) = cx.input_type(0)?;
         let (_, out) = cx.output_type(0)?;
         let strides = broadcast_strides(&shape, &out);
         copy_io(cx, 0, 0, &StridedCopy::to_dense(out, strides, 0))
     }
+}
+
+/// Expand's or Tile's data-dependent output type when the shape or repeats
+/// (input 1) are only known at run time: dims that cannot change stay known.
+fn run_time_broadcast(cx: &InferCx, tile: bool) -> Result<Vec<Inferred>, String> {
+    let (x, arg) = (cx.input(0)?, cx.input(1)?);
+    let &[len] = arg.shape else {
+        return Err(format!("input 1 must be 1-D, got shape {:?}", arg.shape));
+    };
+    if arg.dtype != DType::I64 {
+        return Err(format!("input 1 must be i64, got {}", arg.dtype));
+    }
+    if tile && len != x.shape.len() {
+        return Err(format!("repeats has {len} entries, input 0 has rank {}", x.shape.len()));
+    }
+    let rank = x.shape.len().max(len);
+    checked_rank(rank, "the output")?;
+    let dims = (0..rank)
+        .map(|d| match (d + x.shape.len()).checked_sub(rank).map(|i| x.shape[i]) {
+            Some(0) if tile => Dim::Known(0),
+            Some(n) if n != 1 && !tile => Dim::Known(n),
+            _ => Dim::Dynamic(None),
+        })
+        .collect();
+    Ok(vec![Inferred::data_dependent(x.dtype, dims)])
+}
+
+/// Room for the output dims the kernel computes at run time.
+fn run_time_broadcast_scratch(cx: &InferCx) -> usize {
+    match cx.opt_input(1) {
+        Some(arg) if arg.value.is_none() => 8 * MAX_RANK,
+        _ => 0,
+    }
+}
+
+/// `onnxc_broadcast_dims` into scratch, allocate, then `onnxc_broadcast`.
+fn lower_run_time_broadcast(cx: &mut Lower, tile: bool) -> Result<(), String> {
+    let (dtype, shape) = cx.input_type(0)?;
+    let (_, arg_shape) = cx.input_type(1)?;
+    let mut p = BroadcastParams {
+        elem_bytes: dtype.size() as i64,
+        rank: shape.len() as i64,
+        arg_len: arg_shape[0] as i64,
+        tile: tile as i64,
+        ..Default::default()
+    };
+    for (slot, &d) in p.dims.iter_mut().zip(&shape) {
+        *slot = d as i64;
+    }
+    let params = cx.params(&p)?;
+    let (x, arg, out_dims) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.scratch_ptr()?);
+    cx.call_checked("onnxc_broadcast_dims", &[params, arg, out_dims])?;
+    let rank = shape.len().max(arg_shape[0]);
+    let ptr = cx.ptr_type();
+    let dims: Vec<_> =
+        (0..rank).map(|d| cx.ins().load(ptr, MemFlagsData::trusted(), out_dims, (8 * d) as i32)).collect();
+    let y = cx.alloc_output(0, &dims)?;
+    cx.call_checked("onnxc_broadcast", &[params, arg, x, y])
 }
 
 pub fn import_expand(_cx: &mut NodeImport) -> Result<Op, String> {
@@ -816,6 +884,9 @@ impl Operator for Tile {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
+        if cx.input(1)?.value.is_none() {
+            return run_time_broadcast(cx, true);
+        }
         let reps = tile_repeats(&const_ints(cx, 1, "input 1 (repeats)")?, x.shape.len())?;
         let shape = x
             .shape
@@ -826,9 +897,16 @@ impl Operator for Tile {
         Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        run_time_broadcast_scratch(cx)
+    }
+
     /// One copy over `[repeats..., dims...]`: the repeat dims read with
     /// stride 0 and write one input-sized block further along each axis.
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        if cx.output_is_dynamic(0) {
+            return lower_run_time_broadcast(cx, true);
+        }
         let (_, shape) = cx.input_type(0)?;
         let (_, out) = cx.output_type(0)?;
         let reps = tile_repeats(&lower_ints(cx, 1, "input 1 (repeats)")?.ok_or("input 1 is required")?, shape.len())?;

@@ -1,5 +1,6 @@
 //! Kernels of operators whose output size depends on the data: NonZero,
-//! Compress, Unique, NonMaxSuppression and Range with run-time bounds.
+//! Compress, Unique, NonMaxSuppression, and Range, Expand and Tile with
+//! run-time arguments.
 //!
 //! Each works in two steps so the generated code can size the output
 //! before anything is written: a counting kernel returns how many elements
@@ -560,6 +561,117 @@ pub unsafe extern "C" fn onnxc_range(dtype: i64, start: *const u8, delta: *const
     STATUS_OK
 }
 
+// ---------------------------------------------------------------------------
+// Expand and Tile with a run-time shape or repeats
+// ---------------------------------------------------------------------------
+
+/// Parameters of [`onnxc_broadcast_dims`] and [`onnxc_broadcast`]: the
+/// input's dims, and the length of the i64 argument (Expand's shape,
+/// Tile's repeats).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BroadcastParams {
+    pub elem_bytes: i64,
+    pub rank: i64,
+    pub dims: [i64; MAX_RANK],
+    pub arg_len: i64,
+    /// 1: Tile (multiply by the repeats); 0: Expand (broadcast to the shape).
+    pub tile: i64,
+}
+
+/// The output dims (right-aligned input dims, padded with 1) and rank.
+unsafe fn broadcast_dims(
+    p: &BroadcastParams,
+    arg: *const i64,
+) -> Option<([usize; MAX_RANK], [usize; MAX_RANK], usize)> {
+    let rank = usize::try_from(p.rank).ok().filter(|&r| r <= MAX_RANK)?;
+    let arg_len = usize::try_from(p.arg_len).ok().filter(|&r| r <= MAX_RANK)?;
+    let out_rank = if p.tile != 0 { (arg_len == rank).then_some(rank)? } else { rank.max(arg_len) };
+    let (mut input, mut out) = ([1usize; MAX_RANK], [0usize; MAX_RANK]);
+    for d in 0..rank {
+        input[out_rank - rank + d] = usize::try_from(p.dims[d]).ok()?;
+    }
+    for d in 0..out_rank {
+        let a = if d + arg_len >= out_rank {
+            usize::try_from(arg.add(d + arg_len - out_rank).read_unaligned()).ok()?
+        } else {
+            1
+        };
+        out[d] = match (p.tile != 0, input[d], a) {
+            (true, n, r) => n.checked_mul(r)?,
+            (false, n, m) if n == m || m == 1 => n,
+            (false, 1, m) => m,
+            _ => return None,
+        };
+    }
+    out[..out_rank].iter().try_fold(p.elem_bytes.max(1) as usize, |acc, &n| acc.checked_mul(n))?;
+    Some((input, out, out_rank))
+}
+
+/// Writes Expand's or Tile's output dims to `out_dims` (room for
+/// `MAX_RANK`); an incompatible or negative argument is
+/// `STATUS_INVALID_PARAMS`.
+///
+/// # Safety
+/// `p` is valid and `arg` holds `arg_len` i64s.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_broadcast_dims(p: *const BroadcastParams, arg: *const i64, out_dims: *mut i64) -> i32 {
+    let Some((_, out, rank)) = p.as_ref().and_then(|p| broadcast_dims(p, arg)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    for (d, &n) in out[..rank].iter().enumerate() {
+        out_dims.add(d).write_unaligned(n as i64);
+    }
+    STATUS_OK
+}
+
+/// `y[i] = x[i mod input dims]` over the output [`onnxc_broadcast_dims`]
+/// gives: a broadcast for Expand (input dims are 1 or the output's), a
+/// repetition for Tile.
+///
+/// # Safety
+/// As for [`onnxc_broadcast_dims`]; `x` holds the input and `y` has room
+/// for the output.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_broadcast(p: *const BroadcastParams, arg: *const i64, x: *const u8, y: *mut u8) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (Some((input, out, rank)), Ok(eb)) = (broadcast_dims(p, arg), usize::try_from(p.elem_bytes)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let total = out[..rank].iter().product::<usize>();
+    if total == 0 {
+        return STATUS_OK;
+    }
+    let (row, src_row) = if rank == 0 { (1, 1) } else { (out[rank - 1], input[rank - 1]) };
+    let mut idx = [0usize; MAX_RANK];
+    let mut dst = y;
+    for _ in 0..total / row {
+        // Source offset of this output row: every outer index modulo the input dim.
+        let mut src = 0;
+        for d in 0..rank.saturating_sub(1) {
+            src = src * input[d] + idx[d] % input[d];
+        }
+        let src = x.add(src * src_row * eb);
+        let mut done = 0;
+        while done < row {
+            let n = src_row.min(row - done);
+            copy_nonoverlapping(src, dst, n * eb);
+            dst = dst.add(n * eb);
+            done += n;
+        }
+        for d in (0..rank.saturating_sub(1)).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    STATUS_OK
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -665,6 +777,40 @@ mod tests {
         };
         assert_eq!(n, 2);
         assert_eq!(&selected[..6], &[0, 0, 1, 0, 0, 2]);
+    }
+
+    fn broadcast(x: &[i32], dims: &[i64], arg: &[i64], tile: bool) -> (Vec<i64>, Vec<i32>) {
+        let mut p = BroadcastParams {
+            elem_bytes: 4,
+            rank: dims.len() as i64,
+            arg_len: arg.len() as i64,
+            tile: tile as i64,
+            ..Default::default()
+        };
+        p.dims[..dims.len()].copy_from_slice(dims);
+        let mut out = [0i64; MAX_RANK];
+        assert_eq!(unsafe { onnxc_broadcast_dims(&p, arg.as_ptr(), out.as_mut_ptr()) }, STATUS_OK);
+        let rank = if tile { dims.len() } else { dims.len().max(arg.len()) };
+        let out = out[..rank].to_vec();
+        let mut y = vec![0i32; out.iter().product::<i64>() as usize];
+        let status = unsafe { onnxc_broadcast(&p, arg.as_ptr(), x.as_ptr() as *const u8, y.as_mut_ptr() as *mut u8) };
+        assert_eq!(status, STATUS_OK);
+        (out, y)
+    }
+
+    #[test]
+    fn expand_broadcasts_and_tile_repeats() {
+        assert_eq!(
+            broadcast(&[1, 2, 3], &[3, 1], &[2, 1, 2], false),
+            (vec![2, 3, 2], vec![1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3])
+        );
+        assert_eq!(
+            broadcast(&[1, 2, 3, 4], &[2, 2], &[2, 3], true).1,
+            [1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4]
+        );
+        let p = BroadcastParams { elem_bytes: 4, rank: 1, dims: [3, 0, 0, 0, 0, 0, 0, 0], arg_len: 1, tile: 0 };
+        let mut out = [0i64; MAX_RANK];
+        assert_eq!(unsafe { onnxc_broadcast_dims(&p, [2i64].as_ptr(), out.as_mut_ptr()) }, STATUS_INVALID_PARAMS);
     }
 
     #[test]

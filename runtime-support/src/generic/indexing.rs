@@ -497,15 +497,29 @@ unsafe fn read_numeric(p: *const u8, i: usize, dtype: i64) -> Option<i64> {
     })
 }
 
+/// A nonnegative count (OneHot's depth) read from a numeric scalar of ONNX
+/// dtype `dtype` (floats truncate); `-STATUS_INVALID_PARAMS` when it is
+/// negative or the dtype unknown.
+///
+/// # Safety
+/// `p` holds one element of `dtype`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_read_count(dtype: i64, p: *const u8) -> i64 {
+    match read_numeric(p, 0, dtype) {
+        Some(n) if n >= 0 => n,
+        _ => -(STATUS_INVALID_PARAMS as i64),
+    }
+}
+
 /// Parameters of [`onnxc_one_hot`]: `indices` is `[outer, inner]` of ONNX
-/// dtype `index_dtype`; the output is `[outer, depth, inner]`.
+/// dtype `index_dtype`; the output is `[outer, depth, inner]` (the depth is
+/// an argument: it may be known only at run time).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct OneHotParams {
     pub elem_bytes: i64,
     pub index_dtype: i64,
     pub outer: i64,
-    pub depth: i64,
     pub inner: i64,
 }
 
@@ -515,6 +529,7 @@ pub struct OneHotParams {
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_one_hot(
     p: *const OneHotParams,
+    depth: i64,
     indices: *const u8,
     values: *const u8,
     out: *mut u8,
@@ -525,10 +540,11 @@ pub unsafe extern "C" fn onnxc_one_hot(
     let Some(eb) = valid_elem_bytes(p.elem_bytes) else {
         return STATUS_INVALID_PARAMS;
     };
-    if p.outer < 0 || p.depth < 0 || p.inner < 0 || read_numeric(indices, 0, p.index_dtype).is_none() {
+    let empty = p.outer == 0 || p.inner == 0;
+    if p.outer < 0 || depth < 0 || p.inner < 0 || (!empty && read_numeric(indices, 0, p.index_dtype).is_none()) {
         return STATUS_INVALID_PARAMS;
     }
-    let (outer, depth, inner) = (p.outer as usize, p.depth as usize, p.inner as usize);
+    let (outer, depth, inner) = (p.outer as usize, depth as usize, p.inner as usize);
     let (off, on) = (values, values.add(eb));
     for o in 0..outer {
         let base = out.add(o * depth * inner * eb);
@@ -928,9 +944,12 @@ mod tests {
     fn one_hot_trilu_eye() {
         let idx = [1.0f32, -1.0, 5.0];
         let values = [0i64, 9];
-        let p = OneHotParams { elem_bytes: 8, index_dtype: ELEM_F32, outer: 3, depth: 3, inner: 1 };
+        let p = OneHotParams { elem_bytes: 8, index_dtype: ELEM_F32, outer: 3, inner: 1 };
         let mut out = [7i64; 9];
-        assert_eq!(unsafe { onnxc_one_hot(&p, bytes(&idx), bytes(&values), out.as_mut_ptr() as *mut u8) }, STATUS_OK);
+        assert_eq!(
+            unsafe { onnxc_one_hot(&p, 3, bytes(&idx), bytes(&values), out.as_mut_ptr() as *mut u8) },
+            STATUS_OK
+        );
         assert_eq!(out, [0, 9, 0, 0, 0, 9, 0, 0, 0]);
 
         let x: Vec<i16> = (1..=12).collect();
