@@ -217,6 +217,8 @@ kernel_table! {
     onnxc_range(i64, *const u8, *const u8, *mut u8, i64) -> i32;
     onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
+    onnxc_resize_prepare(*const ResizeParams, *const ResizeSizing, *const f32, *const i64, i64, *mut ResizeParams) -> i32;
+    onnxc_resize_scratch(*const ResizeParams) -> i64;
     onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
     onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
     onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f64) -> i32;

@@ -163,3 +163,29 @@ fn c_callers_get_data_dependent_outputs_from_the_workspace_or_their_hook() {
     let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
     assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
 }
+
+#[test]
+fn operators_with_run_time_shape_arguments_compile_without_specialisation() {
+    // (operator, inputs, their types, output rank)
+    let cases: [(&str, Vec<&str>, Vec<ValueInfoProto>, usize); 4] = [
+        ("Expand", vec!["x", "shape"], vec![value("x", Some(&[3, 1])), typed_value("shape", 7, Some(&[2]))], 2),
+        ("Tile", vec!["x", "repeats"], vec![value("x", Some(&[3, 1])), typed_value("repeats", 7, Some(&[2]))], 2),
+        (
+            "OneHot",
+            vec!["x", "depth", "values"],
+            vec![typed_value("x", 7, Some(&[3, 1])), typed_value("depth", 7, Some(&[])), value("values", Some(&[2]))],
+            3,
+        ),
+        ("Resize", vec!["x", "", "scales"], vec![value("x", Some(&[1, 1, 2, 2])), value("scales", Some(&[4]))], 4),
+    ];
+    for (op, inputs, values, rank) in cases {
+        let dims: Vec<i64> = (0..rank).map(|_| -1).collect();
+        let m = model(vec![node(op, "n", &inputs, &["y"])], values, vec![value("y", Some(&dims))]);
+        let dir = tempfile::tempdir().expect("temporary folder");
+        write_model(dir.path(), &m);
+        let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
+        assert!(succeeded(&out), "{op}: {}", out.stderr);
+        let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
+        assert!(header.contains("#define MODEL_OUTPUT0_DYNAMIC 1"), "{op}: {header}");
+    }
+}

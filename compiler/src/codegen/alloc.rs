@@ -77,6 +77,13 @@ impl Lower<'_, '_> {
         Ok(data)
     }
 
+    /// Scratch memory whose size is only known at run time (a
+    /// pointer-sized value), from the same allocator; it is never freed
+    /// during the call, so the plan treats such a model as unbounded.
+    pub fn alloc_scratch(&mut self, bytes: Value) -> Result<Value, String> {
+        self.allocate(bytes)
+    }
+
     /// `bytes` bytes aligned to [`ALIGN`], from the hook or the workspace.
     fn allocate(&mut self, bytes: Value) -> Result<Value, String> {
         let a = self.env.allocator.as_ref().ok_or("the plan has no data-dependent values")?;

@@ -4,8 +4,11 @@
 //! Type constraints: Resize/Upsample `T` is any tensor type, scales f32,
 //! sizes i64, roi float; GridSample `T1` any type with a float grid `T2`;
 //! AffineGrid float `T1` with an i64 size. onnxc compiles f32 data (other
-//! types are reported as unsupported); scales, sizes, roi and AffineGrid's
-//! size must be known at compile time since they fix the output shape.
+//! types are reported as unsupported). Scales or sizes known only at run
+//! time make Resize's output data-dependent: the params are then sized by
+//! `onnxc_resize_prepare` (the same `resize_apply_sizing` the compiler runs
+//! on constants) and the output and tap tables allocated at run time. roi
+//! and AffineGrid's size must be constants.
 //!
 //! Opset normalisation, in the importers:
 //! * Resize and Upsample become one [`Resize`] whose inputs are always
@@ -22,13 +25,12 @@
 //!   later versions any spatial rank.
 //!
 //! Everything lowers to kernels of `runtime-support/src/generic/resize.rs`
-//! whose params (per-axis sizes, scales, roi) are computed here at compile
-//! time exactly as the ONNX reference computes them.
+//! whose params (per-axis sizes, scales, roi) follow the ONNX reference.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::generic::resize::*;
 use onnxc_runtime::MAX_RANK;
 
@@ -136,40 +138,56 @@ pub fn import_resize(cx: &mut NodeImport) -> Result<Op, String> {
     }))
 }
 
+/// (is constant, shape) of Resize's scales and sizes inputs, when present.
+fn sizing_inputs<'a>(cx: &'a InferCx) -> [Option<(bool, &'a [usize])>; 2] {
+    [2, 3].map(|i| cx.opt_input(i).map(|t| (t.value.is_some(), t.shape)))
+}
+
 /// A scales/sizes/roi input that is present and not empty.
 fn given(t: Option<&Tensor>) -> Option<&Tensor> {
     t.filter(|t| !t.is_empty())
 }
 
 impl Resize {
-    /// The kernel params for input shape `x` and the constant roi, scales
-    /// and sizes inputs; `out_dims` is the output shape.
-    fn params(
-        &self,
-        x: &[usize],
-        roi: Option<&Tensor>,
-        scales: Option<&Tensor>,
-        sizes: Option<&Tensor>,
-    ) -> Result<ResizeParams, String> {
+    /// The axes the scales or sizes input covers.
+    fn axes(&self, rank: usize) -> Result<Vec<usize>, String> {
+        let Some(list) = &self.axes else {
+            return Ok((0..rank).collect());
+        };
+        let mut axes = Vec::new();
+        for &a in list {
+            let axis = crate::ir::shape::normalize_axis(a, rank)
+                .ok_or_else(|| format!("attribute \"axes\" holds {a}, out of range for rank {rank}"))?;
+            if axes.contains(&axis) {
+                return Err(format!("attribute \"axes\" repeats axis {a}"));
+            }
+            axes.push(axis);
+        }
+        Ok(axes)
+    }
+
+    fn sizing(&self, axes: &[usize]) -> ResizeSizing {
+        let mut s = ResizeSizing {
+            axes_len: axes.len() as i64,
+            policy: match self.policy {
+                AspectPolicy::Stretch => POLICY_STRETCH,
+                AspectPolicy::NotLarger => POLICY_NOT_LARGER,
+                AspectPolicy::NotSmaller => POLICY_NOT_SMALLER,
+            },
+            ..Default::default()
+        };
+        for (slot, &a) in s.axes.iter_mut().zip(axes) {
+            *slot = a as i64;
+        }
+        s
+    }
+
+    /// The kernel params before sizing: dims (output = input), modes, roi.
+    fn template(&self, x: &[usize], roi: Option<&Tensor>, axes: &[usize]) -> Result<ResizeParams, String> {
         let rank = x.len();
         if rank > MAX_RANK {
             return Err(format!("input 0 has rank {rank}, at most {MAX_RANK} is supported"));
         }
-        let axes: Vec<usize> = match &self.axes {
-            None => (0..rank).collect(),
-            Some(list) => {
-                let mut axes = Vec::new();
-                for &a in list {
-                    let axis = crate::ir::shape::normalize_axis(a, rank)
-                        .ok_or_else(|| format!("attribute \"axes\" holds {a}, out of range for rank {rank}"))?;
-                    if axes.contains(&axis) {
-                        return Err(format!("attribute \"axes\" repeats axis {a}"));
-                    }
-                    axes.push(axis);
-                }
-                axes
-            }
-        };
         let mut p = ResizeParams {
             rank: rank as i64,
             mode: self.mode,
@@ -187,54 +205,9 @@ impl Resize {
             p.scales[a] = 1.0;
             p.roi_end[a] = 1.0;
         }
-        if let (Some(s), _) | (None, Some(s)) = (given(scales), given(sizes)) {
-            if s.len() != axes.len() {
-                let which = if given(scales).is_some() { "scales" } else { "sizes" };
-                return Err(format!("input {which} has {} values, expected {}", s.len(), axes.len()));
-            }
-        }
-        if let Some(s) = given(scales) {
-            for (i, &a) in axes.iter().enumerate() {
-                let scale = s.get_f64(i);
-                if !(scale > 0.0 && scale.is_finite()) {
-                    return Err(format!("scale {scale} of axis {a} is not positive"));
-                }
-                p.scales[a] = scale;
-                let out = (scale * x[a] as f64).floor();
-                if out > (1u64 << 40) as f64 {
-                    return Err(format!("scale {scale} of axis {a} gives an absurd output size"));
-                }
-                p.out_dims[a] = out as i64;
-            }
-        } else if let Some(s) = given(sizes) {
-            if s.dtype != DType::I64 {
-                return Err(format!("input sizes is {}, expected i64", s.dtype));
-            }
-            for (i, &a) in axes.iter().enumerate() {
-                let size = s.get_i64(i);
-                if size < 0 {
-                    return Err(format!("sizes[{i}] is {size}, negative"));
-                }
-                p.out_dims[a] = size;
-                p.scales[a] = size as f64 / x[a] as f64;
-            }
-            if self.policy != AspectPolicy::Stretch {
-                let chosen = axes.iter().map(|&a| p.scales[a]);
-                let scale = if self.policy == AspectPolicy::NotLarger {
-                    chosen.fold(f64::INFINITY, f64::min)
-                } else {
-                    chosen.fold(f64::NEG_INFINITY, f64::max)
-                };
-                for &a in &axes {
-                    p.scales[a] = scale;
-                    p.out_dims[a] = (scale * x[a] as f64 + 0.5) as i64;
-                }
-            }
-        } else {
-            return Err(format!("{}: one of the scales and sizes inputs is required", self.op_name));
-        }
         if self.coord_mode == COORD_TF_CROP_AND_RESIZE {
-            let roi = given(roi).ok_or("coordinate_transformation_mode tf_crop_and_resize needs the roi input")?;
+            let roi =
+                given(roi).ok_or("coordinate_transformation_mode tf_crop_and_resize needs a constant roi input")?;
             if roi.len() != 2 * axes.len() {
                 return Err(format!("input roi has {} values, expected {}", roi.len(), 2 * axes.len()));
             }
@@ -243,16 +216,31 @@ impl Resize {
                 p.roi_end[a] = roi.get_f64(axes.len() + i);
             }
         }
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
-        for (a, &len) in x.iter().enumerate() {
-            if len == 0 && p.out_dims[a] != 0 {
-                return Err(format!("axis {a} of input 0 is empty and cannot be resized to {}", p.out_dims[a]));
+        Ok(p)
+    }
+
+    /// The kernel params for input shape `x` and the constant roi, scales
+    /// and sizes inputs (sized by the same code the run-time path uses).
+    fn params(
+        &self,
+        x: &[usize],
+        roi: Option<&Tensor>,
+        scales: Option<&Tensor>,
+        sizes: Option<&Tensor>,
+    ) -> Result<ResizeParams, String> {
+        let axes = self.axes(x.len())?;
+        let mut p = self.template(x, roi, &axes)?;
+        let (scales, sizes) = match (given(scales), given(sizes)) {
+            (Some(s), _) => (Some((0..s.len()).map(|i| s.get_f64(i) as f32).collect::<Vec<_>>()), Vec::new()),
+            (None, Some(s)) if s.dtype != DType::I64 => {
+                return Err(format!("input sizes is {}, expected i64", s.dtype))
             }
-            let roi_plain = close(p.roi_start[a], 0.0) && close(p.roi_end[a], 1.0);
-            p.identity[a] = (close(p.scales[a], 1.0) && p.out_dims[a] == p.in_dims[a] && roi_plain) as i64;
-        }
-        let out: Vec<usize> = p.out_dims[..rank].iter().map(|&d| d as usize).collect();
-        crate::ir::shape::element_count(&out).ok_or("the output size overflows")?;
+            (None, Some(s)) => (None, (0..s.len()).map(|i| s.get_i64(i)).collect()),
+            (None, None) => return Err(format!("{}: one of the scales and sizes inputs is required", self.op_name)),
+        };
+        let which = if scales.is_some() { "scales" } else { "sizes" };
+        resize_apply_sizing(&mut p, &self.sizing(&axes), scales.as_deref(), &sizes)
+            .map_err(|e| format!("input {which}: {e}"))?;
         Ok(p)
     }
 
@@ -266,6 +254,40 @@ impl Resize {
         let roi = if self.coord_mode == COORD_TF_CROP_AND_RESIZE { value(1)? } else { None };
         self.params(x.shape, roi, value(2)?, value(3)?)
     }
+
+    /// The run-time scales (input 2) or sizes (input 3): whichever is given
+    /// and not empty, when it is not a constant.
+    fn run_time_sizing_input(&self, inputs: [Option<(bool, &[usize])>; 2]) -> Option<usize> {
+        let present = |i: usize| inputs[i - 2].filter(|(_, shape)| !shape.contains(&0));
+        let chosen = if present(2).is_some() { 2 } else { 3 };
+        present(chosen).filter(|(is_const, _)| !is_const).map(|_| chosen)
+    }
+
+    /// Lowering with sizes known only at run time: prepare the params in
+    /// scratch, allocate the output and the tap tables, resize.
+    fn lower_run_time(&self, cx: &mut Lower, sizing_input: usize) -> Result<(), String> {
+        let (_, x_shape) = cx.input_type(0)?;
+        let axes = self.axes(x_shape.len())?;
+        let template = self.template(&x_shape, cx.const_input(1), &axes)?;
+        let (_, given_shape) = cx.input_type(sizing_input)?;
+        let (template, sizing) = (cx.params(&template)?, cx.params(&self.sizing(&axes))?);
+        let values = cx.input_ptr(sizing_input)?;
+        let null = cx.iconst(0);
+        let (scales, sizes) = if sizing_input == 2 { (values, null) } else { (null, values) };
+        let len = cx.iconst(given_shape.iter().product::<usize>() as i64);
+        let p = cx.scratch_ptr()?;
+        cx.call_checked("onnxc_resize_prepare", &[template, sizing, scales, sizes, len, p])?;
+        let ptr = cx.ptr_type();
+        let out_dims = std::mem::offset_of!(ResizeParams, out_dims);
+        let dims: Vec<_> = (0..x_shape.len())
+            .map(|a| cx.ins().load(ptr, MemFlagsData::trusted(), p, (out_dims + 8 * a) as i32))
+            .collect();
+        let y = cx.alloc_output(0, &dims)?;
+        let scratch_bytes = cx.call_count("onnxc_resize_scratch", &[p])?;
+        let taps = cx.alloc_scratch(scratch_bytes)?;
+        let x = cx.input_ptr(0)?;
+        cx.call_checked("onnxc_resize_f32", &[p, x, y, taps])
+    }
 }
 
 impl Operator for Resize {
@@ -278,16 +300,40 @@ impl Operator for Resize {
         if x.dtype != DType::F32 {
             return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
         }
+        if let Some(i) = self.run_time_sizing_input(sizing_inputs(cx)) {
+            let (given, axes) = (cx.input(i)?, self.axes(x.shape.len())?);
+            let want = if i == 2 { DType::F32 } else { DType::I64 };
+            if given.dtype != want {
+                return Err(format!("input {i} is {}, expected {want}", given.dtype));
+            }
+            if self.coord_mode == COORD_TF_CROP_AND_RESIZE {
+                self.template(x.shape, Some(cx.const_input(1)?), &axes)?;
+            }
+            let dims = (0..x.shape.len())
+                .map(|a| if axes.contains(&a) { Dim::Dynamic(None) } else { Dim::Known(x.shape[a]) })
+                .collect();
+            return Ok(vec![Inferred::data_dependent(x.dtype, dims)]);
+        }
         let p = self.params_from(cx)?;
         let out = p.out_dims[..x.shape.len()].iter().map(|&d| d as usize).collect();
         Ok(vec![Inferred::new(x.dtype, out)])
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        if self.run_time_sizing_input(sizing_inputs(cx)).is_some() {
+            return std::mem::size_of::<ResizeParams>();
+        }
         self.params_from(cx).map_or(0, |p| resize_scratch_bytes(&p))
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        if cx.output_is_dynamic(0) {
+            let inputs = [2, 3].map(|i| cx.input_type(i).ok().map(|(_, s)| (cx.const_input(i).is_some(), s)));
+            let i = self
+                .run_time_sizing_input([0, 1].map(|k| inputs[k].as_ref().map(|(c, s)| (*c, s.as_slice()))))
+                .ok_or("no run-time scales or sizes")?;
+            return self.lower_run_time(cx, i);
+        }
         let (_, x_shape) = cx.input_type(0)?;
         let p = self.params(x_shape.as_slice(), cx.const_input(1), cx.const_input(2), cx.const_input(3))?;
         let scratch = if resize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };

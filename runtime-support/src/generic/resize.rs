@@ -61,6 +61,178 @@ pub struct ResizeParams {
     pub extrapolation_value: f64,
 }
 
+/// `keep_aspect_ratio_policy` values of [`ResizeSizing`].
+pub const POLICY_STRETCH: i64 = 0;
+pub const POLICY_NOT_LARGER: i64 = 1;
+pub const POLICY_NOT_SMALLER: i64 = 2;
+
+/// Which axes Resize's scales or sizes input covers and how sizes keep the
+/// aspect ratio; with [`resize_apply_sizing`] it turns a template
+/// [`ResizeParams`] (dims, modes, roi) into the full parameters. The
+/// compiler runs it on constant scales/sizes, [`onnxc_resize_prepare`] on
+/// run-time ones, so both give the same output size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ResizeSizing {
+    pub axes_len: i64,
+    pub axes: [i64; MAX_RANK],
+    pub policy: i64,
+}
+
+/// Why scales or sizes cannot resize the input.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizingError {
+    /// The scales/sizes input does not have one value per axis.
+    Count {
+        got: usize,
+        want: usize,
+    },
+    BadScale {
+        axis: usize,
+        scale: f64,
+    },
+    NegativeSize {
+        index: usize,
+        size: i64,
+    },
+    EmptyAxis {
+        axis: usize,
+        size: i64,
+    },
+    /// Bad axes or rank in the sizing or template.
+    Invalid,
+    TooLarge,
+}
+
+impl core::fmt::Display for SizingError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            SizingError::Count { got, want } => write!(f, "has {got} values, expected {want}"),
+            SizingError::BadScale { axis, scale } => {
+                write!(f, "scale {scale} of axis {axis} is not positive and finite")
+            }
+            SizingError::NegativeSize { index, size } => write!(f, "sizes[{index}] is {size}, negative"),
+            SizingError::EmptyAxis { axis, size } => {
+                write!(f, "axis {axis} of input 0 is empty and cannot be resized to {size}")
+            }
+            SizingError::Invalid => f.write_str("invalid axes"),
+            SizingError::TooLarge => f.write_str("the output size overflows"),
+        }
+    }
+}
+
+/// Sets `p`'s scales, output dims and identity flags from `scales` (one
+/// per axis of `s`) or, when `None`, `sizes`, as the ONNX reference does.
+pub fn resize_apply_sizing(
+    p: &mut ResizeParams,
+    s: &ResizeSizing,
+    scales: Option<&[f32]>,
+    sizes: &[i64],
+) -> Result<(), SizingError> {
+    let rank = checked_rank(p.rank, MAX_RANK, &p.in_dims).ok_or(SizingError::Invalid)?;
+    let n = usize::try_from(s.axes_len).ok().filter(|&n| n <= rank).ok_or(SizingError::Invalid)?;
+    let axes = &s.axes[..n];
+    if axes.iter().any(|&a| !(0..rank as i64).contains(&a)) {
+        return Err(SizingError::Invalid);
+    }
+    let got = scales.map_or(sizes.len(), <[f32]>::len);
+    if got != n {
+        return Err(SizingError::Count { got, want: n });
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        let (a, len) = (a as usize, p.in_dims[a as usize] as f64);
+        match scales {
+            Some(scales) => {
+                let scale = scales[i] as f64;
+                if !(scale > 0.0 && scale.is_finite()) {
+                    return Err(SizingError::BadScale { axis: a, scale });
+                }
+                let out = libm::floor(scale * len);
+                if out > (1u64 << 40) as f64 {
+                    return Err(SizingError::TooLarge);
+                }
+                p.scales[a] = scale;
+                p.out_dims[a] = out as i64;
+            }
+            None => {
+                if sizes[i] < 0 {
+                    return Err(SizingError::NegativeSize { index: i, size: sizes[i] });
+                }
+                p.out_dims[a] = sizes[i];
+                p.scales[a] = sizes[i] as f64 / len;
+            }
+        }
+    }
+    if scales.is_none() && s.policy != POLICY_STRETCH {
+        let chosen = axes.iter().map(|&a| p.scales[a as usize]);
+        let scale = if s.policy == POLICY_NOT_LARGER {
+            chosen.fold(f64::INFINITY, f64::min)
+        } else {
+            chosen.fold(f64::NEG_INFINITY, f64::max)
+        };
+        for &a in axes {
+            let a = a as usize;
+            p.scales[a] = scale;
+            p.out_dims[a] = (scale * p.in_dims[a] as f64 + 0.5) as i64;
+        }
+    }
+    let close = |a: f64, b: f64| libm::fabs(a - b) <= 1e-9 * libm::fmax(libm::fabs(a), libm::fabs(b));
+    for a in 0..rank {
+        if p.in_dims[a] == 0 && p.out_dims[a] != 0 {
+            return Err(SizingError::EmptyAxis { axis: a, size: p.out_dims[a] });
+        }
+        let roi_plain = close(p.roi_start[a], 0.0) && close(p.roi_end[a], 1.0);
+        p.identity[a] = (close(p.scales[a], 1.0) && p.out_dims[a] == p.in_dims[a] && roi_plain) as i64;
+    }
+    let dims = p.out_dims;
+    dims[..rank]
+        .iter()
+        .try_fold(4usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .ok_or(SizingError::TooLarge)?;
+    Ok(())
+}
+
+/// [`resize_apply_sizing`] at run time: `out` = `template` sized by the
+/// `scales` (f32, nullable) or `sizes` (i64) input of `len` values.
+///
+/// # Safety
+/// `template`, `sizing` and `out` are valid; the given input holds `len` values.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_resize_prepare(
+    template: *const ResizeParams,
+    sizing: *const ResizeSizing,
+    scales: *const f32,
+    sizes: *const i64,
+    len: i64,
+    out: *mut ResizeParams,
+) -> i32 {
+    let (Some(template), Some(sizing), Ok(len)) = (template.as_ref(), sizing.as_ref(), usize::try_from(len)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if out.is_null() || (scales.is_null() && sizes.is_null()) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let mut p = *template;
+    let scales = (!scales.is_null()).then(|| core::slice::from_raw_parts(scales, len));
+    let sizes = if scales.is_none() { core::slice::from_raw_parts(sizes, len) } else { &[] };
+    match resize_apply_sizing(&mut p, sizing, scales, sizes) {
+        Ok(()) => {
+            out.write_unaligned(p);
+            STATUS_OK
+        }
+        Err(_) => STATUS_INVALID_PARAMS,
+    }
+}
+
+/// [`resize_scratch_bytes`] for generated code that sizes Resize at run time.
+///
+/// # Safety
+/// `p` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_resize_scratch(p: *const ResizeParams) -> i64 {
+    p.as_ref().map_or(-(STATUS_INVALID_PARAMS as i64), |p| resize_scratch_bytes(p).min(i64::MAX as usize) as i64)
+}
+
 /// One input position and its weight; `index < 0` marks an output position
 /// that takes the extrapolation value.
 #[repr(C)]
@@ -100,7 +272,9 @@ pub fn resize_taps(p: &ResizeParams, axis: usize) -> usize {
 /// Scratch bytes [`onnxc_resize_f32`] needs for these params.
 pub fn resize_scratch_bytes(p: &ResizeParams) -> usize {
     let rank = p.rank.clamp(0, MAX_RANK as i64) as usize;
-    (0..rank).map(|a| p.out_dims[a].max(0) as usize * resize_taps(p, a) * core::mem::size_of::<Tap>()).sum()
+    (0..rank)
+        .map(|a| (p.out_dims[a].max(0) as usize).saturating_mul(resize_taps(p, a) * core::mem::size_of::<Tap>()))
+        .fold(0, usize::saturating_add)
 }
 
 /// The source coordinate of output position `y` along one axis, and whether
