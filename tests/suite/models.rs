@@ -7,11 +7,16 @@ use onnx_proto::*;
 /// A float tensor value; `dims` entries < 0 become symbolic dims named
 /// `d0`, `d1`... after their position; `None` leaves the shape out.
 pub fn value(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
+    typed_value(name, 1, dims)
+}
+
+/// A tensor value of ONNX element type `elem_type`, dims as for [`value`].
+pub fn typed_value(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(TensorTypeProto {
-                elem_type: Some(1),
+                elem_type: Some(elem_type),
                 shape: dims.map(|d| TensorShapeProto {
                     dim: d
                         .iter()
@@ -48,6 +53,35 @@ pub fn float_attr(name: &str, v: f32) -> AttributeProto {
         name: Some(name.into()),
         r#type: Some(attribute_proto::AttributeType::Float as i32),
         f: Some(v),
+        ..Default::default()
+    }
+}
+
+pub fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
+
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A tensor of ONNX element type `data_type` from its little-endian bytes.
+pub fn raw_tensor(name: &str, data_type: i32, dims: &[i64], raw: Vec<u8>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(data_type),
+        raw_data: Some(raw),
         ..Default::default()
     }
 }
