@@ -19,3 +19,4 @@ mod conformance;
 mod end_to_end;
 mod models;
 mod pipeline;
+mod random;
