@@ -20,3 +20,4 @@ mod end_to_end;
 mod models;
 mod pipeline;
 mod random;
+mod runtime_faults;
