@@ -168,10 +168,9 @@ pub struct MultinomialParams {
     pub index_elem: i64,
 }
 
-/// The class of row `x[base..base + classes]` that `target` (a fraction
-/// of the row's total weight) falls in, the weights being
-/// `exp(x[c] - max)`. Rounding that leaves `target` past the end picks the
-/// last class with any weight.
+/// The class of row `x[base..base + classes]` that `target` (in `[0,
+/// total weight)`) falls in, the weights being `exp(x[c] - max)`. Rounding
+/// that leaves `target` past the end picks the last class with any weight.
 unsafe fn draw_class(x: *const u8, elem: i64, base: usize, classes: usize, max: f64, target: f64) -> usize {
     let mut sum = 0.0;
     let mut last = 0;
