@@ -18,6 +18,7 @@ use crate::generic::loss::*;
 use crate::generic::math::*;
 use crate::generic::norm::*;
 use crate::generic::pool::*;
+use crate::generic::random::*;
 use crate::generic::reduce::*;
 use crate::generic::resize::*;
 use crate::generic::roi::*;
@@ -231,6 +232,10 @@ kernel_table! {
     onnxc_einsum_f64(*const EinsumParams, *const f64, *const f64, *const f64, *mut f64) -> i32;
     onnxc_det_f32(*const DetParams, *const f32, *mut f32, *mut f64) -> i32;
     onnxc_det_f64(*const DetParams, *const f64, *mut f64, *mut f64) -> i32;
+    onnxc_random(*const RandomParams, *mut u8) -> i32;
+    onnxc_bernoulli(*const BernoulliParams, *const u8, *mut u8) -> i32;
+    onnxc_multinomial(*const MultinomialParams, *const u8, *mut u8) -> i32;
+    onnxc_dropout(*const DropoutParams, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
 }
 
 /// Looks a kernel up by its symbol name.

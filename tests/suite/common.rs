@@ -1,5 +1,7 @@
 //! Helpers shared by the suite's modules: where things are, how to run onnxc.
 
+use onnx_proto::{ModelProto, TensorProto};
+use prost::Message;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -127,4 +129,40 @@ pub fn env_usize(name: &str, default: usize) -> usize {
             .unwrap_or_else(|| panic!("{name}={v:?} is not a positive integer")),
         Err(_) => default,
     }
+}
+
+/// Runs `onnxc ARGS` in `dir`, killed after two minutes.
+pub fn onnxc_in(dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(onnxc());
+    c.args(args).current_dir(dir);
+    run_with_timeout(c, Duration::from_secs(120)).expect("run onnxc")
+}
+
+pub fn succeeded(out: &Output) -> bool {
+    out.status.is_some_and(|s| s.success())
+}
+
+/// Writes `m` to `dir/name`.
+pub fn write_model(dir: &Path, name: &str, m: &ModelProto) {
+    std::fs::write(dir.join(name), m.encode_to_vec()).expect("write model");
+}
+
+/// `onnxc run` on `m` with `inputs` in a fresh folder: the outputs, or the
+/// failed run's output.
+pub fn run_model(m: &ModelProto, inputs: &[TensorProto]) -> Result<Vec<TensorProto>, Output> {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", m);
+    let mut args = vec!["run".to_string(), "model.onnx".into()];
+    for (k, t) in inputs.iter().enumerate() {
+        let name = format!("input_{k}.pb");
+        std::fs::write(dir.path().join(&name), t.encode_to_vec()).expect("write input");
+        args.push(name);
+    }
+    args.extend(["-o".into(), "out".into()]);
+    let out = onnxc_in(dir.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    if !succeeded(&out) {
+        return Err(out);
+    }
+    let read = |k: usize| std::fs::read(dir.path().join(format!("out/output_{k}.pb"))).ok();
+    Ok((0..).map_while(read).map(|b| TensorProto::decode(b.as_slice()).expect("a TensorProto")).collect())
 }

@@ -4,27 +4,13 @@
 //! reported, and running out of room a status naming the node — through the
 //! CLI and through the C ABI of the real object file.
 
-use crate::common::{onnxc, run_with_timeout, Output};
+use crate::common::{onnxc_in, run_with_timeout, succeeded, write_model};
 use crate::models::{model, node, typed_value, value};
 use onnx_proto::*;
 use prost::Message;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn onnxc_in(dir: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new(onnxc());
-    c.args(args).current_dir(dir);
-    run_with_timeout(c, Duration::from_secs(120)).expect("run onnxc")
-}
-
-fn succeeded(out: &Output) -> bool {
-    out.status.is_some_and(|s| s.success())
-}
-
-fn write_model(dir: &Path, m: &ModelProto) {
-    std::fs::write(dir.join("model.onnx"), m.encode_to_vec()).expect("write model");
-}
 
 fn write_tensor(dir: &Path, file: &str, t: TensorProto) {
     std::fs::write(dir.join(file), t.encode_to_vec()).expect("write input");
@@ -62,7 +48,7 @@ fn nonzero_model() -> ModelProto {
 #[test]
 fn nonzero_reports_its_shape_and_the_workspace_bounds_it() {
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), &nonzero_model());
+    write_model(dir.path(), "model.onnx", &nonzero_model());
     write_tensor(dir.path(), "x.pb", floats("x", &[2, 3], &[0.0, 2.0, 0.0, 3.0, 0.0, 4.0]));
 
     let info = onnxc_in(dir.path(), &["info", "model.onnx"]);
@@ -89,7 +75,7 @@ fn topk_with_a_run_time_k_allocates_k_entries_and_checks_k() {
         vec![value("values", Some(&[-1])), typed_value("indices", 7, Some(&[-1]))],
     );
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), &m);
+    write_model(dir.path(), "model.onnx", &m);
     let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
     assert!(succeeded(&compiled), "K as a graph input must compile: {}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("m.h")).expect("header");
@@ -118,7 +104,7 @@ fn range_with_run_time_bounds_is_unbounded_and_uses_the_allocator() {
         vec![typed_value("y", 7, Some(&[-1]))],
     );
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), &m);
+    write_model(dir.path(), "model.onnx", &m);
     let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("m.h")).expect("header");
@@ -146,7 +132,7 @@ fn range_with_run_time_bounds_is_unbounded_and_uses_the_allocator() {
 #[test]
 fn c_callers_get_data_dependent_outputs_from_the_workspace_or_their_hook() {
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), &nonzero_model());
+    write_model(dir.path(), "model.onnx", &nonzero_model());
     let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o", "--emit", "header,archive"]);
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let exe = dir.path().join("dynamic_outputs");
@@ -182,7 +168,7 @@ fn operators_with_run_time_shape_arguments_compile_without_specialisation() {
         let dims: Vec<i64> = (0..rank).map(|_| -1).collect();
         let m = model(vec![node(op, "n", &inputs, &["y"])], values, vec![value("y", Some(&dims))]);
         let dir = tempfile::tempdir().expect("temporary folder");
-        write_model(dir.path(), &m);
+        write_model(dir.path(), "model.onnx", &m);
         let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
         assert!(succeeded(&out), "{op}: {}", out.stderr);
         let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");

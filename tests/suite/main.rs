@@ -20,3 +20,5 @@ mod dynamic;
 mod end_to_end;
 mod models;
 mod pipeline;
+mod random;
+mod runtime_faults;

@@ -57,6 +57,35 @@ pub fn float_attr(name: &str, v: f32) -> AttributeProto {
     }
 }
 
+pub fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
+
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A tensor of ONNX element type `data_type` from its little-endian bytes.
+pub fn raw_tensor(name: &str, data_type: i32, dims: &[i64], raw: Vec<u8>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(data_type),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
+}
+
 pub fn int64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),

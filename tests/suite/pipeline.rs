@@ -3,27 +3,10 @@
 //! unbound symbolic dims are all listed, shape subgraphs fold to constants,
 //! `info` and `bench` print what DESIGN §6 says.
 
-use crate::common::{onnxc, run_with_timeout, Output};
-use crate::models::{float_attr, int64s, model, node, value};
+use crate::common::{onnxc_in, succeeded, write_model};
+use crate::models::{float_attr, int64s, int_attr, model, node, value};
 use onnx_proto::*;
 use prost::Message;
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-fn onnxc_in(dir: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new(onnxc());
-    c.args(args).current_dir(dir);
-    run_with_timeout(c, Duration::from_secs(120)).expect("run onnxc")
-}
-
-fn succeeded(out: &Output) -> bool {
-    out.status.is_some_and(|s| s.success())
-}
-
-fn write(dir: &Path, name: &str, m: &ModelProto) {
-    std::fs::write(dir.join(name), m.encode_to_vec()).expect("write model");
-}
 
 #[test]
 fn functions_are_inlined_with_attribute_references() {
@@ -60,7 +43,7 @@ fn functions_are_inlined_with_attribute_references() {
     m.opset_import.push(OperatorSetIdProto { domain: Some("local".into()), version: Some(1) });
 
     let dir = tempfile::tempdir().expect("temporary folder");
-    write(dir.path(), "model.onnx", &m);
+    write_model(dir.path(), "model.onnx", &m);
     let x = TensorProto {
         name: Some("x".into()),
         dims: vec![2],
@@ -87,7 +70,7 @@ fn every_unbound_dim_is_listed_and_dims_can_be_bound() {
         vec![value("y", Some(&[-1, -1]))],
     );
     let dir = tempfile::tempdir().expect("temporary folder");
-    write(dir.path(), "model.onnx", &m);
+    write_model(dir.path(), "model.onnx", &m);
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
     for dim in ["\"d0\"", "\"d1\""] {
@@ -118,14 +101,9 @@ fn shape_subgraphs_fold_to_constants() {
     let g = m.graph.as_mut().expect("graph");
     g.initializer.push(int64s("one", &[1], &[1]));
     g.initializer.push(int64s("minus_one", &[1], &[-1]));
-    g.node[2].attribute.push(AttributeProto {
-        name: Some("axis".into()),
-        r#type: Some(attribute_proto::AttributeType::Int as i32),
-        i: Some(0),
-        ..Default::default()
-    });
+    g.node[2].attribute.push(int_attr("axis", 0));
     let dir = tempfile::tempdir().expect("temporary folder");
-    write(dir.path(), "model.onnx", &m);
+    write_model(dir.path(), "model.onnx", &m);
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "d0=2", "--emit", "obj,mir"]);
     assert!(succeeded(&out), "{}", out.stderr);
     let mir = std::fs::read_to_string(dir.path().join("m.mir")).expect("mir");
@@ -143,7 +121,7 @@ fn info_and_bench_report_what_the_cli_contract_says() {
         vec![value("y", Some(&[1, 8]))],
     );
     let dir = tempfile::tempdir().expect("temporary folder");
-    write(dir.path(), "model.onnx", &m);
+    write_model(dir.path(), "model.onnx", &m);
     let out = onnxc_in(dir.path(), &["info", "model.onnx"]);
     assert!(succeeded(&out), "{}", out.stderr);
     for line in ["ir_version: 8", "input: x f32[1,8]", "Relu: 1", "workspace bytes:"] {

@@ -1,7 +1,7 @@
 //! Typed access to a node's attributes. Every accessor checks the
 //! attribute's declared type and names the attribute in its error.
 
-use crate::ir::Tensor;
+use crate::ir::{DType, Tensor};
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::AttributeProto;
 
@@ -35,6 +35,16 @@ impl<'a> Attrs<'a> {
 
     pub fn int_or(&self, name: &str, default: i64) -> Result<i64, String> {
         Ok(self.int(name)?.unwrap_or(default))
+    }
+
+    /// An element-type attribute (an ONNX data-type code) that onnxc holds.
+    pub fn dtype(&self, name: &str) -> Result<Option<DType>, String> {
+        match self.int(name)? {
+            None => Ok(None),
+            Some(code) => i32::try_from(code).ok().and_then(DType::from_onnx).map(Some).ok_or_else(|| {
+                format!("attribute \"{name}\" is {}, which is not supported yet", DType::onnx_name(code as i32))
+            }),
+        }
     }
 
     pub fn float(&self, name: &str) -> Result<Option<f32>, String> {

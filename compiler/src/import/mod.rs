@@ -46,6 +46,13 @@ impl NodeImport<'_> {
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
         self.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
     }
+
+    /// The index this node gets among the imported graph's nodes: an
+    /// identity that depends only on the model (random operators derive
+    /// their unseeded streams from it).
+    pub fn position(&self) -> usize {
+        self.graph.nodes.len()
+    }
 }
 
 type Scope = HashMap<String, ValueId>;

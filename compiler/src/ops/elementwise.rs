@@ -1,6 +1,7 @@
 //! Elementwise operators with numpy broadcasting: unary math and
 //! activations, binary arithmetic and comparisons, variadic Sum/Mean/Max/Min,
-//! Where, Clip, Cast, Identity.
+//! Where, Clip, Cast, Identity, and Dropout in inference mode (training mode
+//! is in `random.rs`).
 //!
 //! They are declared through one table ([`FUNCS`]: op_type, arity, which
 //! element types it takes, how its result type is chosen) and share one
@@ -24,7 +25,7 @@ use crate::ir::{DType, Tensor};
 pub enum Func {
     Identity,
     /// Identity plus, when asked for, an all-true mask (bool from opset 10,
-    /// the input's type before).
+    /// the input's type before): Dropout in inference mode.
     Dropout {
         mask_is_bool: bool,
     },
@@ -261,14 +262,9 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
     let func = match entry.op_type {
         "Identity" => Func::Identity,
-        "Dropout" => {
-            // Inference only: the data passes through; the mask is all true.
-            let training = cx.inputs.get(2).copied().flatten().is_some();
-            if training && cx.const_input(2).is_none_or(|t| t.to_i64s().iter().any(|&v| v != 0)) {
-                return Err("Dropout in training mode is not supported (inference only)".into());
-            }
-            Func::Dropout { mask_is_bool: cx.opset >= 10 }
-        }
+        // Inference (training mode goes to `random::import_dropout`): the
+        // data passes through; the mask is all true.
+        "Dropout" => Func::Dropout { mask_is_bool: cx.opset >= 10 },
         "Abs" => Func::Abs,
         "Neg" => Func::Neg,
         "Sqrt" => Func::Sqrt,

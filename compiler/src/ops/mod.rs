@@ -17,6 +17,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod random;
 pub mod reduce;
 pub mod resize;
 pub mod rnn;
@@ -231,6 +232,10 @@ ops! {
     SignalGenerator(signal::Generator),
     Einsum(einsum::Einsum),
     Det(linalg::Det),
+    RandomFill(random::RandomFill),
+    Bernoulli(random::Bernoulli),
+    Multinomial(random::Multinomial),
+    TrainingDropout(random::TrainingDropout),
 }
 
 impl Op {
@@ -277,7 +282,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("HardSigmoid", elementwise::import),
     ("HardSwish", elementwise::import),
     ("Identity", elementwise::import),
-    ("Dropout", elementwise::import),
+    ("Dropout", random::import_dropout),
     ("Cast", elementwise::import),
     ("LeakyRelu", elementwise::import),
     ("Less", elementwise::import),
@@ -426,6 +431,12 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("MelWeightMatrix", signal::import_generator),
     ("Einsum", einsum::import),
     ("Det", linalg::import_det),
+    ("RandomUniform", random::import_fill),
+    ("RandomNormal", random::import_fill),
+    ("RandomUniformLike", random::import_fill),
+    ("RandomNormalLike", random::import_fill),
+    ("Bernoulli", random::import_bernoulli),
+    ("Multinomial", random::import_multinomial),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

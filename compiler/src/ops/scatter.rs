@@ -306,7 +306,7 @@ pub struct EyeLike {
 }
 
 /// The little-endian bytes of one `1` of `dtype`, in an i64.
-fn one_bits(dtype: DType) -> i64 {
+pub(super) fn one_bits(dtype: DType) -> i64 {
     match dtype {
         DType::F32 => 1.0f32.to_bits() as i64,
         DType::F64 => 1.0f64.to_bits() as i64,
@@ -345,16 +345,7 @@ impl Operator for EyeLike {
 }
 
 pub fn import_eye_like(cx: &mut NodeImport) -> Result<Op, String> {
-    let dtype = match cx.attrs.int("dtype")? {
-        None => None,
-        Some(code) => Some(
-            i32::try_from(code)
-                .ok()
-                .and_then(DType::from_onnx)
-                .ok_or_else(|| format!("attribute \"dtype\" {code} is not a supported element type"))?,
-        ),
-    };
-    Ok(Op::EyeLike(EyeLike { dtype, k: cx.attrs.int_or("k", 0)? }))
+    Ok(Op::EyeLike(EyeLike { dtype: cx.attrs.dtype("dtype")?, k: cx.attrs.int_or("k", 0)? }))
 }
 
 // ---------------------------------------------------------------------------

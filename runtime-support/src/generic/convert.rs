@@ -3,6 +3,11 @@
 //! f16/bf16 tensors as raw 16-bit patterns and computes in f32; it calls
 //! these to widen on load and narrow on store. The 16-bit pattern travels in
 //! the low half of an `i32` (C ABI integer promotion).
+//!
+//! Kernels that take any float element type by its ONNX code read and write
+//! elements through [`load_float`] and [`store_float`], computing in f64.
+
+use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64};
 
 /// An IEEE binary16 element, as stored in a tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,6 +110,34 @@ pub extern "C" fn onnxc_f32_to_bf16(x: f32) -> i32 {
     }
     let rounding = 0x7fff + ((bits >> 16) & 1);
     (bits.wrapping_add(rounding) >> 16) as i32
+}
+
+/// True for the float element codes [`load_float`] and [`store_float`] know.
+pub(crate) fn is_float_elem(elem: i64) -> bool {
+    matches!(elem, ELEM_F32 | ELEM_F64 | ELEM_F16 | ELEM_BF16)
+}
+
+/// Element `i` of a float tensor of element code `elem` (f32 when the code
+/// is not one of [`is_float_elem`]'s), widened to f64.
+#[inline(always)]
+pub(crate) unsafe fn load_float(ptr: *const u8, elem: i64, i: isize) -> f64 {
+    match elem {
+        ELEM_F64 => *(ptr as *const f64).offset(i),
+        ELEM_F16 => onnxc_f16_to_f32(*(ptr as *const u16).offset(i) as i32) as f64,
+        ELEM_BF16 => onnxc_bf16_to_f32(*(ptr as *const u16).offset(i) as i32) as f64,
+        _ => *(ptr as *const f32).offset(i) as f64,
+    }
+}
+
+/// Stores `v`, rounded to the element type `elem`, as element `i`.
+#[inline(always)]
+pub(crate) unsafe fn store_float(ptr: *mut u8, elem: i64, i: isize, v: f64) {
+    match elem {
+        ELEM_F64 => *(ptr as *mut f64).offset(i) = v,
+        ELEM_F16 => *(ptr as *mut u16).offset(i) = onnxc_f32_to_f16(v as f32) as u16,
+        ELEM_BF16 => *(ptr as *mut u16).offset(i) = onnxc_f32_to_bf16(v as f32) as u16,
+        _ => *(ptr as *mut f32).offset(i) = v as f32,
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@
 //! unidirectional broadcast of the affine parameters. Statistics are
 //! accumulated in `f64`; elements are f32, f64, f16 or bf16 (ONNX codes).
 
-use super::convert::{onnxc_bf16_to_f32, onnxc_f16_to_f32, onnxc_f32_to_bf16, onnxc_f32_to_f16};
+use super::convert::{is_float_elem, load_float, store_float};
 use super::{advance, checked_rank, product, to_isize, to_usize};
-use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 
 /// Parameters of [`onnxc_batchnorm_f32`]; `spatial` is the product of the
 /// spatial dims (1 for `[N, C]` inputs).
@@ -148,30 +148,6 @@ pub fn normalize_scratch_bytes(p: &NormParams) -> usize {
     16 * p.stat_count.max(0) as usize
 }
 
-#[inline(always)]
-unsafe fn load(ptr: *const u8, elem: i64, i: isize) -> f64 {
-    match elem {
-        ELEM_F64 => *(ptr as *const f64).offset(i),
-        ELEM_F16 => onnxc_f16_to_f32(*(ptr as *const u16).offset(i) as i32) as f64,
-        ELEM_BF16 => onnxc_bf16_to_f32(*(ptr as *const u16).offset(i) as i32) as f64,
-        _ => *(ptr as *const f32).offset(i) as f64,
-    }
-}
-
-#[inline(always)]
-unsafe fn store(ptr: *mut u8, elem: i64, i: isize, v: f64) {
-    match elem {
-        ELEM_F64 => *(ptr as *mut f64).offset(i) = v,
-        ELEM_F16 => *(ptr as *mut u16).offset(i) = onnxc_f32_to_f16(v as f32) as u16,
-        ELEM_BF16 => *(ptr as *mut u16).offset(i) = onnxc_f32_to_bf16(v as f32) as u16,
-        _ => *(ptr as *mut f32).offset(i) = v as f32,
-    }
-}
-
-fn elem_ok(e: i64) -> bool {
-    matches!(e, ELEM_F32 | ELEM_F64 | ELEM_F16 | ELEM_BF16)
-}
-
 /// Calls `f(x_offset, [stat, scale, bias] offsets)` for every element in
 /// row-major order.
 unsafe fn walk(rank: usize, dims: &[usize], strides: [&[isize]; 3], mut f: impl FnMut(isize, [isize; 3])) {
@@ -218,7 +194,10 @@ pub unsafe extern "C" fn onnxc_normalize(
     let Some(rank) = checked_rank(p.rank, MAX_RANK, &p.dims) else {
         return STATUS_INVALID_PARAMS;
     };
-    let elems_ok = elem_ok(p.x_elem) && elem_ok(p.scale_elem) && elem_ok(p.bias_elem) && elem_ok(p.stat_elem);
+    let elems_ok = is_float_elem(p.x_elem)
+        && is_float_elem(p.scale_elem)
+        && is_float_elem(p.bias_elem)
+        && is_float_elem(p.stat_elem);
     if !elems_ok || !(NORM_STANDARD..=NORM_L2).contains(&p.mode) || p.stat_count < 0 {
         return STATUS_INVALID_PARAMS;
     }
@@ -247,7 +226,7 @@ pub unsafe extern "C" fn onnxc_normalize(
     }
     // Pass 1: sums (of x, x^2 or |x|).
     walk(rank, &dims, strides, |at, o| {
-        let v = load(x, p.x_elem, at);
+        let v = load_float(x, p.x_elem, at);
         let s = match p.mode {
             NORM_STANDARD | NORM_MVN => v,
             NORM_L1 => v.abs(),
@@ -262,7 +241,7 @@ pub unsafe extern "C" fn onnxc_normalize(
         }
         // Pass 2: squared deviations, two-pass for accuracy.
         walk(rank, &dims, strides, |at, o| {
-            let d = load(x, p.x_elem, at) - *shift.offset(o[0]);
+            let d = load_float(x, p.x_elem, at) - *shift.offset(o[0]);
             *mul.offset(o[0]) += d * d;
         });
         for i in 0..stat_count {
@@ -282,21 +261,21 @@ pub unsafe extern "C" fn onnxc_normalize(
         }
     }
     walk(rank, &dims, strides, |at, o| {
-        let mut v = (load(x, p.x_elem, at) - *shift.offset(o[0])) * *mul.offset(o[0]);
+        let mut v = (load_float(x, p.x_elem, at) - *shift.offset(o[0])) * *mul.offset(o[0]);
         if !scale.is_null() {
-            v *= load(scale, p.scale_elem, o[1]);
+            v *= load_float(scale, p.scale_elem, o[1]);
         }
         if !bias.is_null() {
-            v += load(bias, p.bias_elem, o[2]);
+            v += load_float(bias, p.bias_elem, o[2]);
         }
-        store(y, p.x_elem, at, v);
+        store_float(y, p.x_elem, at, v);
     });
     for i in 0..stat_count {
         if !mean_out.is_null() {
-            store(mean_out, p.stat_elem, i as isize, *shift.add(i));
+            store_float(mean_out, p.stat_elem, i as isize, *shift.add(i));
         }
         if !inv_out.is_null() {
-            store(inv_out, p.stat_elem, i as isize, *mul.add(i));
+            store_float(inv_out, p.stat_elem, i as isize, *mul.add(i));
         }
     }
     STATUS_OK
@@ -306,6 +285,7 @@ pub unsafe extern "C" fn onnxc_normalize(
 mod tests {
     extern crate std;
     use super::*;
+    use crate::abi::ELEM_F32;
     use crate::generic::test_util::rand_vec;
     use std::vec;
 
