@@ -39,6 +39,7 @@ pub use generic::loss::*;
 pub use generic::math::*;
 pub use generic::norm::*;
 pub use generic::pool::*;
+pub use generic::quant::*;
 pub use generic::random::*;
 pub use generic::reduce::*;
 pub use generic::resize::*;

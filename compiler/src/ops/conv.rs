@@ -225,16 +225,21 @@ pub struct Conv {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
-    let window = Window::parse(&cx.attrs)?;
-    if window.ceil_mode {
-        return Err("Conv has no attribute \"ceil_mode\"".into());
-    }
-    Ok(Op::Conv(Conv { window, group: parse_group(cx)? }))
+    Ok(Op::Conv(Conv::parse(cx)?))
 }
 
 impl Conv {
+    /// Conv's attributes (shared with the quantized convolutions).
+    pub(crate) fn parse(cx: &NodeImport) -> Result<Conv, String> {
+        let window = Window::parse(&cx.attrs)?;
+        if window.ceil_mode {
+            return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
+        }
+        Ok(Conv { window, group: parse_group(cx)? })
+    }
+
     /// The kernel parameters (which fix the output shape) for X and W shapes.
-    fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
+    pub(crate) fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         if x.len() < 3 {
             return Err(format!("input 0 has shape {x:?}, expected [N, C, spatial...] with at least one spatial dim"));
         }
@@ -270,7 +275,7 @@ impl Conv {
         })
     }
 
-    fn output_shape(p: &ConvParams) -> Vec<usize> {
+    pub(crate) fn output_shape(p: &ConvParams) -> Vec<usize> {
         let r = p.spatial_rank as usize;
         [p.batch, p.out_channels].iter().chain(&p.out_spatial[..r]).map(|&d| d as usize).collect()
     }

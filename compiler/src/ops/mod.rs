@@ -17,6 +17,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod random;
 pub mod reduce;
 pub mod resize;
@@ -210,6 +211,9 @@ ops! {
     OneHot(gather::OneHot),
     TopK(gather::TopK),
     NonZero(select::NonZero),
+    Linear(quant::Linear),
+    DynamicQuantize(quant::DynamicQuantize),
+    IntegerProduct(quant::IntegerProduct),
     Compress(select::Compress),
     Unique(select::Unique),
     NonMaxSuppression(select::NonMaxSuppression),
@@ -399,6 +403,13 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("OneHot", gather::import_one_hot),
     ("TopK", gather::import_topk),
     ("NonZero", select::import_nonzero),
+    ("QuantizeLinear", quant::import_linear),
+    ("DequantizeLinear", quant::import_linear),
+    ("DynamicQuantizeLinear", quant::import_dynamic),
+    ("MatMulInteger", quant::import_integer),
+    ("ConvInteger", quant::import_integer),
+    ("QLinearMatMul", quant::import_integer),
+    ("QLinearConv", quant::import_integer),
     ("Compress", select::import_compress),
     ("Unique", select::import_unique),
     ("NonMaxSuppression", select::import_nms),

@@ -30,6 +30,7 @@ pub mod loss;
 pub mod math;
 pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod random;
 pub mod real;
 pub mod reduce;

@@ -1,0 +1,459 @@
+//! Linear quantization: QuantizeLinear and DequantizeLinear (per tensor,
+//! per axis, blocked), DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+//! QLinearMatMul and QLinearConv.
+//!
+//! Type constraints (ONNX, opsets 10 to 25): quantized tensors are
+//! u8/i8/u16/i16 here (int4/int2 and float8 storage are not compiled yet);
+//! the float side is f32, f16 or bf16 (QuantizeLinear also takes i32), with
+//! scales of the float type. The integer products accumulate in i32 after
+//! subtracting zero points (`onnxc_qmatmul`, `onnxc_qconv`); the QLinear
+//! forms then requantize those accumulators into the output type
+//! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
+
+use super::conv::Conv;
+use super::gather::{axis_attr, product};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::Lower;
+use crate::import::NodeImport;
+use crate::ir::shape::{broadcast, broadcast_strides, element_count};
+use crate::ir::DType;
+use onnxc_runtime::{QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK};
+
+fn is_quantized(dtype: DType) -> bool {
+    matches!(dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16)
+}
+
+fn is_scale(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+fn code(dtype: DType) -> i64 {
+    dtype.onnx_code() as i64
+}
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear, DequantizeLinear
+// ---------------------------------------------------------------------------
+
+/// QuantizeLinear (`quantize`) or DequantizeLinear.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    pub quantize: bool,
+    pub axis: i64,
+    pub block_size: i64,
+    pub output_dtype: Option<DType>,
+}
+
+impl Linear {
+    fn name_of(&self) -> &'static str {
+        if self.quantize {
+            "QuantizeLinear"
+        } else {
+            "DequantizeLinear"
+        }
+    }
+
+    /// Kernel params and the output type for input 0's type, the scale's
+    /// and the zero point's.
+    fn params(
+        &self,
+        x: (DType, &[usize]),
+        scale: (DType, &[usize]),
+        zp: Option<DType>,
+    ) -> Result<(QuantParams, DType), String> {
+        let ((x_dtype, shape), (scale_dtype, scale_shape)) = (x, scale);
+        if !is_scale(scale_dtype) {
+            return Err(format!("the scale is {scale_dtype}, expected f32, f16 or bf16"));
+        }
+        let (float_dtype, int_dtype, out) = if self.quantize {
+            if !matches!(x_dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I32) {
+                return Err(format!("input 0 is {x_dtype}, expected f32, f16, bf16 or i32"));
+            }
+            let out = zp.or(self.output_dtype).unwrap_or(DType::U8);
+            if self.output_dtype.is_some_and(|d| Some(d) != zp && zp.is_some()) {
+                return Err(format!("attribute \"output_dtype\" differs from the zero point's type {out}"));
+            }
+            (x_dtype, out, out)
+        } else {
+            if zp.is_some_and(|z| z != x_dtype) {
+                return Err(format!("the zero point is {}, input 0 is {x_dtype}", zp.unwrap_or(x_dtype)));
+            }
+            let out = self.output_dtype.unwrap_or(scale_dtype);
+            if !is_scale(out) {
+                return Err(format!("the output type {out} is not f32, f16 or bf16"));
+            }
+            if !is_quantized(x_dtype) && x_dtype != DType::I32 {
+                return Err(format!("input 0 is {x_dtype}, which is not compiled yet (u8, i8, u16, i16, i32)"));
+            }
+            (out, x_dtype, out)
+        };
+        if self.quantize && !is_quantized(int_dtype) {
+            return Err(format!("quantizing to {int_dtype} is not compiled yet (u8, i8, u16, i16)"));
+        }
+        let mut p = QuantParams {
+            float_dtype: code(float_dtype),
+            int_dtype: code(int_dtype),
+            scale_dtype: code(scale_dtype),
+            block: 1,
+            ..Default::default()
+        };
+        let entries = product(scale_shape)?;
+        if entries == 1 && scale_shape.len() <= 1 {
+            p.len = product(shape)?;
+            (p.outer, p.inner) = (1, 1);
+            return Ok((p, out));
+        }
+        let axis = axis_attr(self.axis, shape.len())?;
+        (p.outer, p.len, p.inner) = super::gather::split_axis(shape, axis)?;
+        if self.block_size <= 0 {
+            if scale_shape != [shape[axis]] {
+                return Err(format!(
+                    "the scale has shape {scale_shape:?}, expected [{}] along axis {axis}",
+                    shape[axis]
+                ));
+            }
+            p.sj = 1;
+            return Ok((p, out));
+        }
+        let blocks = shape[axis].div_ceil(self.block_size as usize);
+        let mut want = shape.to_vec();
+        want[axis] = blocks;
+        if scale_shape != want {
+            return Err(format!(
+                "the scale has shape {scale_shape:?}, expected {want:?} for block_size {}",
+                self.block_size
+            ));
+        }
+        (p.block, p.so, p.sj, p.si) = (self.block_size, blocks as i64 * p.inner, p.inner, 1);
+        Ok((p, out))
+    }
+}
+
+fn types<'a>(cx: &InferCx<'a>) -> Vec<Option<(DType, &'a [usize])>> {
+    cx.inputs.iter().map(|i| i.as_ref().map(|i| (i.dtype, i.shape))).collect()
+}
+
+impl Operator for Linear {
+    fn name(&self) -> &'static str {
+        self.name_of()
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (x, scale) = (cx.input(0)?, cx.input(1)?);
+        let zp = cx.opt_input(2).map(|z| z.dtype);
+        let (_, out) = self.params((x.dtype, x.shape), (scale.dtype, scale.shape), zp)?;
+        if let Some(z) = cx.opt_input(2) {
+            if z.shape != scale.shape {
+                return Err(format!("the zero point has shape {:?}, the scale {:?}", z.shape, scale.shape));
+            }
+        }
+        Ok(vec![Inferred::new(out, x.shape.to_vec())])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (x, scale) = (cx.input_type(0)?, cx.input_type(1)?);
+        let zp = cx.input_type(2).ok().map(|(d, _)| d);
+        let (p, _) = self.params((x.0, &x.1), (scale.0, &scale.1), zp)?;
+        let params = cx.params(&p)?;
+        let args = [params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.output_ptr(0)?];
+        cx.call_checked(if self.quantize { "onnxc_quantize" } else { "onnxc_dequantize" }, &args)
+    }
+}
+
+pub fn import_linear(cx: &mut NodeImport) -> Result<Op, String> {
+    let quantize = cx.op_type == "QuantizeLinear";
+    if cx.attrs.int_or("saturate", 1)? != 1 {
+        return Err("attribute \"saturate\" = 0 only applies to float8 outputs, which are not compiled yet".into());
+    }
+    Ok(Op::Linear(Linear {
+        quantize,
+        axis: cx.attrs.int_or("axis", 1)?,
+        block_size: cx.attrs.int_or("block_size", 0)?,
+        output_dtype: cx.attrs.dtype("output_dtype")?,
+    }))
+}
+
+// ---------------------------------------------------------------------------
+// DynamicQuantizeLinear
+// ---------------------------------------------------------------------------
+
+/// DynamicQuantizeLinear: u8 quantization with the scale and zero point
+/// computed from the input's range.
+#[derive(Clone, Debug)]
+pub struct DynamicQuantize;
+
+impl Operator for DynamicQuantize {
+    fn name(&self) -> &'static str {
+        "DynamicQuantizeLinear"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if x.dtype != DType::F32 {
+            return Err(format!("input 0 is {}, expected f32", x.dtype));
+        }
+        Ok(vec![
+            Inferred::new(DType::U8, x.shape.to_vec()),
+            Inferred::new(DType::F32, vec![]),
+            Inferred::new(DType::U8, vec![]),
+        ])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let n = cx.iconst(product(&shape)?);
+        let args = [cx.input_ptr(0)?, n, cx.output_ptr(0)?, cx.output_ptr(1)?, cx.output_ptr(2)?];
+        cx.call_checked("onnxc_dynamic_quantize", &args)
+    }
+}
+
+pub fn import_dynamic(_cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::DynamicQuantize(DynamicQuantize))
+}
+
+// ---------------------------------------------------------------------------
+// Integer products
+// ---------------------------------------------------------------------------
+
+/// Where the inputs of an integer product are: MatMulInteger/ConvInteger
+/// `(A, B, a_zp, b_zp)`, QLinear* `(a, a_scale, a_zp, b, b_scale, b_zp,
+/// y_scale, y_zp[, bias])`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Slots {
+    a: usize,
+    b: usize,
+    a_zp: usize,
+    b_zp: usize,
+    /// `(a_scale, b_scale, y_scale, y_zp)` of the QLinear forms.
+    requant: Option<[usize; 4]>,
+    bias: Option<usize>,
+}
+
+const INTEGER: Slots = Slots { a: 0, b: 1, a_zp: 2, b_zp: 3, requant: None, bias: None };
+const QLINEAR: Slots = Slots { a: 0, b: 3, a_zp: 2, b_zp: 5, requant: Some([1, 4, 6, 7]), bias: Some(8) };
+
+/// MatMulInteger / QLinearMatMul (`conv: None`), ConvInteger / QLinearConv.
+#[derive(Clone, Debug)]
+pub struct IntegerProduct {
+    pub op_name: &'static str,
+    slots: Slots,
+    pub conv: Option<Conv>,
+}
+
+/// A quantized operand and whether its zero point is indexed (`len`
+/// entries) rather than per tensor.
+fn operand(dtype: DType, zp: Option<&[usize]>, len: usize, what: &str) -> Result<QOperand, String> {
+    if !is_quantized(dtype) {
+        return Err(format!("{what} is {dtype}, expected u8, i8, u16 or i16"));
+    }
+    let indexed = match zp.map(element_count) {
+        None | Some(Some(1)) => false,
+        Some(Some(n)) if n == len && zp.is_some_and(|s| s.len() == 1) => true,
+        _ => return Err(format!("the zero point of {what} has shape {zp:?}, expected one value or {len}")),
+    };
+    Ok(QOperand { dtype: code(dtype), zp_indexed: indexed as i64 })
+}
+
+/// The integer problem, its output shape, and the requantization layout.
+enum Problem {
+    MatMul(QMatMulParams),
+    Conv(onnxc_runtime::ConvParams, [QOperand; 2]),
+}
+
+impl IntegerProduct {
+    fn problem(&self, t: &[Option<(DType, &[usize])>]) -> Result<(Problem, Vec<usize>, RequantParams), String> {
+        let get = |i: usize| t.get(i).copied().flatten();
+        let need = |i: usize| get(i).ok_or_else(|| format!("input {i} is required"));
+        let s = self.slots;
+        let ((a_dtype, a), (b_dtype, b)) = (need(s.a)?, need(s.b)?);
+        let zp = |i: usize| get(i).map(|(_, shape)| shape);
+        let mut requant =
+            RequantParams { scale_dtype: 0, y_dtype: 0, outer: 1, len: 1, inner: 1, ..Default::default() };
+        let (problem, shape) = match &self.conv {
+            Some(conv) => {
+                let p = conv.params(a, b)?;
+                let m = p.out_channels as usize;
+                let ops = [operand(a_dtype, zp(s.a_zp), 1, "input x")?, operand(b_dtype, zp(s.b_zp), m, "input w")?];
+                let shape = Conv::output_shape(&p);
+                (requant.outer, requant.len, requant.inner) = (shape[0] as i64, m as i64, product(&shape[2..])?);
+                (Problem::Conv(p, ops), shape)
+            }
+            None => {
+                let (q, shape) = matmul(a, b)?;
+                let q = QMatMulParams {
+                    a: operand(a_dtype, zp(s.a_zp), q.m as usize, "input A")?,
+                    b: operand(b_dtype, zp(s.b_zp), q.n as usize, "input B")?,
+                    ..q
+                };
+                (requant.outer, requant.len, requant.inner) = (product(&shape)? / (q.m * q.n).max(1), q.m, q.n);
+                (Problem::MatMul(q), shape)
+            }
+        };
+        if let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant {
+            let (scale_dtype, a_scale) = need(a_scale)?;
+            let (b_scale_dtype, b_scale) = need(b_scale)?;
+            let (y_scale_dtype, _) = need(y_scale)?;
+            if !is_scale(scale_dtype) || b_scale_dtype != scale_dtype || y_scale_dtype != scale_dtype {
+                return Err("the scales must share one float type".into());
+            }
+            let y_dtype = get(y_zp).map_or(a_dtype, |(d, _)| d);
+            if !is_quantized(y_dtype) {
+                return Err(format!("the output type {y_dtype} is not u8, i8, u16 or i16"));
+            }
+            let per = |shape: &[usize], len: i64| shape.len() == 1 && shape[0] as i64 == len && len != 1;
+            requant.scale_dtype = code(scale_dtype);
+            requant.y_dtype = code(y_dtype);
+            requant.a_indexed = (self.conv.is_none() && per(a_scale, requant.len)) as i64;
+            requant.b_index = match (&self.conv, per(b_scale, requant.len), per(b_scale, requant.inner)) {
+                (Some(_), true, _) => 1,
+                (None, _, true) => 2,
+                _ => 0,
+            };
+        }
+        Ok((problem, shape, requant))
+    }
+
+    fn out_dtype(&self, t: &[Option<(DType, &[usize])>]) -> DType {
+        match self.slots.requant {
+            Some([.., y_zp]) => t.get(y_zp).copied().flatten().map_or(DType::U8, |(d, _)| d),
+            None => DType::I32,
+        }
+    }
+}
+
+/// `[..., m, k] x [..., k, n]` with broadcast batch dims (1-D operands
+/// promoted as MatMul does).
+fn matmul(a: &[usize], b: &[usize]) -> Result<(QMatMulParams, Vec<usize>), String> {
+    if a.is_empty() || b.is_empty() {
+        return Err("the inputs must have rank at least 1".into());
+    }
+    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let (m, k, kb, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != kb {
+        return Err(format!("inner dims differ: A is {a:?}, B is {b:?}"));
+    }
+    let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+    let batch = broadcast(ab, bb).ok_or_else(|| format!("batch dims {ab:?} and {bb:?} do not broadcast"))?;
+    if batch.len() > MAX_RANK {
+        return Err(format!("{} batch dims; at most {MAX_RANK} are supported", batch.len()));
+    }
+    let mut p =
+        QMatMulParams { m: m as i64, k: k as i64, n: n as i64, batch_rank: batch.len() as i64, ..Default::default() };
+    for (d, ((&size, sa), sb)) in
+        batch.iter().zip(broadcast_strides(ab, &batch)).zip(broadcast_strides(bb, &batch)).enumerate()
+    {
+        p.batch_dims[d] = size as i64;
+        p.a_strides[d] = sa * (m * k) as i64;
+        p.b_strides[d] = sb * (k * n) as i64;
+    }
+    let mut shape = batch;
+    if a.len() > 1 {
+        shape.push(m);
+    }
+    if b.len() > 1 {
+        shape.push(n);
+    }
+    element_count(&shape).ok_or("the output size overflows")?;
+    Ok((p, shape))
+}
+
+fn lower_types(cx: &Lower) -> Vec<Option<(DType, Vec<usize>)>> {
+    (0..cx.input_count()).map(|i| cx.input_type(i).ok()).collect()
+}
+
+fn borrowed(t: &[Option<(DType, Vec<usize>)>]) -> Vec<Option<(DType, &[usize])>> {
+    t.iter().map(|o| o.as_ref().map(|(d, s)| (*d, s.as_slice()))).collect()
+}
+
+impl Operator for IntegerProduct {
+    fn name(&self) -> &'static str {
+        self.op_name
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let t = types(cx);
+        if let Some((dtype, shape)) = self.slots.bias.and_then(|i| t.get(i).copied().flatten()) {
+            if dtype != DType::I32 || shape.len() != 1 {
+                return Err(format!("the bias is {dtype}{shape:?}, expected 1-D i32"));
+            }
+        }
+        let (_, shape, _) = self.problem(&t)?;
+        Ok(vec![Inferred::new(self.out_dtype(&t), shape)])
+    }
+
+    /// The i32 accumulators of the QLinear forms.
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        match self.slots.requant {
+            Some(_) => self.problem(&types(cx)).map_or(0, |(_, shape, _)| shape.iter().product::<usize>() * 4),
+            None => 0,
+        }
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let owned = lower_types(cx);
+        let t = borrowed(&owned);
+        let (problem, _, requant) = self.problem(&t)?;
+        let s = self.slots;
+        let acc = if s.requant.is_some() { cx.scratch_ptr()? } else { cx.output_ptr(0)? };
+        let (a, b, a_zp, b_zp) =
+            (cx.input_ptr(s.a)?, cx.input_ptr(s.b)?, cx.opt_input_ptr(s.a_zp), cx.opt_input_ptr(s.b_zp));
+        match problem {
+            Problem::MatMul(q) => {
+                let params = cx.params(&q)?;
+                cx.call_checked("onnxc_qmatmul", &[params, a, b, a_zp, b_zp, acc])?;
+            }
+            Problem::Conv(p, ops) => {
+                let (params, ops) = (cx.params(&p)?, cx.params(&ops)?);
+                let bias = cx.opt_input_ptr(s.bias.unwrap_or(usize::MAX));
+                cx.call_checked("onnxc_qconv", &[params, ops, a, b, a_zp, b_zp, bias, acc])?;
+            }
+        }
+        let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant else {
+            return Ok(());
+        };
+        let params = cx.params(&requant)?;
+        let args = [
+            params,
+            acc,
+            cx.input_ptr(a_scale)?,
+            cx.input_ptr(b_scale)?,
+            cx.input_ptr(y_scale)?,
+            cx.opt_input_ptr(y_zp),
+            cx.output_ptr(0)?,
+        ];
+        cx.call_checked("onnxc_requantize", &args)
+    }
+}
+
+pub fn import_integer(cx: &mut NodeImport) -> Result<Op, String> {
+    let (op_name, slots, conv): (&'static str, Slots, bool) = match cx.op_type {
+        "MatMulInteger" => ("MatMulInteger", INTEGER, false),
+        "ConvInteger" => ("ConvInteger", INTEGER, true),
+        "QLinearMatMul" => ("QLinearMatMul", Slots { bias: None, ..QLINEAR }, false),
+        _ => ("QLinearConv", QLINEAR, true),
+    };
+    let conv = if conv { Some(Conv::parse(cx)?) } else { None };
+    Ok(Op::IntegerProduct(IntegerProduct { op_name, slots, conv }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_scales_index_by_block() {
+        let lin = Linear { quantize: true, axis: 1, block_size: 2, output_dtype: None };
+        let (p, out) = lin.params((DType::F32, &[2, 5]), (DType::F32, &[2, 3]), Some(DType::I8)).unwrap();
+        assert_eq!(out, DType::I8);
+        assert_eq!((p.outer, p.len, p.inner, p.block, p.so, p.sj, p.si), (2, 5, 1, 2, 3, 1, 1));
+        assert!(lin.params((DType::F32, &[2, 5]), (DType::F32, &[2, 2]), None).is_err());
+    }
+
+    #[test]
+    fn matmul_broadcasts_batch_dims() {
+        let (p, shape) = matmul(&[2, 1, 3, 4], &[5, 4, 6]).unwrap();
+        assert_eq!(shape, vec![2, 5, 3, 6]);
+        assert_eq!((p.batch_rank, p.a_strides[..2].to_vec(), p.b_strides[..2].to_vec()), (2, vec![12, 0], vec![0, 24]));
+    }
+}

@@ -1,0 +1,512 @@
+//! Linear quantization: QuantizeLinear, DequantizeLinear,
+//! DynamicQuantizeLinear, and the integer products behind MatMulInteger,
+//! ConvInteger, QLinearMatMul and QLinearConv.
+//!
+//! Quantized values are 8- or 16-bit integers; products accumulate exactly
+//! in i32 after subtracting the zero points, and the QLinear operators
+//! requantize the accumulators with the combined scale computed in the
+//! scales' own float type, adding the output zero point before rounding
+//! half to even and saturating — the ONNX reference's order of operations.
+//! Scales and zero points are per tensor, per axis or per block: element
+//! `(o, j, i)` of a tensor viewed as `[outer, len, inner]` around the axis
+//! uses entry `o * so + (j / block) * sj + i * si` (see [`QuantParams`]).
+
+use super::conv::ConvParams;
+use crate::abi::{
+    ELEM_BF16, ELEM_F16, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I8, ELEM_U16, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS,
+    STATUS_OK,
+};
+use crate::generic::convert::{is_float_elem, load_float, store_float, Bf16, F16};
+
+/// An integer element of a quantized type, widened to i32.
+unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32> {
+    Some(match dtype {
+        ELEM_U8 => *p.add(i) as i32,
+        ELEM_I8 => *p.add(i) as i8 as i32,
+        ELEM_U16 => (p as *const u16).add(i).read_unaligned() as i32,
+        ELEM_I16 => (p as *const i16).add(i).read_unaligned() as i32,
+        ELEM_I32 => (p as *const i32).add(i).read_unaligned(),
+        _ => return None,
+    })
+}
+
+/// The range of a quantized integer type.
+fn int_range(dtype: i64) -> Option<(f64, f64)> {
+    Some(match dtype {
+        ELEM_U8 => (0.0, 255.0),
+        ELEM_I8 => (-128.0, 127.0),
+        ELEM_U16 => (0.0, 65535.0),
+        ELEM_I16 => (-32768.0, 32767.0),
+        _ => return None,
+    })
+}
+
+/// Stores `v` (already rounded) saturated to `dtype`'s range.
+unsafe fn store_saturated(p: *mut u8, i: usize, dtype: i64, v: f64) {
+    let Some((lo, hi)) = int_range(dtype) else {
+        return;
+    };
+    let v = v.clamp(lo, hi) as i32;
+    match dtype {
+        ELEM_U8 => *p.add(i) = v as u8,
+        ELEM_I8 => *p.add(i) = v as i8 as u8,
+        ELEM_U16 => (p as *mut u16).add(i).write_unaligned(v as u16),
+        _ => (p as *mut i16).add(i).write_unaligned(v as i16),
+    }
+}
+
+/// `v` rounded to `dtype` (f32 arithmetic on 16-bit floats rounds after
+/// every operation, as numpy does).
+fn round_to(v: f32, dtype: i64) -> f32 {
+    match dtype {
+        ELEM_F16 => F16::from_f32(v).to_f32(),
+        ELEM_BF16 => Bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
+/// Element `i` of a scale or float tensor, as f32 (`None` for other types).
+unsafe fn load_f32(p: *const u8, i: usize, dtype: i64) -> Option<f32> {
+    (is_float_elem(dtype) && dtype != ELEM_F64).then(|| load_float(p, dtype, i as isize) as f32)
+}
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear, DequantizeLinear
+// ---------------------------------------------------------------------------
+
+/// Parameters of [`onnxc_quantize`] and [`onnxc_dequantize`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QuantParams {
+    /// The float side (quantize input, dequantize output) and its type.
+    pub float_dtype: i64,
+    /// The integer side and its type (the zero point's).
+    pub int_dtype: i64,
+    pub scale_dtype: i64,
+    pub outer: i64,
+    pub len: i64,
+    pub inner: i64,
+    /// Scale/zero-point entry of element `(o, j, i)`:
+    /// `o * so + (j / block) * sj + i * si`.
+    pub block: i64,
+    pub so: i64,
+    pub sj: i64,
+    pub si: i64,
+}
+
+impl QuantParams {
+    /// (outer, len, inner, block) when consistent.
+    fn sizes(&self) -> Option<(usize, usize, usize, usize)> {
+        let [o, l, i, b] = [self.outer, self.len, self.inner, self.block].map(|v| usize::try_from(v).ok());
+        let (o, l, i, b) = (o?, l?, i?, b?);
+        (b > 0 && self.so >= 0 && self.sj >= 0 && self.si >= 0).then_some((o, l, i, b))
+    }
+
+    /// Calls `f(element, parameter entry)` for every element.
+    fn for_each(&self, mut f: impl FnMut(usize, usize)) -> Option<()> {
+        let (outer, len, inner, block) = self.sizes()?;
+        let (so, sj, si) = (self.so as usize, self.sj as usize, self.si as usize);
+        for o in 0..outer {
+            for j in 0..len {
+                for i in 0..inner {
+                    f((o * len + j) * inner + i, o * so + (j / block) * sj + i * si);
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+/// `y = saturate(rint(x / scale) + zero_point)`; `zp` may be null (0).
+///
+/// # Safety
+/// The pointers hold the tensors `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_quantize(
+    p: *const QuantParams,
+    x: *const u8,
+    scale: *const u8,
+    zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if int_range(p.int_dtype).is_none() || load_f32(scale, 0, p.scale_dtype).is_none() {
+        return STATUS_INVALID_PARAMS;
+    }
+    let float_is_int = p.float_dtype == ELEM_I32;
+    let mut ok = true;
+    let done = p.for_each(|e, s| {
+        let v = if float_is_int { load_int(x, e, ELEM_I32).map(|v| v as f32) } else { load_f32(x, e, p.float_dtype) };
+        let (Some(v), Some(scale)) = (v, load_f32(scale, s, p.scale_dtype)) else {
+            ok = false;
+            return;
+        };
+        let q = round_to(v / scale, p.float_dtype);
+        let zero = if zp.is_null() { 0 } else { load_int(zp, s, p.int_dtype).unwrap_or(0) };
+        store_saturated(y, e, p.int_dtype, libm::rint(q as f64) + zero as f64);
+    });
+    if done.is_some() && ok {
+        STATUS_OK
+    } else {
+        STATUS_INVALID_PARAMS
+    }
+}
+
+/// `y = (x - zero_point) * scale`, in f32, stored as `float_dtype`.
+///
+/// # Safety
+/// The pointers hold the tensors `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_dequantize(
+    p: *const QuantParams,
+    x: *const u8,
+    scale: *const u8,
+    zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if load_int(x, 0, p.int_dtype).is_none() && p.len > 0 || load_f32(scale, 0, p.scale_dtype).is_none() {
+        return STATUS_INVALID_PARAMS;
+    }
+    let done = p.for_each(|e, s| {
+        let v = load_int(x, e, p.int_dtype).unwrap_or(0);
+        let zero = if zp.is_null() { 0 } else { load_int(zp, s, p.int_dtype).unwrap_or(0) };
+        let scale = load_f32(scale, s, p.scale_dtype).unwrap_or(0.0);
+        store_float(y, p.float_dtype, e as isize, ((v as f32 - zero as f32) * scale) as f64);
+    });
+    if done.is_some() {
+        STATUS_OK
+    } else {
+        STATUS_INVALID_PARAMS
+    }
+}
+
+/// DynamicQuantizeLinear of `n` f32 values: the u8 `y`, its f32 scale and
+/// u8 zero point, from the range of `x` widened to include 0.
+///
+/// # Safety
+/// `x` and `y` hold `n` elements, `scale` and `zp` one.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_dynamic_quantize(
+    x: *const f32,
+    n: i64,
+    y: *mut u8,
+    scale: *mut f32,
+    zp: *mut u8,
+) -> i32 {
+    let Ok(n) = usize::try_from(n) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let x = core::slice::from_raw_parts(x, n);
+    let hi = x.iter().fold(0.0f32, |m, &v| if v > m { v } else { m });
+    let lo = x.iter().fold(0.0f32, |m, &v| if v < m { v } else { m });
+    let s = (if hi == lo { 1.0 } else { hi - lo }) / 255.0;
+    let zero = libm::rintf((0.0 - lo / s).clamp(0.0, 255.0));
+    for (k, &v) in x.iter().enumerate() {
+        *y.add(k) = (libm::rintf(v / s) + zero).clamp(0.0, 255.0) as u8;
+    }
+    scale.write_unaligned(s);
+    *zp = zero as u8;
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// Integer products
+// ---------------------------------------------------------------------------
+
+/// One quantized operand of an integer product: its type and zero point
+/// (null for 0), which is per tensor or indexed by a row/column/channel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QOperand {
+    pub dtype: i64,
+    /// 1 when the zero point has one entry per row (A), column (B) or
+    /// output channel (W).
+    pub zp_indexed: i64,
+}
+
+impl QOperand {
+    unsafe fn zero(&self, zp: *const u8, at: usize) -> i32 {
+        if zp.is_null() {
+            return 0;
+        }
+        load_int(zp, if self.zp_indexed != 0 { at } else { 0 }, self.dtype).unwrap_or(0)
+    }
+}
+
+/// Parameters of [`onnxc_qmatmul`]: batched `[m, k] x [k, n]` with
+/// broadcast element strides of A and B per batch dim.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QMatMulParams {
+    pub a: QOperand,
+    pub b: QOperand,
+    pub m: i64,
+    pub k: i64,
+    pub n: i64,
+    pub batch_rank: i64,
+    pub batch_dims: [i64; MAX_RANK],
+    pub a_strides: [i64; MAX_RANK],
+    pub b_strides: [i64; MAX_RANK],
+}
+
+/// `acc = (A - a_zp) x (B - b_zp)` in i32 (wrapping, like int32 numpy).
+///
+/// # Safety
+/// The pointers hold what `p` describes; `acc` is `[batch..., m, n]`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qmatmul(
+    p: *const QMatMulParams,
+    a: *const u8,
+    b: *const u8,
+    a_zp: *const u8,
+    b_zp: *const u8,
+    acc: *mut i32,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let [Ok(m), Ok(k), Ok(n), Ok(rank)] = [p.m, p.k, p.n, p.batch_rank].map(usize::try_from) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if rank > MAX_RANK
+        || p.batch_dims[..rank].iter().any(|&d| d < 0)
+        || load_int(a, 0, p.a.dtype).is_none() && m * k > 0
+    {
+        return STATUS_INVALID_PARAMS;
+    }
+    if load_int(b, 0, p.b.dtype).is_none() && k * n > 0 {
+        return STATUS_INVALID_PARAMS;
+    }
+    let batches: usize = p.batch_dims[..rank].iter().map(|&d| d as usize).product();
+    let mut idx = [0usize; MAX_RANK];
+    for t in 0..batches {
+        let offset =
+            |strides: &[i64; MAX_RANK]| idx[..rank].iter().zip(strides).map(|(&i, &s)| i * s as usize).sum::<usize>();
+        let (ao, bo) = (offset(&p.a_strides), offset(&p.b_strides));
+        for r in 0..m {
+            let za = p.a.zero(a_zp, r);
+            for c in 0..n {
+                let zb = p.b.zero(b_zp, c);
+                let mut sum = 0i32;
+                for q in 0..k {
+                    let x = load_int(a, ao + r * k + q, p.a.dtype).unwrap_or(0) - za;
+                    let y = load_int(b, bo + q * n + c, p.b.dtype).unwrap_or(0) - zb;
+                    sum = sum.wrapping_add(x.wrapping_mul(y));
+                }
+                *acc.add((t * m + r) * n + c) = sum;
+            }
+        }
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            if idx[d] < p.batch_dims[d] as usize {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    STATUS_OK
+}
+
+/// Row-major coordinates of `flat` in `dims`.
+fn unravel(mut flat: usize, dims: &[usize], out: &mut [usize; MAX_RANK]) {
+    for d in (0..dims.len()).rev() {
+        out[d] = flat % dims[d];
+        flat /= dims[d];
+    }
+}
+
+/// `acc = conv(X - x_zp, W - w_zp) (+ bias)` in i32, by direct loops;
+/// padding contributes 0.
+///
+/// # Safety
+/// The pointers hold what `p` describes; `acc` is the convolution output.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qconv(
+    p: *const ConvParams,
+    ops: *const [QOperand; 2],
+    x: *const u8,
+    w: *const u8,
+    x_zp: *const u8,
+    w_zp: *const u8,
+    bias: *const i32,
+    acc: *mut i32,
+) -> i32 {
+    let (Some(p), Some([xq, wq])) = (p.as_ref(), ops.as_ref()) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(r) = usize::try_from(p.spatial_rank).ok().filter(|&r| (1..=MAX_RANK).contains(&r)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let fields = [&p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations];
+    if fields.iter().any(|f| f[..r].iter().any(|&v| v < 0)) || p.pads_begin[..r].iter().any(|&v| v < 0) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let [Ok(batch), Ok(cin), Ok(cout), Ok(group)] =
+        [p.batch, p.in_channels, p.out_channels, p.group].map(usize::try_from)
+    else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if group == 0 || cin % group != 0 || cout % group != 0 {
+        return STATUS_INVALID_PARAMS;
+    }
+    let dims = |f: &[i64; MAX_RANK]| -> [usize; MAX_RANK] { f.map(|v| v.max(0) as usize) };
+    let (inp, outp, kern) = (dims(&p.in_spatial), dims(&p.out_spatial), dims(&p.kernel));
+    let (in_size, out_size, taps) =
+        (inp[..r].iter().product::<usize>(), outp[..r].iter().product::<usize>(), kern[..r].iter().product::<usize>());
+    let (cg, mg) = (cin / group, cout / group);
+    let zx = xq.zero(x_zp, 0);
+    let (mut o, mut k) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+    for n in 0..batch {
+        for m in 0..cout {
+            let (g, zw) = (m / mg, wq.zero(w_zp, m));
+            for out in 0..out_size {
+                unravel(out, &outp[..r], &mut o);
+                let mut sum = if bias.is_null() { 0 } else { *bias.add(m) };
+                for t in 0..taps {
+                    unravel(t, &kern[..r], &mut k);
+                    let mut at = 0usize;
+                    let inside = (0..r).all(|d| {
+                        let pos =
+                            (o[d] * p.strides[d] as usize + k[d] * p.dilations[d] as usize) as i64 - p.pads_begin[d];
+                        at = at * inp[d] + pos.max(0) as usize;
+                        (0..inp[d] as i64).contains(&pos)
+                    });
+                    if !inside {
+                        continue;
+                    }
+                    for c in 0..cg {
+                        let xv = load_int(x, (n * cin + g * cg + c) * in_size + at, xq.dtype).unwrap_or(0) - zx;
+                        let wv = load_int(w, (m * cg + c) * taps + t, wq.dtype).unwrap_or(0) - zw;
+                        sum = sum.wrapping_add(xv.wrapping_mul(wv));
+                    }
+                }
+                *acc.add((n * cout + m) * out_size + out) = sum;
+            }
+        }
+    }
+    STATUS_OK
+}
+
+/// Parameters of [`onnxc_requantize`]: `[outer, len, inner]` accumulators
+/// whose combined scale `a_scale[..] * b_scale[..] / y_scale` has the
+/// per-row entry of A at `(j)` when `a_indexed` and the per-column (or
+/// per-channel) entry of B at `(j)` or `(i)` as `b_index` says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RequantParams {
+    pub scale_dtype: i64,
+    pub y_dtype: i64,
+    pub outer: i64,
+    pub len: i64,
+    pub inner: i64,
+    /// 0: A's scale per tensor; 1: indexed by `j`.
+    pub a_indexed: i64,
+    /// 0: B's scale per tensor; 1: indexed by `j`; 2: indexed by `i`.
+    pub b_index: i64,
+}
+
+/// `y = saturate(rint(acc * (a_scale * b_scale / y_scale) + y_zp))`.
+///
+/// # Safety
+/// The pointers hold what `p` describes; `y_zp` may be null.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_requantize(
+    p: *const RequantParams,
+    acc: *const i32,
+    a_scale: *const u8,
+    b_scale: *const u8,
+    y_scale: *const u8,
+    y_zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let [Ok(outer), Ok(len), Ok(inner)] = [p.outer, p.len, p.inner].map(usize::try_from) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(ys) = load_f32(y_scale, 0, p.scale_dtype) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if int_range(p.y_dtype).is_none() {
+        return STATUS_INVALID_PARAMS;
+    }
+    let zero = if y_zp.is_null() { 0 } else { load_int(y_zp, 0, p.y_dtype).unwrap_or(0) };
+    let dt = p.scale_dtype;
+    for o in 0..outer {
+        for j in 0..len {
+            let sa = load_f32(a_scale, if p.a_indexed != 0 { j } else { 0 }, dt).unwrap_or(0.0);
+            for i in 0..inner {
+                let at = match p.b_index {
+                    1 => j,
+                    2 => i,
+                    _ => 0,
+                };
+                let sb = load_f32(b_scale, at, dt).unwrap_or(0.0);
+                let scale = round_to(round_to(sa * sb, dt) / ys, dt);
+                let e = (o * len + j) * inner + i;
+                let v = *acc.add(e) as f64 * scale as f64 + zero as f64;
+                store_saturated(y, e, p.y_dtype, libm::rint(v));
+            }
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::ELEM_F32;
+
+    #[test]
+    fn quantize_rounds_half_to_even_and_saturates() {
+        let x = [0.5f32, 1.5, 2.5, -300.0, 300.0];
+        let scale = 1.0f32;
+        let zp = 0u8;
+        let p = QuantParams {
+            float_dtype: ELEM_F32,
+            int_dtype: ELEM_I8,
+            scale_dtype: ELEM_F32,
+            outer: 1,
+            len: 5,
+            inner: 1,
+            block: 1,
+            ..Default::default()
+        };
+        let mut y = [0i8; 5];
+        let status = unsafe {
+            onnxc_quantize(
+                &p,
+                x.as_ptr() as *const u8,
+                &scale as *const f32 as *const u8,
+                &zp,
+                y.as_mut_ptr() as *mut u8,
+            )
+        };
+        assert_eq!((status, y), (STATUS_OK, [0, 2, 2, -128, 127]));
+    }
+
+    #[test]
+    fn qmatmul_subtracts_zero_points() {
+        let a: [u8; 4] = [1, 2, 3, 4];
+        let b: [u8; 4] = [5, 6, 7, 8];
+        let (za, zb) = (1u8, 5u8);
+        let p = QMatMulParams {
+            a: QOperand { dtype: ELEM_U8, zp_indexed: 0 },
+            b: QOperand { dtype: ELEM_U8, zp_indexed: 0 },
+            m: 2,
+            k: 2,
+            n: 2,
+            ..Default::default()
+        };
+        let mut acc = [0i32; 4];
+        let status = unsafe { onnxc_qmatmul(&p, a.as_ptr(), b.as_ptr(), &za, &zb, acc.as_mut_ptr()) };
+        // (A - 1) = [[0,1],[2,3]], (B - 5) = [[0,1],[2,3]].
+        assert_eq!((status, acc), (STATUS_OK, [2, 3, 6, 11]));
+    }
+}
