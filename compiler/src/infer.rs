@@ -47,7 +47,25 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     bind_inputs(graph, bindings)?;
     let nodes = std::mem::take(&mut graph.nodes);
     let mut kept = Vec::with_capacity(nodes.len());
+    infer_nodes(graph, nodes, &mut kept, &mut 0)?;
+    graph.nodes = kept;
+    Ok(())
+}
+
+/// Infers `nodes` in order, folding what is constant and appending the
+/// rest to `kept`; control flow is expanded into ordinary nodes first
+/// (`unrolled` counts the nodes unrolling added).
+fn infer_nodes(
+    graph: &mut Graph,
+    nodes: Vec<Node>,
+    kept: &mut Vec<Node>,
+    unrolled: &mut usize,
+) -> Result<(), InferError> {
     for node in nodes {
+        if node.op.is_control_flow() {
+            crate::expand::Expansion { graph, kept, unrolled, infer: infer_nodes }.expand(node)?;
+            continue;
+        }
         let results = {
             let mut inputs = Vec::with_capacity(node.inputs.len());
             for (i, input) in node.inputs.iter().enumerate() {
@@ -65,7 +83,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
                                     value.ty.as_ref().map(ToString::to_string).unwrap_or_default(),
                                     node.op.name()
                                 )],
-                                wanted_inputs: input_ancestors(graph, &kept, &[*v]),
+                                wanted_inputs: input_ancestors(graph, kept, &[*v]),
                             });
                         }
                         let Some((dtype, shape)) =
@@ -99,7 +117,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
             node.op.infer(&cx).map_err(|e| {
                 let missing: Vec<ValueId> =
                     cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
-                let wanted_inputs = input_ancestors(graph, &kept, &missing);
+                let wanted_inputs = input_ancestors(graph, kept, &missing);
                 InferError { messages: vec![format!("{}: {e}", node.label())], wanted_inputs }
             })?
         };
@@ -135,13 +153,12 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
         }
         kept.push(node);
     }
-    graph.nodes = kept;
     Ok(())
 }
 
 /// The shape-like graph inputs that `values` are computed from (through the
 /// nodes scheduled so far): specialising on them makes `values` constants.
-fn input_ancestors(graph: &Graph, scheduled: &[Node], values: &[ValueId]) -> Vec<ValueId> {
+pub(crate) fn input_ancestors(graph: &Graph, scheduled: &[Node], values: &[ValueId]) -> Vec<ValueId> {
     let producer: HashMap<ValueId, &Node> =
         scheduled.iter().flat_map(|n| n.outputs.iter().map(move |&o| (o, n))).collect();
     let mut seen: HashSet<ValueId> = HashSet::new();

@@ -9,6 +9,7 @@ pub mod check;
 pub mod codegen;
 pub mod driver;
 pub mod emit;
+pub mod expand;
 pub mod import;
 pub mod infer;
 pub mod ir;

@@ -16,6 +16,7 @@
 mod bad_input;
 mod common;
 mod conformance;
+mod control_flow;
 mod dynamic;
 mod end_to_end;
 mod models;

@@ -11,8 +11,10 @@ pub mod attrs;
 pub mod tensor;
 
 use crate::ir::{DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::ops::control::Subgraph;
+use crate::ops::Op;
 use attrs::Attrs;
-use onnx_proto::{AttributeProto, FunctionProto, ModelProto, NodeProto, ValueInfoProto};
+use onnx_proto::{AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use std::collections::HashMap;
 
 /// How deep model-local functions may call each other before import gives up.
@@ -234,6 +236,16 @@ impl<'m> Importer<'m> {
             }
             return;
         }
+        if matches!(node.op_type(), "If" | "Loop" | "Scan") {
+            match self.control_flow(node, opset, scope, opsets, caller_attrs, depth) {
+                Ok(op) => self.push_node(name, op, inputs, &node.output, scope),
+                Err(e) => {
+                    self.errors.push(format!("{label}: {e}"));
+                    self.define_unknown(&node.output, scope);
+                }
+            }
+            return;
+        }
         let Some(importer) = crate::ops::importer(node.op_type()) else {
             self.errors.push(format!("{label}: unsupported operator {} (domain \"\", opset {opset})", node.op_type()));
             self.define_unknown(&node.output, scope);
@@ -250,24 +262,132 @@ impl<'m> Importer<'m> {
         match importer(&mut cx) {
             Ok(op) => {
                 let inputs = cx.inputs;
-                let outputs = node
-                    .output
-                    .iter()
-                    .map(|o| {
-                        let id = self.graph.add_value(o.as_str(), None, ValueDef::Computed);
-                        if !o.is_empty() {
-                            scope.insert(o.clone(), id);
-                        }
-                        id
-                    })
-                    .collect();
-                self.graph.nodes.push(Node { name, op, inputs, outputs });
+                self.push_node(name, op, inputs, &node.output, scope);
             }
             Err(e) => {
                 self.errors.push(format!("{label}: {e}"));
                 self.define_unknown(&node.output, scope);
             }
         }
+    }
+
+    /// Adds an imported node, defining its outputs in `scope`.
+    fn push_node(&mut self, name: String, op: Op, inputs: Vec<Option<ValueId>>, outputs: &[String], scope: &mut Scope) {
+        let outputs = outputs
+            .iter()
+            .map(|o| {
+                let id = self.graph.add_value(o.as_str(), None, ValueDef::Computed);
+                if !o.is_empty() {
+                    scope.insert(o.clone(), id);
+                }
+                id
+            })
+            .collect();
+        self.graph.nodes.push(Node { name, op, inputs, outputs });
+    }
+
+    /// If, Loop or Scan, with their subgraphs imported in a scope that
+    /// sees the values around them.
+    fn control_flow(
+        &mut self,
+        node: &'m NodeProto,
+        opset: i64,
+        scope: &Scope,
+        opsets: &HashMap<String, i64>,
+        caller_attrs: &HashMap<&str, &AttributeProto>,
+        depth: usize,
+    ) -> Result<Op, String> {
+        use crate::ops::control::{If, Loop, Scan};
+        let mut graph = |name: &str| -> Result<Subgraph, String> {
+            let g = node
+                .attribute
+                .iter()
+                .find(|a| a.name() == name)
+                .and_then(|a| a.g.as_ref())
+                .ok_or_else(|| format!("attribute \"{name}\" (a graph) is required"))?;
+            Ok(self.subgraph(g, scope, opsets, caller_attrs, depth))
+        };
+        match node.op_type() {
+            "If" => Ok(Op::If(If { then_branch: graph("then_branch")?, else_branch: graph("else_branch")? })),
+            "Loop" => Ok(Op::Loop(Loop { body: graph("body")? })),
+            _ => {
+                let body = graph("body")?;
+                let attrs = Attrs::new(&node.attribute);
+                let n = attrs.int("num_scan_inputs")?.ok_or("attribute \"num_scan_inputs\" is required")?;
+                let n = usize::try_from(n).map_err(|_| format!("attribute \"num_scan_inputs\" is {n}"))?;
+                // Scan-8's first input is sequence_lens, not a state.
+                let batched = opset < 9;
+                let states = node.input.len().saturating_sub(n + batched as usize);
+                let outputs = body.outputs.len().saturating_sub(states);
+                let directions = if batched { "directions" } else { "scan_input_directions" };
+                let list = |name: &str, len: usize| -> Result<Vec<i64>, String> {
+                    let v = attrs.ints(name)?.unwrap_or_else(|| vec![0; len]);
+                    if v.len() != len {
+                        return Err(format!("attribute \"{name}\" has {} values, expected {len}", v.len()));
+                    }
+                    Ok(v)
+                };
+                let reverse = |v: Vec<i64>| v.iter().map(|&d| d != 0).collect();
+                Ok(Op::Scan(Scan {
+                    input_axes: list("scan_input_axes", n)?,
+                    input_reverse: reverse(list(directions, n)?),
+                    output_axes: list("scan_output_axes", outputs)?,
+                    output_reverse: reverse(list("scan_output_directions", outputs)?),
+                    num_scan_inputs: n,
+                    batched,
+                    body,
+                }))
+            }
+        }
+    }
+
+    /// Imports a subgraph into the same value arena: its initializers and
+    /// formal inputs join a copy of the outer scope, its nodes are kept
+    /// apart for the control-flow operator.
+    fn subgraph(
+        &mut self,
+        g: &'m GraphProto,
+        outer: &Scope,
+        opsets: &HashMap<String, i64>,
+        caller_attrs: &HashMap<&str, &AttributeProto>,
+        depth: usize,
+    ) -> Subgraph {
+        let mut scope = outer.clone();
+        for init in &g.initializer {
+            match tensor::tensor_from_proto(init) {
+                Ok(t) => {
+                    let id = self.const_value(init.name(), t);
+                    scope.insert(init.name().to_string(), id);
+                }
+                Err(e) => self.errors.push(format!("subgraph \"{}\": initializer {e}", g.name())),
+            }
+        }
+        let inputs = g
+            .input
+            .iter()
+            .map(|i| {
+                let id = self.graph.add_value(i.name(), value_type(i).ok(), ValueDef::Computed);
+                scope.insert(i.name().to_string(), id);
+                id
+            })
+            .collect();
+        let outer_nodes = std::mem::take(&mut self.graph.nodes);
+        for n in &g.node {
+            self.node(n, &mut scope, opsets, caller_attrs, depth);
+        }
+        let nodes = std::mem::replace(&mut self.graph.nodes, outer_nodes);
+        let outputs = g
+            .output
+            .iter()
+            .filter_map(|o| {
+                let id = scope.get(o.name()).copied();
+                if id.is_none() {
+                    self.errors.push(format!("subgraph \"{}\": output \"{}\" is not computed", g.name(), o.name()));
+                }
+                id
+            })
+            .collect();
+        Subgraph { inputs, nodes, outputs }
     }
 
     /// Defines the outputs of a node that could not be imported, so that

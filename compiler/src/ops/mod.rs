@@ -9,6 +9,7 @@
 //! conformance list.
 
 pub mod attention;
+pub mod control;
 pub mod conv;
 pub mod einsum;
 pub mod elementwise;
@@ -211,6 +212,9 @@ ops! {
     OneHot(gather::OneHot),
     TopK(gather::TopK),
     NonZero(select::NonZero),
+    If(control::If),
+    Loop(control::Loop),
+    Scan(control::Scan),
     Linear(quant::Linear),
     DynamicQuantize(quant::DynamicQuantize),
     IntegerProduct(quant::IntegerProduct),
@@ -260,6 +264,21 @@ impl Op {
     }
     pub fn foldable(&self) -> bool {
         self.inner().foldable()
+    }
+
+    pub fn is_control_flow(&self) -> bool {
+        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_))
+    }
+
+    /// The subgraphs of If, Loop and Scan; `None` for other operators.
+    pub fn subgraphs_mut(&mut self) -> Option<Vec<&mut control::Subgraph>> {
+        use control::ControlFlow;
+        match self {
+            Op::If(op) => Some(op.subgraphs_mut()),
+            Op::Loop(op) => Some(op.subgraphs_mut()),
+            Op::Scan(op) => Some(op.subgraphs_mut()),
+            _ => None,
+        }
     }
 }
 

@@ -1,0 +1,122 @@
+//! If, Loop and Scan through the CLI: a loop with a known trip count and a
+//! nested If is unrolled and compiled without specialisation; an If on a
+//! run-time condition is reported by `compile` and specialised by `run`;
+//! an absurd trip count is refused by the unrolling budget.
+
+use crate::common::{onnxc_in, run_model, succeeded, write_model};
+use crate::models::{int64s, model, node, typed_value, value};
+use onnx_proto::*;
+
+fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(attribute_proto::AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    }
+}
+
+fn graph(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, name: &str) -> GraphProto {
+    GraphProto { name: Some(name.into()), node: nodes, input: inputs, output: outputs, ..Default::default() }
+}
+
+fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(1),
+        float_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn f32s(t: &TensorProto) -> Vec<f32> {
+    match &t.raw_data {
+        Some(raw) => raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
+        None => t.float_data.clone(),
+    }
+}
+
+/// `y = x; for i in 0..m { y = if i is even { y + x } else { y * x } }`,
+/// also stacking every `y` as a scan output.
+fn loop_model(m: i64) -> ModelProto {
+    let even = node("Mod", "parity", &["i", "two"], &["rest"]);
+    let is_even = node("Equal", "is_even", &["rest", "zero"], &["even"]);
+    let mut branch = node("If", "branch", &["even"], &["next"]);
+    branch.attribute.push(graph_attr(
+        "then_branch",
+        graph(vec![node("Add", "add", &["y_in", "x"], &["sum"])], vec![], vec![value("sum", None)], "then"),
+    ));
+    branch.attribute.push(graph_attr(
+        "else_branch",
+        graph(vec![node("Mul", "mul", &["y_in", "x"], &["product"])], vec![], vec![value("product", None)], "else"),
+    ));
+    let keep = node("Identity", "keep", &["cond_in"], &["cond_out"]);
+    let copy = node("Identity", "copy", &["next"], &["scanned"]);
+    let body = graph(
+        vec![even, is_even, branch, keep, copy],
+        vec![typed_value("i", 7, Some(&[])), typed_value("cond_in", 9, Some(&[])), value("y_in", None)],
+        vec![typed_value("cond_out", 9, Some(&[])), value("next", None), value("scanned", None)],
+        "body",
+    );
+    let mut lp = node("Loop", "loop", &["m", "", "x"], &["y", "ys"]);
+    lp.attribute.push(graph_attr("body", body));
+    let mut md =
+        model(vec![lp], vec![value("x", Some(&[2]))], vec![value("y", Some(&[2])), value("ys", Some(&[-1, 2]))]);
+    let g = md.graph.as_mut().expect("graph");
+    g.initializer.extend([int64s("m", &[], &[m]), int64s("two", &[], &[2]), int64s("zero", &[], &[0])]);
+    md
+}
+
+#[test]
+fn a_loop_with_a_known_trip_count_and_a_nested_if_is_unrolled() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &loop_model(3));
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
+    assert!(succeeded(&out), "a static loop must compile: {}", out.stderr);
+    let mir = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
+    assert!(succeeded(&mir), "{}", mir.stderr);
+    let text = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
+    assert!(!text.contains("Loop(") && !text.contains("If("), "control flow left after inference:\n{text}");
+
+    let outputs = run_model(&loop_model(3), &[floats("x", &[2], &[2.0, 3.0])])
+        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    // y: x=2 → (2+2)=4 → 4*2=8 → 8+2=10; x=3 → 6 → 18 → 21.
+    assert_eq!(f32s(&outputs[0]), [10.0, 21.0]);
+    assert_eq!(outputs[1].dims, [3, 2]);
+    assert_eq!(f32s(&outputs[1]), [4.0, 6.0, 8.0, 18.0, 10.0, 21.0]);
+}
+
+#[test]
+fn an_absurd_trip_count_is_refused_by_the_unrolling_budget() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &loop_model(1 << 40));
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("\"loop\"") && out.stderr.contains("unrolling"), "{}", out.stderr);
+}
+
+#[test]
+fn an_if_on_a_run_time_condition_is_reported_by_compile_and_specialised_by_run() {
+    let mut branch = node("If", "choose", &["c"], &["y"]);
+    branch.attribute.push(graph_attr(
+        "then_branch",
+        graph(vec![node("Neg", "neg", &["x"], &["a"])], vec![], vec![value("a", None)], "then"),
+    ));
+    branch.attribute.push(graph_attr(
+        "else_branch",
+        graph(vec![node("Abs", "abs", &["x"], &["b"])], vec![], vec![value("b", None)], "else"),
+    ));
+    let m =
+        model(vec![branch], vec![typed_value("c", 9, Some(&[])), value("x", Some(&[2]))], vec![value("y", Some(&[2]))]);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("\"choose\"") && out.stderr.contains("run-time"), "{}", out.stderr);
+
+    let cond = TensorProto { name: Some("c".into()), data_type: Some(9), int32_data: vec![1], ..Default::default() };
+    let outputs = run_model(&m, &[cond, floats("x", &[2], &[1.5, -2.0])])
+        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    assert_eq!(f32s(&outputs[0]), [-1.5, 2.0]);
+}
