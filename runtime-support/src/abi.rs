@@ -180,6 +180,8 @@ kernel_table! {
     onnxc_f32_to_f16(f32) -> i32;
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
+    onnxc_widen_f32(i64, *const u16, *mut f32, i64) -> i32;
+    onnxc_narrow_f32(i64, *const f32, *mut u16, i64) -> i32;
 
     onnxc_attention(*const AttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *const i64, *mut u8, *mut u8, *mut u8, *mut u8, *mut u8) -> i32;
     onnxc_rotary_embedding(*const RotaryParams, *const u8, *const u8, *const u8, *const i64, *mut u8) -> i32;

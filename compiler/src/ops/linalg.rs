@@ -23,8 +23,10 @@
 //! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
 //! limit) while generated loops walk any outer ones; f64 and the integer
 //! types run a plain Cranelift loop nest over the same description (integer
-//! Gemm needs integral `alpha`/`beta`). f16/bf16 are not lowered.
+//! Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
+//! staged f32 copies ([`super::staging`]).
 
+use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
@@ -40,7 +42,7 @@ pub fn import_matmul(_cx: &mut NodeImport) -> Result<Op, String> {
     Ok(Op::MatMul(MatMul))
 }
 
-/// Element types either product lowers.
+/// Element types either product lowers (f16/bf16 arrive staged as f32).
 fn check_dtype(dtype: DType) -> Result<(), String> {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32 | DType::U64 => Ok(()),
@@ -166,7 +168,7 @@ impl Operator for MatMul {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
-        check_dtype(a.dtype)?;
+        check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
         let (shape, _) = matmul_problem(a.shape, b.shape)?;
         Ok(vec![Inferred::new(a.dtype, shape)])
@@ -177,6 +179,10 @@ impl Operator for MatMul {
         let (_, b) = cx.input_type(1)?;
         let (_, p) = matmul_problem(&a, &b)?;
         emit_gemm(cx, dtype, &p, false)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -251,7 +257,7 @@ impl Operator for Gemm {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
-        check_dtype(a.dtype)?;
+        check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
         let c = cx.opt_input(2);
         if c.is_some() {
@@ -275,6 +281,10 @@ impl Operator for Gemm {
         let c = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let p = self.problem(&a, &b, c.as_deref())?;
         emit_gemm(cx, dtype, &p, c.is_some())
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 

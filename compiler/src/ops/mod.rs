@@ -24,6 +24,7 @@ pub mod scatter;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
+pub mod staging;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -115,6 +116,12 @@ pub trait Operator: std::fmt::Debug {
     fn foldable(&self) -> bool {
         true
     }
+
+    /// True when the lowering computes only f32 of the float types and its
+    /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
+    fn stages_halves(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! ops {
@@ -199,10 +206,17 @@ impl Op {
         self.inner().infer(cx)
     }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        self.inner().lower(cx)
+        let op = self.inner();
+        if op.stages_halves() {
+            staging::lower(op, cx)
+        } else {
+            op.lower(cx)
+        }
     }
     pub fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        self.inner().scratch_bytes(cx)
+        let op = self.inner();
+        let staged = if op.stages_halves() { staging::scratch_bytes(op, cx) } else { 0 };
+        staged + op.scratch_bytes(cx)
     }
     pub fn is_view(&self) -> bool {
         self.inner().is_view()
