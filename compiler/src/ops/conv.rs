@@ -6,8 +6,10 @@
 //! `B [M]`; attributes `auto_pad` (NOTSET, SAME_UPPER, SAME_LOWER, VALID),
 //! `pads`, `strides`, `dilations`, `group`, `kernel_shape` (inferred from W
 //! when absent, checked against W when present). The opset versions differ
-//! only in type constraints. Type constraints: f16, f32, f64; only f32 is
-//! lowered (`onnxc_conv_f32`, im2col + gemm, with planned scratch).
+//! only in type constraints. Type constraints: f16, f32, f64 (bf16 from
+//! opset 22); f32 is lowered through `onnxc_conv_f32` (im2col + gemm, with
+//! planned scratch), f16/bf16 through it on staged f32 copies
+//! ([`super::staging`]), as for ConvTranspose and Col2Im.
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -23,6 +25,7 @@
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
 //! output `[N, C, image...]` (`onnxc_col2im_f32`). f32 only.
 
+use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
@@ -285,7 +288,7 @@ trait ConvKernel {
 
     fn infer_conv(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, w) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 {
+        if compute_type(x.dtype) != DType::F32 {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         if w.dtype != x.dtype {
@@ -336,6 +339,9 @@ macro_rules! conv_operator {
             }
             fn lower(&self, cx: &mut Lower) -> Result<(), String> {
                 self.lower_conv(cx)
+            }
+            fn stages_halves(&self) -> bool {
+                true
             }
         }
     };
@@ -556,7 +562,7 @@ impl Operator for Col2Im {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
+        if compute_type(x.dtype) != DType::F32 {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         let p = self.params(x.shape, cx.const_input(1)?, cx.const_input(2)?)?;
@@ -572,5 +578,9 @@ impl Operator for Col2Im {
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
         cx.call_checked("onnxc_col2im_f32", &[params, xp, yp])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
