@@ -128,6 +128,7 @@ kernel_table! {
     onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_lrn_f32(*const LrnParams, *const f32, *mut f32) -> i32;
     onnxc_softmax_f32(*const SoftmaxParams, *const f32, *mut f32) -> i32;
+    onnxc_softmax_f64(*const SoftmaxParams, *const f64, *mut f64) -> i32;
     onnxc_reduce_f32(*const ReduceParams, *const f32, *mut f32) -> i32;
     onnxc_reduce_f64(*const ReduceParams, *const f64, *mut f64) -> i32;
     onnxc_reduce_i32(*const ReduceParams, *const i32, *mut i32) -> i32;

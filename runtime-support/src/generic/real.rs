@@ -22,6 +22,7 @@ pub trait Real:
         self.partial_cmp(&self).is_none()
     }
     fn exp(self) -> Self;
+    fn ln(self) -> Self;
     fn tanh(self) -> Self;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
@@ -34,6 +35,9 @@ impl Real for f32 {
     const NAN: f32 = f32::NAN;
     fn exp(self) -> f32 {
         libm::expf(self)
+    }
+    fn ln(self) -> f32 {
+        libm::logf(self)
     }
     fn tanh(self) -> f32 {
         libm::tanhf(self)
@@ -53,6 +57,9 @@ impl Real for f64 {
     const NAN: f64 = f64::NAN;
     fn exp(self) -> f64 {
         libm::exp(self)
+    }
+    fn ln(self) -> f64 {
+        libm::log(self)
     }
     fn tanh(self) -> f64 {
         libm::tanh(self)
