@@ -24,6 +24,9 @@ pub trait Real:
     fn exp(self) -> Self;
     fn ln(self) -> Self;
     fn tanh(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn abs(self) -> Self;
+    fn powf(self, e: Self) -> Self;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
 }
@@ -41,6 +44,15 @@ impl Real for f32 {
     }
     fn tanh(self) -> f32 {
         libm::tanhf(self)
+    }
+    fn sqrt(self) -> f32 {
+        libm::sqrtf(self)
+    }
+    fn abs(self) -> f32 {
+        libm::fabsf(self)
+    }
+    fn powf(self, e: f32) -> f32 {
+        libm::powf(self, e)
     }
     fn from_f64(v: f64) -> f32 {
         v as f32
@@ -63,6 +75,15 @@ impl Real for f64 {
     }
     fn tanh(self) -> f64 {
         libm::tanh(self)
+    }
+    fn sqrt(self) -> f64 {
+        libm::sqrt(self)
+    }
+    fn abs(self) -> f64 {
+        libm::fabs(self)
+    }
+    fn powf(self, e: f64) -> f64 {
+        libm::pow(self, e)
     }
     fn from_f64(v: f64) -> f64 {
         v
