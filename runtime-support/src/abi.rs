@@ -124,6 +124,7 @@ macro_rules! kernel_table {
 kernel_table! {
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64) -> i32;
     onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64) -> i32;
     onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32) -> i32;
@@ -193,7 +194,9 @@ kernel_table! {
     onnxc_causal_conv_with_state(*const CausalConvParams, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_linear_attention(*const LinearAttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut f32) -> i32;
     onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_conv_transpose_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
+    onnxc_col2im_f64(*const ConvParams, *const f64, *mut f64) -> i32;
     onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
     onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;

@@ -7,9 +7,10 @@
 //! `pads`, `strides`, `dilations`, `group`, `kernel_shape` (inferred from W
 //! when absent, checked against W when present). The opset versions differ
 //! only in type constraints. Type constraints: f16, f32, f64 (bf16 from
-//! opset 22); f32 is lowered through `onnxc_conv_f32` (im2col + gemm, with
-//! planned scratch), f16/bf16 through it on staged f32 copies
-//! ([`super::staging`]), as for ConvTranspose and Col2Im.
+//! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
+//! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
+//! on staged copies ([`super::staging`]), and likewise ConvTranspose and
+//! Col2Im.
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -18,14 +19,13 @@
 //! SAME_*, which asks for `in * stride`) fixes the output and the padding
 //! is derived from it (extra at the end for SAME_UPPER, at the start
 //! otherwise, possibly negative); else `pads` give `stride * (in - 1) +
-//! output_padding + (k - 1) * dilation + 1 - pads`. f32 only
-//! (`onnxc_conv_transpose_f32`: gemm `W^T X` into columns, then col2im).
+//! output_padding + (k - 1) * dilation + 1 - pads`
+//! (`onnxc_conv_transpose_*`: gemm `W^T X` into columns, then col2im).
 //!
 //! Col2Im (18): `input [N, C * prod(block), L]`, `image_shape` and
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
-//! output `[N, C, image...]` (`onnxc_col2im_f32`). f32 only.
+//! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
-use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
@@ -279,8 +279,14 @@ impl Conv {
     }
 }
 
+/// The f32 or f64 variant of kernel `base` for an element type.
+fn kernel_for(base: &str, dtype: DType) -> String {
+    format!("{base}_{}", if dtype == DType::F64 { "f64" } else { "f32" })
+}
+
 /// What Conv and ConvTranspose share: `(X, W, optional B) → Y` through one
-/// f32 kernel that takes [`ConvParams`] and an optional scratch area.
+/// kernel (`KERNEL_f32`/`_f64`) that takes [`ConvParams`] and an optional
+/// scratch area.
 trait ConvKernel {
     const KERNEL: &'static str;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
@@ -288,7 +294,7 @@ trait ConvKernel {
 
     fn infer_conv(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, w) = (cx.input(0)?, cx.input(1)?);
-        if compute_type(x.dtype) != DType::F32 {
+        if !x.dtype.is_float() {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         if w.dtype != x.dtype {
@@ -307,11 +313,13 @@ trait ConvKernel {
         let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
             return 0;
         };
-        self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * 4)
+        // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
+        let size = if x.dtype == DType::F64 { 8 } else { 4 };
+        self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * size)
     }
 
     fn lower_conv(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
         let p = self.conv_params(&x, &w)?;
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
@@ -320,7 +328,7 @@ trait ConvKernel {
         let wp = cx.input_ptr(1)?;
         let bp = cx.opt_input_ptr(2);
         let yp = cx.output_ptr(0)?;
-        cx.call_checked(Self::KERNEL, &[params, xp, wp, bp, yp, scratch])
+        cx.call_checked(&kernel_for(Self::KERNEL, dtype), &[params, xp, wp, bp, yp, scratch])
     }
 }
 
@@ -348,7 +356,7 @@ macro_rules! conv_operator {
 }
 
 impl ConvKernel for Conv {
-    const KERNEL: &'static str = "onnxc_conv_f32";
+    const KERNEL: &'static str = "onnxc_conv";
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -474,7 +482,7 @@ impl ConvTranspose {
 }
 
 impl ConvKernel for ConvTranspose {
-    const KERNEL: &'static str = "onnxc_conv_transpose_f32";
+    const KERNEL: &'static str = "onnxc_conv_transpose";
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -562,7 +570,7 @@ impl Operator for Col2Im {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if compute_type(x.dtype) != DType::F32 {
+        if !x.dtype.is_float() {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         let p = self.params(x.shape, cx.const_input(1)?, cx.const_input(2)?)?;
@@ -570,14 +578,14 @@ impl Operator for Col2Im {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let image = cx.const_input(1).ok_or("input 1 (image_shape) must be a constant")?.clone();
         let block = cx.const_input(2).ok_or("input 2 (block_shape) must be a constant")?.clone();
         let p = self.params(&x, &image, &block)?;
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_col2im_f32", &[params, xp, yp])
+        cx.call_checked(&kernel_for("onnxc_col2im", dtype), &[params, xp, yp])
     }
 
     fn stages_halves(&self) -> bool {
