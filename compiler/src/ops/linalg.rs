@@ -15,7 +15,8 @@
 //! * Det (opsets 11, 22): determinant of each square matrix in the last
 //!   two dims of `[*, M, M]`, giving `[*]`. Type constraints: float types;
 //!   onnxc lowers f32 and f64 through `onnxc_det_{f32,f64}` (LU with
-//!   partial pivoting in f64 scratch).
+//!   partial pivoting in f64 scratch), f16/bf16 through the f32 one on
+//!   staged copies.
 //!
 //! MatMul and Gemm are described by one batched strided [`Problem`]: the matrix part
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
@@ -452,8 +453,8 @@ impl Operator for Det {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if !matches!(x.dtype, DType::F32 | DType::F64) {
-            return Err(format!("input X is {}, only f32 and f64 are supported", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input X is {}, expected a float type", x.dtype));
         }
         det_dims(x.shape)?;
         Ok(vec![Inferred::new(x.dtype, x.shape[..x.shape.len() - 2].to_vec())])
@@ -471,5 +472,9 @@ impl Operator for Det {
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         let name = if dtype == DType::F64 { "onnxc_det_f64" } else { "onnxc_det_f32" };
         cx.call_checked(name, &[params, x, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

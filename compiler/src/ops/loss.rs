@@ -2,8 +2,8 @@
 //! SoftmaxCrossEntropyLoss (opsets 12, 13).
 //!
 //! Type constraints: `T` (input, weight, outputs) is a float type, `Tind`
-//! (target) is i32 or i64. onnxc compiles f32 `T`; other float types are
-//! reported as unsupported. The input is `[N, C, d1..dk]`, the target
+//! (target) is i32 or i64. onnxc compiles f32 `T`, and f16/bf16 on staged
+//! f32 copies ([`super::staging`]); f64 is reported as unsupported. The input is `[N, C, d1..dk]`, the target
 //! `[N, d1..dk]`, the optional weight `[C]`; the loss is the target's shape
 //! (`reduction = "none"`) or a scalar (`"sum"`, `"mean"`, the default).
 //! SoftmaxCrossEntropyLoss has an optional second output, the log-softmax of
@@ -17,6 +17,7 @@
 //! or, when that is absent, into scratch. A target outside `[0, C)` that is
 //! not `ignore_index` stops the model with `INDEX_OUT_OF_RANGE`.
 
+use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -83,8 +84,8 @@ impl Operator for Loss {
         let x = cx.input(0)?;
         let target = cx.input(1)?;
         let weight = cx.opt_input(2);
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if compute_type(x.dtype) != DType::F32 {
+            return Err(format!("input 0 is {}, only f32, f16 and bf16 are supported yet", x.dtype));
         }
         if !matches!(target.dtype, DType::I32 | DType::I64) {
             return Err(format!("input 1 (target) is {}, expected i32 or i64", target.dtype));
@@ -105,7 +106,7 @@ impl Operator for Loss {
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
         match (self.kind, cx.input(0)) {
-            (LossKind::SoftmaxCrossEntropy, Ok(x)) => x.shape.iter().product::<usize>() * x.dtype.size(),
+            (LossKind::SoftmaxCrossEntropy, Ok(x)) => x.shape.iter().product::<usize>() * 4,
             _ => 0,
         }
     }
@@ -137,5 +138,9 @@ impl Operator for Loss {
         let weight = cx.opt_input_ptr(2);
         let loss = cx.output_ptr(0)?;
         cx.call_checked("onnxc_nll_loss_f32", &[params, x, target, weight, loss])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Type constraints: Resize/Upsample `T` is any tensor type, scales f32,
 //! sizes i64, roi float; GridSample `T1` any type with a float grid `T2`;
-//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 data (other
-//! types are reported as unsupported); scales, sizes, roi and AffineGrid's
-//! size must be known at compile time since they fix the output shape.
+//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 data, and
+//! f16/bf16 on staged f32 copies ([`super::staging`]); other types are
+//! reported as unsupported. Scales, sizes, roi and AffineGrid's size must
+//! be known at compile time since they fix the output shape.
 //!
 //! Opset normalisation, in the importers:
 //! * Resize and Upsample become one [`Resize`] whose inputs are always
@@ -25,6 +26,7 @@
 //! whose params (per-axis sizes, scales, roi) are computed here at compile
 //! time exactly as the ONNX reference computes them.
 
+use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -275,8 +277,8 @@ impl Operator for Resize {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if compute_type(x.dtype) != DType::F32 {
+            return Err(format!("input 0 is {}, only f32, f16 and bf16 are supported yet", x.dtype));
         }
         let p = self.params_from(cx)?;
         let out = p.out_dims[..x.shape.len()].iter().map(|&d| d as usize).collect();
@@ -294,6 +296,10 @@ impl Operator for Resize {
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_resize_f32", &[params, x, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -362,8 +368,8 @@ impl Operator for GridSample {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, grid) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 || grid.dtype != DType::F32 {
-            return Err(format!("inputs are {} and {}, only f32 is supported yet", x.dtype, grid.dtype));
+        if compute_type(x.dtype) != DType::F32 || compute_type(grid.dtype) != DType::F32 {
+            return Err(format!("inputs are {} and {}, only f32, f16 and bf16 are supported yet", x.dtype, grid.dtype));
         }
         self.params(x.shape, grid.shape)?;
         let k = x.shape.len() - 2;
@@ -376,6 +382,10 @@ impl Operator for GridSample {
         let params = cx.params(&p)?;
         let (x, grid, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_grid_sample_f32", &[params, x, grid, y])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -424,8 +434,8 @@ impl Operator for AffineGrid {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let theta = cx.input(0)?;
-        if theta.dtype != DType::F32 {
-            return Err(format!("input 0 (theta) is {}, only f32 is supported yet", theta.dtype));
+        if compute_type(theta.dtype) != DType::F32 {
+            return Err(format!("input 0 (theta) is {}, only f32, f16 and bf16 are supported yet", theta.dtype));
         }
         let p = self.params(theta.shape, cx.const_input(1)?)?;
         let shape = Self::out_shape(&p);
@@ -440,5 +450,9 @@ impl Operator for AffineGrid {
         let params = cx.params(&p)?;
         let (theta, grid) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_affine_grid_f32", &[params, theta, grid])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

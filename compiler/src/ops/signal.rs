@@ -2,7 +2,8 @@
 //! HammingWindow, BlackmanWindow, and MelWeightMatrix.
 //!
 //! * DFT (opsets 17, 20): input `[..., signal, 1|2]` (real or complex, `T`
-//!   f16/bf16/f32/f64; onnxc lowers f32 and f64), optional `dft_length`
+//!   f16/bf16/f32/f64; onnxc lowers f32 and f64, the 16-bit types on staged
+//!   f32 copies: [`super::staging`]), optional `dft_length`
 //!   (i32/i64 scalar, a compile-time constant). Opset 17 has the `axis`
 //!   attribute (default 1); opset 20 takes `axis` as optional input 2
 //!   (default -2). The importer turns the attribute into a constant input 2,
@@ -30,6 +31,7 @@
 //! those are compile-time constants and `infer` computes the whole result
 //! (in f64, then converted), which removes the node.
 
+use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -60,9 +62,9 @@ fn scalar_int(cx: &InferCx, i: usize, name: &str) -> Result<Option<i64>, String>
 }
 
 fn float_dtype(dtype: DType, what: &str) -> Result<(), String> {
-    match dtype {
+    match compute_type(dtype) {
         DType::F32 | DType::F64 => Ok(()),
-        other => Err(format!("{what} is {other}, only f32 and f64 are supported")),
+        _ => Err(format!("{what} is {dtype}, expected a float type")),
     }
 }
 
@@ -162,6 +164,10 @@ impl Operator for Dft {
         let name = if dtype == DType::F64 { "onnxc_dft_f64" } else { "onnxc_dft_f32" };
         cx.call_checked(name, &[params, x, y, scratch])
     }
+
+    fn stages_halves(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -258,6 +264,10 @@ impl Operator for Stft {
         let (x, w, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(2), cx.output_ptr(0)?);
         let name = if dtype == DType::F64 { "onnxc_stft_f64" } else { "onnxc_stft_f32" };
         cx.call_checked(name, &[params, x, w, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
