@@ -331,7 +331,9 @@ fn window_values(kind: WindowKind, size: usize, periodic: bool) -> Vec<f64> {
                     let alpha = 25.0 / 46.0;
                     alpha - (1.0 - alpha) * (tau * x).cos()
                 }
-                WindowKind::Blackman => 0.42 - 0.5 * (tau * x).cos() + 0.08 * (2.0 * tau * x).cos(),
+                // Summed in the reference's order: its centre tap is exactly 1,
+                // which matters when the window is truncated to integers.
+                WindowKind::Blackman => -0.5 * (tau * x).cos() + 0.08 * (2.0 * tau * x).cos() + 0.42,
             }
         })
         .collect()
