@@ -11,6 +11,7 @@ use crate::generic::attention::*;
 use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
+use crate::generic::deform_conv::*;
 use crate::generic::gemm::*;
 use crate::generic::indexing::*;
 use crate::generic::loss::*;
@@ -197,6 +198,8 @@ kernel_table! {
     onnxc_conv_transpose_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
     onnxc_col2im_f64(*const ConvParams, *const f64, *mut f64) -> i32;
+    onnxc_deform_conv_f32(*const DeformConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_deform_conv_f64(*const DeformConvParams, *const f64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
     onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;

@@ -1,6 +1,6 @@
-//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), its transpose
-//! (ConvTranspose, Col2Im), and the sliding window geometry ([`Window`])
-//! that Conv and the pooling operators share.
+//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), its deformable
+//! form (DeformConv), its transpose (ConvTranspose, Col2Im), and the sliding
+//! window geometry ([`Window`]) that Conv and the pooling operators share.
 //!
 //! Conv: `X [N, C, spatial...]`, `W [M, C/group, kernel...]`, optional bias
 //! `B [M]`; attributes `auto_pad` (NOTSET, SAME_UPPER, SAME_LOWER, VALID),
@@ -22,6 +22,15 @@
 //! output_padding + (k - 1) * dilation + 1 - pads`
 //! (`onnxc_conv_transpose_*`: gemm `W^T X` into columns, then col2im).
 //!
+//! DeformConv (19, 22): Conv's `X`, `W`, optional `B` plus `offset [N,
+//! offset_group * prod(kernel) * rank, out...]` (per tap and spatial dim,
+//! added to the sampling position) and optional `mask [N, offset_group *
+//! prod(kernel), out...]`; attributes as Conv without `auto_pad`, plus
+//! `offset_group` (splits the input channels). Positions are sampled by
+//! multilinear interpolation, zero outside the input
+//! (`onnxc_deform_conv_{f32,f64}` in `generic/deform_conv.rs`; f16/bf16
+//! staged).
+//!
 //! Col2Im (18): `input [N, C * prod(block), L]`, `image_shape` and
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
 //! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
@@ -31,7 +40,10 @@ use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
-use onnxc_runtime::{conv_scratch_elems, conv_transpose_scratch_elems, ConvParams, MAX_RANK, MAX_SPATIAL_RANK};
+use onnxc_runtime::{
+    conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems, ConvParams, DeformConvParams,
+    MAX_RANK, MAX_SPATIAL_RANK,
+};
 
 /// How the spatial padding is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -232,7 +244,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if window.ceil_mode {
         return Err("Conv has no attribute \"ceil_mode\"".into());
     }
-    Ok(Op::Conv(Conv { window, group: parse_group(cx)? }))
+    Ok(Op::Conv(Conv { window, group: parse_count(cx, "group")? }))
 }
 
 impl Conv {
@@ -367,6 +379,98 @@ impl ConvKernel for Conv {
 conv_operator!(Conv, "Conv");
 
 #[derive(Clone, Debug)]
+pub struct DeformConv {
+    /// The sliding window and `group`, as Conv's (there is no `auto_pad`).
+    pub conv: Conv,
+    pub offset_group: usize,
+}
+
+pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
+    let window = Window::parse(&cx.attrs)?;
+    let conv = Conv { window, group: parse_count(cx, "group")? };
+    Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
+}
+
+impl DeformConv {
+    /// Kernel parameters from the shapes of X, W, offset and the optional mask.
+    fn params(
+        &self,
+        x: &[usize],
+        w: &[usize],
+        offset: &[usize],
+        mask: Option<&[usize]>,
+    ) -> Result<DeformConvParams, String> {
+        let conv = self.conv.params(x, w)?;
+        let og = self.offset_group;
+        if !x[1].is_multiple_of(og) {
+            return Err(format!("{} input channels do not split into offset_group = {og}", x[1]));
+        }
+        let r = x.len() - 2;
+        let taps: usize = w[2..].iter().product();
+        let out = &Conv::output_shape(&conv)[2..];
+        let expect =
+            |per_tap: usize| -> Vec<usize> { [x[0], og * taps * per_tap].iter().chain(out).copied().collect() };
+        if offset != expect(r) {
+            return Err(format!("input 2 (offset) has shape {offset:?}, expected {:?}", expect(r)));
+        }
+        if let Some(mask) = mask.filter(|&m| m != expect(1)) {
+            return Err(format!("input 4 (mask) has shape {mask:?}, expected {:?}", expect(1)));
+        }
+        Ok(DeformConvParams { conv, offset_group: og as i64 })
+    }
+}
+
+impl Operator for DeformConv {
+    fn name(&self) -> &'static str {
+        "DeformConv"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !x.dtype.is_float() {
+            return Err(format!("element type {} is not supported", x.dtype));
+        }
+        for (i, name) in [(1, "W"), (2, "offset"), (3, "B"), (4, "mask")] {
+            if let Some(t) = cx.opt_input(i).filter(|t| t.dtype != x.dtype) {
+                return Err(format!("input {i} ({name}) is {}, expected {} like X", t.dtype, x.dtype));
+            }
+        }
+        let mask = cx.opt_input(4).map(|m| m.shape);
+        let p = self.params(x.shape, cx.input(1)?.shape, cx.input(2)?.shape, mask)?;
+        if let Some(b) = cx.opt_input(3).filter(|b| b.shape != [p.conv.out_channels as usize]) {
+            return Err(format!("input 3 (B) has shape {:?}, expected [{}]", b.shape, p.conv.out_channels));
+        }
+        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p.conv))])
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        let (Ok(x), Ok(w), Ok(offset)) = (cx.input(0), cx.input(1), cx.input(2)) else {
+            return 0;
+        };
+        let size = if x.dtype == DType::F64 { 8 } else { 4 };
+        let mask = cx.opt_input(4).map(|m| m.shape);
+        self.params(x.shape, w.shape, offset.shape, mask).map_or(0, |p| deform_conv_scratch_elems(&p) * size)
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, x) = cx.input_type(0)?;
+        let mask = if cx.has_input(4) { Some(cx.input_type(4)?.1) } else { None };
+        let p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, mask.as_deref())?;
+        let scratch = if deform_conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let mut args = vec![cx.params(&p)?];
+        for i in 0..3 {
+            args.push(cx.input_ptr(i)?);
+        }
+        args.extend([cx.opt_input_ptr(3), cx.opt_input_ptr(4), cx.output_ptr(0)?, scratch]);
+        cx.call_checked(&kernel_for("onnxc_deform_conv", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Clone, Debug)]
 pub struct ConvTranspose {
     pub window: Window,
     pub group: usize,
@@ -374,12 +478,10 @@ pub struct ConvTranspose {
     pub output_shape: Vec<usize>,
 }
 
-fn parse_group(cx: &NodeImport) -> Result<usize, String> {
-    let group = cx.attrs.int_or("group", 1)?;
-    usize::try_from(group)
-        .ok()
-        .filter(|&g| g >= 1)
-        .ok_or_else(|| format!("attribute \"group\" is {group}, expected >= 1"))
+/// A count attribute (`group`, `offset_group`): default 1, at least 1.
+fn parse_count(cx: &NodeImport, name: &str) -> Result<usize, String> {
+    let v = cx.attrs.int_or(name, 1)?;
+    usize::try_from(v).ok().filter(|&g| g >= 1).ok_or_else(|| format!("attribute \"{name}\" is {v}, expected >= 1"))
 }
 
 fn nonneg_list(a: &Attrs, name: &str) -> Result<Vec<usize>, String> {
@@ -396,7 +498,7 @@ pub fn import_conv_transpose(cx: &mut NodeImport) -> Result<Op, String> {
     }
     Ok(Op::ConvTranspose(ConvTranspose {
         window,
-        group: parse_group(cx)?,
+        group: parse_count(cx, "group")?,
         output_padding: nonneg_list(&cx.attrs, "output_padding")?,
         output_shape: nonneg_list(&cx.attrs, "output_shape")?,
     }))

@@ -45,17 +45,17 @@ pub struct ConvParams {
 }
 
 /// Sizes derived from validated params.
-struct ConvShape {
-    rank: usize,
-    c_per_group: usize,
-    m_per_group: usize,
-    in_size: usize,
-    out_size: usize,
-    taps: usize,
-    pointwise: bool,
+pub(crate) struct ConvShape {
+    pub rank: usize,
+    pub c_per_group: usize,
+    pub m_per_group: usize,
+    pub in_size: usize,
+    pub out_size: usize,
+    pub taps: usize,
+    pub pointwise: bool,
 }
 
-fn validate(p: &ConvParams) -> Option<ConvShape> {
+pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
     let rank = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
     if rank == 0
         || p.batch < 0

@@ -25,6 +25,7 @@ pub trait Real:
     fn ln(self) -> Self;
     fn tanh(self) -> Self;
     fn sqrt(self) -> Self;
+    fn floor(self) -> Self;
     fn abs(self) -> Self;
     fn powf(self, e: Self) -> Self;
     fn from_f64(v: f64) -> Self;
@@ -47,6 +48,9 @@ impl Real for f32 {
     }
     fn sqrt(self) -> f32 {
         libm::sqrtf(self)
+    }
+    fn floor(self) -> f32 {
+        libm::floorf(self)
     }
     fn abs(self) -> f32 {
         libm::fabsf(self)
@@ -78,6 +82,9 @@ impl Real for f64 {
     }
     fn sqrt(self) -> f64 {
         libm::sqrt(self)
+    }
+    fn floor(self) -> f64 {
+        libm::floor(self)
     }
     fn abs(self) -> f64 {
         libm::fabs(self)
