@@ -35,7 +35,7 @@
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
 //! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
@@ -289,11 +289,6 @@ impl Conv {
         let r = p.spatial_rank as usize;
         [p.batch, p.out_channels].iter().chain(&p.out_spatial[..r]).map(|&d| d as usize).collect()
     }
-}
-
-/// The f32 or f64 variant of kernel `base` for an element type.
-fn kernel_for(base: &str, dtype: DType) -> String {
-    format!("{base}_{}", if dtype == DType::F64 { "f64" } else { "f32" })
 }
 
 /// What Conv and ConvTranspose share: `(X, W, optional B) → Y` through one

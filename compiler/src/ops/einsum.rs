@@ -18,7 +18,7 @@
 //! combination of transposes, diagonals, batch dims and reductions.
 
 use super::elementwise::compute_type;
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -245,8 +245,7 @@ impl Operator for Einsum {
             args.push(if i < n { cx.input_ptr(i)? } else { cx.iconst(0) });
         }
         args.push(cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_einsum_f64" } else { "onnxc_einsum_f32" };
-        cx.call_checked(name, &args)
+        cx.call_checked(&kernel_for("onnxc_einsum", dtype), &args)
     }
 
     fn stages_halves(&self) -> bool {

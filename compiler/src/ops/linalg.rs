@@ -28,7 +28,7 @@
 //! staged f32 copies ([`super::staging`]).
 
 use super::elementwise::compute_type;
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -470,8 +470,7 @@ impl Operator for Det {
         let scratch = if n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&DetParams { batch: batch as i64, n: n as i64 })?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_det_f64" } else { "onnxc_det_f32" };
-        cx.call_checked(name, &[params, x, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_det", dtype), &[params, x, y, scratch])
     }
 
     fn stages_halves(&self) -> bool {

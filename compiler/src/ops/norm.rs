@@ -38,7 +38,7 @@
 //!   the norm is 0.
 
 use super::elementwise::compute_type;
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -172,8 +172,7 @@ impl Operator for BatchNorm {
         for k in 1..3 {
             args.push(if cx.has_output(k) { cx.output_ptr(k)? } else { cx.iconst(0) });
         }
-        let name = if dtype == DType::F64 { "onnxc_batchnorm_f64" } else { "onnxc_batchnorm_f32" };
-        cx.call_checked(name, &args)
+        cx.call_checked(&kernel_for("onnxc_batchnorm", dtype), &args)
     }
 
     fn stages_halves(&self) -> bool {
@@ -233,8 +232,7 @@ impl Operator for Lrn {
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        let name = if cx.input_type(0)?.0 == DType::F64 { "onnxc_lrn_f64" } else { "onnxc_lrn_f32" };
-        cx.call_checked(name, &[params, xp, yp])
+        cx.call_checked(&kernel_for("onnxc_lrn", cx.input_type(0)?.0), &[params, xp, yp])
     }
 
     fn stages_halves(&self) -> bool {

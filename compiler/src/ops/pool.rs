@@ -33,7 +33,7 @@
 
 use super::conv::{dims_array, AutoPad, Geometry, Window};
 use super::elementwise::{cast, compute_type};
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
@@ -196,8 +196,7 @@ impl Operator for Pool {
         let yp = cx.output_ptr(0)?;
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
-            let name = if dtype == DType::F64 { "onnxc_pool_f64" } else { "onnxc_pool_f32" };
-            return cx.call_checked(name, &[params, xp, yp, ip]);
+            return cx.call_checked(&kernel_for("onnxc_pool", dtype), &[params, xp, yp, ip]);
         }
         let (n_in, n_out) = (element_count(&x), out_count(&p));
         let xf = cx.scratch_ptr()?;

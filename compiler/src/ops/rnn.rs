@@ -18,7 +18,7 @@
 //! a sequence length outside `[0, seq_len]` stops the model with
 //! INDEX_OUT_OF_RANGE.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -338,8 +338,7 @@ impl Operator for Rnn {
             args.push(if cx.has_output(i) { cx.output_ptr(i)? } else { cx.iconst(0) });
         }
         args.push(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
-        let name = if dtype == DType::F64 { "onnxc_rnn_f64" } else { "onnxc_rnn_f32" };
-        cx.call_checked(name, &args)
+        cx.call_checked(&kernel_for("onnxc_rnn", dtype), &args)
     }
 
     fn stages_halves(&self) -> bool {

@@ -14,7 +14,7 @@
 //! [`split_at_axis`]), which is all the kernel needs.
 
 use super::elementwise::compute_type;
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -106,8 +106,7 @@ impl Operator for Softmax {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_softmax_f64" } else { "onnxc_softmax_f32" };
-        cx.call_checked(name, &[params, x, y])
+        cx.call_checked(&kernel_for("onnxc_softmax", dtype), &[params, x, y])
     }
 
     fn stages_halves(&self) -> bool {
