@@ -217,8 +217,11 @@ kernel_table! {
     onnxc_topk(*const TopKParams, *const u8, *mut u8, *mut i64, *mut i64) -> i32;
     onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
+    onnxc_resize_f64(*const ResizeParams, *const f64, *mut f64, *mut u8) -> i32;
     onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_grid_sample_f64(*const GridSampleParams, *const f64, *const f64, *mut f64) -> i32;
     onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
+    onnxc_affine_grid_f64(*const AffineGridParams, *const f64, *mut f64) -> i32;
     onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f64) -> i32;
     onnxc_rnn_f64(*const RnnParams, *const f64, *const f64, *const f64, *const f64, *const i32, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_dft_f32(*const DftParams, *const f32, *mut f32, *mut f64) -> i32;

@@ -3,9 +3,9 @@
 //!
 //! Type constraints: Resize/Upsample `T` is any tensor type, scales f32,
 //! sizes i64, roi float; GridSample `T1` any type with a float grid `T2`;
-//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 data, and
-//! f16/bf16 on staged f32 copies ([`super::staging`]); other types are
-//! reported as unsupported. Scales, sizes, roi and AffineGrid's size must
+//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 and f64 data
+//! (`*_f32`/`*_f64` kernels), and f16/bf16 on staged f32 copies
+//! ([`super::staging`]); other types are reported as unsupported. Scales, sizes, roi and AffineGrid's size must
 //! be known at compile time since they fix the output shape.
 //!
 //! Opset normalisation, in the importers:
@@ -27,7 +27,7 @@
 //! time exactly as the ONNX reference computes them.
 
 use super::elementwise::compute_type;
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
@@ -277,8 +277,8 @@ impl Operator for Resize {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if compute_type(x.dtype) != DType::F32 {
-            return Err(format!("input 0 is {}, only f32, f16 and bf16 are supported yet", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input 0 is {}, only float types are supported yet", x.dtype));
         }
         let p = self.params_from(cx)?;
         let out = p.out_dims[..x.shape.len()].iter().map(|&d| d as usize).collect();
@@ -290,12 +290,12 @@ impl Operator for Resize {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x_shape) = cx.input_type(0)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
         let p = self.params(x_shape.as_slice(), cx.const_input(1), cx.const_input(2), cx.const_input(3))?;
         let scratch = if resize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_resize_f32", &[params, x, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_resize", dtype), &[params, x, y, scratch])
     }
 
     fn stages_halves(&self) -> bool {
@@ -368,8 +368,12 @@ impl Operator for GridSample {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, grid) = (cx.input(0)?, cx.input(1)?);
-        if compute_type(x.dtype) != DType::F32 || compute_type(grid.dtype) != DType::F32 {
-            return Err(format!("inputs are {} and {}, only f32, f16 and bf16 are supported yet", x.dtype, grid.dtype));
+        let compute = compute_type(x.dtype);
+        if !x.dtype.is_float() || compute_type(grid.dtype) != compute {
+            return Err(format!(
+                "X is {} and grid {}: both must be float, f64 for both or neither",
+                x.dtype, grid.dtype
+            ));
         }
         self.params(x.shape, grid.shape)?;
         let k = x.shape.len() - 2;
@@ -378,10 +382,11 @@ impl Operator for GridSample {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let p = self.params(&cx.input_type(0)?.1, &cx.input_type(1)?.1)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
+        let p = self.params(&x_shape, &cx.input_type(1)?.1)?;
         let params = cx.params(&p)?;
         let (x, grid, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_grid_sample_f32", &[params, x, grid, y])
+        cx.call_checked(&kernel_for("onnxc_grid_sample", dtype), &[params, x, grid, y])
     }
 
     fn stages_halves(&self) -> bool {
@@ -434,8 +439,8 @@ impl Operator for AffineGrid {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let theta = cx.input(0)?;
-        if compute_type(theta.dtype) != DType::F32 {
-            return Err(format!("input 0 (theta) is {}, only f32, f16 and bf16 are supported yet", theta.dtype));
+        if !theta.dtype.is_float() {
+            return Err(format!("input 0 (theta) is {}, expected a float type", theta.dtype));
         }
         let p = self.params(theta.shape, cx.const_input(1)?)?;
         let shape = Self::out_shape(&p);
@@ -444,12 +449,12 @@ impl Operator for AffineGrid {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, theta_shape) = cx.input_type(0)?;
+        let (dtype, theta_shape) = cx.input_type(0)?;
         let size = cx.const_input(1).ok_or("input 1 (size) must be a compile-time constant")?.clone();
         let p = self.params(&theta_shape, &size)?;
         let params = cx.params(&p)?;
         let (theta, grid) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_affine_grid_f32", &[params, theta, grid])
+        cx.call_checked(&kernel_for("onnxc_affine_grid", dtype), &[params, theta, grid])
     }
 
     fn stages_halves(&self) -> bool {

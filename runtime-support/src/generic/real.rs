@@ -26,6 +26,8 @@ pub trait Real:
     fn tanh(self) -> Self;
     fn sqrt(self) -> Self;
     fn floor(self) -> Self;
+    /// Round half to even.
+    fn rint(self) -> Self;
     fn abs(self) -> Self;
     fn powf(self, e: Self) -> Self;
     fn from_f64(v: f64) -> Self;
@@ -51,6 +53,9 @@ impl Real for f32 {
     }
     fn floor(self) -> f32 {
         libm::floorf(self)
+    }
+    fn rint(self) -> f32 {
+        libm::rintf(self)
     }
     fn abs(self) -> f32 {
         libm::fabsf(self)
@@ -85,6 +90,9 @@ impl Real for f64 {
     }
     fn floor(self) -> f64 {
         libm::floor(self)
+    }
+    fn rint(self) -> f64 {
+        libm::rint(self)
     }
     fn abs(self) -> f64 {
         libm::fabs(self)
