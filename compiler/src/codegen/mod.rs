@@ -331,8 +331,12 @@ impl<'f> Lower<'_, 'f> {
     }
 
     /// Takes the next `bytes` of the scratch area for the caller; later
-    /// [`Lower::scratch_ptr`] calls start after them.
+    /// [`Lower::scratch_ptr`] calls start after them. Asking for 0 bytes
+    /// (an empty tensor's copy) gives a null pointer.
     pub fn reserve_scratch(&mut self, bytes: usize) -> Result<Value, String> {
+        if bytes == 0 {
+            return Ok(self.iconst(0));
+        }
         let ptr = self.scratch_ptr()?;
         self.staged.scratch_used += bytes;
         Ok(ptr)
