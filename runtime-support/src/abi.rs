@@ -216,6 +216,7 @@ kernel_table! {
     onnxc_reverse_sequence(*const ReverseSequenceParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_topk(*const TopKParams, *const u8, *mut u8, *mut i64, *mut i64) -> i32;
     onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
+    onnxc_nll_loss_f64(*const NllLossParams, *const f64, *const u8, *const f64, *mut f64) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
     onnxc_resize_f64(*const ResizeParams, *const f64, *mut f64, *mut u8) -> i32;
     onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
