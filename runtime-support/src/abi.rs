@@ -11,6 +11,7 @@ use crate::generic::attention::*;
 use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
+use crate::generic::deform_conv::*;
 use crate::generic::dynamic::*;
 use crate::generic::gemm::*;
 use crate::generic::indexing::*;
@@ -127,10 +128,15 @@ macro_rules! kernel_table {
 kernel_table! {
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64) -> i32;
-    onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64) -> i32;
+    onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32) -> i32;
+    onnxc_batchnorm_f64(*const BatchNormParams, *const f64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_lrn_f32(*const LrnParams, *const f32, *mut f32) -> i32;
+    onnxc_lrn_f64(*const LrnParams, *const f64, *mut f64) -> i32;
     onnxc_softmax_f32(*const SoftmaxParams, *const f32, *mut f32) -> i32;
+    onnxc_softmax_f64(*const SoftmaxParams, *const f64, *mut f64) -> i32;
     onnxc_reduce_f32(*const ReduceParams, *const f32, *mut f32) -> i32;
     onnxc_reduce_f64(*const ReduceParams, *const f64, *mut f64) -> i32;
     onnxc_reduce_i32(*const ReduceParams, *const i32, *mut i32) -> i32;
@@ -183,6 +189,8 @@ kernel_table! {
     onnxc_f32_to_f16(f32) -> i32;
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
+    onnxc_widen_f32(i64, *const u16, *mut f32, i64) -> i32;
+    onnxc_narrow_f32(i64, *const f32, *mut u16, i64) -> i32;
 
     onnxc_attention(*const AttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *const i64, *mut u8, *mut u8, *mut u8, *mut u8, *mut u8) -> i32;
     onnxc_rotary_embedding(*const RotaryParams, *const u8, *const u8, *const u8, *const i64, *mut u8) -> i32;
@@ -190,7 +198,11 @@ kernel_table! {
     onnxc_causal_conv_with_state(*const CausalConvParams, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_linear_attention(*const LinearAttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut f32) -> i32;
     onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_conv_transpose_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
+    onnxc_col2im_f64(*const ConvParams, *const f64, *mut f64) -> i32;
+    onnxc_deform_conv_f32(*const DeformConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
+    onnxc_deform_conv_f64(*const DeformConvParams, *const f64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_normalize(*const NormParams, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut u8, *mut f64) -> i32;
     onnxc_max_unpool(*const UnpoolParams, *const u8, *const i64, *mut u8) -> i32;
     onnxc_roi_align_f32(*const RoiParams, *const f32, *const f32, *const i64, *mut f32) -> i32;
@@ -224,11 +236,15 @@ kernel_table! {
     onnxc_range_count(i64, *const u8, *const u8, *const u8) -> i64;
     onnxc_range(i64, *const u8, *const u8, *mut u8, i64) -> i32;
     onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
+    onnxc_nll_loss_f64(*const NllLossParams, *const f64, *const u8, *const f64, *mut f64) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
     onnxc_resize_prepare(*const ResizeParams, *const ResizeSizing, *const f32, *const i64, i64, *mut ResizeParams) -> i32;
     onnxc_resize_scratch(*const ResizeParams) -> i64;
+    onnxc_resize_f64(*const ResizeParams, *const f64, *mut f64, *mut u8) -> i32;
     onnxc_grid_sample_f32(*const GridSampleParams, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_grid_sample_f64(*const GridSampleParams, *const f64, *const f64, *mut f64) -> i32;
     onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
+    onnxc_affine_grid_f64(*const AffineGridParams, *const f64, *mut f64) -> i32;
     onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f64) -> i32;
     onnxc_rnn_f64(*const RnnParams, *const f64, *const f64, *const f64, *const f64, *const i32, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_dft_f32(*const DftParams, *const f32, *mut f32, *mut f64) -> i32;

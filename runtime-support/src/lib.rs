@@ -32,6 +32,7 @@ pub use generic::attention::*;
 pub use generic::conv::*;
 pub use generic::convert::*;
 pub use generic::copy::*;
+pub use generic::deform_conv::*;
 pub use generic::dynamic::*;
 pub use generic::gemm::*;
 pub use generic::indexing::*;

@@ -1,7 +1,8 @@
 //! The pipeline's promises, seen through the CLI on models built here:
 //! model-local functions are inlined with `ref_attr_name` substitution,
 //! unbound symbolic dims are all listed, shape subgraphs fold to constants,
-//! `info` and `bench` print what DESIGN §6 says.
+//! f16 tensors of an f32-only kernel are staged (empty ones too), `info` and
+//! `bench` print what DESIGN §6 says.
 
 use crate::common::{onnxc_in, succeeded, write_model};
 use crate::models::{float_attr, int64s, int_attr, model, node, value};
@@ -111,6 +112,51 @@ fn shape_subgraphs_fold_to_constants() {
         assert!(!mir.contains(folded), "{folded} was not folded:\n{mir}");
     }
     assert!(mir.contains("= Relu("), "{mir}");
+}
+
+/// `v` with element type `elem` (an ONNX data-type number).
+fn typed(mut v: ValueInfoProto, elem: i32) -> ValueInfoProto {
+    if let Some(type_proto::Value::TensorType(t)) = v.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.elem_type = Some(elem);
+    }
+    v
+}
+
+/// Runs `y = a @ b` on f16 tensors of dims `[a, b, y]` through `onnxc run`;
+/// returns y widened to f32.
+fn f16_matmul(dims: [&[i64]; 3], a: &[f32], b: &[f32]) -> Vec<f32> {
+    let f16_tensor = |name: &str, dims: &[i64], values: &[f32]| TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(10),
+        raw_data: Some(values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect()),
+        ..Default::default()
+    };
+    let m = model(
+        vec![node("MatMul", "matmul", &["a", "b"], &["y"])],
+        vec![typed(value("a", Some(dims[0])), 10), typed(value("b", Some(dims[1])), 10)],
+        vec![typed(value("y", Some(dims[2])), 10)],
+    );
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write(dir.path(), "model.onnx", &m);
+    for (file, t) in [("a.pb", f16_tensor("a", dims[0], a)), ("b.pb", f16_tensor("b", dims[1], b))] {
+        std::fs::write(dir.path().join(file), t.encode_to_vec()).expect("write input");
+    }
+    let out = onnxc_in(dir.path(), &["run", "model.onnx", "a.pb", "b.pb", "-o", "out"]);
+    assert!(succeeded(&out), "onnxc run failed for {dims:?}: {}", out.stderr);
+    let y = TensorProto::decode(std::fs::read(dir.path().join("out/output_0.pb")).expect("output").as_slice())
+        .expect("a TensorProto");
+    assert_eq!(y.data_type, Some(10));
+    y.raw_data.unwrap_or_default().chunks_exact(2).map(|h| half::f16::from_le_bytes([h[0], h[1]]).to_f32()).collect()
+}
+
+#[test]
+fn half_tensors_are_staged_through_f32_kernels() {
+    // Exact in f16: [[1, 2, 3], [4, 5, 6]] @ [[1, 0], [0, 1], [1, 1]].
+    let y = f16_matmul([&[2, 3], &[3, 2], &[2, 2]], &[1., 2., 3., 4., 5., 6.], &[1., 0., 0., 1., 1., 1.]);
+    assert_eq!(y, [4., 5., 10., 11.]);
+    // Every tensor empty: nothing to stage, no scratch at all.
+    assert!(f16_matmul([&[0, 3], &[3, 0], &[0, 0]], &[], &[]).is_empty());
 }
 
 #[test]

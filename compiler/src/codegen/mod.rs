@@ -154,7 +154,7 @@ pub fn define_model<M: Module>(
         dynamic: HashMap::new(),
     };
     for (index, node) in graph.nodes.iter().enumerate() {
-        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env };
+        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
         node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
     }
     for &(k, v) in &plan.output_copies {
@@ -209,6 +209,17 @@ pub struct Lower<'a, 'f> {
     node: &'a Node,
     index: usize,
     env: &'a mut Env,
+    staged: Staged,
+}
+
+/// Inputs and outputs redirected to f32 copies in the node's scratch (see
+/// `ops::staging`): the lowering sees them as f32 at the staged address.
+#[derive(Default)]
+struct Staged {
+    inputs: HashMap<usize, Value>,
+    outputs: HashMap<usize, Value>,
+    /// Bytes at the start of the scratch area already handed out.
+    scratch_used: usize,
 }
 
 /// An open counted loop (see [`Lower::loop_begin`]).
@@ -245,23 +256,34 @@ impl<'f> Lower<'_, 'f> {
         self.node.inputs.len()
     }
 
+    pub fn output_count(&self) -> usize {
+        self.node.outputs.len()
+    }
+
     pub fn has_output(&self, i: usize) -> bool {
         self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
     }
 
-    /// Element type and shape of input `i`.
+    /// Element type and shape of input `i` (f32 once it is staged).
     pub fn input_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = self.input_id(i)?;
-        self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))
+        let (dtype, shape) = self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))?;
+        Ok((if self.staged.inputs.contains_key(&i) { DType::F32 } else { dtype }, shape))
     }
 
+    /// Element type and shape of output `i` (f32 once it is staged).
     pub fn output_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
-        self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))
+        let (dtype, shape) = self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))?;
+        Ok((if self.staged.outputs.contains_key(&i) { DType::F32 } else { dtype }, shape))
     }
 
-    /// The compile-time value of input `i`, if it is a constant.
+    /// The compile-time value of input `i`, if it is a constant (and not
+    /// staged: a staged input's constant bytes are not its f32 copy's).
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
+        if self.staged.inputs.contains_key(&i) {
+            return None;
+        }
         self.node.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
     }
 
@@ -270,23 +292,45 @@ impl<'f> Lower<'_, 'f> {
         value_ptr(self.b, ptr, self.plan, self.env, v)
     }
 
-    /// Address of input `i`'s first element.
+    /// Address of input `i`'s first element (of its f32 copy once staged).
     pub fn input_ptr(&mut self, i: usize) -> Result<Value, String> {
         let v = self.input_id(i)?;
-        Ok(self.ptr(v))
+        Ok(match self.staged.inputs.get(&i) {
+            Some(&staged) => staged,
+            None => self.ptr(v),
+        })
     }
 
     /// Address of input `i`, or a null pointer when it is omitted.
     pub fn opt_input_ptr(&mut self, i: usize) -> Value {
-        match self.input_id(i) {
-            Ok(v) => self.ptr(v),
+        match self.input_ptr(i) {
+            Ok(p) => p,
             Err(_) => self.iconst(0),
         }
     }
 
+    /// Address of output `i`'s first element (of its f32 copy once staged).
     pub fn output_ptr(&mut self, i: usize) -> Result<Value, String> {
         let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
-        Ok(self.ptr(v))
+        Ok(match self.staged.outputs.get(&i) {
+            Some(&staged) => staged,
+            None => self.ptr(v),
+        })
+    }
+
+    /// From now on input `i` reads as f32 at `ptr` (see [`Staged`]).
+    pub fn stage_input(&mut self, i: usize, ptr: Value) {
+        self.staged.inputs.insert(i, ptr);
+    }
+
+    /// From now on output `i` writes as f32 at `ptr` (see [`Staged`]).
+    pub fn stage_output(&mut self, i: usize, ptr: Value) {
+        self.staged.outputs.insert(i, ptr);
+    }
+
+    /// Ends the redirections: inputs and outputs are the node's own again.
+    pub fn unstage(&mut self) {
+        self.staged = Staged::default();
     }
 
     /// True when output 0 of a view operator needs its bytes copied (the
@@ -295,10 +339,23 @@ impl<'f> Lower<'_, 'f> {
         self.node.outputs.first().is_some_and(|&v| !matches!(self.plan.locs[v.index()], Loc::Alias(_)))
     }
 
-    /// Address of this node's scratch area (planned from `scratch_bytes`).
+    /// Address of this node's scratch area (planned from `scratch_bytes`),
+    /// past any part handed out by [`Lower::reserve_scratch`].
     pub fn scratch_ptr(&mut self) -> Result<Value, String> {
         let off = self.plan.scratch[self.index].ok_or("no scratch area was planned")?;
-        Ok(self.b.ins().iadd_imm_s(self.env.workspace, off as i64))
+        Ok(self.b.ins().iadd_imm_s(self.env.workspace, (off + self.staged.scratch_used) as i64))
+    }
+
+    /// Takes the next `bytes` of the scratch area for the caller; later
+    /// [`Lower::scratch_ptr`] calls start after them. Asking for 0 bytes
+    /// (an empty tensor's copy) gives a null pointer.
+    pub fn reserve_scratch(&mut self, bytes: usize) -> Result<Value, String> {
+        if bytes == 0 {
+            return Ok(self.iconst(0));
+        }
+        let ptr = self.scratch_ptr()?;
+        self.staged.scratch_used += bytes;
+        Ok(ptr)
     }
 
     pub fn iconst(&mut self, v: i64) -> Value {

@@ -1,13 +1,16 @@
-//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), its transpose
-//! (ConvTranspose, Col2Im), and the sliding window geometry ([`Window`])
-//! that Conv and the pooling operators share.
+//! Convolution (Conv, opsets 1 and 11; 1-D to 6-D spatial), its deformable
+//! form (DeformConv), its transpose (ConvTranspose, Col2Im), and the sliding
+//! window geometry ([`Window`]) that Conv and the pooling operators share.
 //!
 //! Conv: `X [N, C, spatial...]`, `W [M, C/group, kernel...]`, optional bias
 //! `B [M]`; attributes `auto_pad` (NOTSET, SAME_UPPER, SAME_LOWER, VALID),
 //! `pads`, `strides`, `dilations`, `group`, `kernel_shape` (inferred from W
 //! when absent, checked against W when present). The opset versions differ
-//! only in type constraints. Type constraints: f16, f32, f64; only f32 is
-//! lowered (`onnxc_conv_f32`, im2col + gemm, with planned scratch).
+//! only in type constraints. Type constraints: f16, f32, f64 (bf16 from
+//! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
+//! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
+//! on staged copies ([`super::staging`]), and likewise ConvTranspose and
+//! Col2Im.
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -16,19 +19,31 @@
 //! SAME_*, which asks for `in * stride`) fixes the output and the padding
 //! is derived from it (extra at the end for SAME_UPPER, at the start
 //! otherwise, possibly negative); else `pads` give `stride * (in - 1) +
-//! output_padding + (k - 1) * dilation + 1 - pads`. f32 only
-//! (`onnxc_conv_transpose_f32`: gemm `W^T X` into columns, then col2im).
+//! output_padding + (k - 1) * dilation + 1 - pads`
+//! (`onnxc_conv_transpose_*`: gemm `W^T X` into columns, then col2im).
+//!
+//! DeformConv (19, 22): Conv's `X`, `W`, optional `B` plus `offset [N,
+//! offset_group * prod(kernel) * rank, out...]` (per tap and spatial dim,
+//! added to the sampling position) and optional `mask [N, offset_group *
+//! prod(kernel), out...]`; attributes as Conv without `auto_pad`, plus
+//! `offset_group` (splits the input channels). Positions are sampled by
+//! multilinear interpolation, zero outside the input
+//! (`onnxc_deform_conv_{f32,f64}` in `generic/deform_conv.rs`; f16/bf16
+//! staged).
 //!
 //! Col2Im (18): `input [N, C * prod(block), L]`, `image_shape` and
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
-//! output `[N, C, image...]` (`onnxc_col2im_f32`). f32 only.
+//! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
-use onnxc_runtime::{conv_scratch_elems, conv_transpose_scratch_elems, ConvParams, MAX_RANK, MAX_SPATIAL_RANK};
+use onnxc_runtime::{
+    conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems, ConvParams, DeformConvParams,
+    MAX_RANK, MAX_SPATIAL_RANK,
+};
 
 /// How the spatial padding is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -235,7 +250,7 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv { window, group: parse_group(cx)? })
+        Ok(Conv { window, group: parse_count(cx, "group")? })
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -282,7 +297,8 @@ impl Conv {
 }
 
 /// What Conv and ConvTranspose share: `(X, W, optional B) → Y` through one
-/// f32 kernel that takes [`ConvParams`] and an optional scratch area.
+/// kernel (`KERNEL_f32`/`_f64`) that takes [`ConvParams`] and an optional
+/// scratch area.
 trait ConvKernel {
     const KERNEL: &'static str;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
@@ -290,7 +306,7 @@ trait ConvKernel {
 
     fn infer_conv(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, w) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 {
+        if !x.dtype.is_float() {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         if w.dtype != x.dtype {
@@ -309,11 +325,13 @@ trait ConvKernel {
         let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
             return 0;
         };
-        self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * 4)
+        // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
+        let size = if x.dtype == DType::F64 { 8 } else { 4 };
+        self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * size)
     }
 
     fn lower_conv(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
         let p = self.conv_params(&x, &w)?;
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
@@ -322,7 +340,7 @@ trait ConvKernel {
         let wp = cx.input_ptr(1)?;
         let bp = cx.opt_input_ptr(2);
         let yp = cx.output_ptr(0)?;
-        cx.call_checked(Self::KERNEL, &[params, xp, wp, bp, yp, scratch])
+        cx.call_checked(&kernel_for(Self::KERNEL, dtype), &[params, xp, wp, bp, yp, scratch])
     }
 }
 
@@ -342,12 +360,15 @@ macro_rules! conv_operator {
             fn lower(&self, cx: &mut Lower) -> Result<(), String> {
                 self.lower_conv(cx)
             }
+            fn stages_halves(&self) -> bool {
+                true
+            }
         }
     };
 }
 
 impl ConvKernel for Conv {
-    const KERNEL: &'static str = "onnxc_conv_f32";
+    const KERNEL: &'static str = "onnxc_conv";
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -358,6 +379,98 @@ impl ConvKernel for Conv {
 conv_operator!(Conv, "Conv");
 
 #[derive(Clone, Debug)]
+pub struct DeformConv {
+    /// The sliding window and `group`, as Conv's (there is no `auto_pad`).
+    pub conv: Conv,
+    pub offset_group: usize,
+}
+
+pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
+    let window = Window::parse(&cx.attrs)?;
+    let conv = Conv { window, group: parse_count(cx, "group")? };
+    Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
+}
+
+impl DeformConv {
+    /// Kernel parameters from the shapes of X, W, offset and the optional mask.
+    fn params(
+        &self,
+        x: &[usize],
+        w: &[usize],
+        offset: &[usize],
+        mask: Option<&[usize]>,
+    ) -> Result<DeformConvParams, String> {
+        let conv = self.conv.params(x, w)?;
+        let og = self.offset_group;
+        if !x[1].is_multiple_of(og) {
+            return Err(format!("{} input channels do not split into offset_group = {og}", x[1]));
+        }
+        let r = x.len() - 2;
+        let taps: usize = w[2..].iter().product();
+        let out = &Conv::output_shape(&conv)[2..];
+        let expect =
+            |per_tap: usize| -> Vec<usize> { [x[0], og * taps * per_tap].iter().chain(out).copied().collect() };
+        if offset != expect(r) {
+            return Err(format!("input 2 (offset) has shape {offset:?}, expected {:?}", expect(r)));
+        }
+        if let Some(mask) = mask.filter(|&m| m != expect(1)) {
+            return Err(format!("input 4 (mask) has shape {mask:?}, expected {:?}", expect(1)));
+        }
+        Ok(DeformConvParams { conv, offset_group: og as i64 })
+    }
+}
+
+impl Operator for DeformConv {
+    fn name(&self) -> &'static str {
+        "DeformConv"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !x.dtype.is_float() {
+            return Err(format!("element type {} is not supported", x.dtype));
+        }
+        for (i, name) in [(1, "W"), (2, "offset"), (3, "B"), (4, "mask")] {
+            if let Some(t) = cx.opt_input(i).filter(|t| t.dtype != x.dtype) {
+                return Err(format!("input {i} ({name}) is {}, expected {} like X", t.dtype, x.dtype));
+            }
+        }
+        let mask = cx.opt_input(4).map(|m| m.shape);
+        let p = self.params(x.shape, cx.input(1)?.shape, cx.input(2)?.shape, mask)?;
+        if let Some(b) = cx.opt_input(3).filter(|b| b.shape != [p.conv.out_channels as usize]) {
+            return Err(format!("input 3 (B) has shape {:?}, expected [{}]", b.shape, p.conv.out_channels));
+        }
+        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p.conv))])
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        let (Ok(x), Ok(w), Ok(offset)) = (cx.input(0), cx.input(1), cx.input(2)) else {
+            return 0;
+        };
+        let size = if x.dtype == DType::F64 { 8 } else { 4 };
+        let mask = cx.opt_input(4).map(|m| m.shape);
+        self.params(x.shape, w.shape, offset.shape, mask).map_or(0, |p| deform_conv_scratch_elems(&p) * size)
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, x) = cx.input_type(0)?;
+        let mask = if cx.has_input(4) { Some(cx.input_type(4)?.1) } else { None };
+        let p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, mask.as_deref())?;
+        let scratch = if deform_conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let mut args = vec![cx.params(&p)?];
+        for i in 0..3 {
+            args.push(cx.input_ptr(i)?);
+        }
+        args.extend([cx.opt_input_ptr(3), cx.opt_input_ptr(4), cx.output_ptr(0)?, scratch]);
+        cx.call_checked(&kernel_for("onnxc_deform_conv", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Clone, Debug)]
 pub struct ConvTranspose {
     pub window: Window,
     pub group: usize,
@@ -365,12 +478,10 @@ pub struct ConvTranspose {
     pub output_shape: Vec<usize>,
 }
 
-fn parse_group(cx: &NodeImport) -> Result<usize, String> {
-    let group = cx.attrs.int_or("group", 1)?;
-    usize::try_from(group)
-        .ok()
-        .filter(|&g| g >= 1)
-        .ok_or_else(|| format!("attribute \"group\" is {group}, expected >= 1"))
+/// A count attribute (`group`, `offset_group`): default 1, at least 1.
+fn parse_count(cx: &NodeImport, name: &str) -> Result<usize, String> {
+    let v = cx.attrs.int_or(name, 1)?;
+    usize::try_from(v).ok().filter(|&g| g >= 1).ok_or_else(|| format!("attribute \"{name}\" is {v}, expected >= 1"))
 }
 
 fn nonneg_list(a: &Attrs, name: &str) -> Result<Vec<usize>, String> {
@@ -387,7 +498,7 @@ pub fn import_conv_transpose(cx: &mut NodeImport) -> Result<Op, String> {
     }
     Ok(Op::ConvTranspose(ConvTranspose {
         window,
-        group: parse_group(cx)?,
+        group: parse_count(cx, "group")?,
         output_padding: nonneg_list(&cx.attrs, "output_padding")?,
         output_shape: nonneg_list(&cx.attrs, "output_shape")?,
     }))
@@ -473,7 +584,7 @@ impl ConvTranspose {
 }
 
 impl ConvKernel for ConvTranspose {
-    const KERNEL: &'static str = "onnxc_conv_transpose_f32";
+    const KERNEL: &'static str = "onnxc_conv_transpose";
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -561,7 +672,7 @@ impl Operator for Col2Im {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
+        if !x.dtype.is_float() {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         let p = self.params(x.shape, cx.const_input(1)?, cx.const_input(2)?)?;
@@ -569,13 +680,17 @@ impl Operator for Col2Im {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let image = cx.const_input(1).ok_or("input 1 (image_shape) must be a constant")?.clone();
         let block = cx.const_input(2).ok_or("input 2 (block_shape) must be a constant")?.clone();
         let p = self.params(&x, &image, &block)?;
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_col2im_f32", &[params, xp, yp])
+        cx.call_checked(&kernel_for("onnxc_col2im", dtype), &[params, xp, yp])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

@@ -1,7 +1,8 @@
 //! Einsum (opset 12): `equation` over any number of operands.
 //!
 //! Type constraints: `T` is every numeric type; onnxc lowers f32 and f64
-//! with one to three operands (same type). The equation is
+//! with one to three operands (same type), and f16/bf16 on staged f32
+//! copies ([`super::staging`]). The equation is
 //! `term,term,...[->out]` with letters `a-zA-Z` and at most one `...` per
 //! term; spaces are ignored. Semantics follow numpy: a letter repeated in
 //! one term walks that term's diagonal; `...` stands for the leading
@@ -16,7 +17,8 @@
 //! ones, each with a per-operand element stride), which handles any
 //! combination of transposes, diagonals, batch dims and reductions.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -201,8 +203,8 @@ impl Operator for Einsum {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if !matches!(x.dtype, DType::F32 | DType::F64) {
-            return Err(format!("input 0 is {}, only f32 and f64 are supported", x.dtype));
+        if !matches!(compute_type(x.dtype), DType::F32 | DType::F64) {
+            return Err(format!("input 0 is {}, only float types are supported", x.dtype));
         }
         for i in 1..cx.inputs.len() {
             if cx.input(i)?.dtype != x.dtype {
@@ -243,8 +245,11 @@ impl Operator for Einsum {
             args.push(if i < n { cx.input_ptr(i)? } else { cx.iconst(0) });
         }
         args.push(cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_einsum_f64" } else { "onnxc_einsum_f32" };
-        cx.call_checked(name, &args)
+        cx.call_checked(&kernel_for("onnxc_einsum", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 

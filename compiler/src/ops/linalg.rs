@@ -15,7 +15,8 @@
 //! * Det (opsets 11, 22): determinant of each square matrix in the last
 //!   two dims of `[*, M, M]`, giving `[*]`. Type constraints: float types;
 //!   onnxc lowers f32 and f64 through `onnxc_det_{f32,f64}` (LU with
-//!   partial pivoting in f64 scratch).
+//!   partial pivoting in f64 scratch), f16/bf16 through the f32 one on
+//!   staged copies.
 //!
 //! MatMul and Gemm are described by one batched strided [`Problem`]: the matrix part
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
@@ -23,9 +24,11 @@
 //! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
 //! limit) while generated loops walk any outer ones; f64 and the integer
 //! types run a plain Cranelift loop nest over the same description (integer
-//! Gemm needs integral `alpha`/`beta`). f16/bf16 are not lowered.
+//! Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
+//! staged f32 copies ([`super::staging`]).
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -40,7 +43,7 @@ pub fn import_matmul(_cx: &mut NodeImport) -> Result<Op, String> {
     Ok(Op::MatMul(MatMul))
 }
 
-/// Element types either product lowers.
+/// Element types either product lowers (f16/bf16 arrive staged as f32).
 fn check_dtype(dtype: DType) -> Result<(), String> {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32 | DType::U64 => Ok(()),
@@ -166,7 +169,7 @@ impl Operator for MatMul {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
-        check_dtype(a.dtype)?;
+        check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
         let (shape, _) = matmul_problem(a.shape, b.shape)?;
         Ok(vec![Inferred::new(a.dtype, shape)])
@@ -177,6 +180,10 @@ impl Operator for MatMul {
         let (_, b) = cx.input_type(1)?;
         let (_, p) = matmul_problem(&a, &b)?;
         emit_gemm(cx, dtype, &p, false)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -251,7 +258,7 @@ impl Operator for Gemm {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
-        check_dtype(a.dtype)?;
+        check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
         let c = cx.opt_input(2);
         if c.is_some() {
@@ -275,6 +282,10 @@ impl Operator for Gemm {
         let c = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let p = self.problem(&a, &b, c.as_deref())?;
         emit_gemm(cx, dtype, &p, c.is_some())
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -442,8 +453,8 @@ impl Operator for Det {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if !matches!(x.dtype, DType::F32 | DType::F64) {
-            return Err(format!("input X is {}, only f32 and f64 are supported", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input X is {}, expected a float type", x.dtype));
         }
         det_dims(x.shape)?;
         Ok(vec![Inferred::new(x.dtype, x.shape[..x.shape.len() - 2].to_vec())])
@@ -459,7 +470,10 @@ impl Operator for Det {
         let scratch = if n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&DetParams { batch: batch as i64, n: n as i64 })?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_det_f64" } else { "onnxc_det_f32" };
-        cx.call_checked(name, &[params, x, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_det", dtype), &[params, x, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

@@ -2,8 +2,8 @@
 //! SoftmaxCrossEntropyLoss (opsets 12, 13).
 //!
 //! Type constraints: `T` (input, weight, outputs) is a float type, `Tind`
-//! (target) is i32 or i64. onnxc compiles f32 `T`; other float types are
-//! reported as unsupported. The input is `[N, C, d1..dk]`, the target
+//! (target) is i32 or i64. onnxc compiles f32 and f64 `T`, and f16/bf16 on
+//! staged f32 copies ([`super::staging`]). The input is `[N, C, d1..dk]`, the target
 //! `[N, d1..dk]`, the optional weight `[C]`; the loss is the target's shape
 //! (`reduction = "none"`) or a scalar (`"sum"`, `"mean"`, the default).
 //! SoftmaxCrossEntropyLoss has an optional second output, the log-softmax of
@@ -11,13 +11,14 @@
 //!
 //! The opset versions differ only in the types they admit, so the importer
 //! reads the same attributes (`reduction`, `ignore_index`) for all of them.
-//! Both operators lower to the kernel `onnxc_nll_loss_f32` over the
+//! Both operators lower to the kernel `onnxc_nll_loss_{f32,f64}` over the
 //! `[N, C, D]` view of the input (`D = d1 * .. * dk`); SoftmaxCrossEntropyLoss
-//! first writes the log-softmax (`onnxc_softmax_f32`) into its second output
+//! first writes the log-softmax (`onnxc_softmax_*`) into its second output
 //! or, when that is absent, into scratch. A target outside `[0, C)` that is
 //! not `ignore_index` stops the model with `INDEX_OUT_OF_RANGE`.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -83,8 +84,8 @@ impl Operator for Loss {
         let x = cx.input(0)?;
         let target = cx.input(1)?;
         let weight = cx.opt_input(2);
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input 0 is {}, expected a float type", x.dtype));
         }
         if !matches!(target.dtype, DType::I32 | DType::I64) {
             return Err(format!("input 1 (target) is {}, expected i32 or i64", target.dtype));
@@ -105,13 +106,13 @@ impl Operator for Loss {
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
         match (self.kind, cx.input(0)) {
-            (LossKind::SoftmaxCrossEntropy, Ok(x)) => x.shape.iter().product::<usize>() * x.dtype.size(),
+            (LossKind::SoftmaxCrossEntropy, Ok(x)) => x.shape.iter().product::<usize>() * compute_type(x.dtype).size(),
             _ => 0,
         }
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x_shape) = cx.input_type(0)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
         let (target_type, target_shape) = cx.input_type(1)?;
         let weight_shape = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let (n, c, d) = dims(&x_shape, &target_shape, weight_shape.as_deref())?;
@@ -120,7 +121,7 @@ impl Operator for Loss {
             let log_prob = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.scratch_ptr()? };
             let p = SoftmaxParams { outer: n as i64, axis_len: c as i64, inner: d as i64, kind: LOG_SOFTMAX };
             let params = cx.params(&p)?;
-            cx.call_checked("onnxc_softmax_f32", &[params, x, log_prob])?;
+            cx.call_checked(&kernel_for("onnxc_softmax", dtype), &[params, x, log_prob])?;
             x = log_prob;
         }
         let p = NllLossParams {
@@ -136,6 +137,10 @@ impl Operator for Loss {
         let target = cx.input_ptr(1)?;
         let weight = cx.opt_input_ptr(2);
         let loss = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_nll_loss_f32", &[params, x, target, weight, loss])
+        cx.call_checked(&kernel_for("onnxc_nll_loss", dtype), &[params, x, target, weight, loss])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

@@ -28,6 +28,7 @@ pub mod select;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
+pub mod staging;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -130,6 +131,13 @@ impl<'a> InferCx<'a> {
     }
 }
 
+/// The f32 or f64 variant (`{base}_f32`, `{base}_f64`) of a kernel that
+/// comes in both, for a lowering of element type `dtype` (f16/bf16 arrive
+/// staged as f32).
+pub fn kernel_for(base: &str, dtype: DType) -> String {
+    format!("{base}_{}", if dtype == DType::F64 { "f64" } else { "f32" })
+}
+
 /// The behaviour every operator's attribute struct provides.
 pub trait Operator: std::fmt::Debug {
     /// The ONNX op_type (or, for table-driven families, the table entry's name).
@@ -156,6 +164,12 @@ pub trait Operator: std::fmt::Debug {
     fn foldable(&self) -> bool {
         true
     }
+
+    /// True when the lowering computes only f32 of the float types and its
+    /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
+    fn stages_halves(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! ops {
@@ -179,6 +193,7 @@ ops! {
     Gemm(linalg::Gemm),
     Conv(conv::Conv),
     ConvTranspose(conv::ConvTranspose),
+    DeformConv(conv::DeformConv),
     Col2Im(conv::Col2Im),
     Pool(pool::Pool),
     MaxUnpool(pool::MaxUnpool),
@@ -254,10 +269,17 @@ impl Op {
         self.inner().infer(cx)
     }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        self.inner().lower(cx)
+        let op = self.inner();
+        if op.stages_halves() {
+            staging::lower(op, cx)
+        } else {
+            op.lower(cx)
+        }
     }
     pub fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        self.inner().scratch_bytes(cx)
+        let op = self.inner();
+        let staged = if op.stages_halves() { staging::scratch_bytes(op, cx) } else { 0 };
+        staged + op.scratch_bytes(cx)
     }
     pub fn is_view(&self) -> bool {
         self.inner().is_view()
@@ -363,6 +385,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Gemm", linalg::import_gemm),
     ("Conv", conv::import),
     ("ConvTranspose", conv::import_conv_transpose),
+    ("DeformConv", conv::import_deform_conv),
     ("Col2Im", conv::import_col2im),
     ("MaxPool", pool::import),
     ("AveragePool", pool::import),

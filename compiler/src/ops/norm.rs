@@ -1,18 +1,24 @@
-//! Inference-mode normalisation: BatchNormalization, LRN, and the
-//! statistics-based family lowered through one kernel ([`Normalize`]).
+//! Normalisation: BatchNormalization, LRN, and the statistics-based family
+//! lowered through one kernel ([`Normalize`]).
 //!
 //! * BatchNormalization (opsets 1, 6, 7, 9, 14, 15): `Y = (X - mean) /
 //!   sqrt(var + epsilon) * scale + B` per channel of `X [N, C, D...]`.
 //!   Opsets < 9 have `spatial` (default 1): with `spatial = 0` the four
 //!   vectors are per activation (`[C, D...]`), which the kernel computes as
 //!   `C * prod(D)` channels of one element each. Opsets 1-6 `is_test` and
-//!   `consumed_inputs` and all `momentum`s only matter for training.
-//!   Training (opset 14+ `training_mode = 1`, or asking for the running /
-//!   saved statistics outputs of older opsets) is rejected with an error.
-//!   Type constraints: f16, bf16, f32, f64 (opset 15 lets the statistics
-//!   differ); only all-f32 is lowered (`onnxc_batchnorm_f32`).
+//!   `consumed_inputs` and the momentum only matter for training.
+//!   Training mode (opset 14+ `training_mode = 1`) normalises with the
+//!   batch's mean and population variance per channel and writes the
+//!   optional outputs `running_mean`/`running_var` as `input * momentum +
+//!   batch * (1 - momentum)` (`momentum` default 0.9); the running / saved
+//!   statistics outputs of older opsets are rejected with an error.
+//!   Type constraints: f16, bf16, f32, f64 (opset 15 lets scale/B and the
+//!   statistics differ from X); lowered through `onnxc_batchnorm_{f32,f64}`,
+//!   16-bit tensors staged as f32 ([`super::staging`]), so the types may mix
+//!   as long as they all compute in f32 or all in f64.
 //! * LRN (opsets 1, 13): `size` (required), `alpha` (1e-4), `beta` (0.75),
-//!   `bias` (1.0) over `X [N, C, D...]`; f32 only (`onnxc_lrn_f32`).
+//!   `bias` (1.0) over `X [N, C, D...]`; `onnxc_lrn_{f32,f64}`, 16-bit
+//!   types staged.
 //!
 //! [`Normalize`] (`onnxc_normalize`: any axis set, broadcast scale/bias,
 //! `f64` statistics; X in f16, bf16, f32, f64, the affine inputs any of
@@ -31,7 +37,8 @@
 //! * LpNormalization (1, 22): `axis` (-1), `p` (1 or 2, default 2); 0 where
 //!   the norm is 0.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -40,10 +47,10 @@ use onnxc_runtime::{
     NORM_STANDARD,
 };
 
-/// `(N, C, prod(D))` of an `[N, C, D...]` input of f32.
+/// `(N, C, prod(D))` of an `[N, C, D...]` float input.
 fn split_nc(cx: &InferCx) -> Result<(usize, usize, usize), String> {
     let x = cx.input(0)?;
-    if x.dtype != DType::F32 {
+    if !x.dtype.is_float() {
         return Err(format!("element type {} is not supported", x.dtype));
     }
     match x.shape {
@@ -57,14 +64,18 @@ pub struct BatchNorm {
     pub epsilon: f32,
     /// Per-channel statistics (`spatial = 1`, the only form from opset 9).
     pub spatial: bool,
+    /// Training mode, with its momentum.
+    pub training: Option<f32>,
 }
 
 pub fn import_batchnorm(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
-    if cx.opset >= 14 && a.int_or("training_mode", 0)? != 0 {
-        return Err("training_mode = 1 is not supported (inference only)".into());
-    }
-    if cx.output_count > 1 {
+    let training = match (cx.opset >= 14, a.int_or("training_mode", 0)?) {
+        (_, 0) => None,
+        (true, 1) => Some(a.float_or("momentum", 0.9)?),
+        (_, v) => return Err(format!("attribute \"training_mode\" is {v}, expected 0 or 1")),
+    };
+    if training.is_none() && cx.output_count > 1 {
         return Err(format!(
             "{} outputs requested: the running/saved statistics outputs are training-only and not supported",
             cx.output_count
@@ -79,7 +90,10 @@ pub fn import_batchnorm(cx: &mut NodeImport) -> Result<Op, String> {
     } else {
         true
     };
-    Ok(Op::BatchNorm(BatchNorm { epsilon: a.float_or("epsilon", 1e-5)?, spatial }))
+    if training.is_some() && cx.output_count > 3 {
+        return Err(format!("{} outputs requested, training mode has 3", cx.output_count));
+    }
+    Ok(Op::BatchNorm(BatchNorm { epsilon: a.float_or("epsilon", 1e-5)?, spatial, training }))
 }
 
 impl BatchNorm {
@@ -107,6 +121,8 @@ impl BatchNorm {
             channels: channels as i64,
             spatial: spatial as i64,
             epsilon: self.epsilon as f64,
+            training: self.training.is_some() as i64,
+            momentum: self.training.unwrap_or(0.0) as f64,
         })
     }
 }
@@ -120,21 +136,31 @@ impl Operator for BatchNorm {
         split_nc(cx)?;
         let x = cx.input(0)?;
         let stats = cx.input(1)?.shape;
+        let compute = compute_type(x.dtype);
         for (i, name) in ["scale", "B", "input_mean", "input_var"].iter().enumerate() {
             let t = cx.input(i + 1)?;
-            if t.dtype != DType::F32 {
-                return Err(format!("input {} ({name}) is {}, expected f32", i + 1, t.dtype));
+            if compute_type(t.dtype) != compute {
+                return Err(format!(
+                    "input {} ({name}) is {}, X is {}: mixing f64 with other types",
+                    i + 1,
+                    t.dtype,
+                    x.dtype
+                ));
             }
             if t.shape != stats {
                 return Err(format!("input {} ({name}) has shape {:?}, scale has {stats:?}", i + 1, t.shape));
             }
         }
         self.params(x.shape, stats)?;
-        Ok(vec![Inferred::new(x.dtype, x.shape.to_vec())])
+        let mut out = vec![Inferred::new(x.dtype, x.shape.to_vec())];
+        for i in 1..cx.output_count {
+            out.push(Inferred::new(cx.input(2 + i)?.dtype, stats.to_vec()));
+        }
+        Ok(out)
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, x) = cx.input_type(0)?;
+        let (dtype, x) = cx.input_type(0)?;
         let (_, stats) = cx.input_type(1)?;
         let p = self.params(&x, &stats)?;
         let params = cx.params(&p)?;
@@ -143,7 +169,14 @@ impl Operator for BatchNorm {
             args.push(cx.input_ptr(i)?);
         }
         args.push(cx.output_ptr(0)?);
-        cx.call_checked("onnxc_batchnorm_f32", &args)
+        for k in 1..3 {
+            args.push(if cx.has_output(k) { cx.output_ptr(k)? } else { cx.iconst(0) });
+        }
+        cx.call_checked(&kernel_for("onnxc_batchnorm", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -199,7 +232,11 @@ impl Operator for Lrn {
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_lrn_f32", &[params, xp, yp])
+        cx.call_checked(&kernel_for("onnxc_lrn", cx.input_type(0)?.0), &[params, xp, yp])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 

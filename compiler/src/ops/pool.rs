@@ -9,9 +9,11 @@
 //! `ceil_mode`/`dilations` from 18. Window geometry (auto_pad, pads,
 //! ceil_mode) is [`super::conv::Window`], shared with Conv.
 //!
-//! Type constraints: f16, f32, f64 (MaxPool also i8, u8). f32 is lowered
-//! through `onnxc_pool_f32`; MaxPool on i8/u8 converts to f32 in scratch
-//! (exact for 8-bit values), pools, and converts back.
+//! Type constraints: f16, f32, f64 (bf16 from opset 22; MaxPool also i8,
+//! u8). f32 and f64 are lowered through `onnxc_pool_{f32,f64}`, f16/bf16
+//! through the f32 kernel on staged copies ([`super::staging`]); MaxPool on
+//! i8/u8 converts to f32 in scratch (exact for 8-bit values), pools, and
+//! converts back.
 //!
 //! Also here, the data-dependent pools (kernels in `generic/roi.rs`, every
 //! index read from a tensor checked at run time):
@@ -24,13 +26,14 @@
 //!   `batch_indices [R]` (i64); `mode` avg/max, `output_height`/`width`
 //!   (1), `sampling_ratio` (0 = adaptive), `spatial_scale` (1.0),
 //!   `coordinate_transformation_mode` (from 16, default half_pixel; opset
-//!   10 behaves as output_half_pixel). f32 only.
+//!   10 behaves as output_half_pixel). f32, and f16/bf16 staged.
 //! * MaxRoiPool (1, 22): `X [N, C, H, W]`, `rois [R, 5]` (batch index
-//!   first); `pooled_shape` (required), `spatial_scale` (1.0). f32 only.
+//!   first); `pooled_shape` (required), `spatial_scale` (1.0). f32, and
+//!   f16/bf16 staged.
 
 use super::conv::{dims_array, AutoPad, Geometry, Window};
-use super::elementwise::cast;
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::{cast, compute_type};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
@@ -162,7 +165,7 @@ impl Operator for Pool {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 && !self.via_f32(x.dtype) {
+        if !x.dtype.is_float() && !self.via_f32(x.dtype) {
             return Err(format!("element type {} is not supported", x.dtype));
         }
         let p = self.params(x.shape)?;
@@ -193,7 +196,7 @@ impl Operator for Pool {
         let yp = cx.output_ptr(0)?;
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
-            return cx.call_checked("onnxc_pool_f32", &[params, xp, yp, ip]);
+            return cx.call_checked(&kernel_for("onnxc_pool", dtype), &[params, xp, yp, ip]);
         }
         let (n_in, n_out) = (element_count(&x), out_count(&p));
         let xf = cx.scratch_ptr()?;
@@ -201,6 +204,10 @@ impl Operator for Pool {
         convert(cx, xp, dtype, xf, DType::F32, n_in)?;
         cx.call_checked("onnxc_pool_f32", &[params, xf, yf, ip])?;
         convert(cx, yf, DType::F32, yp, dtype, n_out)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -424,8 +431,8 @@ impl Operator for RoiPool {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, rois) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 || rois.dtype != DType::F32 {
-            return Err(format!("element types {}/{} are not supported (f32 only)", x.dtype, rois.dtype));
+        if compute_type(x.dtype) != DType::F32 || compute_type(rois.dtype) != DType::F32 {
+            return Err(format!("element types {}/{} are not supported (f32, f16, bf16 only)", x.dtype, rois.dtype));
         }
         let p = self.params(x.shape, rois.shape)?;
         if self.op_type == "RoiAlign" {
@@ -450,5 +457,9 @@ impl Operator for RoiPool {
         }
         let bp = cx.input_ptr(2)?;
         cx.call_checked("onnxc_roi_align_f32", &[params, xp, rp, bp, yp])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

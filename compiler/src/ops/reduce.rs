@@ -7,7 +7,8 @@
 //! (opset 20, ordered `false < true`). ArgMax/ArgMin take every numeric type
 //! and always produce i64. onnxc lowers reductions of f32, f64, i32 and i64
 //! through `onnxc_reduce_*`, and ArgMax/ArgMin of f32 through
-//! `onnxc_argreduce_f32`; other element types are reported as unsupported.
+//! `onnxc_argreduce_f32`; f16/bf16 run those f32 kernels on staged copies
+//! ([`super::staging`]); the remaining integer types are inline loop nests.
 //!
 //! Opset differences, normalised in the importer: `axes` is an attribute
 //! before the opset where it became an optional input (ReduceSum 13, the
@@ -23,6 +24,7 @@
 //! ArgMax/ArgMin: `axis` (default 0), `keepdims` (default 1) and, from
 //! opset 12, `select_last_index` (default 0); the axis must not be empty.
 
+use super::elementwise::compute_type;
 use super::softmax::split_at_axis;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
@@ -177,7 +179,7 @@ impl Operator for Reduce {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if reduce_kernel(x.dtype).is_none() && !inline_reduce_supported(self.kind, x.dtype) {
+        if reduce_kernel(compute_type(x.dtype)).is_none() && !inline_reduce_supported(self.kind, x.dtype) {
             return Err(format!("{} of {} is not supported yet", self.op_type, x.dtype));
         }
         let reduced = self.reduced_axes(self.axes_input(cx)?, x.shape.len())?;
@@ -226,6 +228,10 @@ impl Operator for Reduce {
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked(kernel, &[params, x, y])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -281,7 +287,7 @@ impl Operator for ArgReduce {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if !(x.dtype == DType::F64 || x.dtype == DType::F32 || x.dtype.is_int()) {
+        if !(x.dtype.is_float() || x.dtype.is_int()) {
             return Err(format!("{} of {} is not supported yet", self.name(), x.dtype));
         }
         let axis = self.axis_for(x.shape)?;
@@ -314,6 +320,10 @@ impl Operator for ArgReduce {
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_argreduce_f32", &[params, x, y])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 

@@ -3,12 +3,14 @@
 //!
 //! Type constraints: Resize/Upsample `T` is any tensor type, scales f32,
 //! sizes i64, roi float; GridSample `T1` any type with a float grid `T2`;
-//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 data (other
-//! types are reported as unsupported). Scales or sizes known only at run
-//! time make Resize's output data-dependent: the params are then sized by
-//! `onnxc_resize_prepare` (the same `resize_apply_sizing` the compiler runs
-//! on constants) and the output and tap tables allocated at run time. roi
-//! and AffineGrid's size must be constants.
+//! AffineGrid float `T1` with an i64 size. onnxc compiles f32 and f64 data
+//! (`*_f32`/`*_f64` kernels), and f16/bf16 on staged f32 copies
+//! ([`super::staging`]); other types are reported as unsupported. Scales or
+//! sizes known only at run time (f32/f64 data) make Resize's output
+//! data-dependent: the params are then sized by `onnxc_resize_prepare` (the
+//! same `resize_apply_sizing` the compiler runs on constants) and the output
+//! and tap tables allocated at run time. roi and AffineGrid's size must be
+//! constants.
 //!
 //! Opset normalisation, in the importers:
 //! * Resize and Upsample become one [`Resize`] whose inputs are always
@@ -27,7 +29,8 @@
 //! Everything lowers to kernels of `runtime-support/src/generic/resize.rs`
 //! whose params (per-axis sizes, scales, roi) follow the ONNX reference.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim, Tensor};
@@ -266,7 +269,7 @@ impl Resize {
     /// Lowering with sizes known only at run time: prepare the params in
     /// scratch, allocate the output and the tap tables, resize.
     fn lower_run_time(&self, cx: &mut Lower, sizing_input: usize) -> Result<(), String> {
-        let (_, x_shape) = cx.input_type(0)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
         let axes = self.axes(x_shape.len())?;
         let template = self.template(&x_shape, cx.const_input(1), &axes)?;
         let (_, given_shape) = cx.input_type(sizing_input)?;
@@ -286,7 +289,7 @@ impl Resize {
         let scratch_bytes = cx.call_count("onnxc_resize_scratch", &[p])?;
         let taps = cx.alloc_scratch(scratch_bytes)?;
         let x = cx.input_ptr(0)?;
-        cx.call_checked("onnxc_resize_f32", &[p, x, y, taps])
+        cx.call_checked(&kernel_for("onnxc_resize", dtype), &[p, x, y, taps])
     }
 }
 
@@ -297,14 +300,17 @@ impl Operator for Resize {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input 0 is {}, only float types are supported yet", x.dtype));
         }
         if let Some(i) = self.run_time_sizing_input(sizing_inputs(cx)) {
             let (given, axes) = (cx.input(i)?, self.axes(x.shape.len())?);
             let want = if i == 2 { DType::F32 } else { DType::I64 };
             if given.dtype != want {
                 return Err(format!("input {i} is {}, expected {want}", given.dtype));
+            }
+            if !matches!(x.dtype, DType::F32 | DType::F64) {
+                return Err(format!("run-time scales or sizes with {} data are not compiled yet", x.dtype));
             }
             if self.coord_mode == COORD_TF_CROP_AND_RESIZE {
                 self.template(x.shape, Some(cx.const_input(1)?), &axes)?;
@@ -334,12 +340,16 @@ impl Operator for Resize {
                 .ok_or("no run-time scales or sizes")?;
             return self.lower_run_time(cx, i);
         }
-        let (_, x_shape) = cx.input_type(0)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
         let p = self.params(x_shape.as_slice(), cx.const_input(1), cx.const_input(2), cx.const_input(3))?;
         let scratch = if resize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_resize_f32", &[params, x, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_resize", dtype), &[params, x, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -408,8 +418,12 @@ impl Operator for GridSample {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let (x, grid) = (cx.input(0)?, cx.input(1)?);
-        if x.dtype != DType::F32 || grid.dtype != DType::F32 {
-            return Err(format!("inputs are {} and {}, only f32 is supported yet", x.dtype, grid.dtype));
+        let compute = compute_type(x.dtype);
+        if !x.dtype.is_float() || compute_type(grid.dtype) != compute {
+            return Err(format!(
+                "X is {} and grid {}: both must be float, f64 for both or neither",
+                x.dtype, grid.dtype
+            ));
         }
         self.params(x.shape, grid.shape)?;
         let k = x.shape.len() - 2;
@@ -418,10 +432,15 @@ impl Operator for GridSample {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let p = self.params(&cx.input_type(0)?.1, &cx.input_type(1)?.1)?;
+        let (dtype, x_shape) = cx.input_type(0)?;
+        let p = self.params(&x_shape, &cx.input_type(1)?.1)?;
         let params = cx.params(&p)?;
         let (x, grid, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_grid_sample_f32", &[params, x, grid, y])
+        cx.call_checked(&kernel_for("onnxc_grid_sample", dtype), &[params, x, grid, y])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -470,8 +489,8 @@ impl Operator for AffineGrid {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let theta = cx.input(0)?;
-        if theta.dtype != DType::F32 {
-            return Err(format!("input 0 (theta) is {}, only f32 is supported yet", theta.dtype));
+        if !theta.dtype.is_float() {
+            return Err(format!("input 0 (theta) is {}, expected a float type", theta.dtype));
         }
         let p = self.params(theta.shape, cx.const_input(1)?)?;
         let shape = Self::out_shape(&p);
@@ -480,11 +499,15 @@ impl Operator for AffineGrid {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
-        let (_, theta_shape) = cx.input_type(0)?;
+        let (dtype, theta_shape) = cx.input_type(0)?;
         let size = cx.const_input(1).ok_or("input 1 (size) must be a compile-time constant")?.clone();
         let p = self.params(&theta_shape, &size)?;
         let params = cx.params(&p)?;
         let (theta, grid) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_affine_grid_f32", &[params, theta, grid])
+        cx.call_checked(&kernel_for("onnxc_affine_grid", dtype), &[params, theta, grid])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Inputs: X, W, R, optional B, sequence_lens, initial_h (and for LSTM
 //! initial_c, P); outputs Y, Y_h (and LSTM Y_c), each optional.
-//! Type constraints: `T` is f16, f32 or f64 (onnxc lowers f32 and f64);
-//! sequence_lens is i32.
+//! Type constraints: `T` is f16, f32 or f64 (onnxc lowers f32 and f64, f16
+//! on staged f32 copies: [`super::staging`]); sequence_lens is i32.
 //!
 //! Attributes: `direction` (forward, reverse, bidirectional), `hidden_size`
 //! (checked against R, which determines it), `activations` (per direction:
@@ -18,7 +18,7 @@
 //! a sequence length outside `[0, seq_len]` stops the model with
 //! INDEX_OUT_OF_RANGE.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -286,8 +286,8 @@ impl Operator for Rnn {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if !matches!(x.dtype, DType::F32 | DType::F64) {
-            return Err(format!("input X is {}, only f32 and f64 are supported", x.dtype));
+        if !x.dtype.is_float() {
+            return Err(format!("input X is {}, expected a float type", x.dtype));
         }
         let float_inputs: &[usize] = if self.kind == RnnKind::Lstm { &[1, 2, 3, 5, 6, 7] } else { &[1, 2, 3, 5] };
         for &i in float_inputs {
@@ -338,7 +338,10 @@ impl Operator for Rnn {
             args.push(if cx.has_output(i) { cx.output_ptr(i)? } else { cx.iconst(0) });
         }
         args.push(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
-        let name = if dtype == DType::F64 { "onnxc_rnn_f64" } else { "onnxc_rnn_f32" };
-        cx.call_checked(name, &args)
+        cx.call_checked(&kernel_for("onnxc_rnn", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

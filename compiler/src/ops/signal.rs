@@ -2,7 +2,8 @@
 //! HammingWindow, BlackmanWindow, and MelWeightMatrix.
 //!
 //! * DFT (opsets 17, 20): input `[..., signal, 1|2]` (real or complex, `T`
-//!   f16/bf16/f32/f64; onnxc lowers f32 and f64), optional `dft_length`
+//!   f16/bf16/f32/f64; onnxc lowers f32 and f64, the 16-bit types on staged
+//!   f32 copies: [`super::staging`]), optional `dft_length`
 //!   (i32/i64 scalar, a compile-time constant). Opset 17 has the `axis`
 //!   attribute (default 1); opset 20 takes `axis` as optional input 2
 //!   (default -2). The importer turns the attribute into a constant input 2,
@@ -30,7 +31,8 @@
 //! those are compile-time constants and `infer` computes the whole result
 //! (in f64, then converted), which removes the node.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -60,9 +62,9 @@ fn scalar_int(cx: &InferCx, i: usize, name: &str) -> Result<Option<i64>, String>
 }
 
 fn float_dtype(dtype: DType, what: &str) -> Result<(), String> {
-    match dtype {
+    match compute_type(dtype) {
         DType::F32 | DType::F64 => Ok(()),
-        other => Err(format!("{what} is {other}, only f32 and f64 are supported")),
+        _ => Err(format!("{what} is {dtype}, expected a float type")),
     }
 }
 
@@ -159,8 +161,11 @@ impl Operator for Dft {
         let scratch = if p.n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_dft_f64" } else { "onnxc_dft_f32" };
-        cx.call_checked(name, &[params, x, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_dft", dtype), &[params, x, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -256,8 +261,11 @@ impl Operator for Stft {
         let scratch = cx.scratch_ptr()?;
         let params = cx.params(&p)?;
         let (x, w, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(2), cx.output_ptr(0)?);
-        let name = if dtype == DType::F64 { "onnxc_stft_f64" } else { "onnxc_stft_f32" };
-        cx.call_checked(name, &[params, x, w, y, scratch])
+        cx.call_checked(&kernel_for("onnxc_stft", dtype), &[params, x, w, y, scratch])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }
 
@@ -321,7 +329,9 @@ fn window_values(kind: WindowKind, size: usize, periodic: bool) -> Vec<f64> {
                     let alpha = 25.0 / 46.0;
                     alpha - (1.0 - alpha) * (tau * x).cos()
                 }
-                WindowKind::Blackman => 0.42 - 0.5 * (tau * x).cos() + 0.08 * (2.0 * tau * x).cos(),
+                // Summed in the reference's order: its centre tap is exactly 1,
+                // which matters when the window is truncated to integers.
+                WindowKind::Blackman => -0.5 * (tau * x).cos() + 0.08 * (2.0 * tau * x).cos() + 0.42,
             }
         })
         .collect()

@@ -1,8 +1,9 @@
 //! Softmax, LogSoftmax and Hardmax along one axis.
 //!
 //! Type constraints: `T` is a float type (f16, f32, f64, bf16 from opset 13);
-//! the output has the input's type and shape. onnxc lowers f32 through the
-//! kernel `onnxc_softmax_f32`; other float types are reported as unsupported.
+//! the output has the input's type and shape. onnxc lowers f32 and f64
+//! through `onnxc_softmax_{f32,f64}` (each computing in its own type) and
+//! f16/bf16 through the f32 kernel on staged copies ([`super::staging`]).
 //!
 //! Opset differences, normalised in the importer into [`Softmax::coerce_2d`]:
 //! before opset 13 the `axis` attribute defaults to 1 and the input is
@@ -12,7 +13,8 @@
 //! `[outer, axis_len, inner]` split of the contiguous input (see
 //! [`split_at_axis`]), which is all the kernel needs.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::elementwise::compute_type;
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -81,8 +83,8 @@ impl Operator for Softmax {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if x.dtype != DType::F32 {
-            return Err(format!("input 0 is {}, only f32 is supported yet", x.dtype));
+        if !matches!(compute_type(x.dtype), DType::F32 | DType::F64) {
+            return Err(format!("input 0 is {}, expected a float type", x.dtype));
         }
         self.axis_for(x.shape.len())?;
         Ok(vec![Inferred::new(x.dtype, x.shape.to_vec())])
@@ -90,9 +92,6 @@ impl Operator for Softmax {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        if dtype != DType::F32 {
-            return Err(format!("input 0 is {dtype}, only f32 is supported yet"));
-        }
         let axis = self.axis_for(shape.len())?;
         let (outer, len, inner) = split_at_axis(&shape, axis, self.coerce_2d);
         let p = SoftmaxParams {
@@ -107,6 +106,10 @@ impl Operator for Softmax {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_softmax_f32", &[params, x, y])
+        cx.call_checked(&kernel_for("onnxc_softmax", dtype), &[params, x, y])
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
     }
 }

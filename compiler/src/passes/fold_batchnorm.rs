@@ -3,8 +3,9 @@
 //! `y = scale · (conv(x, W) + b − mean) / √(var + ε) + bias` is again a
 //! convolution, with each output channel m of W scaled by
 //! `k[m] = scale[m] / √(var[m] + ε)` and bias `(b[m] − mean[m]) · k[m] + bias[m]`.
-//! Applies when W, b and the four statistics are f32 constants and the
-//! convolution's result is read by the BatchNormalization alone.
+//! Applies when W, b and the four statistics are f32 constants, the
+//! convolution's result is read by the BatchNormalization alone, and that
+//! is in inference mode (training normalises with the batch's statistics).
 
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::Op;
@@ -21,7 +22,7 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
     for bn_index in 0..graph.nodes.len() {
         let bn = &graph.nodes[bn_index];
         let Op::BatchNorm(norm) = &bn.op else { continue };
-        if !norm.spatial || bn.outputs.len() != 1 {
+        if !norm.spatial || norm.training.is_some() || bn.outputs.len() != 1 {
             continue;
         }
         let Some(Some(conv_out)) = bn.inputs.first().copied() else { continue };

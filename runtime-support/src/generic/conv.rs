@@ -14,9 +14,13 @@
 //! channel, kernel tap), a row over the input positions, and [`col2im`]
 //! scatter-adds each row into the output image (positions falling outside,
 //! e.g. under negative or positive padding, are dropped).
+//!
+//! Every kernel is generic over the compute type; f32 and f64 are exported
+//! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
-use super::gemm::{sgemm, MatMut, MatRef};
+use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::MAX_SPATIAL_RANK;
+use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 
@@ -41,17 +45,17 @@ pub struct ConvParams {
 }
 
 /// Sizes derived from validated params.
-struct ConvShape {
-    rank: usize,
-    c_per_group: usize,
-    m_per_group: usize,
-    in_size: usize,
-    out_size: usize,
-    taps: usize,
-    pointwise: bool,
+pub(crate) struct ConvShape {
+    pub rank: usize,
+    pub c_per_group: usize,
+    pub m_per_group: usize,
+    pub in_size: usize,
+    pub out_size: usize,
+    pub taps: usize,
+    pub pointwise: bool,
 }
 
-fn validate(p: &ConvParams) -> Option<ConvShape> {
+pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
     let rank = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
     if rank == 0
         || p.batch < 0
@@ -81,8 +85,8 @@ fn validate(p: &ConvParams) -> Option<ConvShape> {
     })
 }
 
-/// Number of `f32` scratch elements [`onnxc_conv_f32`] needs for these
-/// params (0 for pointwise convolutions and invalid params).
+/// Number of scratch elements (of the kernel's type) [`onnxc_conv_f32`]
+/// needs for these params (0 for pointwise convolutions and invalid params).
 pub fn conv_scratch_elems(p: &ConvParams) -> usize {
     match validate(p) {
         Some(s) if !s.pointwise => s.c_per_group * s.taps * s.out_size,
@@ -91,7 +95,7 @@ pub fn conv_scratch_elems(p: &ConvParams) -> usize {
 }
 
 /// Writes the im2col matrix of one group of one image into `col`.
-unsafe fn im2col(p: &ConvParams, s: &ConvShape, x: *const f32, col: *mut f32) {
+unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T) {
     let r = s.rank;
     let in_dims = to_usize(&p.in_spatial);
     let out_dims = to_usize(&p.out_spatial);
@@ -129,7 +133,7 @@ unsafe fn im2col(p: &ConvParams, s: &ConvShape, x: *const f32, col: *mut f32) {
                 let first = k[last] as isize * dil_last - pad_last;
                 for ol in 0..out_dims[last] {
                     let pos = ol as isize * s_last + first;
-                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last { *xc.offset(base + pos) } else { 0.0 };
+                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last { *xc.offset(base + pos) } else { T::ZERO };
                 }
                 dst = dst.add(out_dims[last]);
                 // Next position over the outer output dims (row-major).
@@ -164,6 +168,30 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> i32 {
+    conv(p, x, w, bias, y, scratch)
+}
+
+/// [`onnxc_conv_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_conv_f64(
+    p: *const ConvParams,
+    x: *const f64,
+    w: *const f64,
+    bias: *const f64,
+    y: *mut f64,
+    scratch: *mut f64,
+) -> i32 {
+    conv(p, x, w, bias, y, scratch)
+}
+
+unsafe fn conv<T: GemmElem>(
+    p: *const ConvParams,
+    x: *const T,
+    w: *const T,
+    bias: *const T,
+    y: *mut T,
+    scratch: *mut T,
+) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -189,7 +217,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
             let c = (!bias.is_null()).then(|| MatRef { ptr: bias.add(g * s.m_per_group), rs: 1, cs: 0 });
             let out =
                 MatMut { ptr: y.add((n * cout + g * s.m_per_group) * s.out_size), rs: s.out_size as isize, cs: 1 };
-            sgemm(s.m_per_group, s.out_size, kdim, 1.0, a, b, 1.0, c, out);
+            T::gemm(s.m_per_group, s.out_size, kdim, T::ONE, a, b, T::ONE, c, out);
         }
     }
     STATUS_OK
@@ -226,7 +254,7 @@ fn validate_transposed(p: &ConvParams) -> Option<ConvShape> {
     })
 }
 
-/// Number of `f32` scratch elements [`onnxc_conv_transpose_f32`] needs.
+/// Number of scratch elements [`onnxc_conv_transpose_f32`] needs.
 pub fn conv_transpose_scratch_elems(p: &ConvParams) -> usize {
     validate_transposed(p).map_or(0, |s| s.m_per_group * s.taps * s.in_size)
 }
@@ -234,7 +262,7 @@ pub fn conv_transpose_scratch_elems(p: &ConvParams) -> usize {
 /// Scatter-adds `channels` column blocks `col[c][tap][grid position]` into
 /// the images `y[c][out position]`: grid position `i` and tap `k` land on
 /// `i * stride + k * dilation - pad_begin` in every dim, if that is inside.
-unsafe fn col2im(p: &ConvParams, s: &ConvShape, channels: usize, col: *const f32, y: *mut f32) {
+unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: *const T, y: *mut T) {
     let r = s.rank;
     let grid = to_usize(&p.in_spatial);
     let out = to_usize(&p.out_spatial);
@@ -269,7 +297,7 @@ unsafe fn col2im(p: &ConvParams, s: &ConvShape, channels: usize, col: *const f32
                     for i in 0..grid[last] {
                         let pos = i as isize * step + first;
                         if pos >= 0 && pos < out[last] as isize {
-                            *yc.offset(base + pos) += *row.add(i);
+                            *yc.offset(base + pos) = *yc.offset(base + pos) + *row.add(i);
                         }
                     }
                 }
@@ -307,6 +335,30 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> i32 {
+    conv_transpose(p, x, w, bias, y, scratch)
+}
+
+/// [`onnxc_conv_transpose_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_conv_transpose_f64(
+    p: *const ConvParams,
+    x: *const f64,
+    w: *const f64,
+    bias: *const f64,
+    y: *mut f64,
+    scratch: *mut f64,
+) -> i32 {
+    conv_transpose(p, x, w, bias, y, scratch)
+}
+
+unsafe fn conv_transpose<T: GemmElem>(
+    p: *const ConvParams,
+    x: *const T,
+    w: *const T,
+    bias: *const T,
+    y: *mut T,
+    scratch: *mut T,
+) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -316,7 +368,7 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
     let batch = p.batch as usize;
     for i in 0..batch * cout {
-        let b = if bias.is_null() { 0.0 } else { *bias.add(i % cout) };
+        let b = if bias.is_null() { T::ZERO } else { *bias.add(i % cout) };
         for j in 0..s.out_size {
             *y.add(i * s.out_size + j) = b;
         }
@@ -332,7 +384,7 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
             let a = MatRef { ptr: w.add(g * s.c_per_group * rows), rs: 1, cs: rows as isize };
             let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
             let col = MatMut { ptr: scratch, rs: s.in_size as isize, cs: 1 };
-            sgemm(rows, s.in_size, s.c_per_group, 1.0, a, b, 0.0, None, col);
+            T::gemm(rows, s.in_size, s.c_per_group, T::ONE, a, b, T::ZERO, None, col);
             let yg = y.add((n * cout + g * s.m_per_group) * s.out_size);
             col2im(p, &s, s.m_per_group, scratch, yg);
         }
@@ -346,6 +398,16 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
 /// and `group` be 1.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_col2im_f32(p: *const ConvParams, col: *const f32, y: *mut f32) -> i32 {
+    col2im_kernel(p, col, y)
+}
+
+/// [`onnxc_col2im_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_col2im_f64(p: *const ConvParams, col: *const f64, y: *mut f64) -> i32 {
+    col2im_kernel(p, col, y)
+}
+
+unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -358,7 +420,7 @@ pub unsafe extern "C" fn onnxc_col2im_f32(p: *const ConvParams, col: *const f32,
     let c = p.in_channels as usize;
     let images = p.batch as usize * c;
     for i in 0..images * s.out_size {
-        *y.add(i) = 0.0;
+        *y.add(i) = T::ZERO;
     }
     if s.out_size == 0 || s.in_size == 0 {
         return STATUS_OK;
@@ -472,6 +534,16 @@ mod tests {
             assert_eq!(st, STATUS_OK);
             assert_close(&got, &want, 1e-4);
         }
+        // f64: the same im2col with the portable gemm, to f64 precision.
+        let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();
+        let (x64, w64, b64) = (wide(&x), wide(&w), wide(&bias));
+        let mut scratch64 = vec![f64::NAN; conv_scratch_elems(&p)];
+        let mut got = vec![f64::NAN; out_n];
+        let st = unsafe {
+            onnxc_conv_f64(&p, x64.as_ptr(), w64.as_ptr(), b64.as_ptr(), got.as_mut_ptr(), scratch64.as_mut_ptr())
+        };
+        assert_eq!(st, STATUS_OK);
+        assert_close(&got.iter().map(|&v| v as f32).collect::<Vec<_>>(), &reference(&p, &x, &w, Some(&bias)), 1e-6);
     }
 
     #[allow(clippy::too_many_arguments)] // one positional row per test case reads best
@@ -645,7 +717,24 @@ mod tests {
                 )
             };
             assert_eq!(st, STATUS_OK);
-            assert_close(&y, &reference_transposed(&p, &x, &w, Some(&bias)), 1e-4);
+            let want = reference_transposed(&p, &x, &w, Some(&bias));
+            assert_close(&y, &want, 1e-4);
+            let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();
+            let (x64, w64, b64) = (wide(&x), wide(&w), wide(&bias));
+            let mut scratch64 = vec![f64::NAN; scratch.len()];
+            let mut y64 = vec![f64::NAN; y.len()];
+            let st = unsafe {
+                onnxc_conv_transpose_f64(
+                    &p,
+                    x64.as_ptr(),
+                    w64.as_ptr(),
+                    b64.as_ptr(),
+                    y64.as_mut_ptr(),
+                    scratch64.as_mut_ptr(),
+                )
+            };
+            assert_eq!(st, STATUS_OK);
+            assert_close(&y64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &want, 1e-6);
         }
     }
 }

@@ -6,8 +6,11 @@
 //!
 //! Kernels that take any float element type by its ONNX code read and write
 //! elements through [`load_float`] and [`store_float`], computing in f64.
+//! [`onnxc_widen_f32`] and [`onnxc_narrow_f32`] convert whole buffers: they
+//! stage the f16/bf16 tensors of operators whose kernels exist only for f32
+//! (widen the inputs into scratch, run the f32 kernel, narrow its results).
 
-use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64};
+use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INVALID_PARAMS, STATUS_OK};
 
 /// An IEEE binary16 element, as stored in a tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -140,9 +143,57 @@ pub(crate) unsafe fn store_float(ptr: *mut u8, elem: i64, i: isize, v: f64) {
     }
 }
 
+/// `dst[i] = src[i]` widened to f32 for `count` elements of type `elem`
+/// (`ELEM_F16` or `ELEM_BF16`).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_widen_f32(elem: i64, src: *const u16, dst: *mut f32, count: i64) -> i32 {
+    let widen = match elem {
+        ELEM_F16 => onnxc_f16_to_f32,
+        ELEM_BF16 => onnxc_bf16_to_f32,
+        _ => return STATUS_INVALID_PARAMS,
+    };
+    for i in 0..count.max(0) as usize {
+        *dst.add(i) = widen(*src.add(i) as i32);
+    }
+    STATUS_OK
+}
+
+/// `dst[i] = src[i]` rounded to `elem` (`ELEM_F16` or `ELEM_BF16`, nearest
+/// even) for `count` elements.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_narrow_f32(elem: i64, src: *const f32, dst: *mut u16, count: i64) -> i32 {
+    let narrow = match elem {
+        ELEM_F16 => onnxc_f32_to_f16,
+        ELEM_BF16 => onnxc_f32_to_bf16,
+        _ => return STATUS_INVALID_PARAMS,
+    };
+    for i in 0..count.max(0) as usize {
+        *dst.add(i) = narrow(*src.add(i)) as u16;
+    }
+    STATUS_OK
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_convert_like_the_scalars() {
+        let src: [u16; 5] = [0x3c00, 0xc000, 0x7bff, 0x0001, 0x7e00];
+        for elem in [ELEM_F16, ELEM_BF16] {
+            let mut wide = [0.0f32; 5];
+            let mut back = [0u16; 5];
+            unsafe {
+                assert_eq!(onnxc_widen_f32(elem, src.as_ptr(), wide.as_mut_ptr(), 5), STATUS_OK);
+                assert_eq!(onnxc_narrow_f32(elem, wide.as_ptr(), back.as_mut_ptr(), 5), STATUS_OK);
+            }
+            assert_eq!(back, src);
+            let scalar = if elem == ELEM_F16 { onnxc_f16_to_f32 } else { onnxc_bf16_to_f32 };
+            assert_eq!(wide[1], scalar(0xc000));
+        }
+        let st = unsafe { onnxc_widen_f32(1, core::ptr::null(), core::ptr::null_mut(), 0) };
+        assert_eq!(st, STATUS_INVALID_PARAMS);
+    }
 
     #[test]
     fn f16_round_trips_every_pattern() {

@@ -12,7 +12,12 @@
 //!
 //! All matrices are described by a pointer and signed element strides, which
 //! is how transposes and broadcast operands arrive from the compiler.
+//!
+//! The portable blocked gemm is generic over the compute type, so f64
+//! (convolutions of f64 tensors) runs the same code as the f32 reference;
+//! [`GemmElem::gemm`] picks the fastest implementation per type.
 
+use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use core::mem::MaybeUninit;
@@ -56,42 +61,96 @@ pub struct GemmParams {
 
 /// A read-only strided matrix: element `(i, j)` is at `ptr + i*rs + j*cs`.
 #[derive(Clone, Copy, Debug)]
-pub struct MatRef {
-    pub ptr: *const f32,
+pub struct MatRef<T = f32> {
+    pub ptr: *const T,
     pub rs: isize,
     pub cs: isize,
 }
 
-impl MatRef {
+impl<T: Copy> MatRef<T> {
     #[inline(always)]
-    unsafe fn at(&self, i: usize, j: usize) -> f32 {
+    unsafe fn at(&self, i: usize, j: usize) -> T {
         *self.ptr.offset(i as isize * self.rs + j as isize * self.cs)
     }
 }
 
 /// A writable strided matrix, same addressing as [`MatRef`].
 #[derive(Clone, Copy, Debug)]
-pub struct MatMut {
-    pub ptr: *mut f32,
+pub struct MatMut<T = f32> {
+    pub ptr: *mut T,
     pub rs: isize,
     pub cs: isize,
 }
 
-/// The portable reference: [`sgemm`] with the scalar 8x8 micro-kernel.
+/// Element types with a gemm: `y = alpha * a * b + beta * c`, same contract
+/// as [`sgemm`].
+pub trait GemmElem: Real {
+    /// # Safety
+    /// As [`sgemm`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: Self,
+        a: MatRef<Self>,
+        b: MatRef<Self>,
+        beta: Self,
+        c: Option<MatRef<Self>>,
+        y: MatMut<Self>,
+    );
+}
+
+/// f32: the fastest micro-kernel this CPU has.
+impl GemmElem for f32 {
+    unsafe fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        a: MatRef,
+        b: MatRef,
+        beta: f32,
+        c: Option<MatRef>,
+        y: MatMut,
+    ) {
+        sgemm(m, n, k, alpha, a, b, beta, c, y)
+    }
+}
+
+/// f64: the portable blocked gemm.
+impl GemmElem for f64 {
+    unsafe fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: MatRef<f64>,
+        b: MatRef<f64>,
+        beta: f64,
+        c: Option<MatRef<f64>>,
+        y: MatMut<f64>,
+    ) {
+        gemm_generic(m, n, k, alpha, a, b, beta, c, y)
+    }
+}
+
+/// The portable reference: [`sgemm`] with the scalar 8x8 micro-kernel, for
+/// any compute type.
 ///
 /// # Safety
 /// As [`sgemm`].
 #[allow(clippy::too_many_arguments)] // the BLAS-style signature reads best flat
-pub unsafe fn sgemm_generic(
+pub unsafe fn gemm_generic<T: Real>(
     m: usize,
     n: usize,
     k: usize,
-    alpha: f32,
-    a: MatRef,
-    b: MatRef,
-    beta: f32,
-    c: Option<MatRef>,
-    y: MatMut,
+    alpha: T,
+    a: MatRef<T>,
+    b: MatRef<T>,
+    beta: T,
+    c: Option<MatRef<T>>,
+    y: MatMut<T>,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -103,10 +162,10 @@ pub unsafe fn sgemm_generic(
 
     // Packing buffers live on the stack (96 KiB); every element read by the
     // micro-kernel is written by packing first, so they need no zeroing.
-    let mut a_buf = MaybeUninit::<[f32; MC * KC]>::uninit();
-    let mut b_buf = MaybeUninit::<[f32; KC * NC]>::uninit();
-    let a_pack = a_buf.as_mut_ptr() as *mut f32;
-    let b_pack = b_buf.as_mut_ptr() as *mut f32;
+    let mut a_buf = MaybeUninit::<[T; MC * KC]>::uninit();
+    let mut b_buf = MaybeUninit::<[T; KC * NC]>::uninit();
+    let a_pack = a_buf.as_mut_ptr() as *mut T;
+    let b_pack = b_buf.as_mut_ptr() as *mut T;
 
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
@@ -129,13 +188,13 @@ pub unsafe fn sgemm_generic(
 
 /// Packs `a[row0.., col0..]` (`mc x kc`) into `MR`-row panels, each stored
 /// depth-major: `panel[l * MR + i]`. Rows past `mc` are zero.
-unsafe fn pack_a(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, dst: *mut f32) {
+unsafe fn pack_a<T: Real>(mc: usize, kc: usize, a: MatRef<T>, row0: usize, col0: usize, dst: *mut T) {
     let mut out = dst;
     for p in (0..mc).step_by(MR) {
         let rows = MR.min(mc - p);
         for l in 0..kc {
             for i in 0..MR {
-                let v = if i < rows { a.at(row0 + p + i, col0 + l) } else { 0.0 };
+                let v = if i < rows { a.at(row0 + p + i, col0 + l) } else { T::ZERO };
                 out.write(v);
                 out = out.add(1);
             }
@@ -145,13 +204,13 @@ unsafe fn pack_a(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, dst:
 
 /// Packs `b[row0.., col0..]` (`kc x nc`) into `NR`-column panels, each stored
 /// depth-major: `panel[l * NR + j]`. Columns past `nc` are zero.
-unsafe fn pack_b(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, dst: *mut f32) {
+unsafe fn pack_b<T: Real>(kc: usize, nc: usize, b: MatRef<T>, row0: usize, col0: usize, dst: *mut T) {
     let mut out = dst;
     for p in (0..nc).step_by(NR) {
         let cols = NR.min(nc - p);
         for l in 0..kc {
             for j in 0..NR {
-                let v = if j < cols { b.at(row0 + l, col0 + p + j) } else { 0.0 };
+                let v = if j < cols { b.at(row0 + l, col0 + p + j) } else { T::ZERO };
                 out.write(v);
                 out = out.add(1);
             }
@@ -164,16 +223,16 @@ unsafe fn pack_b(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, dst:
 /// slice (`first`) the tile overwrites `y` (plus the bias); later slices
 /// accumulate into it.
 #[allow(clippy::too_many_arguments)]
-unsafe fn macro_kernel(
+unsafe fn macro_kernel<T: Real>(
     mc: usize,
     nc: usize,
     kc: usize,
-    a_panels: &[f32],
-    b_panels: &[f32],
-    alpha: f32,
-    beta: f32,
-    c: Option<MatRef>,
-    y: MatMut,
+    a_panels: &[T],
+    b_panels: &[T],
+    alpha: T,
+    beta: T,
+    c: Option<MatRef<T>>,
+    y: MatMut<T>,
     row0: usize,
     col0: usize,
     first: bool,
@@ -184,7 +243,7 @@ unsafe fn macro_kernel(
         for (ip, a_panel) in a_panels.chunks_exact(kc * MR).enumerate() {
             let i0 = ip * MR;
             let rows = MR.min(mc - i0);
-            let mut acc = [[0.0f32; NR]; MR];
+            let mut acc = [[T::ZERO; NR]; MR];
             micro_kernel(a_panel, b_panel, &mut acc);
             for (i, acc_row) in acc.iter().enumerate().take(rows) {
                 let gi = row0 + i0 + i;
@@ -200,12 +259,12 @@ unsafe fn macro_kernel(
 /// `alpha * v + beta * C[gi][gj]` (bias optional), on later slices `+= alpha * v`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn store_element(
-    v: f32,
-    alpha: f32,
-    beta: f32,
-    c: Option<MatRef>,
-    y: MatMut,
+unsafe fn store_element<T: Real>(
+    v: T,
+    alpha: T,
+    beta: T,
+    c: Option<MatRef<T>>,
+    y: MatMut<T>,
     gi: usize,
     gj: usize,
     first: bool,
@@ -214,23 +273,23 @@ unsafe fn store_element(
     if first {
         let bias = match c {
             Some(c) => beta * c.at(gi, gj),
-            None => 0.0,
+            None => T::ZERO,
         };
         *dst = alpha * v + bias;
     } else {
-        *dst += alpha * v;
+        *dst = *dst + alpha * v;
     }
 }
 
 /// `acc += a_panel * b_panel` for one `MR x kc` by `kc x NR` tile. Written so
 /// the accumulators stay in registers and the inner loops auto-vectorise.
 #[inline(always)]
-fn micro_kernel(a_panel: &[f32], b_panel: &[f32], acc: &mut [[f32; NR]; MR]) {
+fn micro_kernel<T: Real>(a_panel: &[T], b_panel: &[T], acc: &mut [[T; NR]; MR]) {
     for (av, bv) in a_panel.chunks_exact(MR).zip(b_panel.chunks_exact(NR)) {
         for i in 0..MR {
             let ai = av[i];
             for j in 0..NR {
-                acc[i][j] += ai * bv[j];
+                acc[i][j] = acc[i][j] + ai * bv[j];
             }
         }
     }
@@ -417,7 +476,7 @@ pub unsafe fn sgemm_with(
         GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
         #[cfg(target_arch = "x86_64")]
         GemmKernel::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        _ => sgemm_generic(m, n, k, alpha, a, b, beta, c, y),
+        _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
     }
 }
 
@@ -542,12 +601,12 @@ pub unsafe fn blocked<K: MicroKernel>(
 }
 
 /// `y = beta * c` (or 0): the whole product when `k == 0`.
-unsafe fn bias_only(m: usize, n: usize, beta: f32, c: Option<MatRef>, y: MatMut) {
+unsafe fn bias_only<T: Real>(m: usize, n: usize, beta: T, c: Option<MatRef<T>>, y: MatMut<T>) {
     for i in 0..m {
         for j in 0..n {
             let bias = match c {
                 Some(c) => beta * c.at(i, j),
-                None => 0.0,
+                None => T::ZERO,
             };
             *y.ptr.offset(i as isize * y.rs + j as isize * y.cs) = bias;
         }
@@ -892,7 +951,7 @@ mod tests {
         let mut got = vec![f32::NAN; len];
         unsafe {
             let ym = MatMut { ptr: want.as_mut_ptr(), rs: yrs, cs: ycs };
-            sgemm_generic(m, n, k, alpha, am, bm, beta, cm, ym);
+            gemm_generic(m, n, k, alpha, am, bm, beta, cm, ym);
             let ym = MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs };
             sgemm_with(kernel, m, n, k, alpha, am, bm, beta, cm, ym);
         }
@@ -900,6 +959,36 @@ mod tests {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             let ok = (g - w).abs() <= 1e-4 * (1.0 + w.abs()) * (1.0 + (k as f32).sqrt()) || (g.is_nan() && w.is_nan());
             assert!(ok, "{} m={m} n={n} k={k} layout={layout} bias={bias} at {i}: got {g}, want {w}", kernel.name());
+        }
+    }
+
+    /// f64 runs the portable blocked gemm in f64: edge tiles, a transposed
+    /// B, two depth slices, a broadcast bias.
+    #[test]
+    fn f64_gemm_matches_reference() {
+        let (m, n, k) = (19usize, 23usize, 150usize);
+        let wide = |len: usize, seed: u64| rand_vec(len, seed).iter().map(|&v| v as f64).collect::<Vec<f64>>();
+        let (a, b, c) = (wide(m * k, 31), wide(n * k, 32), wide(n, 33));
+        let mut y = vec![f64::NAN; m * n];
+        unsafe {
+            f64::gemm(
+                m,
+                n,
+                k,
+                0.5,
+                MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 },
+                MatRef { ptr: b.as_ptr(), rs: 1, cs: k as isize },
+                2.0,
+                Some(MatRef { ptr: c.as_ptr(), rs: 0, cs: 1 }),
+                MatMut { ptr: y.as_mut_ptr(), rs: n as isize, cs: 1 },
+            );
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|l| a[i * k + l] * b[j * k + l]).sum();
+                let want = 0.5 * dot + 2.0 * c[j];
+                assert!((y[i * n + j] - want).abs() < 1e-12, "({i}, {j}): {} vs {want}", y[i * n + j]);
+            }
         }
     }
 

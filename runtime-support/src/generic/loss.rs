@@ -5,15 +5,17 @@
 //! to `ignore_index` contributes 0 and has weight 0. Reductions: none (one
 //! value per `[n, d]`), sum, or mean (`sum / sum of weights of the counted
 //! elements`). A target outside `[0, C)` that is not ignored returns
-//! `STATUS_INDEX_OUT_OF_RANGE`. Sums are accumulated in f64.
+//! `STATUS_INDEX_OUT_OF_RANGE`. Sums are accumulated in f64; f32 and f64
+//! share one generic implementation.
 
+use super::real::Real;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 
 pub const REDUCTION_NONE: i64 = 0;
 pub const REDUCTION_SUM: i64 = 1;
 pub const REDUCTION_MEAN: i64 = 2;
 
-/// Parameters of [`onnxc_nll_loss_f32`].
+/// Parameters of [`onnxc_nll_loss_f32`] and [`onnxc_nll_loss_f64`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct NllLossParams {
@@ -40,6 +42,28 @@ pub unsafe extern "C" fn onnxc_nll_loss_f32(
     weight: *const f32,
     loss: *mut f32,
 ) -> i32 {
+    nll_loss(p, x, target, weight, loss)
+}
+
+/// [`onnxc_nll_loss_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_nll_loss_f64(
+    p: *const NllLossParams,
+    x: *const f64,
+    target: *const u8,
+    weight: *const f64,
+    loss: *mut f64,
+) -> i32 {
+    nll_loss(p, x, target, weight, loss)
+}
+
+unsafe fn nll_loss<T: Real>(
+    p: *const NllLossParams,
+    x: *const T,
+    target: *const u8,
+    weight: *const T,
+    loss: *mut T,
+) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -53,26 +77,26 @@ pub unsafe extern "C" fn onnxc_nll_loss_f32(
             let k = i * d + j;
             let t = if p.target_i32 != 0 { *target.cast::<i32>().add(k) as i64 } else { *target.cast::<i64>().add(k) };
             let (value, w) = if p.has_ignore != 0 && t == p.ignore_index {
-                (0.0f32, 0.0f32)
+                (T::ZERO, T::ZERO)
             } else {
                 if t < 0 || t as usize >= c {
                     return STATUS_INDEX_OUT_OF_RANGE;
                 }
                 let t = t as usize;
-                let w = if weight.is_null() { 1.0 } else { *weight.add(t) };
+                let w = if weight.is_null() { T::ONE } else { *weight.add(t) };
                 (-*x.add((i * c + t) * d + j) * w, w)
             };
             if p.reduction == REDUCTION_NONE {
                 *loss.add(k) = value;
             } else {
-                sum += value as f64;
-                wsum += w as f64;
+                sum += value.to_f64();
+                wsum += w.to_f64();
             }
         }
     }
     match p.reduction {
-        REDUCTION_SUM => *loss = sum as f32,
-        REDUCTION_MEAN => *loss = (sum / wsum) as f32,
+        REDUCTION_SUM => *loss = T::from_f64(sum),
+        REDUCTION_MEAN => *loss = T::from_f64(sum / wsum),
         _ => {}
     }
     STATUS_OK
@@ -133,6 +157,13 @@ mod tests {
                     .map(|&tv| weight.map_or(1.0, |w| w[tv as usize]) as f64)
                     .sum();
                 assert_close(&got[..1], &[(want.iter().sum::<f64>() / wsum) as f32], 1e-5);
+                // f64 runs the same code in f64.
+                let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+                let w64: Option<Vec<f64>> = weight.map(|w| w.iter().map(|&v| v as f64).collect());
+                let w64p = w64.as_ref().map_or(core::ptr::null(), |w| w.as_ptr());
+                let mut got64 = [0.0f64];
+                assert_eq!(unsafe { onnxc_nll_loss_f64(&p, x64.as_ptr(), tp, w64p, got64.as_mut_ptr()) }, STATUS_OK);
+                assert!((got64[0] - want.iter().sum::<f64>() / wsum).abs() < 1e-12);
             }
         }
         let bad: Vec<i64> = vec![5; n * d];

@@ -23,6 +23,7 @@ pub mod attention;
 pub mod conv;
 pub mod convert;
 pub mod copy;
+pub mod deform_conv;
 pub mod dynamic;
 pub mod gemm;
 pub mod indexing;

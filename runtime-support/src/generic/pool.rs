@@ -16,7 +16,10 @@
 //!   only `ceil_mode` produces) are never counted.
 //! * Lp computes `(sum |x|^p)^(1/p)` over the valid taps (padding is zero and
 //!   adds nothing).
+//!
+//! f32 and f64 share one generic implementation, each computing in its own type.
 
+use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 
@@ -24,7 +27,7 @@ pub const POOL_MAX: i64 = 0;
 pub const POOL_AVERAGE: i64 = 1;
 pub const POOL_LP: i64 = 2;
 
-/// Parameters of [`onnxc_pool_f32`]; the input is `[batch, channels,
+/// Parameters of [`onnxc_pool_f32`] and [`onnxc_pool_f64`]; the input is `[batch, channels,
 /// in_spatial...]`, the output `[batch, channels, out_spatial...]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -70,6 +73,16 @@ fn validate(p: &PoolParams) -> Option<usize> {
 /// is only written for `POOL_MAX`.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: *mut f32, indices: *mut i64) -> i32 {
+    pool(p, x, y, indices)
+}
+
+/// [`onnxc_pool_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pool_f64(p: *const PoolParams, x: *const f64, y: *mut f64, indices: *mut i64) -> i32 {
+    pool(p, x, y, indices)
+}
+
+unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *mut i64) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -102,8 +115,8 @@ pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: 
         s *= in_dims[d] as i64;
     }
     let index_strides = if p.storage_order == 1 { cm } else { rm };
-    let p_norm = p.p_norm as f32;
-    let inv_p = 1.0 / p_norm;
+    let p_norm = T::from_f64(p.p_norm);
+    let inv_p = T::ONE / p_norm;
 
     for plane in 0..planes {
         let xp = x.add(plane * in_size);
@@ -115,9 +128,9 @@ pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: 
             for d in 0..r {
                 start[d] = o[d] as i64 * p.strides[d] - p.pads_begin[d];
             }
-            let mut best = f32::NEG_INFINITY;
+            let mut best = T::NEG_INF;
             let mut best_at: i64 = -1;
-            let mut sum = 0.0f32;
+            let mut sum = T::ZERO;
             let mut valid = 0usize;
             let mut padded = 0usize;
             let mut k = [0usize; MAX_RANK];
@@ -150,8 +163,8 @@ pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: 
                                 best_at = idx_off;
                             }
                         }
-                        POOL_AVERAGE => sum += v,
-                        _ => sum += libm::powf(libm::fabsf(v), p_norm),
+                        POOL_AVERAGE => sum = sum + v,
+                        _ => sum = sum + v.abs().powf(p_norm),
                     }
                 }
                 // Next tap (row-major over the kernel dims).
@@ -173,9 +186,9 @@ pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: 
                 }
                 POOL_AVERAGE => {
                     let n = if p.count_include_pad != 0 { padded } else { valid };
-                    sum / n as f32
+                    sum / T::from_f64(n as f64)
                 }
-                _ => libm::powf(sum, inv_p),
+                _ => sum.powf(inv_p),
             };
             // Next output position.
             for d in (0..r).rev() {
@@ -355,6 +368,12 @@ mod tests {
                 if kind == POOL_MAX {
                     assert_eq!(got_idx, want_idx);
                 }
+                // f64 runs the same code in f64.
+                let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+                let mut got64 = vec![f64::NAN; want.len()];
+                let st = unsafe { onnxc_pool_f64(&p, x64.as_ptr(), got64.as_mut_ptr(), core::ptr::null_mut()) };
+                assert_eq!(st, STATUS_OK);
+                assert_close(&got64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &want, 1e-6);
             }
         }
     }

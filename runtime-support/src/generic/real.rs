@@ -22,7 +22,14 @@ pub trait Real:
         self.partial_cmp(&self).is_none()
     }
     fn exp(self) -> Self;
+    fn ln(self) -> Self;
     fn tanh(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn floor(self) -> Self;
+    /// Round half to even.
+    fn rint(self) -> Self;
+    fn abs(self) -> Self;
+    fn powf(self, e: Self) -> Self;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
 }
@@ -35,8 +42,26 @@ impl Real for f32 {
     fn exp(self) -> f32 {
         libm::expf(self)
     }
+    fn ln(self) -> f32 {
+        libm::logf(self)
+    }
     fn tanh(self) -> f32 {
         libm::tanhf(self)
+    }
+    fn sqrt(self) -> f32 {
+        libm::sqrtf(self)
+    }
+    fn floor(self) -> f32 {
+        libm::floorf(self)
+    }
+    fn rint(self) -> f32 {
+        libm::rintf(self)
+    }
+    fn abs(self) -> f32 {
+        libm::fabsf(self)
+    }
+    fn powf(self, e: f32) -> f32 {
+        libm::powf(self, e)
     }
     fn from_f64(v: f64) -> f32 {
         v as f32
@@ -54,8 +79,26 @@ impl Real for f64 {
     fn exp(self) -> f64 {
         libm::exp(self)
     }
+    fn ln(self) -> f64 {
+        libm::log(self)
+    }
     fn tanh(self) -> f64 {
         libm::tanh(self)
+    }
+    fn sqrt(self) -> f64 {
+        libm::sqrt(self)
+    }
+    fn floor(self) -> f64 {
+        libm::floor(self)
+    }
+    fn rint(self) -> f64 {
+        libm::rint(self)
+    }
+    fn abs(self) -> f64 {
+        libm::fabs(self)
+    }
+    fn powf(self, e: f64) -> f64 {
+        libm::pow(self, e)
     }
     fn from_f64(v: f64) -> f64 {
         v

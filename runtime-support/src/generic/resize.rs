@@ -15,7 +15,10 @@
 //! GridSample reads `[N, C, D1..Dk]` at the normalised coordinates of a
 //! `[N, O1..Ok, k]` grid (innermost coordinate first); AffineGrid builds such
 //! a grid from `[N, k, k+1]` affine matrices.
+//!
+//! Each kernel is generic over the element type; f32 and f64 are exported.
 
+use super::real::Real;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::generic::{checked_rank, product};
 
@@ -424,9 +427,9 @@ fn fill_taps(p: &ResizeParams, axis: usize, y: usize, row: &mut [Tap]) {
 
 /// Sum over the tap combinations of axes `axis..`, for the output position
 /// whose tap rows are `rows`.
-unsafe fn resize_sum(x: *const f32, strides: &[usize], rows: &[&[Tap]], base: usize) -> f64 {
+unsafe fn resize_sum<T: Real>(x: *const T, strides: &[usize], rows: &[&[Tap]], base: usize) -> f64 {
     let (Some(row), Some(&stride)) = (rows.first(), strides.first()) else {
-        return *x.add(base) as f64;
+        return (*x.add(base)).to_f64();
     };
     let mut acc = 0.0;
     for t in row.iter() {
@@ -439,6 +442,16 @@ unsafe fn resize_sum(x: *const f32, strides: &[usize], rows: &[&[Tap]], base: us
 /// holds [`resize_scratch_bytes`] bytes, 8-byte aligned.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32, y: *mut f32, scratch: *mut u8) -> i32 {
+    resize(p, x, y, scratch)
+}
+
+/// [`onnxc_resize_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_resize_f64(p: *const ResizeParams, x: *const f64, y: *mut f64, scratch: *mut u8) -> i32 {
+    resize(p, x, y, scratch)
+}
+
+unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mut T, scratch: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -491,11 +504,11 @@ pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32,
             extrapolate |= row.first().is_some_and(|t| t.index < 0);
             rows[a] = row;
         }
-        *y.add(k) = if extrapolate {
-            p.extrapolation_value as f32
+        *y.add(k) = T::from_f64(if extrapolate {
+            p.extrapolation_value
         } else {
-            resize_sum(x, &strides[..rank], &rows[..rank], 0) as f32
-        };
+            resize_sum(x, &strides[..rank], &rows[..rank], 0)
+        });
         for a in (0..rank).rev() {
             idx[a] += 1;
             if idx[a] < out_dims[a] {
@@ -553,17 +566,23 @@ fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
 }
 
 /// One grid sample tap: input index along a dim (`None`: zero padding) and weight.
-type SampleTap = (Option<usize>, f32);
+type SampleTap<T> = (Option<usize>, T);
 
 /// Sum over the tap combinations of dims `dim..` (innermost summed first).
-unsafe fn grid_sum(x: *const f32, strides: &[usize], taps: &[[SampleTap; 4]], counts: &[usize], base: usize) -> f32 {
+unsafe fn grid_sum<T: Real>(
+    x: *const T,
+    strides: &[usize],
+    taps: &[[SampleTap<T>; 4]],
+    counts: &[usize],
+    base: usize,
+) -> T {
     let (Some(row), Some(&stride), Some(&count)) = (taps.first(), strides.first(), counts.first()) else {
         return *x.add(base);
     };
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for &(index, w) in &row[..count] {
         if let Some(i) = index {
-            acc += w * grid_sum(x, &strides[1..], &taps[1..], &counts[1..], base + i * stride);
+            acc = acc + w * grid_sum(x, &strides[1..], &taps[1..], &counts[1..], base + i * stride);
         }
     }
     acc
@@ -578,6 +597,21 @@ pub unsafe extern "C" fn onnxc_grid_sample_f32(
     grid: *const f32,
     y: *mut f32,
 ) -> i32 {
+    grid_sample(p, x, grid, y)
+}
+
+/// [`onnxc_grid_sample_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_grid_sample_f64(
+    p: *const GridSampleParams,
+    x: *const f64,
+    grid: *const f64,
+    y: *mut f64,
+) -> i32 {
+    grid_sample(p, x, grid, y)
+}
+
+unsafe fn grid_sample<T: Real>(p: *const GridSampleParams, x: *const T, grid: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -608,22 +642,23 @@ pub unsafe extern "C" fn onnxc_grid_sample_f32(
     for b in 0..n {
         for o in 0..out_count {
             let g = grid.add((b * out_count + o) * k);
-            let mut taps = [[(None, 0.0f32); 4]; MAX_RANK];
+            let mut taps = [[(None, T::ZERO); 4]; MAX_RANK];
             let mut counts = [0usize; MAX_RANK];
+            let (one, two) = (T::ONE, T::from_f64(2.0));
             for i in 0..k {
                 let len = p.in_dims[i];
-                let lenf = len as f32;
+                let lenf = T::from_f64(len as f64);
                 let coord = *g.add(k - 1 - i);
-                let mut v = if align { (coord + 1.0) / 2.0 * (lenf - 1.0) } else { ((coord + 1.0) * lenf - 1.0) / 2.0 };
+                let mut v = if align { (coord + one) / two * (lenf - one) } else { ((coord + one) * lenf - one) / two };
                 if p.mode == MODE_NEAREST {
-                    v = libm::rintf(v);
+                    v = v.rint();
                 }
                 let (lo, hi) = if align { (0.0, len as f64 - 1.0) } else { (-0.5, len as f64 - 0.5) };
-                let vd = v as f64;
+                let vd = v.to_f64();
                 if vd < lo || vd > hi {
                     match p.padding {
-                        PADDING_BORDER => v = v.clamp(0.0, lenf - 1.0),
-                        PADDING_REFLECTION => v = reflect(vd, lo, hi) as f32,
+                        PADDING_BORDER => v = T::from_f64(vd.clamp(0.0, len as f64 - 1.0)),
+                        PADDING_REFLECTION => v = T::from_f64(reflect(vd, lo, hi)),
                         _ => {}
                     }
                 }
@@ -639,22 +674,23 @@ pub unsafe extern "C" fn onnxc_grid_sample_f32(
                 let row = &mut taps[i];
                 counts[i] = match p.mode {
                     MODE_NEAREST => {
-                        row[0] = (resolve(v as i64), 1.0);
+                        row[0] = (resolve(v.to_f64() as i64), one);
                         1
                     }
                     MODE_LINEAR => {
-                        let x0 = libm::floorf(v);
+                        let x0 = v.floor();
                         let t = v - x0;
-                        row[0] = (resolve(x0 as i64), 1.0 - t);
-                        row[1] = (resolve(x0 as i64 + 1), t);
+                        let i0 = x0.to_f64() as i64;
+                        row[0] = (resolve(i0), one - t);
+                        row[1] = (resolve(i0.saturating_add(1)), t);
                         2
                     }
                     _ => {
-                        let x0 = libm::floorf(v);
-                        let t = (v - x0) as f64;
+                        let x0 = v.floor();
+                        let t = (v - x0).to_f64();
                         for (j, tap) in row.iter_mut().enumerate() {
-                            let w = cubic_weight(t + 1.0 - j as f64, -0.75) as f32;
-                            *tap = (resolve((x0 as i64).saturating_add(j as i64 - 1)), w);
+                            let w = T::from_f64(cubic_weight(t + 1.0 - j as f64, -0.75));
+                            *tap = (resolve((x0.to_f64() as i64).saturating_add(j as i64 - 1)), w);
                         }
                         4
                     }
@@ -697,6 +733,16 @@ fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
 /// along the last spatial dim.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_affine_grid_f32(p: *const AffineGridParams, theta: *const f32, grid: *mut f32) -> i32 {
+    affine_grid(p, theta, grid)
+}
+
+/// [`onnxc_affine_grid_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_affine_grid_f64(p: *const AffineGridParams, theta: *const f64, grid: *mut f64) -> i32 {
+    affine_grid(p, theta, grid)
+}
+
+unsafe fn affine_grid<T: Real>(p: *const AffineGridParams, theta: *const T, grid: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -721,8 +767,8 @@ pub unsafe extern "C" fn onnxc_affine_grid_f32(p: *const AffineGridParams, theta
             }
             for j in 0..k {
                 let row = th.add(j * (k + 1));
-                let v: f64 = (0..=k).map(|i| *row.add(i) as f64 * base[i]).sum();
-                *out = v as f32;
+                let v: f64 = (0..=k).map(|i| (*row.add(i)).to_f64() * base[i]).sum();
+                *out = T::from_f64(v);
                 out = out.add(1);
             }
             for a in (0..k).rev() {
@@ -820,8 +866,17 @@ mod tests {
                     p.roi_start = [-5.0; MAX_RANK];
                     p.roi_end = [9.0; MAX_RANK];
                     p.extrapolation_value = 7.0;
-                    let y = run(&p, &rand_vec(12, 4));
+                    let x = rand_vec(12, 4);
+                    let y = run(&p, &x);
                     assert!(y.iter().all(|v| v.is_finite()));
+                    // f64 runs the same taps (computed in f64 for both).
+                    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+                    let mut y64 = vec![0.0f64; y.len()];
+                    let mut scratch = vec![0u64; resize_scratch_bytes(&p) / 8 + 1];
+                    let st =
+                        unsafe { onnxc_resize_f64(&p, x64.as_ptr(), y64.as_mut_ptr(), scratch.as_mut_ptr().cast()) };
+                    assert_eq!(st, STATUS_OK);
+                    assert_close(&y64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &y, 1e-6);
                 }
             }
         }
@@ -848,6 +903,12 @@ mod tests {
                 let mut y = vec![0.0f32; h * w];
                 assert_eq!(unsafe { onnxc_grid_sample_f32(&p, x.as_ptr(), grid.as_ptr(), y.as_mut_ptr()) }, STATUS_OK);
                 assert_close(&y, &x, 1e-5);
+                let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+                let mut y64 = vec![0.0f64; h * w];
+                let st =
+                    unsafe { onnxc_grid_sample_f64(&p, wide(&x).as_ptr(), wide(&grid).as_ptr(), y64.as_mut_ptr()) };
+                assert_eq!(st, STATUS_OK);
+                assert_close(&y64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &x, 1e-6);
                 // Far outside: zeros gives 0, border/reflection stay in range.
                 let far = [1e9f32, -1e9, f32::NAN, 3.0];
                 let mut p2 = p;
@@ -865,5 +926,9 @@ mod tests {
         let mut g = vec![0.0f32; 12];
         assert_eq!(unsafe { onnxc_affine_grid_f32(&p, theta.as_ptr(), g.as_mut_ptr()) }, STATUS_OK);
         assert_close(&g, &[-1., -1., 0., -1., 1., -1., -1., 1., 0., 1., 1., 1.], 1e-6);
+        let theta64 = theta.map(|v| v as f64);
+        let mut g64 = vec![0.0f64; 12];
+        assert_eq!(unsafe { onnxc_affine_grid_f64(&p, theta64.as_ptr(), g64.as_mut_ptr()) }, STATUS_OK);
+        assert_eq!(g64.iter().map(|&v| v as f32).collect::<Vec<_>>(), g);
     }
 }

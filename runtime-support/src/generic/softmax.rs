@@ -3,15 +3,17 @@
 //! The compiler flattens the tensor to `[outer, axis_len, inner]` around the
 //! reduction axis, so one kernel covers every axis; `inner == 1` (the common
 //! last-axis case) walks memory contiguously. Softmax subtracts the row
-//! maximum before exponentiating so large logits cannot overflow.
+//! maximum before exponentiating so large logits cannot overflow. f32 and
+//! f64 share one generic implementation, each computing in its own type.
 
+use super::real::Real;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 
 pub const SOFTMAX: i64 = 0;
 pub const LOG_SOFTMAX: i64 = 1;
 pub const HARDMAX: i64 = 2;
 
-/// Parameters of [`onnxc_softmax_f32`].
+/// Parameters of [`onnxc_softmax_f32`] and [`onnxc_softmax_f64`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SoftmaxParams {
@@ -26,6 +28,16 @@ pub struct SoftmaxParams {
 /// Hardmax writes 1 at the first maximum and 0 elsewhere.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_softmax_f32(p: *const SoftmaxParams, x: *const f32, y: *mut f32) -> i32 {
+    softmax(p, x, y)
+}
+
+/// [`onnxc_softmax_f32`] for `f64`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_softmax_f64(p: *const SoftmaxParams, x: *const f64, y: *mut f64) -> i32 {
+    softmax(p, x, y)
+}
+
+unsafe fn softmax<T: Real>(p: *const SoftmaxParams, x: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -52,28 +64,28 @@ pub unsafe extern "C" fn onnxc_softmax_f32(p: *const SoftmaxParams, x: *const f3
             match p.kind {
                 HARDMAX => {
                     for i in 0..len {
-                        *ys(i) = if i == arg { 1.0 } else { 0.0 };
+                        *ys(i) = if i == arg { T::ONE } else { T::ZERO };
                     }
                 }
                 SOFTMAX => {
-                    let mut sum = 0.0f32;
+                    let mut sum = T::ZERO;
                     for i in 0..len {
-                        let e = libm::expf(xs(i) - max);
+                        let e = (xs(i) - max).exp();
                         *ys(i) = e;
-                        sum += e;
+                        sum = sum + e;
                     }
-                    let inv = 1.0 / sum;
+                    let inv = T::ONE / sum;
                     for i in 0..len {
-                        *ys(i) *= inv;
+                        *ys(i) = *ys(i) * inv;
                     }
                 }
                 _ => {
-                    let mut sum = 0.0f32;
+                    let mut sum = T::ZERO;
                     for i in 0..len {
-                        sum += libm::expf(xs(i) - max);
+                        sum = sum + (xs(i) - max).exp();
                     }
                     // (x - max) first: exact for nearby values, unlike x - (max + log sum).
-                    let log_sum = libm::logf(sum);
+                    let log_sum = sum.ln();
                     for i in 0..len {
                         *ys(i) = (xs(i) - max) - log_sum;
                     }
@@ -131,6 +143,19 @@ mod tests {
                 for (g, w) in got.iter().zip(&want) {
                     assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
                 }
+            }
+        }
+        // f64 runs the same code in f64.
+        let x: Vec<f64> = rand_vec(12, 9).iter().map(|&v| v as f64 * 30.0).collect();
+        let p = SoftmaxParams { outer: 3, axis_len: 4, inner: 1, kind: SOFTMAX };
+        let mut got = vec![0.0f64; 12];
+        assert_eq!(unsafe { onnxc_softmax_f64(&p, x.as_ptr(), got.as_mut_ptr()) }, STATUS_OK);
+        for row in 0..3 {
+            let xs = &x[row * 4..row * 4 + 4];
+            let m = xs.iter().cloned().fold(f64::MIN, f64::max);
+            let s: f64 = xs.iter().map(|v| (v - m).exp()).sum();
+            for i in 0..4 {
+                assert!((got[row * 4 + i] - (xs[i] - m).exp() / s).abs() < 1e-15);
             }
         }
         let bad = SoftmaxParams { kind: 3, ..Default::default() };
