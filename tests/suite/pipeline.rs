@@ -5,7 +5,7 @@
 //! `bench` print what DESIGN §6 says.
 
 use crate::common::{onnxc_in, succeeded, write_model};
-use crate::models::{float_attr, int64s, int_attr, model, node, value};
+use crate::models::{float_attr, int64s, int_attr, model, node, typed_value, value};
 use onnx_proto::*;
 use prost::Message;
 
@@ -115,13 +115,6 @@ fn shape_subgraphs_fold_to_constants() {
 }
 
 /// `v` with element type `elem` (an ONNX data-type number).
-fn typed(mut v: ValueInfoProto, elem: i32) -> ValueInfoProto {
-    if let Some(type_proto::Value::TensorType(t)) = v.r#type.as_mut().and_then(|t| t.value.as_mut()) {
-        t.elem_type = Some(elem);
-    }
-    v
-}
-
 /// Runs `y = a @ b` on f16 tensors of dims `[a, b, y]` through `onnxc run`;
 /// returns y widened to f32.
 fn f16_matmul(dims: [&[i64]; 3], a: &[f32], b: &[f32]) -> Vec<f32> {
@@ -134,11 +127,11 @@ fn f16_matmul(dims: [&[i64]; 3], a: &[f32], b: &[f32]) -> Vec<f32> {
     };
     let m = model(
         vec![node("MatMul", "matmul", &["a", "b"], &["y"])],
-        vec![typed(value("a", Some(dims[0])), 10), typed(value("b", Some(dims[1])), 10)],
-        vec![typed(value("y", Some(dims[2])), 10)],
+        vec![typed_value("a", 10, Some(dims[0])), typed_value("b", 10, Some(dims[1]))],
+        vec![typed_value("y", 10, Some(dims[2]))],
     );
     let dir = tempfile::tempdir().expect("temporary folder");
-    write(dir.path(), "model.onnx", &m);
+    write_model(dir.path(), "model.onnx", &m);
     for (file, t) in [("a.pb", f16_tensor("a", dims[0], a)), ("b.pb", f16_tensor("b", dims[1], b))] {
         std::fs::write(dir.path().join(file), t.encode_to_vec()).expect("write input");
     }
