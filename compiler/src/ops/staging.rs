@@ -46,7 +46,10 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
         }
     }
     let mut narrow = Vec::new();
-    let outputs: Vec<usize> = (0..cx.output_count()).filter(|&k| cx.has_output(k)).collect();
+    // Data-dependent outputs are allocated by the operator itself, which
+    // only makes them for f32/f64 data.
+    let outputs: Vec<usize> =
+        (0..cx.output_count()).filter(|&k| cx.has_output(k) && !cx.output_is_dynamic(k)).collect();
     for k in outputs {
         let (dtype, shape) = cx.output_type(k)?;
         if is_half(dtype) {
