@@ -1,5 +1,7 @@
 //! Control flow expanded during inference: If whose condition is known at
-//! compile time becomes its branch; Loop whose trip count is known and
+//! compile time becomes its branch, If on a run-time condition becomes both
+//! branches in guarded ranges (only the taken one runs) merged by Where;
+//! Loop whose trip count is known and
 //! whose condition folds to a constant after each iteration, and Scan
 //! (whose length is a static dim), are unrolled — one copy of the body per
 //! iteration, each inferred (and constant-folded) before the next is made,
@@ -12,7 +14,7 @@
 
 use crate::infer::{input_ancestors, InferError};
 use crate::ir::{DType, Graph, Node, Tensor, ValueDef, ValueId};
-use crate::ops::control::{If, Loop, Scan, Subgraph};
+use crate::ops::control::{EndGuard, Guard, If, Loop, Scan, Subgraph};
 use crate::ops::elementwise::{Elementwise, Func};
 use crate::ops::gather::Gather;
 use crate::ops::shape_ops::{Concat, Reshape, ViewKind};
@@ -65,7 +67,7 @@ impl Expansion<'_> {
         let taken = match self.constant_bool(cond) {
             Some(true) => &op.then_branch,
             Some(false) => &op.else_branch,
-            None => return Err(run_time("the condition", cond)),
+            None => return self.guarded_if(node, op, cond),
         };
         if taken.outputs.len() != node.outputs.len() {
             return Err(Failure::Message(format!(
@@ -76,6 +78,72 @@ impl Expansion<'_> {
         }
         self.run(taken.nodes.clone())?;
         self.forward(&node.name, &taken.outputs, &node.outputs)
+    }
+
+    /// An If on a run-time condition: each branch, inferred on its own,
+    /// in a guarded range the code runs only when the condition selects
+    /// it, then one Where per output picks the taken branch's value (the
+    /// other branch's buffer is never read for the result). Both branches
+    /// must give their outputs the same static types.
+    fn guarded_if(&mut self, node: &Node, op: &If, cond: ValueId) -> Result<(), Failure> {
+        let mut merged: Vec<Vec<ValueId>> = Vec::with_capacity(2);
+        for (branch, when) in [(&op.then_branch, true), (&op.else_branch, false)] {
+            if branch.outputs.len() != node.outputs.len() {
+                return Err(Failure::Message(format!(
+                    "a branch has {} outputs, the node {}",
+                    branch.outputs.len(),
+                    node.outputs.len()
+                )));
+            }
+            let mut inferred = Vec::new();
+            (self.infer)(self.graph, branch.nodes.clone(), &mut inferred, self.unrolled).map_err(Failure::Infer)?;
+            let guard = Op::Guard(Guard { when });
+            self.kept.push(Node {
+                name: format!("{}/guard_{when}", node.name),
+                op: guard,
+                inputs: vec![Some(cond)],
+                outputs: vec![],
+            });
+            self.kept.append(&mut inferred);
+            self.kept.push(Node {
+                name: format!("{}/end_{when}", node.name),
+                op: Op::EndGuard(EndGuard),
+                inputs: vec![],
+                outputs: vec![],
+            });
+            merged.push(branch.outputs.clone());
+        }
+        for (k, (&a, &b)) in merged[0].iter().zip(&merged[1]).enumerate() {
+            let (ta, tb) = (self.graph.concrete(a), self.graph.concrete(b));
+            if ta.is_none() || ta != tb {
+                return Err(Failure::Message(format!(
+                    "output {k} is {:?} in one branch and {:?} in the other; a run-time If needs the same static type in both",
+                    ta, tb
+                )));
+            }
+        }
+        // Where broadcasts: a one-element [1] condition must not add a dim.
+        let scalar = self.fresh(&format!("{}/cond", node.name));
+        let no_dims = self.constant(&node.name, Tensor::from_i64s(vec![0], &[]));
+        self.run(vec![Node {
+            name: format!("{}/cond", node.name),
+            op: Op::Reshape(Reshape { kind: ViewKind::Reshape { allowzero: false } }),
+            inputs: vec![Some(cond), Some(no_dims)],
+            outputs: vec![scalar],
+        }])?;
+        let nodes = merged[0]
+            .iter()
+            .zip(&merged[1])
+            .zip(&node.outputs)
+            .enumerate()
+            .map(|(k, ((&a, &b), &out))| Node {
+                name: format!("{}/select{k}", node.name),
+                op: Op::Elementwise(Elementwise { op_type: "Where", func: Func::Where }),
+                inputs: vec![Some(scalar), Some(a), Some(b)],
+                outputs: vec![out],
+            })
+            .collect();
+        self.run(nodes)
     }
 
     fn expand_loop(&mut self, node: &Node, op: &Loop) -> Result<(), Failure> {

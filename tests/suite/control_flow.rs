@@ -1,7 +1,7 @@
 //! If, Loop and Scan through the CLI: a loop with a known trip count and a
 //! nested If is unrolled and compiled without specialisation; an If on a
-//! run-time condition is reported by `compile` and specialised by `run`;
-//! an absurd trip count is refused by the unrolling budget.
+//! run-time condition compiles and runs only its taken branch; an absurd
+//! trip count is refused by the unrolling budget.
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
 use crate::models::{int64s, model, node, typed_value, value};
@@ -97,26 +97,48 @@ fn an_absurd_trip_count_is_refused_by_the_unrolling_budget() {
 }
 
 #[test]
-fn an_if_on_a_run_time_condition_is_reported_by_compile_and_specialised_by_run() {
+fn an_if_on_a_run_time_condition_compiles_and_runs_only_the_taken_branch() {
+    // The else branch also gathers at index 5 of a 2-element tensor: it
+    // fails if it runs, so the then branch must run alone.
     let mut branch = node("If", "choose", &["c"], &["y"]);
     branch.attribute.push(graph_attr(
         "then_branch",
-        graph(vec![node("Neg", "neg", &["x"], &["a"])], vec![], vec![value("a", None)], "then"),
+        graph(vec![node("Neg", "neg", &["x"], &["a"])], vec![], vec![value("a", Some(&[2]))], "then"),
     ));
     branch.attribute.push(graph_attr(
         "else_branch",
-        graph(vec![node("Abs", "abs", &["x"], &["b"])], vec![], vec![value("b", None)], "else"),
+        graph(
+            vec![node("Gather", "out_of_range", &["x", "five"], &["g"]), node("Add", "add", &["x", "g"], &["b"])],
+            vec![],
+            vec![value("b", Some(&[2]))],
+            "else",
+        ),
     ));
-    let m =
-        model(vec![branch], vec![typed_value("c", 9, Some(&[])), value("x", Some(&[2]))], vec![value("y", Some(&[2]))]);
+    let mut m = model(
+        vec![branch],
+        vec![typed_value("c", 9, Some(&[1])), value("x", Some(&[2]))],
+        vec![value("y", Some(&[2]))],
+    );
+    m.graph.as_mut().expect("graph").initializer.push(int64s("five", &[], &[5]));
     let dir = tempfile::tempdir().expect("temporary folder");
     write_model(dir.path(), "model.onnx", &m);
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
-    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("\"choose\"") && out.stderr.contains("run-time"), "{}", out.stderr);
+    assert!(succeeded(&out), "a run-time If must compile: {}", out.stderr);
 
-    let cond = TensorProto { name: Some("c".into()), data_type: Some(9), int32_data: vec![1], ..Default::default() };
-    let outputs = run_model(&m, &[cond, floats("x", &[2], &[1.5, -2.0])])
-        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let cond = |v: i32| TensorProto {
+        name: Some("c".into()),
+        dims: vec![1],
+        data_type: Some(9),
+        int32_data: vec![v],
+        ..Default::default()
+    };
+    let x = floats("x", &[2], &[1.5, -2.0]);
+    let outputs = run_model(&m, &[cond(1), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), [-1.5, 2.0]);
+    let failed = run_model(&m, &[cond(0), x]).expect_err("the else branch gathers out of range");
+    assert!(
+        failed.stderr.contains("out_of_range") && failed.stderr.contains("index out of range"),
+        "{}",
+        failed.stderr
+    );
 }

@@ -69,6 +69,8 @@ struct Env {
     allocator: Option<alloc::Allocator>,
     /// Address and dims of each data-dependent value allocated so far.
     dynamic: HashMap<ValueId, (Value, Vec<Value>)>,
+    /// Where each open guard continues when it skips its range.
+    guards: Vec<Block>,
 }
 
 /// Declares and defines `symbol` (the model's run function) in `module`.
@@ -152,10 +154,14 @@ pub fn define_model<M: Module>(
         data_count: 0,
         allocator,
         dynamic: HashMap::new(),
+        guards: Vec::new(),
     };
     for (index, node) in graph.nodes.iter().enumerate() {
         let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
         node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
+    }
+    if !env.guards.is_empty() {
+        return Err(CodegenError::Module(format!("{} guarded ranges are not closed", env.guards.len())));
     }
     for &(k, v) in &plan.output_copies {
         let src = value_ptr(&mut b, ptr, plan, &env, v);
@@ -446,6 +452,28 @@ impl<'f> Lower<'_, 'f> {
         let cont = self.b.create_block();
         self.b.ins().brif(cond, self.env.fail, &[tagged.into()], cont, &[]);
         self.b.switch_to_block(cont);
+    }
+
+    /// Runs the following nodes, up to [`Lower::end_guard`], only when the
+    /// bool scalar input `i` is `when`.
+    pub fn begin_guard(&mut self, i: usize, when: bool) -> Result<(), String> {
+        let cond = self.input_ptr(i)?;
+        let byte = self.b.ins().load(types::I8, MemFlagsData::trusted(), cond, 0);
+        let cc = if when { IntCC::NotEqual } else { IntCC::Equal };
+        let taken = self.b.ins().icmp_imm_u(cc, byte, 0);
+        let (run, skip) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(taken, run, &[], skip, &[]);
+        self.b.switch_to_block(run);
+        self.env.guards.push(skip);
+        Ok(())
+    }
+
+    /// Closes the innermost [`Lower::begin_guard`].
+    pub fn end_guard(&mut self) -> Result<(), String> {
+        let skip = self.env.guards.pop().ok_or("no guarded range is open")?;
+        self.b.ins().jump(skip, &[]);
+        self.b.switch_to_block(skip);
+        Ok(())
     }
 
     /// Copies `bytes` bytes from `src` to `dst`.

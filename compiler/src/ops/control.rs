@@ -4,10 +4,11 @@
 //! and name outer values by their `ValueId` directly, as the ONNX scoping
 //! rules allow. These operators never reach code generation: inference
 //! expands them (`crate::expand`) — If with a condition known at compile
-//! time becomes its branch, Loop with a known trip count and a condition
-//! that folds each iteration is unrolled, Scan (whose length is its input's
-//! static axis length) too. Control flow that depends on run-time data is
-//! reported as not compiled yet.
+//! time becomes its branch, If on a run-time condition becomes both
+//! branches in [`Guard`]ed ranges that the code skips or runs, Loop with a
+//! known trip count and a condition that folds each iteration is unrolled,
+//! Scan (whose length is its input's static axis length) too. Loops whose
+//! length depends on run-time data are reported as not compiled yet.
 //!
 //! Opset forms: If 1-25 (one form); Loop 1-25 (`M` and `cond` optional
 //! inputs); Scan 9-25 (`scan_input_axes`/`directions`, `scan_output_axes`/
@@ -96,3 +97,52 @@ macro_rules! expanded_before_inference {
 }
 
 expanded_before_inference!(If => "If", Loop => "Loop", Scan => "Scan");
+
+/// Opens a guarded range of the schedule: the nodes up to the matching
+/// [`EndGuard`] run only when input 0 (a bool scalar) is `when`. A
+/// run-time If becomes `Guard(c, true) then… EndGuard Guard(c, false)
+/// else… EndGuard` and a Where per output.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    pub when: bool,
+}
+
+/// Closes the innermost open [`Guard`].
+#[derive(Clone, Debug)]
+pub struct EndGuard;
+
+impl Operator for Guard {
+    fn name(&self) -> &'static str {
+        "Guard"
+    }
+
+    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        Ok(Vec::new())
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        cx.begin_guard(0, self.when)
+    }
+
+    fn foldable(&self) -> bool {
+        false
+    }
+}
+
+impl Operator for EndGuard {
+    fn name(&self) -> &'static str {
+        "EndGuard"
+    }
+
+    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        Ok(Vec::new())
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        cx.end_guard()
+    }
+
+    fn foldable(&self) -> bool {
+        false
+    }
+}

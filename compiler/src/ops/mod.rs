@@ -230,6 +230,8 @@ ops! {
     If(control::If),
     Loop(control::Loop),
     Scan(control::Scan),
+    Guard(control::Guard),
+    EndGuard(control::EndGuard),
     Linear(quant::Linear),
     DynamicQuantize(quant::DynamicQuantize),
     IntegerProduct(quant::IntegerProduct),

@@ -65,12 +65,12 @@ pub fn verify(graph: &Graph) -> Result<(), String> {
 }
 
 /// Removes nodes whose outputs are neither graph outputs nor read by a
-/// live node.
+/// live node. Nodes without outputs (guard markers) stay.
 pub fn eliminate_dead_nodes(graph: &mut Graph) {
     let mut live: HashSet<_> = graph.outputs.iter().copied().collect();
     let mut keep = vec![false; graph.nodes.len()];
     for (i, node) in graph.nodes.iter().enumerate().rev() {
-        if node.outputs.iter().any(|o| live.contains(o)) {
+        if node.outputs.is_empty() || node.outputs.iter().any(|o| live.contains(o)) {
             keep[i] = true;
             live.extend(node.inputs.iter().flatten().copied());
         }
