@@ -19,6 +19,7 @@ mod conformance;
 mod control_flow;
 mod dynamic;
 mod end_to_end;
+mod fusion;
 mod models;
 mod pipeline;
 mod random;

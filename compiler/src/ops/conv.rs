@@ -42,7 +42,7 @@ use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
     conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems, ConvParams, DeformConvParams,
-    MAX_RANK, MAX_SPATIAL_RANK,
+    EPILOGUE_CLIP, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU, MAX_RANK, MAX_SPATIAL_RANK,
 };
 
 /// How the spatial padding is chosen.
@@ -237,6 +237,38 @@ fn list_or(name: &str, v: &[usize], len: usize, default: usize) -> Result<Vec<us
 pub struct Conv {
     pub window: Window,
     pub group: usize,
+    /// Set by the fusion pass (`passes::fuse_conv_activation`).
+    pub activation: Activation,
+}
+
+/// An activation applied in the convolution's epilogue.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Activation {
+    #[default]
+    None,
+    Relu,
+    LeakyRelu(f32),
+    /// Bounds (±inf when absent).
+    Clip(f64, f64),
+}
+
+impl Activation {
+    fn code(self) -> i64 {
+        match self {
+            Activation::None => EPILOGUE_NONE,
+            Activation::Relu => EPILOGUE_RELU,
+            Activation::LeakyRelu(_) => EPILOGUE_LEAKY_RELU,
+            Activation::Clip(..) => EPILOGUE_CLIP,
+        }
+    }
+
+    fn params(self) -> (f64, f64) {
+        match self {
+            Activation::LeakyRelu(alpha) => (alpha as f64, 0.0),
+            Activation::Clip(lo, hi) => (lo, hi),
+            Activation::None | Activation::Relu => (0.0, 0.0),
+        }
+    }
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
@@ -250,7 +282,7 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv { window, group: parse_count(cx, "group")? })
+        Ok(Conv { window, group: parse_count(cx, "group")?, activation: Activation::None })
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -287,6 +319,9 @@ impl Conv {
             strides: dims_array(&geo.strides),
             dilations: dims_array(&geo.dilations),
             pads_begin: dims_array(&geo.pads_begin),
+            activation: self.activation.code(),
+            act_a: self.activation.params().0,
+            act_b: self.activation.params().1,
         })
     }
 
@@ -387,7 +422,7 @@ pub struct DeformConv {
 
 pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let window = Window::parse(&cx.attrs)?;
-    let conv = Conv { window, group: parse_count(cx, "group")? };
+    let conv = Conv { window, group: parse_count(cx, "group")?, activation: Activation::None };
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }
 
@@ -661,6 +696,7 @@ impl Col2Im {
             strides: dims_array(&strides),
             dilations: dims_array(&dilations),
             pads_begin: dims_array(&pads[..r]),
+            ..Default::default()
         })
     }
 }

@@ -256,8 +256,8 @@ fn operand(dtype: DType, zp: Option<&[usize]>, len: usize, what: &str) -> Result
 
 /// The integer problem, its output shape, and the requantization layout.
 enum Problem {
-    MatMul(QMatMulParams),
-    Conv(onnxc_runtime::ConvParams, [QOperand; 2]),
+    MatMul(Box<QMatMulParams>),
+    Conv(Box<onnxc_runtime::ConvParams>, [QOperand; 2]),
 }
 
 impl IntegerProduct {
@@ -276,7 +276,7 @@ impl IntegerProduct {
                 let ops = [operand(a_dtype, zp(s.a_zp), 1, "input x")?, operand(b_dtype, zp(s.b_zp), m, "input w")?];
                 let shape = Conv::output_shape(&p);
                 (requant.outer, requant.len, requant.inner) = (shape[0] as i64, m as i64, product(&shape[2..])?);
-                (Problem::Conv(p, ops), shape)
+                (Problem::Conv(Box::new(p), ops), shape)
             }
             None => {
                 let (q, shape) = matmul(a, b)?;
@@ -286,7 +286,7 @@ impl IntegerProduct {
                     ..q
                 };
                 (requant.outer, requant.len, requant.inner) = (product(&shape)? / (q.m * q.n).max(1), q.m, q.n);
-                (Problem::MatMul(q), shape)
+                (Problem::MatMul(Box::new(q)), shape)
             }
         };
         if let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant {
@@ -400,11 +400,11 @@ impl Operator for IntegerProduct {
             (cx.input_ptr(s.a)?, cx.input_ptr(s.b)?, cx.opt_input_ptr(s.a_zp), cx.opt_input_ptr(s.b_zp));
         match problem {
             Problem::MatMul(q) => {
-                let params = cx.params(&q)?;
+                let params = cx.params(&*q)?;
                 cx.call_checked("onnxc_qmatmul", &[params, a, b, a_zp, b_zp, acc])?;
             }
             Problem::Conv(p, ops) => {
-                let (params, ops) = (cx.params(&p)?, cx.params(&ops)?);
+                let (params, ops) = (cx.params(&*p)?, cx.params(&ops)?);
                 let bias = cx.opt_input_ptr(s.bias.unwrap_or(usize::MAX));
                 cx.call_checked("onnxc_qconv", &[params, ops, a, b, a_zp, b_zp, bias, acc])?;
             }

@@ -8,13 +8,16 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
 mod fold_batchnorm;
+mod fuse_conv_activation;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
+pub use fuse_conv_activation::fuse_conv_activation;
 
 /// Every rewrite, in order.
 pub fn run(graph: &mut Graph) {
     eliminate_dead_nodes(graph);
     fold_batchnorm_into_conv(graph);
+    fuse_conv_activation(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
 }

@@ -42,6 +42,44 @@ pub struct ConvParams {
     pub strides: [i64; MAX_RANK],
     pub dilations: [i64; MAX_RANK],
     pub pads_begin: [i64; MAX_RANK],
+    /// Conv only: an activation fused into the epilogue (`EPILOGUE_*`), with its
+    /// parameters (LeakyRelu's alpha in `act_a`; Clip's bounds in `act_a`,
+    /// `act_b`).
+    pub activation: i64,
+    pub act_a: f64,
+    pub act_b: f64,
+}
+
+pub const EPILOGUE_NONE: i64 = 0;
+pub const EPILOGUE_RELU: i64 = 1;
+pub const EPILOGUE_LEAKY_RELU: i64 = 2;
+pub const EPILOGUE_CLIP: i64 = 3;
+
+/// Applies the fused activation of `p` to `out`, with the same comparisons
+/// as the separate operators (NaN passes through, Relu keeps -0).
+fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
+    let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
+    let zero = T::ZERO;
+    match p.activation {
+        EPILOGUE_RELU => out.iter_mut().for_each(|v| {
+            if *v < zero {
+                *v = zero
+            }
+        }),
+        EPILOGUE_LEAKY_RELU => out.iter_mut().for_each(|v| {
+            if *v < zero {
+                *v = *v * a
+            }
+        }),
+        EPILOGUE_CLIP => out.iter_mut().for_each(|v| {
+            if *v < a {
+                *v = a
+            } else if *v > b {
+                *v = b
+            }
+        }),
+        _ => {}
+    }
 }
 
 /// Sizes derived from validated params.
@@ -201,6 +239,9 @@ unsafe fn conv<T: GemmElem>(
     if s.out_size == 0 || s.m_per_group == 0 {
         return STATUS_OK;
     }
+    if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) {
+        return STATUS_INVALID_PARAMS;
+    }
     let kdim = s.c_per_group * s.taps;
     let groups = p.group as usize;
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
@@ -218,6 +259,9 @@ unsafe fn conv<T: GemmElem>(
             let out =
                 MatMut { ptr: y.add((n * cout + g * s.m_per_group) * s.out_size), rs: s.out_size as isize, cs: 1 };
             T::gemm(s.m_per_group, s.out_size, kdim, T::ONE, a, b, T::ONE, c, out);
+            if p.activation != EPILOGUE_NONE {
+                activate(p, core::slice::from_raw_parts_mut(out.ptr, s.m_per_group * s.out_size));
+            }
         }
     }
     STATUS_OK

@@ -1,0 +1,114 @@
+//! Relu, LeakyRelu and Clip folded into the convolution that feeds them.
+//!
+//! The kernel applies the activation to each output block right after its
+//! GEMM, while it is still in cache, instead of a separate pass over the
+//! whole tensor. Applies to f32/f64 Conv whose result is read by the
+//! activation alone (not a graph output) and, for Clip, whose bounds are
+//! constants; the kernel compares exactly as the separate operators do.
+
+use crate::ir::{DType, Graph, ValueId};
+use crate::ops::conv::Activation;
+use crate::ops::elementwise::Func;
+use crate::ops::Op;
+use std::collections::HashMap;
+
+pub fn fuse_conv_activation(graph: &mut Graph) {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
+        *uses.entry(*v).or_default() += 1;
+    }
+    let producer: HashMap<ValueId, usize> =
+        graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
+    let mut removed = vec![false; graph.nodes.len()];
+    for act_index in 0..graph.nodes.len() {
+        let act = &graph.nodes[act_index];
+        let Some(Some(conv_out)) = act.inputs.first().copied() else { continue };
+        let Some(&conv_index) = producer.get(&conv_out) else { continue };
+        let float = graph.concrete(conv_out).is_some_and(|(d, _)| matches!(d, DType::F32 | DType::F64));
+        let Op::Conv(conv) = &graph.nodes[conv_index].op else { continue };
+        if !float || conv.activation != Activation::None || uses.get(&conv_out) != Some(&1) || removed[conv_index] {
+            continue;
+        }
+        let Some(activation) = activation_of(graph, &act.op, &act.inputs) else { continue };
+        let y = act.outputs[0];
+        let conv = &mut graph.nodes[conv_index];
+        if let Op::Conv(c) = &mut conv.op {
+            c.activation = activation;
+        }
+        conv.outputs = vec![y];
+        removed[act_index] = true;
+    }
+    let mut flags = removed.into_iter();
+    graph.nodes.retain(|_| !flags.next().unwrap_or(false));
+}
+
+/// The epilogue form of an activation node, if it has one.
+fn activation_of(graph: &Graph, op: &Op, inputs: &[Option<ValueId>]) -> Option<Activation> {
+    let Op::Elementwise(e) = op else { return None };
+    match e.func {
+        Func::Relu => Some(Activation::Relu),
+        Func::LeakyRelu { alpha } => Some(Activation::LeakyRelu(alpha)),
+        Func::Clip => {
+            let bound = |i: usize, default: f64| match inputs.get(i).copied().flatten() {
+                None => Some(default),
+                Some(v) => graph.const_value(v).filter(|t| t.len() == 1).map(|t| t.get_f64(0)),
+            };
+            Some(Activation::Clip(bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Node, Tensor, TensorType, ValueDef};
+    use crate::ops::conv::{Conv, Window};
+    use crate::ops::elementwise::Elementwise;
+
+    fn value(g: &mut Graph, name: &str, shape: &[usize], def: ValueDef) -> ValueId {
+        g.add_value(name, Some(TensorType::known(DType::F32, shape)), def)
+    }
+
+    /// x → Conv → Relu → y, plus a second reader of the conv output when `shared`.
+    fn graph(shared: bool) -> Graph {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 1, 2, 2], ValueDef::Input(0));
+        let w = value(&mut g, "w", &[1, 1, 1, 1], ValueDef::Const(Tensor::from_f32s(vec![1, 1, 1, 1], &[1.0])));
+        let c = value(&mut g, "c", &[1, 1, 2, 2], ValueDef::Computed);
+        let y = value(&mut g, "y", &[1, 1, 2, 2], ValueDef::Computed);
+        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        let conv = Conv { window, group: 1, activation: Activation::None };
+        g.nodes.push(Node {
+            name: "conv".into(),
+            op: Op::Conv(conv),
+            inputs: vec![Some(x), Some(w)],
+            outputs: vec![c],
+        });
+        let relu = Elementwise { op_type: "Relu", func: Func::Relu };
+        g.nodes.push(Node { name: "relu".into(), op: Op::Elementwise(relu), inputs: vec![Some(c)], outputs: vec![y] });
+        g.inputs.push(x);
+        g.outputs.push(y);
+        if shared {
+            g.outputs.push(c);
+        }
+        g
+    }
+
+    #[test]
+    fn relu_after_conv_moves_into_its_epilogue() {
+        let mut g = graph(false);
+        fuse_conv_activation(&mut g);
+        assert_eq!(g.nodes.len(), 1);
+        let Op::Conv(conv) = &g.nodes[0].op else { panic!("not a conv: {:?}", g.nodes[0].op) };
+        assert_eq!(conv.activation, Activation::Relu);
+        assert_eq!(g.nodes[0].outputs, g.outputs);
+    }
+
+    #[test]
+    fn a_conv_output_read_elsewhere_is_left_alone() {
+        let mut g = graph(true);
+        fuse_conv_activation(&mut g);
+        assert_eq!(g.nodes.len(), 2);
+    }
+}
