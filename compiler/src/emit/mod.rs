@@ -1,6 +1,10 @@
 //! Stage 8: the artefacts a user links — an object file (cranelift-object),
-//! a C header describing its entry point, and a self-contained static
-//! archive that also carries the kernel library.
+//! a C header describing its entry point, static archives (`archive`), and
+//! a typed Rust module over the entry point (`rust`).
+
+mod archive;
+
+pub use archive::{archive, object_archive};
 
 use crate::codegen::{self, CodegenError};
 use crate::ir::Graph;
@@ -8,7 +12,6 @@ use crate::plan::Plan;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_module::default_libcall_names;
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use std::path::Path;
 use target_lexicon::Triple;
 
 /// Compiles the model's `PREFIX_run` function into a relocatable object.
@@ -126,30 +129,4 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());
     h
-}
-
-/// A static archive holding the model object and every member of the kernel
-/// library archive, with a symbol index, so `cc main.c libmodel.a` links.
-pub fn archive(object: &[u8], object_name: &str, runtime_lib: &Path) -> Result<Vec<u8>, String> {
-    use ar_archive_writer::{write_archive_to_stream, ArchiveKind, NewArchiveMember, DEFAULT_OBJECT_READER};
-    let runtime = std::fs::read(runtime_lib).map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-    let parsed = object::read::archive::ArchiveFile::parse(runtime.as_slice())
-        .map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-    let mut members = vec![NewArchiveMember::new(
-        object.to_vec().into_boxed_slice(),
-        &DEFAULT_OBJECT_READER,
-        object_name.to_string(),
-    )];
-    for member in parsed.members() {
-        let member = member.map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-        let data = member.data(runtime.as_slice()).map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-        let name = String::from_utf8_lossy(member.name()).into_owned();
-        if name.ends_with(".o") {
-            members.push(NewArchiveMember::new(data.to_vec().into_boxed_slice(), &DEFAULT_OBJECT_READER, name));
-        }
-    }
-    let mut out = std::io::Cursor::new(Vec::new());
-    write_archive_to_stream(&mut out, &members, ArchiveKind::Gnu, false, None)
-        .map_err(|e| format!("writing the archive: {e}"))?;
-    Ok(out.into_inner())
 }
