@@ -133,7 +133,8 @@ impl Build {
         let (graph, plan) =
             driver::compile(&self.model, &self.bindings, self.max_ram).map_err(|e| BuildError(e.to_string()))?;
         let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
-        let object = emit::object(&graph, &plan, &triple, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
+        let object =
+            emit::object(&graph, &plan, &triple, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?.bytes;
         let archive = emit::object_archive(&object, &format!("{prefix}.o")).map_err(BuildError)?;
 
         let library = out_dir.join(format!("libonnxc_{prefix}.a"));

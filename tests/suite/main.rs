@@ -18,5 +18,7 @@ mod common;
 mod conformance;
 mod dynamic;
 mod end_to_end;
+mod freestanding;
 mod models;
 mod pipeline;
+mod reproducible;

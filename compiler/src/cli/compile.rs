@@ -50,7 +50,7 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
         write("mir", graph.to_string().as_bytes())?;
     }
     let object = if wants("obj") || wants("archive") {
-        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?)
+        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?.bytes)
     } else {
         None
     };

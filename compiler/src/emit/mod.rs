@@ -10,7 +10,7 @@ pub use archive::{archive, object_archive};
 pub use header::header;
 pub use rust::rust_module;
 
-use crate::codegen::{self, CodegenError};
+use crate::codegen::{self, CodegenError, Footprint};
 use crate::ir::Graph;
 use crate::plan::Plan;
 use cranelift_codegen::settings::{self, Configurable};
@@ -18,8 +18,14 @@ use cranelift_module::default_libcall_names;
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use target_lexicon::Triple;
 
+/// A relocatable object file and what each node put in it.
+pub struct Object {
+    pub bytes: Vec<u8>,
+    pub footprint: Footprint,
+}
+
 /// Compiles the model's `PREFIX_run` function into a relocatable object.
-pub fn object(graph: &Graph, plan: &Plan, triple: &Triple, prefix: &str) -> Result<Vec<u8>, CodegenError> {
+pub fn object(graph: &Graph, plan: &Plan, triple: &Triple, prefix: &str) -> Result<Object, CodegenError> {
     let mut flags = settings::builder();
     for (k, v) in [("opt_level", "speed"), ("is_pic", "true")] {
         flags.set(k, v).map_err(|e| CodegenError::Module(format!("{k}: {e}")))?;
@@ -30,9 +36,9 @@ pub fn object(graph: &Graph, plan: &Plan, triple: &Triple, prefix: &str) -> Resu
         .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?;
     let builder = ObjectBuilder::new(isa, prefix.as_bytes().to_vec(), default_libcall_names())?;
     let mut module = ObjectModule::new(builder);
-    codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"))?;
-    let product = module.finish();
-    product.emit().map_err(|e| CodegenError::Module(e.to_string()))
+    let (_, footprint) = codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"))?;
+    let bytes = module.finish().emit().map_err(|e| CodegenError::Module(e.to_string()))?;
+    Ok(Object { bytes, footprint })
 }
 
 /// Turns a user-chosen name into a C identifier.
