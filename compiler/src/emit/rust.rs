@@ -96,6 +96,7 @@ fn write_module(
     writeln!(out, "pub struct Workspace([u8; WORKSPACE_BYTES]);")?;
     writeln!(out)?;
     writeln!(out, "impl Workspace {{")?;
+    writeln!(out, "    /// A zeroed workspace (its contents never matter to a call).")?;
     writeln!(out, "    pub const fn new() -> Workspace {{")?;
     writeln!(out, "        Workspace([0; WORKSPACE_BYTES])")?;
     writeln!(out, "    }}")?;

@@ -3,7 +3,7 @@
 //! module it writes is included below. Nothing here is `unsafe`, and
 //! nothing allocates: the workspace is a value on the caller's stack.
 #![no_std]
-#![deny(unsafe_code)]
+#![deny(unsafe_code, missing_docs)]
 
 /// The compiled model: `mlp::Model`, `mlp::Workspace`, `mlp::WORKSPACE_BYTES`,
 /// and the shapes and element types under `mlp::inputs` / `mlp::outputs`.
