@@ -250,6 +250,45 @@ fn rust_identifier(name: &str, taken: &mut HashSet<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::{Dim, ValueDef};
+
+    /// A graph whose output `y` is the input `x`, typed `y_type`.
+    fn passthrough(y_type: TensorType) -> (Graph, Plan) {
+        let mut g = Graph::default();
+        let x = g.add_value("x", Some(TensorType::known(DType::F32, &[2, 3])), ValueDef::Input(0));
+        let y = g.add_value("y", Some(y_type), ValueDef::Computed);
+        g.inputs.push(x);
+        g.outputs.push(y);
+        let plan = Plan {
+            locs: Vec::new(),
+            scratch: Vec::new(),
+            output_copies: Vec::new(),
+            workspace_bytes: 128,
+            dynamic_bytes: Some(0),
+        };
+        (g, plan)
+    }
+
+    #[test]
+    fn the_module_types_every_argument() {
+        let (g, plan) = passthrough(TensorType::known(DType::Bool, &[6]));
+        let src = rust_module(&g, &plan, "net").expect("a module");
+        for part in [
+            "pub const WORKSPACE_BYTES: usize = 128;",
+            "x: &[f32; 6], y: &mut [u8; 6]",
+            "pub const SHAPE: [usize; 2] = [2, 3];",
+            "fn net_run(",
+        ] {
+            assert!(src.contains(part), "{part:?} missing from:\n{src}");
+        }
+    }
+
+    #[test]
+    fn data_dependent_outputs_are_refused_by_name() {
+        let (g, plan) = passthrough(TensorType { dtype: DType::I64, shape: vec![Dim::Dynamic(Some(6))] });
+        let err = rust_module(&g, &plan, "net").expect_err("a dynamic output");
+        assert!(err.contains("output \"y\"") && err.contains("depends on the data"), "{err}");
+    }
 
     #[test]
     fn identifiers_are_valid_and_distinct() {
