@@ -1,34 +1,15 @@
 //! Calling a compiled model through its C ABI from Rust, for code compiled
 //! into this process (`jit`) and for real object files loaded as shared
-//! libraries (`onnxc test --via object`). The structs mirror the generated
-//! header; `codegen` writes the code that reads them.
+//! libraries (`onnxc test --via object`). The structs are the kernel
+//! library's (`onnxc_runtime::model`), which mirror the generated header;
+//! `codegen` writes the code that reads them.
 
 use crate::codegen;
 use crate::ir::{DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
 
-/// `onnxc_context`: field order and types must match `codegen`.
-#[repr(C)]
-pub struct RunContext {
-    pub workspace: *mut u8,
-    pub workspace_bytes: usize,
-    pub alloc: Option<AllocFn>,
-    pub alloc_user: *mut u8,
-}
-
-/// `void *(*alloc)(void *user, size_t bytes, size_t align)`; NULL when out of memory.
-pub type AllocFn = unsafe extern "C" fn(*mut u8, usize, usize) -> *mut u8;
-
-/// `onnxc_dynamic_output`: where a data-dependent output is reported.
-#[repr(C)]
-pub struct DynamicOutput {
-    /// Set by the model: the output's bytes, from the allocator.
-    pub data: *mut u8,
-    /// The caller's array of `rank` dims, filled by the model.
-    pub dims: *mut i64,
-}
-
-pub type RunFn = unsafe extern "C" fn(*const RunContext, *const *const u8, *const *mut u8) -> i32;
+pub use onnxc_runtime::model::RunFn;
+use onnxc_runtime::model::{AllocFn, Context, DynamicOutput};
 
 /// A graph input or output as the caller sees it.
 #[derive(Clone, Debug)]
@@ -102,7 +83,7 @@ impl Interface {
         let base = workspace.as_mut_ptr() as *mut u8;
         let aligned = unsafe { base.add(base.align_offset(64)) };
         let mut arena = HookArena::default();
-        let ctx = RunContext {
+        let ctx = Context {
             workspace: aligned,
             workspace_bytes,
             alloc: use_hook.then_some(hook as AllocFn),

@@ -21,8 +21,20 @@ pub enum Error {
     Plan { file: PathBuf, error: crate::plan::PlanError },
     #[error("{file}: {error}")]
     Codegen { file: PathBuf, error: crate::codegen::CodegenError },
+    #[error("{file}: {}", over_budget(*needed, *budget))]
+    Budget { file: PathBuf, needed: Option<usize>, budget: usize },
     #[error("{0}")]
     Other(String),
+}
+
+fn over_budget(needed: Option<usize>, budget: usize) -> String {
+    match needed {
+        Some(n) => format!("the workspace needs {n} bytes, more than the RAM budget of {budget} bytes (max-ram)"),
+        None => format!(
+            "the workspace has no bound (a data-dependent value is unbounded), so it cannot fit \
+             the RAM budget of {budget} bytes (max-ram)"
+        ),
+    }
 }
 
 /// Stages 1–2: read, resolve external data, validate.
@@ -112,6 +124,20 @@ fn specialise_inputs(graph: &mut Graph, given: &mut Vec<crate::ir::Tensor>, whic
 /// Stage 6.
 pub fn plan(path: &Path, graph: &Graph) -> Result<Plan, Error> {
     crate::plan::plan(graph).map_err(|error| Error::Plan { file: path.to_path_buf(), error })
+}
+
+/// Stages 1–6 as `compile` runs them: the planned graph, refused when
+/// its workspace (arena plus data-dependent values) would exceed `max_ram`.
+pub fn compile(path: &Path, bindings: &Bindings, max_ram: Option<usize>) -> Result<(Graph, Plan), Error> {
+    let model = load(path)?;
+    let graph = lower_to_mir(path, &model, bindings)?;
+    let plan = plan(path, &graph)?;
+    match (max_ram, plan.sufficient_workspace_bytes()) {
+        (Some(budget), needed) if needed.is_none_or(|n| n > budget) => {
+            Err(Error::Budget { file: path.to_path_buf(), needed, budget })
+        }
+        _ => Ok((graph, plan)),
+    }
 }
 
 /// Compiles into this process.

@@ -43,7 +43,7 @@ pub fn compile(graph: &Graph, plan: &Plan) -> Result<JitModel, CodegenError> {
         builder.symbol(k.name, k.address);
     }
     let mut module = JITModule::new(builder);
-    let id = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run")?;
+    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run")?;
     module.finalize_definitions()?;
     let code = module.get_finalized_function(id);
     // SAFETY: `define_model` gave the function exactly the `RunFn` signature.

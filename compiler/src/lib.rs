@@ -2,8 +2,10 @@
 //!
 //! The pipeline, one module per stage (see ARCHITECTURE.md):
 //! `load` → `check` → `import` → `infer` → `passes` → `plan` → `codegen` →
-//! `emit` (object, header, archive) or `jit` (run in this process).
+//! `emit` (object, header, archive, Rust module) or `jit` (run in this
+//! process). [`Build`] is the same pipeline for Cargo build scripts.
 
+pub mod build_script;
 pub mod call;
 pub mod check;
 pub mod codegen;
@@ -19,3 +21,5 @@ pub mod ops;
 pub mod passes;
 pub mod plan;
 pub mod tensor_io;
+
+pub use build_script::{Build, BuildError, Built};

@@ -30,12 +30,20 @@ use crate::generic::linalg::*;
 use crate::generic::rnn::*;
 use crate::generic::signal::*;
 
-/// The kernel did its work.
+/// The kernel (or the model) did its work.
 pub const STATUS_OK: i32 = 0;
+/// The caller's workspace is too small or not 8-byte aligned (returned by
+/// generated code before any node runs).
+pub const STATUS_BAD_CONTEXT: i32 = 1;
 /// A gather index was outside `[-axis_len, axis_len)`.
 pub const STATUS_INDEX_OUT_OF_RANGE: i32 = 2;
 /// The params struct is inconsistent (bad rank, negative dim, unknown kind...).
 pub const STATUS_INVALID_PARAMS: i32 = 3;
+/// Integer division by zero (checked by generated code).
+pub const STATUS_DIVISION_BY_ZERO: i32 = 4;
+/// No memory for a data-dependent value: the workspace is too small, the
+/// allocator hook returned NULL, or the size overflows.
+pub const STATUS_OUT_OF_MEMORY: i32 = 5;
 
 /// Element-type codes that kernels taking any element type (`elem` fields)
 /// switch on: the ONNX `TensorProto.DataType` numbers, so the compiler

@@ -14,7 +14,8 @@
 //! imports, so the two sides cannot drift apart.
 //!
 //! Layout: [`abi`] holds the status codes, shared constants and the kernel
-//! table; [`generic`] holds the portable scalar implementations, one module
+//! table; [`model`] is the caller's side of a compiled model's C ABI for
+//! Rust (context, status decoding, the error of generated `run`s); [`generic`] holds the portable scalar implementations, one module
 //! per kernel family; [`x86_64`] holds the SIMD variants (so far the sgemm
 //! micro-kernels, chosen at run time by CPU feature detection), each tested
 //! against `generic`.
@@ -23,6 +24,7 @@
 pub mod abi;
 #[allow(clippy::missing_safety_doc)] // the shared contract is in `generic`'s module doc
 pub mod generic;
+pub mod model;
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::missing_safety_doc)]
 pub mod x86_64;

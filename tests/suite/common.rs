@@ -166,3 +166,27 @@ pub fn run_model(m: &ModelProto, inputs: &[TensorProto]) -> Result<Vec<TensorPro
     let read = |k: usize| std::fs::read(dir.path().join(format!("out/output_{k}.pb"))).ok();
     Ok((0..).map_while(read).map(|b| TensorProto::decode(b.as_slice()).expect("a TensorProto")).collect())
 }
+
+/// Runs `cmd` (five minutes at most) and returns its stdout; fails the
+/// test with everything it printed unless it succeeded.
+pub fn run_ok(cmd: Command, what: &str) -> String {
+    let out = run_with_timeout(cmd, Duration::from_secs(300)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{what} failed ({}):\n{}\n{}",
+        out.describe_status(),
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+/// The number a generated C header defines: `#define NAME 123u` → 123.
+pub fn header_number(header: &Path, name: &str) -> usize {
+    let text = std::fs::read_to_string(header).unwrap_or_else(|e| panic!("{}: {e}", header.display()));
+    let prefix = format!("#define {name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim_end_matches('u').parse().ok())
+        .unwrap_or_else(|| panic!("{} defines no number {name}:\n{text}", header.display()))
+}

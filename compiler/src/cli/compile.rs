@@ -19,21 +19,23 @@ pub struct Args {
     /// Prefix of the exported symbols and header macros (default: model)
     #[arg(long)]
     pub name: Option<String>,
-    /// Comma-separated: obj, header, archive, mir
+    /// Comma-separated: obj, header, rust, archive, mir
     #[arg(long, value_delimiter = ',', default_values_t = vec!["obj".to_string(), "header".to_string()])]
     pub emit: Vec<String>,
+    /// Fail when the workspace (all the memory a call writes besides its
+    /// outputs) would exceed BYTES
+    #[arg(long, value_name = "BYTES")]
+    pub max_ram: Option<usize>,
 }
 
 pub fn compile(a: &Args) -> Result<ExitCode, String> {
     for e in &a.emit {
-        if !["obj", "header", "archive", "mir"].contains(&e.as_str()) {
-            return Err(format!("--emit {e}: expected obj, header, archive or mir"));
+        if !["obj", "header", "rust", "archive", "mir"].contains(&e.as_str()) {
+            return Err(format!("--emit {e}: expected obj, header, rust, archive or mir"));
         }
     }
     let bindings = super::bindings(&a.shapes)?;
-    let model = driver::load(&a.model).map_err(|e| e.to_string())?;
-    let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
-    let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
+    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram).map_err(|e| e.to_string())?;
     let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
     let triple = match &a.target {
         None => target_lexicon::Triple::host(),
@@ -48,7 +50,7 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
         write("mir", graph.to_string().as_bytes())?;
     }
     let object = if wants("obj") || wants("archive") {
-        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?)
+        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?.bytes)
     } else {
         None
     };
@@ -57,6 +59,10 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
     }
     if wants("header") {
         write("h", emit::header(&graph, &plan, &prefix).as_bytes())?;
+    }
+    if wants("rust") {
+        let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?;
+        write("rs", module.as_bytes())?;
     }
     if let (true, Some(obj)) = (wants("archive"), &object) {
         let lib = driver::runtime_lib().map_err(|e| e.to_string())?;

@@ -2,7 +2,7 @@
 
 use crate::ShapeArgs;
 use onnxc::driver;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -60,24 +60,55 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
             match driver::plan(model_path, &graph) {
-                Ok(plan) => match (plan.has_dynamic_values(), plan.sufficient_workspace_bytes()) {
-                    (false, _) => println!("workspace bytes: {}", plan.workspace_bytes),
-                    (true, Some(n)) => println!(
-                        "workspace bytes: {n} ({} planned + up to {} for data-dependent values)",
-                        plan.workspace_bytes,
-                        n - plan.workspace_bytes
-                    ),
-                    (true, None) => println!(
-                        "workspace bytes: {} + unbounded data-dependent values (give an alloc hook or more)",
-                        plan.workspace_bytes
-                    ),
-                },
+                Ok(plan) => {
+                    match (plan.has_dynamic_values(), plan.sufficient_workspace_bytes()) {
+                        (false, _) => println!("workspace bytes: {}", plan.workspace_bytes),
+                        (true, Some(n)) => println!(
+                            "workspace bytes: {n} ({} planned + up to {} for data-dependent values)",
+                            plan.workspace_bytes,
+                            n - plan.workspace_bytes
+                        ),
+                        (true, None) => println!(
+                            "workspace bytes: {} + unbounded data-dependent values (give an alloc hook or more)",
+                            plan.workspace_bytes
+                        ),
+                    }
+                    footprint(&graph, &plan);
+                }
                 Err(e) => println!("workspace bytes: unknown ({e})"),
             }
         }
         Err(e) => println!("macs: unknown ({})", e.to_string().lines().next().unwrap_or("")),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Code and read-only data of the object for this machine, per op kind.
+fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan) {
+    let triple = target_lexicon::Triple::host();
+    let f = match onnxc::emit::object(graph, plan, &triple, "model") {
+        Ok(object) => object.footprint,
+        Err(e) => return println!("object: unknown ({e})"),
+    };
+    println!(
+        "object ({triple}, kernels excluded): code {} bytes, read-only data {} bytes",
+        f.code_bytes(),
+        f.data_bytes()
+    );
+    let mut kinds: BTreeMap<&str, (usize, usize, usize, BTreeSet<&str>)> = BTreeMap::new();
+    for (node, cost) in graph.nodes.iter().zip(&f.nodes) {
+        let k = kinds.entry(node.op.name()).or_default();
+        k.0 += 1;
+        k.1 += cost.code;
+        k.2 += cost.data;
+        k.3.extend(&cost.kernels);
+    }
+    for (op, (n, code, data, kernels)) in kinds {
+        let calls =
+            if kernels.is_empty() { String::new() } else { format!(", calls {}", Vec::from_iter(kernels).join(" ")) };
+        println!("  {op}: {n} nodes, code {code} bytes, data {data} bytes{calls}");
+    }
+    println!("  (entry, output copies, exit): code {} bytes, data {} bytes", f.other_code, f.other_data);
 }
 
 fn describe(v: &onnx_proto::ValueInfoProto) -> String {

@@ -12,7 +12,10 @@
 //! the re-exports below.
 
 mod alloc;
+mod footprint;
 pub mod status;
+
+pub use footprint::Footprint;
 
 pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 pub use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
@@ -20,7 +23,7 @@ pub use cranelift_frontend::FunctionBuilder;
 
 use crate::ir::{DType, Graph, Node, ValueDef, ValueId};
 use crate::plan::{Loc, Plan};
-use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature};
+use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature, SourceLoc};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 use onnxc_runtime::abi::{AbiType, KernelSig};
@@ -71,15 +74,18 @@ struct Env {
     dynamic: HashMap<ValueId, (Value, Vec<Value>)>,
     /// Where each open guard continues when it skips its range.
     guards: Vec<Block>,
+    /// What each node costs in read-only data and which kernels it calls.
+    footprint: Footprint,
 }
 
-/// Declares and defines `symbol` (the model's run function) in `module`.
+/// Declares and defines `symbol` (the model's run function) in `module`;
+/// returns it with what each node cost in code and read-only data.
 pub fn define_model<M: Module>(
     module: &mut M,
     graph: &Graph,
     plan: &Plan,
     symbol: &str,
-) -> Result<FuncId, CodegenError> {
+) -> Result<(FuncId, Footprint), CodegenError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
     for _ in 0..3 {
@@ -90,14 +96,19 @@ pub fn define_model<M: Module>(
 
     // Constants that the code reads go to read-only data, one object each.
     let mut const_data: BTreeMap<ValueId, DataId> = BTreeMap::new();
-    let used: Vec<ValueId> = graph
+    // Each constant with the index of the node that reads it first (None:
+    // copied straight to an output).
+    let used: Vec<(ValueId, Option<usize>)> = graph
         .nodes
         .iter()
-        .flat_map(|n| n.inputs.iter().flatten().copied())
-        .chain(plan.output_copies.iter().map(|&(_, v)| v))
+        .enumerate()
+        .flat_map(|(i, n)| n.inputs.iter().flatten().map(move |&v| (v, Some(i))))
+        .chain(plan.output_copies.iter().map(|&(_, v)| (v, None)))
         .collect();
-    for v in used {
+    let mut footprint = Footprint::new(graph.nodes.len());
+    for (v, reader) in used {
         if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
+            footprint.add_data(reader, t.data.len().max(1));
             let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
             let mut desc = DataDescription::new();
             // Zero-sized data still gets one byte so its address is valid.
@@ -155,11 +166,15 @@ pub fn define_model<M: Module>(
         allocator,
         dynamic: HashMap::new(),
         guards: Vec::new(),
+        footprint,
     };
     for (index, node) in graph.nodes.iter().enumerate() {
+        // Tags the node's instructions, to measure its code afterwards.
+        b.set_srcloc(SourceLoc::new(index as u32 + 1));
         let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
         node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
     }
+    b.set_srcloc(SourceLoc::default());
     if !env.guards.is_empty() {
         return Err(CodegenError::Module(format!("{} guarded ranges are not closed", env.guards.len())));
     }
@@ -177,7 +192,11 @@ pub fn define_model<M: Module>(
     b.seal_all_blocks();
     b.finalize(module.target_config());
     module.define_function(func_id, &mut ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
-    Ok(func_id)
+    let mut footprint = env.footprint;
+    if let Some(code) = ctx.compiled_code() {
+        footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
+    }
+    Ok((func_id, footprint))
 }
 
 fn value_bytes(graph: &Graph, v: ValueId) -> usize {
@@ -377,6 +396,7 @@ impl<'f> Lower<'_, 'f> {
         let mut desc = DataDescription::new();
         desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
         desc.set_align(16);
+        self.env.footprint.add_data(Some(self.index), std::mem::size_of::<P>());
         self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
         let gv = self.module.declare_data_in_func(id, self.b.func);
         let ptr = self.ptr_type();
@@ -411,6 +431,7 @@ impl<'f> Lower<'_, 'f> {
             return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
         }
         let f = self.kernel_ref(sig)?;
+        self.env.footprint.add_kernel(self.index, sig.name);
         let call = self.b.ins().call(f, args);
         Ok(self.b.inst_results(call).first().copied())
     }

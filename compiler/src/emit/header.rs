@@ -1,41 +1,9 @@
-//! Stage 8: the artefacts a user links — an object file (cranelift-object),
-//! a C header describing its entry point, and a self-contained static
-//! archive that also carries the kernel library.
+//! The C header that describes a compiled model: the context and output
+//! descriptor types, the workspace size, each input's and output's element
+//! type and shape, and the entry point.
 
-use crate::codegen::{self, CodegenError};
 use crate::ir::Graph;
 use crate::plan::Plan;
-use cranelift_codegen::settings::{self, Configurable};
-use cranelift_module::default_libcall_names;
-use cranelift_object::{ObjectBuilder, ObjectModule};
-use std::path::Path;
-use target_lexicon::Triple;
-
-/// Compiles the model's `PREFIX_run` function into a relocatable object.
-pub fn object(graph: &Graph, plan: &Plan, triple: &Triple, prefix: &str) -> Result<Vec<u8>, CodegenError> {
-    let mut flags = settings::builder();
-    for (k, v) in [("opt_level", "speed"), ("is_pic", "true")] {
-        flags.set(k, v).map_err(|e| CodegenError::Module(format!("{k}: {e}")))?;
-    }
-    let isa = cranelift_codegen::isa::lookup(triple.clone())
-        .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?;
-    let builder = ObjectBuilder::new(isa, prefix.as_bytes().to_vec(), default_libcall_names())?;
-    let mut module = ObjectModule::new(builder);
-    codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"))?;
-    let product = module.finish();
-    product.emit().map_err(|e| CodegenError::Module(e.to_string()))
-}
-
-/// Turns a user-chosen name into a C identifier.
-pub fn c_identifier(name: &str) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
-    s
-}
 
 /// The C header for an object compiled with `prefix`.
 pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
@@ -126,30 +94,4 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());
     h
-}
-
-/// A static archive holding the model object and every member of the kernel
-/// library archive, with a symbol index, so `cc main.c libmodel.a` links.
-pub fn archive(object: &[u8], object_name: &str, runtime_lib: &Path) -> Result<Vec<u8>, String> {
-    use ar_archive_writer::{write_archive_to_stream, ArchiveKind, NewArchiveMember, DEFAULT_OBJECT_READER};
-    let runtime = std::fs::read(runtime_lib).map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-    let parsed = object::read::archive::ArchiveFile::parse(runtime.as_slice())
-        .map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-    let mut members = vec![NewArchiveMember::new(
-        object.to_vec().into_boxed_slice(),
-        &DEFAULT_OBJECT_READER,
-        object_name.to_string(),
-    )];
-    for member in parsed.members() {
-        let member = member.map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-        let data = member.data(runtime.as_slice()).map_err(|e| format!("{}: {e}", runtime_lib.display()))?;
-        let name = String::from_utf8_lossy(member.name()).into_owned();
-        if name.ends_with(".o") {
-            members.push(NewArchiveMember::new(data.to_vec().into_boxed_slice(), &DEFAULT_OBJECT_READER, name));
-        }
-    }
-    let mut out = std::io::Cursor::new(Vec::new());
-    write_archive_to_stream(&mut out, &members, ArchiveKind::Gnu, false, None)
-        .map_err(|e| format!("writing the archive: {e}"))?;
-    Ok(out.into_inner())
 }

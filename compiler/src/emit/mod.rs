@@ -1,0 +1,51 @@
+//! Stage 8: the artefacts a user links — an object file (cranelift-object),
+//! a C header describing its entry point, static archives (`archive`), and
+//! a typed Rust module over the entry point (`rust`).
+
+mod archive;
+mod header;
+mod rust;
+
+pub use archive::{archive, object_archive};
+pub use header::header;
+pub use rust::rust_module;
+
+use crate::codegen::{self, CodegenError, Footprint};
+use crate::ir::Graph;
+use crate::plan::Plan;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_module::default_libcall_names;
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use target_lexicon::Triple;
+
+/// A relocatable object file and what each node put in it.
+pub struct Object {
+    pub bytes: Vec<u8>,
+    pub footprint: Footprint,
+}
+
+/// Compiles the model's `PREFIX_run` function into a relocatable object.
+pub fn object(graph: &Graph, plan: &Plan, triple: &Triple, prefix: &str) -> Result<Object, CodegenError> {
+    let mut flags = settings::builder();
+    for (k, v) in [("opt_level", "speed"), ("is_pic", "true")] {
+        flags.set(k, v).map_err(|e| CodegenError::Module(format!("{k}: {e}")))?;
+    }
+    let isa = cranelift_codegen::isa::lookup(triple.clone())
+        .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?;
+    let builder = ObjectBuilder::new(isa, prefix.as_bytes().to_vec(), default_libcall_names())?;
+    let mut module = ObjectModule::new(builder);
+    let (_, footprint) = codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"))?;
+    let bytes = module.finish().emit().map_err(|e| CodegenError::Module(e.to_string()))?;
+    Ok(Object { bytes, footprint })
+}
+
+/// Turns a user-chosen name into a C identifier.
+pub fn c_identifier(name: &str) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
