@@ -13,10 +13,11 @@
 //! reported (with the inputs it depends on, so `run`/`test` can specialise).
 
 use crate::infer::{input_ancestors, InferError};
-use crate::ir::{DType, Graph, Node, Tensor, ValueDef, ValueId};
+use crate::ir::{Composite, DType, Graph, Node, Tensor, ValueDef, ValueId};
 use crate::ops::control::{EndGuard, Guard, If, Loop, Scan, Subgraph};
 use crate::ops::elementwise::{Elementwise, Func};
 use crate::ops::gather::Gather;
+use crate::ops::sequence::SequenceOp;
 use crate::ops::shape_ops::{Concat, Reshape, ViewKind};
 use crate::ops::Op;
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ impl Expansion<'_> {
             Op::If(op) => self.expand_if(&node, op),
             Op::Loop(op) => self.expand_loop(&node, op),
             Op::Scan(op) => self.expand_scan(&node, op),
+            Op::Sequence(op) => self.expand_sequence(&node, op),
+            Op::Elementwise(_) => self.alias_composite(&node),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {
@@ -55,6 +58,170 @@ impl Expansion<'_> {
                 wanted_inputs: input_ancestors(self.graph, self.kept, &values),
             },
         })
+    }
+
+    /// Identity (or inference-mode Dropout) of a sequence or optional: the
+    /// output is the same composite.
+    fn alias_composite(&mut self, node: &Node) -> Result<(), Failure> {
+        let input = node.inputs.first().copied().flatten().ok_or(Failure::Message("input 0 is required".into()))?;
+        let composite = self.graph.composites.get(&input).cloned().ok_or(Failure::Message("not a sequence".into()))?;
+        self.graph.composites.insert(node.outputs[0], composite);
+        Ok(())
+    }
+
+    /// A sequence or optional operator, resolved on the composites.
+    fn expand_sequence(&mut self, node: &Node, op: &SequenceOp) -> Result<(), Failure> {
+        let input = |i: usize| node.inputs.get(i).copied().flatten();
+        let out = *node.outputs.first().ok_or(Failure::Message("the node has no output".into()))?;
+        let sequence = |this: &Self, i: usize| -> Result<Vec<ValueId>, Failure> {
+            match input(i).and_then(|v| this.graph.composites.get(&v)) {
+                Some(Composite::Sequence(items)) => Ok(items.clone()),
+                _ => Err(Failure::Message(format!("input {i} is not a sequence known at compile time"))),
+            }
+        };
+        let position = |this: &Self, i: usize, len: usize, default: usize, inclusive: bool| -> Result<usize, Failure> {
+            let Some(v) = input(i) else { return Ok(default) };
+            let t = this.graph.const_value(v).ok_or_else(|| run_time("the position", v))?;
+            let p = t.get_i64(0);
+            let at = if p < 0 { p + len as i64 } else { p };
+            let end = len as i64 + inclusive as i64;
+            usize::try_from(at)
+                .ok()
+                .filter(|&a| (a as i64) < end)
+                .ok_or(Failure::Message(format!("position {p} is out of range for a sequence of {len}")))
+        };
+        match op {
+            SequenceOp::Construct => {
+                let items = required(&node.inputs)?;
+                self.graph.composites.insert(out, Composite::Sequence(items));
+            }
+            SequenceOp::Empty => {
+                self.graph.composites.insert(out, Composite::Sequence(Vec::new()));
+            }
+            SequenceOp::Insert => {
+                let mut items = sequence(self, 0)?;
+                let value = input(1).ok_or(Failure::Message("input 1 (tensor) is required".into()))?;
+                let at = position(self, 2, items.len(), items.len(), true)?;
+                items.insert(at, value);
+                self.graph.composites.insert(out, Composite::Sequence(items));
+            }
+            SequenceOp::Erase => {
+                let mut items = sequence(self, 0)?;
+                let last =
+                    items.len().checked_sub(1).ok_or(Failure::Message("erasing from an empty sequence".into()))?;
+                let at = position(self, 1, items.len(), last, false)?;
+                items.remove(at);
+                self.graph.composites.insert(out, Composite::Sequence(items));
+            }
+            SequenceOp::At => {
+                let items = sequence(self, 0)?;
+                let at = position(self, 1, items.len(), usize::MAX, false)?;
+                self.forward(&node.name, &[items[at]], &[out])?;
+            }
+            SequenceOp::Length => {
+                let len = sequence(self, 0)?.len() as i64;
+                self.set_constant(out, Tensor::from_i64s(vec![], &[len]));
+            }
+            SequenceOp::ConcatFrom { axis, new_axis } => {
+                let items = sequence(self, 0)?;
+                if *new_axis {
+                    self.stack(&node.name, &items, *axis, out)?;
+                } else {
+                    let concat = Node {
+                        name: node.name.clone(),
+                        op: Op::Concat(Concat { axis: *axis }),
+                        inputs: items.into_iter().map(Some).collect(),
+                        outputs: vec![out],
+                    };
+                    self.run(vec![concat])?;
+                }
+            }
+            SequenceOp::SplitTo { axis, keepdims } => {
+                let x = input(0).ok_or(Failure::Message("input 0 is required".into()))?;
+                let items = self.split(&node.name, x, input(1), *axis, *keepdims)?;
+                self.graph.composites.insert(out, Composite::Sequence(items));
+            }
+            SequenceOp::MakeOptional => {
+                self.graph.composites.insert(out, Composite::Optional(input(0)));
+            }
+            SequenceOp::HasElement => {
+                let has = match input(0) {
+                    None => false,
+                    Some(v) => !matches!(self.graph.composites.get(&v), Some(Composite::Optional(None))),
+                };
+                self.set_constant(out, Tensor::from_bytes(DType::Bool, vec![], vec![has as u8]).expect("one bool"));
+            }
+            SequenceOp::GetElement => {
+                let v = input(0).ok_or(Failure::Message("input 0 is required".into()))?;
+                let inner = match self.graph.composites.get(&v) {
+                    Some(Composite::Optional(Some(inner))) => *inner,
+                    Some(Composite::Optional(None)) => return Err(Failure::Message("the optional is empty".into())),
+                    _ => v,
+                };
+                self.forward(&node.name, &[inner], &[out])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// SplitToSequence's pieces of `x` along `axis`: `split` sizes (a
+    /// scalar chunk size or a list), or single entries without it.
+    fn split(
+        &mut self,
+        name: &str,
+        x: ValueId,
+        split: Option<ValueId>,
+        axis: i64,
+        keepdims: bool,
+    ) -> Result<Vec<ValueId>, Failure> {
+        let (_, shape) = self.graph.concrete(x).ok_or(Failure::Message("input 0 has no known shape".into()))?;
+        let axis = crate::ir::shape::normalize_axis(axis, shape.len())
+            .ok_or(Failure::Message(format!("axis {axis} is out of range")))?;
+        let len = shape[axis];
+        let sizes: Vec<usize> = match split {
+            None => vec![1; len],
+            Some(s) => {
+                let t = self.graph.const_value(s).ok_or_else(|| run_time("split", s))?;
+                let values: Vec<i64> = (0..t.len()).map(|i| t.get_i64(i)).collect();
+                match (t.shape.is_empty(), values.as_slice()) {
+                    (true, &[chunk]) if chunk > 0 => {
+                        (0..len).step_by(chunk as usize).map(|s| (chunk as usize).min(len - s)).collect()
+                    }
+                    (false, sizes) if sizes.iter().all(|&v| v >= 0) && sizes.iter().sum::<i64>() == len as i64 => {
+                        sizes.iter().map(|&v| v as usize).collect()
+                    }
+                    _ => return Err(Failure::Message(format!("split {values:?} does not divide a length of {len}"))),
+                }
+            }
+        };
+        let squeeze = split.is_none() && !keepdims;
+        let mut start = 0;
+        let mut items = Vec::with_capacity(sizes.len());
+        for (k, size) in sizes.into_iter().enumerate() {
+            let indices: Vec<i64> = (start..start + size).map(|i| i as i64).collect();
+            let index = if squeeze {
+                self.constant(name, Tensor::from_i64s(vec![], &indices))
+            } else {
+                self.constant(name, Tensor::from_i64s(vec![size], &indices))
+            };
+            let piece = self.fresh(&format!("{name}/piece{k}"));
+            let gather = Node {
+                name: format!("{name}/piece{k}"),
+                op: Op::Gather(Gather { axis: axis as i64 }),
+                inputs: vec![Some(x), Some(index)],
+                outputs: vec![piece],
+            };
+            self.run(vec![gather])?;
+            items.push(piece);
+            start += size;
+        }
+        Ok(items)
+    }
+
+    fn set_constant(&mut self, v: ValueId, t: Tensor) {
+        let value = self.graph.value_mut(v);
+        value.ty = Some(crate::ir::TensorType::known(t.dtype, &t.shape));
+        value.def = ValueDef::Const(t);
     }
 
     fn run(&mut self, nodes: Vec<Node>) -> Result<(), Failure> {
@@ -333,7 +500,8 @@ impl Expansion<'_> {
         Ok(body.outputs.iter().map(|v| map.get(v).copied().unwrap_or(*v)).collect())
     }
 
-    /// Identity nodes making `to[k]` the value `from[k]`.
+    /// Identity nodes making `to[k]` the value `from[k]` (for sequences
+    /// and optionals, the same composite).
     fn forward(&mut self, name: &str, from: &[ValueId], to: &[ValueId]) -> Result<(), Failure> {
         let nodes = from
             .iter()
@@ -388,6 +556,12 @@ impl Expansion<'_> {
     fn fresh(&mut self, name: &str) -> ValueId {
         self.graph.add_value(name, None, ValueDef::Computed)
     }
+}
+
+/// True for an Identity (or Dropout) whose input is a sequence or optional.
+pub fn is_composite_identity(graph: &Graph, node: &Node) -> bool {
+    matches!(&node.op, Op::Elementwise(e) if matches!(e.func, Func::Identity | Func::Dropout { .. }))
+        && node.inputs.first().copied().flatten().is_some_and(|v| graph.composites.contains_key(&v))
 }
 
 /// Why an expansion failed.

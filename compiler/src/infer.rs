@@ -49,6 +49,17 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     let mut kept = Vec::with_capacity(nodes.len());
     infer_nodes(graph, nodes, &mut kept, &mut 0)?;
     graph.nodes = kept;
+    let composite: Vec<String> = graph
+        .outputs
+        .iter()
+        .filter(|v| graph.composites.contains_key(v))
+        .map(|&v| graph.value(v).name.clone())
+        .collect();
+    if !composite.is_empty() {
+        return Err(InferError::new(vec![format!(
+            "graph outputs {composite:?} are sequences or optionals, which are not compiled as outputs yet"
+        )]));
+    }
     Ok(())
 }
 
@@ -62,7 +73,7 @@ fn infer_nodes(
     unrolled: &mut usize,
 ) -> Result<(), InferError> {
     for node in nodes {
-        if node.op.is_control_flow() {
+        if node.op.is_control_flow() || crate::expand::is_composite_identity(graph, &node) {
             crate::expand::Expansion { graph, kept, unrolled, infer: infer_nodes }.expand(node)?;
             continue;
         }

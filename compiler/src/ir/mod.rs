@@ -71,6 +71,17 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
+    /// Sequence and optional values, known element by element at compile
+    /// time: they exist only during inference, which resolves every
+    /// operator on them into operators on their tensors.
+    pub composites: std::collections::HashMap<ValueId, Composite>,
+}
+
+/// A sequence or optional value made of (tensor or composite) values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Composite {
+    Sequence(Vec<ValueId>),
+    Optional(Option<ValueId>),
 }
 
 impl Graph {

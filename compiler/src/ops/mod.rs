@@ -25,6 +25,7 @@ pub mod resize;
 pub mod rnn;
 pub mod scatter;
 pub mod select;
+pub mod sequence;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
@@ -230,6 +231,7 @@ ops! {
     If(control::If),
     Loop(control::Loop),
     Scan(control::Scan),
+    Sequence(sequence::SequenceOp),
     Guard(control::Guard),
     EndGuard(control::EndGuard),
     Linear(quant::Linear),
@@ -290,8 +292,10 @@ impl Op {
         self.inner().foldable()
     }
 
+    /// If, Loop, Scan and the sequence/optional operators: resolved by
+    /// inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
-        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_))
+        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::Sequence(_))
     }
 
     /// The subgraphs of If, Loop and Scan; `None` for other operators.
@@ -447,6 +451,17 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("OneHot", gather::import_one_hot),
     ("TopK", gather::import_topk),
     ("NonZero", select::import_nonzero),
+    ("SequenceConstruct", sequence::import),
+    ("SequenceEmpty", sequence::import),
+    ("SequenceInsert", sequence::import),
+    ("SequenceErase", sequence::import),
+    ("SequenceAt", sequence::import),
+    ("SequenceLength", sequence::import),
+    ("ConcatFromSequence", sequence::import),
+    ("SplitToSequence", sequence::import),
+    ("Optional", sequence::import),
+    ("OptionalHasElement", sequence::import),
+    ("OptionalGetElement", sequence::import),
     ("QuantizeLinear", quant::import_linear),
     ("DequantizeLinear", quant::import_linear),
     ("DynamicQuantizeLinear", quant::import_dynamic),
