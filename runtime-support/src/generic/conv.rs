@@ -242,6 +242,10 @@ unsafe fn conv<T: GemmElem>(
     if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) {
         return STATUS_INVALID_PARAMS;
     }
+    if s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1 {
+        depthwise_2d(p, &s, x, w, bias, y);
+        return STATUS_OK;
+    }
     let kdim = s.c_per_group * s.taps;
     let groups = p.group as usize;
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
@@ -265,6 +269,64 @@ unsafe fn conv<T: GemmElem>(
         }
     }
     STATUS_OK
+}
+
+/// A 2-D depthwise convolution (one input and one output channel per
+/// group), directly: for each kernel tap, the range of output columns whose
+/// input column is inside the image is computed once, and the row update
+/// over it is a strided multiply-add that vectorises. A GEMM per channel
+/// (M = 1, K = taps) would spend its time packing.
+unsafe fn depthwise_2d<T: GemmElem>(
+    p: &ConvParams,
+    s: &ConvShape,
+    x: *const T,
+    w: *const T,
+    bias: *const T,
+    y: *mut T,
+) {
+    let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
+    let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
+    let [kh, kw] = [p.kernel[0] as usize, p.kernel[1] as usize];
+    let [sh, sw] = [p.strides[0], p.strides[1]];
+    let [dh, dw] = [p.dilations[0], p.dilations[1]];
+    let [ph, pw] = [p.pads_begin[0], p.pads_begin[1]];
+    // Output columns `[lo, hi)` whose input column for tap column `c` is inside.
+    let columns = |c: usize| -> (usize, usize) {
+        let offset = c as i64 * dw - pw;
+        let lo = if offset >= 0 { 0 } else { (-offset + sw - 1) / sw };
+        let hi = if iw - 1 - offset < 0 { 0 } else { ((iw - 1 - offset) / sw + 1).min(ow as i64) };
+        (lo as usize, (hi.max(lo)) as usize)
+    };
+    let channels = (p.batch * p.out_channels) as usize;
+    for nc in 0..channels {
+        let c = nc % p.out_channels as usize;
+        let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
+        let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
+        let out = core::slice::from_raw_parts_mut(yc, s.out_size);
+        out.fill(init);
+        for r in 0..oh {
+            let row = &mut out[r * ow..(r + 1) * ow];
+            for a in 0..kh {
+                let in_row = r as i64 * sh - ph + a as i64 * dh;
+                if in_row < 0 || in_row >= ih {
+                    continue;
+                }
+                let xr = xc.add(in_row as usize * iw as usize);
+                for b in 0..kw {
+                    let weight = *wc.add(a * kw + b);
+                    let (lo, hi) = columns(b);
+                    let start = b as i64 * dw - pw;
+                    for (o, v) in row[lo..hi].iter_mut().enumerate() {
+                        let col = ((lo + o) as i64 * sw + start) as usize;
+                        *v = *v + weight * *xr.add(col);
+                    }
+                }
+            }
+        }
+        if p.activation != EPILOGUE_NONE {
+            activate(p, out);
+        }
+    }
 }
 
 /// Validation of the transposed direction: like [`validate`], but the
@@ -620,6 +682,8 @@ mod tests {
         check(case2d(3, 5, 1, (8, 7), (3, 2), 2, 1, [1, 0, 2, 1]));
         check(case2d(4, 6, 2, (9, 9), (3, 3), 1, 2, [2, 2, 2, 2]));
         check(case2d(6, 6, 6, (5, 6), (3, 3), 2, 1, [1, 1, 1, 1])); // depthwise
+        check(case2d(4, 4, 4, (7, 8), (3, 3), 1, 2, [2, 1, 0, 3])); // depthwise, dilated
+        check(case2d(3, 3, 3, (5, 5), (5, 5), 3, 1, [4, 4, 4, 4])); // depthwise, mostly padding
         check(case2d(5, 7, 1, (6, 5), (1, 1), 1, 1, [0, 0, 0, 0])); // pointwise
         check(case2d(2, 3, 1, (4, 4), (1, 1), 2, 1, [0, 0, 0, 0])); // strided 1x1
         check(case2d(1, 1, 1, (1, 1), (1, 1), 1, 1, [0, 0, 0, 0]));
