@@ -168,10 +168,27 @@ unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut 
                     }
                     base += pos * in_strides[d];
                 }
+                // Output columns [lo, hi) read inside the row; the rest are padding.
                 let first = k[last] as isize * dil_last - pad_last;
-                for ol in 0..out_dims[last] {
-                    let pos = ol as isize * s_last + first;
-                    *dst.add(ol) = if inside && pos >= 0 && pos < in_last { *xc.offset(base + pos) } else { T::ZERO };
+                let width = out_dims[last] as isize;
+                let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width) };
+                let hi = if !inside || in_last - 1 - first < 0 {
+                    lo
+                } else {
+                    ((in_last - 1 - first) / s_last + 1).clamp(lo, width)
+                };
+                let out = core::slice::from_raw_parts_mut(dst, out_dims[last]);
+                out[..lo as usize].fill(T::ZERO);
+                out[hi as usize..].fill(T::ZERO);
+                if hi > lo {
+                    let src = xc.offset(base + lo * s_last + first);
+                    if s_last == 1 {
+                        core::ptr::copy_nonoverlapping(src, dst.offset(lo), (hi - lo) as usize);
+                    } else {
+                        for (i, v) in out[lo as usize..hi as usize].iter_mut().enumerate() {
+                            *v = *src.offset(i as isize * s_last);
+                        }
+                    }
                 }
                 dst = dst.add(out_dims[last]);
                 // Next position over the outer output dims (row-major).
