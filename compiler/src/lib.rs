@@ -13,6 +13,7 @@ pub mod import;
 pub mod infer;
 pub mod ir;
 pub mod jit;
+pub mod limits;
 pub mod load;
 pub mod ops;
 pub mod passes;
