@@ -571,18 +571,13 @@ impl Loader {
         if !canon.starts_with(&canon_dir) {
             return Err(ext(ExternalProblem::SymlinkLeavesFolder));
         }
+        // Checked before opening (a hardlink's target is never opened) and
+        // again on the open file (in case the path changed in between).
+        let meta = fs::metadata(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
+        plain_file(&meta).map_err(ext)?;
         let mut file = File::open(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
         let meta = file.metadata().map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        if !meta.is_file() {
-            return Err(ext(ExternalProblem::NotRegularFile));
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            if meta.nlink() > 1 {
-                return Err(ext(ExternalProblem::Hardlinked(meta.nlink())));
-            }
-        }
+        plain_file(&meta).map_err(ext)?;
         let file_len = meta.len();
         let off = offset.unwrap_or(0);
         let len = match length {
@@ -607,6 +602,22 @@ impl Loader {
         }
         Ok(buf)
     }
+}
+
+/// External data must be a regular file with one name: a hardlink could
+/// make a file from anywhere on the volume look like it is in the folder.
+fn plain_file(meta: &fs::Metadata) -> Result<(), ExternalProblem> {
+    if !meta.is_file() {
+        return Err(ExternalProblem::NotRegularFile);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            return Err(ExternalProblem::Hardlinked(meta.nlink()));
+        }
+    }
+    Ok(())
 }
 
 /// `node "conv_3" (Conv)`, or `node #4 (Conv)` when unnamed.
