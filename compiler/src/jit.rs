@@ -2,6 +2,7 @@
 //! it. Serves `run`, `test`, `bench` and compile-time constant folding; the
 //! code is exactly what the object file would contain.
 
+use crate::buffer::Placement;
 use crate::call::{Interface, RunFn};
 use crate::codegen::{self, CodegenError};
 use crate::ir::{Graph, Node, Tensor, ValueDef};
@@ -59,12 +60,17 @@ impl JitModel {
 
     /// Runs the model on `inputs` (in graph-input order).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, None)
+        self.interface.call(self.run, inputs, None, Placement::Heap)
     }
 
     /// Runs with a workspace of exactly `bytes` and no allocator hook.
     pub fn run_in_workspace(&self, inputs: &[Tensor], bytes: usize) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, Some(bytes))
+        self.interface.call(self.run, inputs, Some(bytes), Placement::Heap)
+    }
+
+    /// Runs with every buffer from `placement` (e.g. against guard pages).
+    pub fn run_placed(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
+        self.interface.call(self.run, inputs, None, placement)
     }
 }
 

@@ -4,6 +4,7 @@
 //! `load` → `check` → `import` → `infer` → `passes` → `plan` → `codegen` →
 //! `emit` (object, header, archive) or `jit` (run in this process).
 
+pub mod buffer;
 pub mod call;
 pub mod check;
 pub mod codegen;

@@ -5,6 +5,7 @@
 use super::object_runner::ObjectModel;
 use super::run::match_inputs;
 use crate::LimitArgs;
+use onnxc::buffer::Placement;
 use onnxc::driver;
 use onnxc::ir::{DType, Tensor};
 use onnxc::limits::Limits;
@@ -32,6 +33,10 @@ pub struct Args {
     pub filter: Option<String>,
     #[arg(long, value_enum, default_value_t = Via::Jit)]
     pub via: Via,
+    /// Place every input, output, the workspace and each allocation against
+    /// PROT_NONE guard pages, so that an access out of bounds faults
+    #[arg(long)]
+    pub guard_pages: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -98,9 +103,12 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         let (graph, inputs) =
             driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings, limits).map_err(|e| e.to_string())?;
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
+        let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
         let outputs = match a.via {
-            Via::Jit => driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run(&inputs)?,
-            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs)?,
+            Via::Jit => {
+                driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run_placed(&inputs, placement)?
+            }
+            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs, placement)?,
         };
         if outputs.len() != expected.len() {
             return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
