@@ -17,6 +17,12 @@ pub struct JitModel {
     interface: Interface,
 }
 
+// SAFETY: through `&JitModel` only `run` (finished code that keeps no
+// state between calls: no mutable globals, every byte it writes is in the
+// caller's buffers) and the interface are reachable; the module is touched
+// only by `Drop`, which has the model to itself. So calls may overlap.
+unsafe impl Sync for JitModel {}
+
 impl Drop for JitModel {
     fn drop(&mut self) {
         if let Some(module) = self.module.take() {

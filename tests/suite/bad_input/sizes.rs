@@ -226,11 +226,9 @@ fn windows() -> Vec<Case> {
             &["node \"conv\" (Conv)", "window of 9223372036854775807"],
             |_| window_case("Conv", vec![same_upper(), ints_attr("dilations", &[MAX / 2, 1])]),
         ),
-        compile(
-            "MaxPool kernel of i64::MAX",
-            &["node \"maxpool\" (MaxPool)", "window of 9223372036854775807"],
-            |_| window_case("MaxPool", vec![ints_attr("kernel_shape", &[MAX, MAX])]),
-        ),
+        compile("MaxPool kernel of i64::MAX", &["node \"maxpool\" (MaxPool)", "window of 9223372036854775807"], |_| {
+            window_case("MaxPool", vec![ints_attr("kernel_shape", &[MAX, MAX])])
+        }),
         compile("MaxPool with ceil_mode and huge pads", &["node \"maxpool\" (MaxPool)", "pads"], |_| {
             window_case(
                 "MaxPool",
