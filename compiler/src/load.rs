@@ -132,13 +132,28 @@ pub fn load_model(path: &Path, limits: &Limits) -> Result<ModelProto, LoadError>
             LoadError::FileTooLarge { file: file.clone(), size, limit: limits.max_file_bytes }
         }
     })?;
-    let mut model =
-        ModelProto::decode(bytes.as_slice()).map_err(|source| LoadError::Decode { file: file.clone(), source })?;
+    let model = decode(&bytes, path)?;
     drop(bytes);
+    resolve(model, path, limits)
+}
+
+/// [`load_model`] for bytes already read: `path` names the model in
+/// messages, and its folder is where external data is looked for.
+pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<ModelProto, LoadError> {
+    resolve(decode(bytes, path)?, path, limits)
+}
+
+fn decode(bytes: &[u8], path: &Path) -> Result<ModelProto, LoadError> {
+    ModelProto::decode(bytes).map_err(|source| LoadError::Decode { file: path.display().to_string(), source })
+}
+
+/// Resolves external data and checks every tensor.
+fn resolve(mut model: ModelProto, path: &Path, limits: &Limits) -> Result<ModelProto, LoadError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let file = path.display().to_string();
     let mut loader = Loader { file, dir, canon_dir: None, max_tensor_bytes: limits.max_tensor_bytes };
     loader.model(&mut model)?;
     Ok(model)
