@@ -131,7 +131,8 @@ impl Build {
         let prefix = emit::c_identifier(self.name.as_deref().or(stem.as_deref()).unwrap_or("model"));
 
         let (graph, plan) =
-            driver::compile(&self.model, &self.bindings, self.max_ram).map_err(|e| BuildError(e.to_string()))?;
+            driver::compile(&self.model, &self.bindings, self.max_ram, &crate::limits::Limits::default())
+                .map_err(|e| BuildError(e.to_string()))?;
         let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
         let object =
             emit::object(&graph, &plan, &triple, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?.bytes;

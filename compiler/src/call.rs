@@ -2,8 +2,10 @@
 //! into this process (`jit`) and for real object files loaded as shared
 //! libraries (`onnxc test --via object`). The structs are the kernel
 //! library's (`onnxc_runtime::model`), which mirror the generated header;
-//! `codegen` writes the code that reads them.
+//! `codegen` writes the code that reads them. Every buffer the code sees
+//! comes from a [`Placement`] (the heap, or guard pages).
 
+use crate::buffer::{Buffer, Placement};
 use crate::codegen;
 use crate::ir::{DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
@@ -63,7 +65,14 @@ impl Interface {
     /// the workspace or of the memory a Rust allocator hook handed out.
     /// `workspace`: `None` picks a size that always suffices (or a hook
     /// when none does); `Some(n)` gives exactly `n` bytes and no hook.
-    pub fn call(&self, run: RunFn, given: &[Tensor], workspace: Option<usize>) -> Result<Vec<Tensor>, String> {
+    /// `placement` says where every buffer the code sees comes from.
+    pub fn call(
+        &self,
+        run: RunFn,
+        given: &[Tensor],
+        workspace: Option<usize>,
+        placement: Placement,
+    ) -> Result<Vec<Tensor>, String> {
         if given.len() != self.inputs.len() {
             return Err(format!("the model takes {} inputs, {} were given", self.inputs.len(), given.len()));
         }
@@ -72,29 +81,38 @@ impl Interface {
                 return Err(format!("input \"{}\" must be {}, got {}{:?}", io.name, io.ty, t.dtype, t.shape));
             }
         }
-        let mut outs: Vec<Output> = self.outputs.iter().map(Output::new).collect::<Result<_, _>>()?;
+        let mut outs: Vec<Output> =
+            self.outputs.iter().map(|io| Output::new(io, placement)).collect::<Result<_, _>>()?;
         let (workspace_bytes, use_hook) = match (workspace, self.sufficient_workspace_bytes) {
             (Some(n), _) => (n, false),
             (None, Some(n)) if n <= MAX_PREALLOCATED => (n, false),
             (None, _) => (self.plan_workspace_bytes, true),
         };
-        // 64-byte aligned workspace from u64 words (+ 64 bytes of slack).
-        let mut workspace = vec![0u64; workspace_bytes.div_ceil(8) + 8];
-        let base = workspace.as_mut_ptr() as *mut u8;
-        let aligned = unsafe { base.add(base.align_offset(64)) };
-        let mut arena = HookArena::default();
+        let workspace = placement.zeroed(workspace_bytes, 64).map_err(|e| format!("workspace: {e}"))?;
+        let mut arena = HookArena { placement, blocks: Vec::new(), total: 0 };
         let ctx = Context {
-            workspace: aligned,
+            workspace: workspace.ptr(),
             workspace_bytes,
             alloc: use_hook.then_some(hook as AllocFn),
             alloc_user: &mut arena as *mut HookArena as *mut u8,
         };
-        let in_ptrs: Vec<*const u8> = given.iter().map(|t| t.data.as_ptr()).collect();
-        let out_ptrs: Vec<*mut u8> = outs.iter_mut().map(Output::pointer).collect();
+        let placed: Vec<Option<Buffer>> = given
+            .iter()
+            .map(|t| placement.input(&t.data, t.dtype.size()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("inputs: {e}"))?;
+        let in_ptrs: Vec<usize> = given
+            .iter()
+            .zip(&placed)
+            .map(|(t, p)| p.as_ref().map_or(t.data.as_ptr() as usize, |b| b.ptr() as usize))
+            .collect();
+        let out_ptrs: Vec<usize> = outs.iter_mut().map(|o| o.pointer() as usize).collect();
+        let pointers = |p: &[usize]| placement.copy(bytemuck::cast_slice(p), std::mem::align_of::<usize>());
+        let (in_ptrs, out_ptrs) = (pointers(&in_ptrs)?, pointers(&out_ptrs)?);
         // SAFETY: inputs match the compiled shapes (checked above), static
         // outputs have their full size, dynamic ones a descriptor with room
         // for their rank, and the workspace has at least the planned size.
-        let status = unsafe { run(&ctx, in_ptrs.as_ptr(), out_ptrs.as_ptr()) };
+        let status = unsafe { run(&ctx, in_ptrs.ptr() as *const *const u8, out_ptrs.ptr() as *const *mut u8) };
         if status != 0 {
             return Err(codegen::status::describe(status, &self.node_names));
         }
@@ -104,35 +122,57 @@ impl Interface {
 
 /// One output's buffer during a call.
 enum Output {
-    Static(Tensor),
-    Dynamic { desc: Box<DynamicOutput>, dims: Vec<i64>, dtype: DType },
+    Static {
+        data: Buffer,
+        dtype: DType,
+        shape: Vec<usize>,
+    },
+    /// `desc` holds one [`DynamicOutput`], `dims` the caller's dims array.
+    Dynamic {
+        desc: Buffer,
+        dims: Buffer,
+        dtype: DType,
+    },
 }
 
 impl Output {
-    fn new(io: &Io) -> Result<Output, String> {
+    fn new(io: &Io, placement: Placement) -> Result<Output, String> {
+        let buffer = |bytes: Option<usize>, align: usize| {
+            let bytes = bytes.ok_or_else(|| format!("output \"{}\" is too large", io.name))?;
+            placement.zeroed(bytes, align).map_err(|e| format!("output \"{}\": {e}", io.name))
+        };
         if io.ty.is_dynamic() {
-            let mut dims = vec![0i64; io.ty.shape.len()];
-            let desc = Box::new(DynamicOutput { data: std::ptr::null_mut(), dims: dims.as_mut_ptr() });
+            let dims = buffer(io.ty.shape.len().checked_mul(8), 8)?;
+            let desc = buffer(Some(std::mem::size_of::<DynamicOutput>()), 8)?;
+            // SAFETY: `desc` holds exactly one suitably aligned descriptor.
+            unsafe {
+                (desc.ptr() as *mut DynamicOutput)
+                    .write(DynamicOutput { data: std::ptr::null_mut(), dims: dims.ptr() as *mut i64 })
+            };
             return Ok(Output::Dynamic { desc, dims, dtype: io.ty.dtype });
         }
         let shape = io.ty.known_shape().ok_or_else(|| format!("output \"{}\" has no known shape", io.name))?;
-        Tensor::zeros(io.ty.dtype, shape)
-            .map(Output::Static)
-            .ok_or_else(|| format!("output \"{}\" is too large", io.name))
+        let bytes = crate::ir::shape::element_count(&shape).and_then(|n| n.checked_mul(io.ty.dtype.size()));
+        Ok(Output::Static { data: buffer(bytes, io.ty.dtype.size())?, dtype: io.ty.dtype, shape })
     }
 
     fn pointer(&mut self) -> *mut u8 {
         match self {
-            Output::Static(t) => t.data.as_mut_ptr(),
-            Output::Dynamic { desc, .. } => &mut **desc as *mut DynamicOutput as *mut u8,
+            Output::Static { data, .. } => data.ptr(),
+            Output::Dynamic { desc, .. } => desc.ptr(),
         }
     }
 
     fn finish(self, io: &Io) -> Result<Tensor, String> {
         let (desc, dims, dtype) = match self {
-            Output::Static(t) => return Ok(t),
+            Output::Static { data, dtype, shape } => {
+                let bad = || format!("output \"{}\" is too large", io.name);
+                return Tensor::from_bytes(dtype, shape, data.bytes().to_vec()).ok_or_else(bad);
+            }
             Output::Dynamic { desc, dims, dtype } => (desc, dims, dtype),
         };
+        let dims: Vec<i64> =
+            dims.bytes().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
         let bad = || format!("output \"{}\": the model reported an invalid shape {dims:?}", io.name);
         let shape: Vec<usize> =
             dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_, _>>()?;
@@ -145,8 +185,12 @@ impl Output {
         }
         let mut t = Tensor::zeros(dtype, shape.clone()).ok_or_else(bad)?;
         if !t.data.is_empty() {
-            // SAFETY: the model allocated `data` for exactly these dims.
-            let src = unsafe { std::slice::from_raw_parts(desc.data, t.data.len()) };
+            // SAFETY: `desc` holds the descriptor the model filled; it
+            // allocated `data` for exactly these dims.
+            let src = unsafe {
+                let d = (desc.ptr() as *const DynamicOutput).read();
+                std::slice::from_raw_parts(d.data, t.data.len())
+            };
             t.data.copy_from_slice(src);
         }
         Ok(t)
@@ -154,9 +198,9 @@ impl Output {
 }
 
 /// The memory a [`hook`] handed out during one call, freed with it.
-#[derive(Default)]
 struct HookArena {
-    blocks: Vec<Vec<u64>>,
+    placement: Placement,
+    blocks: Vec<Buffer>,
     total: usize,
 }
 
@@ -165,14 +209,16 @@ struct HookArena {
 unsafe extern "C" fn hook(user: *mut u8, bytes: usize, align: usize) -> *mut u8 {
     // SAFETY: `user` is the `HookArena` of the running call.
     let arena = unsafe { &mut *(user as *mut HookArena) };
-    let words = bytes.div_ceil(8).saturating_add(align.div_ceil(8));
-    if align > 4096 || arena.total.saturating_add(words * 8) > HOOK_LIMIT {
+    if arena.total.saturating_add(bytes) > HOOK_LIMIT {
         return std::ptr::null_mut();
     }
-    let mut block = vec![0u64; words];
-    let base = block.as_mut_ptr() as *mut u8;
-    let p = unsafe { base.add(base.align_offset(align)) };
-    arena.total += words * 8;
-    arena.blocks.push(block);
-    p
+    match arena.placement.zeroed(bytes, align) {
+        Ok(block) => {
+            arena.total += bytes;
+            let p = block.ptr();
+            arena.blocks.push(block);
+            p
+        }
+        Err(_) => std::ptr::null_mut(),
+    }
 }

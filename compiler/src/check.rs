@@ -22,6 +22,8 @@
 //!   type; tensor types have an element type and a shape.
 //! - functions: unique (domain, name, overload); no direct or indirect
 //!   recursion.
+//! - subgraphs nest at most `Limits::max_subgraph_depth` deep (deeper ones
+//!   are reported and not walked).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -33,6 +35,8 @@ use onnx_proto::{
     AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
 };
 use thiserror::Error;
+
+use crate::limits::Limits;
 
 /// Supported `ir_version` range.
 pub const IR_VERSIONS: std::ops::RangeInclusive<i64> = 3..=14;
@@ -124,6 +128,8 @@ pub enum CheckErrorKind {
     DuplicateFunction(String),
     #[error("function recursion: {0}")]
     FunctionRecursion(String),
+    #[error("subgraph nested {depth} deep, more than the limit of {limit} (--max-subgraph-depth)")]
+    SubgraphTooDeep { depth: usize, limit: usize },
 }
 
 fn more_nodes(n: usize) -> String {
@@ -135,8 +141,8 @@ fn more_nodes(n: usize) -> String {
 }
 
 /// Checks `model` against the IR rules; returns every violation found.
-pub fn check_model(model: &ModelProto) -> Result<(), CheckErrors> {
-    let mut c = Checker::new(model);
+pub fn check_model(model: &ModelProto, limits: &Limits) -> Result<(), CheckErrors> {
+    let mut c = Checker::new(model, limits.max_subgraph_depth);
     c.model(model);
     if c.errors.is_empty() {
         Ok(())
@@ -224,15 +230,16 @@ struct Checker {
     errors: Vec<CheckError>,
     functions: HashMap<FnKey, usize>,
     missing: Vec<MissingOpset>,
+    max_subgraph_depth: usize,
 }
 
 impl Checker {
-    fn new(model: &ModelProto) -> Checker {
+    fn new(model: &ModelProto, max_subgraph_depth: usize) -> Checker {
         let mut functions = HashMap::new();
         for (i, f) in model.functions.iter().enumerate() {
             functions.entry(function_key(f)).or_insert(i);
         }
-        Checker { errors: Vec::new(), functions, missing: Vec::new() }
+        Checker { errors: Vec::new(), functions, missing: Vec::new(), max_subgraph_depth }
     }
 
     fn push(&mut self, place: impl Into<String>, kind: CheckErrorKind) {
@@ -360,6 +367,12 @@ impl Checker {
     }
 
     fn graph(&mut self, g: &GraphProto, place: &str, scopes: &mut Vec<Level>, ctx: &OpsetCtx, main: bool) {
+        // The enclosing graphs (or function body) are the subgraph's depth.
+        let depth = scopes.len();
+        if depth > self.max_subgraph_depth {
+            self.push(place, CheckErrorKind::SubgraphTooDeep { depth, limit: self.max_subgraph_depth });
+            return;
+        }
         scopes.push(Level { graph: place.to_string(), defined: HashMap::new(), by_node: HashMap::new() });
         let input_names: HashSet<&str> = g.input.iter().map(|v| v.name()).collect();
         let mut init_names: HashSet<&str> = HashSet::new();

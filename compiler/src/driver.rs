@@ -1,9 +1,10 @@
 //! The pipeline as the CLI and library users call it: each function runs
 //! a prefix of the stages and wraps their errors in [`Error`], which names
-//! the model file.
+//! the model file. The [`Limits`] given bound every stage that reads them.
 
 use crate::infer::Bindings;
 use crate::ir::Graph;
+use crate::limits::Limits;
 use crate::plan::Plan;
 use std::path::{Path, PathBuf};
 
@@ -38,25 +39,31 @@ fn over_budget(needed: Option<usize>, budget: usize) -> String {
 }
 
 /// Stages 1–2: read, resolve external data, validate.
-pub fn load(path: &Path) -> Result<onnx_proto::ModelProto, Error> {
-    let model = crate::load::load_model(path, &crate::load::LoadLimits::default())?;
-    crate::check::check_model(&model).map_err(|errors| Error::Check { file: path.to_path_buf(), errors })?;
+pub fn load(path: &Path, limits: &Limits) -> Result<onnx_proto::ModelProto, Error> {
+    let model = crate::load::load_model(path, limits)?;
+    crate::check::check_model(&model, limits).map_err(|errors| Error::Check { file: path.to_path_buf(), errors })?;
     Ok(model)
 }
 
 /// Stage 3 only: the mid-IR before shapes are known.
-pub fn import(path: &Path, model: &onnx_proto::ModelProto) -> Result<Graph, Error> {
-    crate::import::import_model(model).map_err(|errors| Error::Import { file: path.to_path_buf(), errors })
+pub fn import(path: &Path, model: &onnx_proto::ModelProto, limits: &Limits) -> Result<Graph, Error> {
+    crate::import::import_model(model, limits).map_err(|errors| Error::Import { file: path.to_path_buf(), errors })
 }
 
 /// Stages 3–5: mid-IR with static shapes, constants folded, passes run.
-pub fn lower_to_mir(path: &Path, model: &onnx_proto::ModelProto, bindings: &Bindings) -> Result<Graph, Error> {
-    finish_mir(path, import(path, model)?, bindings)
+pub fn lower_to_mir(
+    path: &Path,
+    model: &onnx_proto::ModelProto,
+    bindings: &Bindings,
+    limits: &Limits,
+) -> Result<Graph, Error> {
+    finish_mir(path, import(path, model, limits)?, bindings, limits)
 }
 
 /// Stages 4–5 on an imported graph.
-pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings) -> Result<Graph, Error> {
-    crate::infer::infer(&mut graph, bindings).map_err(|errors| Error::Infer { file: path.to_path_buf(), errors })?;
+pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings, limits: &Limits) -> Result<Graph, Error> {
+    crate::infer::infer(&mut graph, bindings, limits)
+        .map_err(|errors| Error::Infer { file: path.to_path_buf(), errors })?;
     crate::passes::run(&mut graph);
     Ok(graph)
 }
@@ -71,11 +78,12 @@ pub fn finish_mir_for_inputs(
     mut graph: Graph,
     mut given: Vec<crate::ir::Tensor>,
     bindings: &Bindings,
+    limits: &Limits,
 ) -> Result<(Graph, Vec<crate::ir::Tensor>), Error> {
     let mut bindings = bindings.clone();
     loop {
         let mut attempt = graph.clone();
-        match crate::infer::infer(&mut attempt, &bindings) {
+        match crate::infer::infer(&mut attempt, &bindings, limits) {
             Ok(()) => {
                 crate::passes::run(&mut attempt);
                 return Ok((attempt, given));
@@ -128,9 +136,14 @@ pub fn plan(path: &Path, graph: &Graph) -> Result<Plan, Error> {
 
 /// Stages 1–6 as `compile` runs them: the planned graph, refused when
 /// its workspace (arena plus data-dependent values) would exceed `max_ram`.
-pub fn compile(path: &Path, bindings: &Bindings, max_ram: Option<usize>) -> Result<(Graph, Plan), Error> {
-    let model = load(path)?;
-    let graph = lower_to_mir(path, &model, bindings)?;
+pub fn compile(
+    path: &Path,
+    bindings: &Bindings,
+    max_ram: Option<usize>,
+    limits: &Limits,
+) -> Result<(Graph, Plan), Error> {
+    let model = load(path, limits)?;
+    let graph = lower_to_mir(path, &model, bindings, limits)?;
     let plan = plan(path, &graph)?;
     match (max_ram, plan.sufficient_workspace_bytes()) {
         (Some(budget), needed) if needed.is_none_or(|n| n > budget) => {

@@ -12,7 +12,7 @@
 //! [`MAX_UNROLLED_NODES`]. Control flow that depends on run-time data is
 //! reported (with the inputs it depends on, so `run`/`test` can specialise).
 
-use crate::infer::{input_ancestors, InferError};
+use crate::infer::{input_ancestors, InferError, InferState};
 use crate::ir::{Composite, DType, Graph, Node, Tensor, ValueDef, ValueId};
 use crate::ops::control::{EndGuard, Guard, If, Loop, Scan, Subgraph};
 use crate::ops::elementwise::{Elementwise, Func};
@@ -27,18 +27,18 @@ pub const MAX_UNROLLED_NODES: usize = 50_000;
 
 /// Infers a list of nodes (appending what remains to `kept`): inference's
 /// own entry point, which expansion calls for the nodes it makes.
-pub type InferNodes = fn(&mut Graph, Vec<Node>, &mut Vec<Node>, &mut usize) -> Result<(), InferError>;
+pub type InferNodes = fn(&mut Graph, Vec<Node>, &mut Vec<Node>, &mut InferState) -> Result<(), InferError>;
 
-/// The state of one expansion: the graph, the inferred nodes so far, the
-/// unrolling budget used, and inference itself.
-pub struct Expansion<'a> {
+/// The state of one expansion: the graph, the inferred nodes so far,
+/// inference's state (limits, budgets, nodes unrolled), and inference itself.
+pub struct Expansion<'a, 'l> {
     pub graph: &'a mut Graph,
     pub kept: &'a mut Vec<Node>,
-    pub unrolled: &'a mut usize,
+    pub state: &'a mut InferState<'l>,
     pub infer: InferNodes,
 }
 
-impl Expansion<'_> {
+impl Expansion<'_, '_> {
     /// Expands control-flow `node`.
     pub fn expand(&mut self, node: Node) -> Result<(), InferError> {
         let label = node.label();
@@ -225,7 +225,7 @@ impl Expansion<'_> {
     }
 
     fn run(&mut self, nodes: Vec<Node>) -> Result<(), Failure> {
-        (self.infer)(self.graph, nodes, self.kept, self.unrolled).map_err(Failure::Infer)
+        (self.infer)(self.graph, nodes, self.kept, self.state).map_err(Failure::Infer)
     }
 
     fn expand_if(&mut self, node: &Node, op: &If) -> Result<(), Failure> {
@@ -263,7 +263,7 @@ impl Expansion<'_> {
                 )));
             }
             let mut inferred = Vec::new();
-            (self.infer)(self.graph, branch.nodes.clone(), &mut inferred, self.unrolled).map_err(Failure::Infer)?;
+            (self.infer)(self.graph, branch.nodes.clone(), &mut inferred, self.state).map_err(Failure::Infer)?;
             let guard = Op::Guard(Guard { when });
             self.kept.push(Node {
                 name: format!("{}/guard_{when}", node.name),
@@ -489,8 +489,8 @@ impl Expansion<'_> {
         mut map: HashMap<ValueId, ValueId>,
         prefix: &str,
     ) -> Result<Vec<ValueId>, Failure> {
-        *self.unrolled += body.nodes.len();
-        if *self.unrolled > MAX_UNROLLED_NODES {
+        self.state.unrolled += body.nodes.len();
+        if self.state.unrolled > MAX_UNROLLED_NODES {
             return Err(Failure::Message(format!(
                 "unrolling would add more than {MAX_UNROLLED_NODES} nodes (loops whose length is only known at run time are not compiled yet)"
             )));

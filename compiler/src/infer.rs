@@ -6,17 +6,21 @@
 //! time are evaluated right here through the JIT — the same code path that
 //! runs them at run time — so shape-computing subgraphs (Shape → Gather →
 //! Concat → Reshape) become constants and later stages see static shapes.
+//!
+//! [`Limits`] bound what a model can make this stage do: no value may be
+//! larger than `max_tensor_bytes`; folding materialises at most
+//! `max_fold_bytes` per constant and `max_fold_total_bytes` in all (past
+//! that, foldable nodes run at run time); the compile clock is checked at
+//! every node.
 
 use crate::ir::{Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::limits::Limits;
 use crate::ops::{InferCx, InputInfo};
 use std::collections::{HashMap, HashSet};
 
 /// Largest graph input (in elements) that `run`/`test` turn into a
 /// compile-time constant when a shape depends on its value.
 pub const MAX_SPECIALISED_ELEMENTS: usize = 4096;
-
-/// Largest tensor (in bytes) that constant folding materialises.
-pub const MAX_FOLD_BYTES: usize = 16 << 20;
 
 /// Sizes for symbolic dims and whole input shapes.
 #[derive(Clone, Debug, Default)]
@@ -43,11 +47,16 @@ impl InferError {
     }
 }
 
-pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
+pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<(), InferError> {
     bind_inputs(graph, bindings)?;
     let nodes = std::mem::take(&mut graph.nodes);
     let mut kept = Vec::with_capacity(nodes.len());
-    infer_nodes(graph, nodes, &mut kept, &mut 0)?;
+    let mut state = InferState {
+        limits,
+        folding: FoldBudget { per_constant: limits.max_fold_bytes, left: limits.max_fold_total_bytes },
+        unrolled: 0,
+    };
+    infer_nodes(graph, nodes, &mut kept, &mut state)?;
     graph.nodes = kept;
     let composite: Vec<String> = graph
         .outputs
@@ -63,20 +72,31 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     Ok(())
 }
 
+/// What inference carries from node to node: the limits, the folding
+/// budget left, and how many nodes unrolling added.
+pub struct InferState<'l> {
+    limits: &'l Limits,
+    folding: FoldBudget,
+    pub unrolled: usize,
+}
+
 /// Infers `nodes` in order, folding what is constant and appending the
-/// rest to `kept`; control flow is expanded into ordinary nodes first
-/// (`unrolled` counts the nodes unrolling added).
+/// rest to `kept`; control flow and sequences are expanded into ordinary
+/// nodes first (`crate::expand`).
 fn infer_nodes(
     graph: &mut Graph,
     nodes: Vec<Node>,
     kept: &mut Vec<Node>,
-    unrolled: &mut usize,
+    state: &mut InferState,
 ) -> Result<(), InferError> {
+    let limits = state.limits;
     for node in nodes {
+        limits.check_time(&node.label()).map_err(|e| InferError::new(vec![e]))?;
         if node.op.is_control_flow() || crate::expand::is_composite_identity(graph, &node) {
-            crate::expand::Expansion { graph, kept, unrolled, infer: infer_nodes }.expand(node)?;
+            crate::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node)?;
             continue;
         }
+        let folding = &mut state.folding;
         let results = {
             let mut inputs = Vec::with_capacity(node.inputs.len());
             for (i, input) in node.inputs.iter().enumerate() {
@@ -124,14 +144,17 @@ fn infer_nodes(
                     .collect(),
                 output_count: node.outputs.len(),
                 missing_values: Default::default(),
+                max_fold_bytes: folding.limit(),
             };
             node.op.infer(&cx).map_err(|e| {
                 let missing: Vec<ValueId> =
                     cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
                 let wanted_inputs = input_ancestors(graph, kept, &missing);
-                InferError { messages: vec![format!("{}: {e}", node.label())], wanted_inputs }
+                InferError { messages: vec![format!("{}: {e}{}", node.label(), folding.note())], wanted_inputs }
             })?
         };
+        check_sizes(graph, &node, &results, limits.max_tensor_bytes)?;
+        folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.data.len()));
         if results.len() < node.outputs.len() {
             return Err(InferError::new(vec![format!(
                 "{}: has {} outputs, the operator produces {}",
@@ -152,9 +175,10 @@ fn infer_nodes(
         if all_known {
             continue;
         }
-        if should_fold(graph, &node, &results) {
+        if should_fold(graph, &node, &results, folding) {
             let outputs = crate::jit::eval_node(graph, &node)
                 .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
+            folding.spend(outputs.iter().map(|t| t.data.len()));
             for (&out, t) in node.outputs.iter().zip(outputs) {
                 let value = graph.value_mut(out);
                 value.ty = Some(TensorType::known(t.dtype, &t.shape));
@@ -193,10 +217,62 @@ fn is_shape_like(graph: &Graph, v: ValueId) -> bool {
     graph.concrete(v).is_some_and(|(_, shape)| shape.iter().product::<usize>() <= MAX_SPECIALISED_ELEMENTS)
 }
 
-fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred]) -> bool {
+/// What constant folding may materialise: per constant, and still in all.
+struct FoldBudget {
+    per_constant: usize,
+    left: usize,
+}
+
+impl FoldBudget {
+    /// The largest constant the next node may materialise.
+    fn limit(&self) -> usize {
+        self.per_constant.min(self.left)
+    }
+
+    fn spend(&mut self, sizes: impl Iterator<Item = usize>) {
+        self.left = sizes.fold(self.left, usize::saturating_sub);
+    }
+
+    /// Appended to a node's error: once the budget is nearly spent, the
+    /// node may have wanted a constant that folding no longer produced.
+    fn note(&self) -> &'static str {
+        if self.left < self.per_constant {
+            " (constant folding stopped at its --max-fold-total budget)"
+        } else {
+            ""
+        }
+    }
+}
+
+fn should_fold(graph: &Graph, node: &crate::ir::Node, results: &[crate::ops::Inferred], budget: &FoldBudget) -> bool {
     node.op.foldable()
         && node.inputs.iter().flatten().all(|&v| graph.const_value(v).is_some())
-        && results.iter().all(|r| r.max_bytes().is_some_and(|b| b <= MAX_FOLD_BYTES))
+        && results
+            .iter()
+            .try_fold(0usize, |total, r| r.max_bytes().filter(|&b| b <= budget.per_constant)?.checked_add(total))
+            .is_some_and(|total| total <= budget.left)
+}
+
+/// Rejects outputs larger than `max_bytes` (or than the address space).
+fn check_sizes(graph: &Graph, node: &Node, results: &[crate::ops::Inferred], max_bytes: u64) -> Result<(), InferError> {
+    for (&out, r) in node.outputs.iter().zip(results) {
+        let ty = r.tensor_type();
+        let bytes = match r.max_bytes() {
+            Some(b) => b as u64,
+            None if r.runtime_shape.is_some() => continue,
+            None => u64::MAX,
+        };
+        if bytes > max_bytes {
+            let size =
+                if bytes == u64::MAX { "more than the address space".to_string() } else { format!("{bytes} bytes") };
+            return Err(InferError::new(vec![format!(
+                "{}: output \"{}\" would be {ty}, {size}, more than the limit of {max_bytes} (--max-tensor-bytes)",
+                node.label(),
+                graph.value(out).name
+            )]));
+        }
+    }
+    Ok(())
 }
 
 fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {

@@ -2,6 +2,7 @@
 //! it. Serves `run`, `test`, `bench` and compile-time constant folding; the
 //! code is exactly what the object file would contain.
 
+use crate::buffer::Placement;
 use crate::call::{Interface, RunFn};
 use crate::codegen::{self, CodegenError};
 use crate::ir::{Graph, Node, Tensor, ValueDef};
@@ -15,6 +16,12 @@ pub struct JitModel {
     run: RunFn,
     interface: Interface,
 }
+
+// SAFETY: through `&JitModel` only `run` (finished code that keeps no
+// state between calls: no mutable globals, every byte it writes is in the
+// caller's buffers) and the interface are reachable; the module is touched
+// only by `Drop`, which has the model to itself. So calls may overlap.
+unsafe impl Sync for JitModel {}
 
 impl Drop for JitModel {
     fn drop(&mut self) {
@@ -59,12 +66,17 @@ impl JitModel {
 
     /// Runs the model on `inputs` (in graph-input order).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, None)
+        self.interface.call(self.run, inputs, None, Placement::Heap)
     }
 
     /// Runs with a workspace of exactly `bytes` and no allocator hook.
     pub fn run_in_workspace(&self, inputs: &[Tensor], bytes: usize) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, Some(bytes))
+        self.interface.call(self.run, inputs, Some(bytes), Placement::Heap)
+    }
+
+    /// Runs with every buffer from `placement` (e.g. against guard pages).
+    pub fn run_placed(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
+        self.interface.call(self.run, inputs, None, placement)
     }
 }
 

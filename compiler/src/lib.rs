@@ -5,6 +5,7 @@
 //! `emit` (object, header, archive, Rust module) or `jit` (run in this
 //! process). [`Build`] is the same pipeline for Cargo build scripts.
 
+pub mod buffer;
 pub mod build_script;
 pub mod call;
 pub mod check;
@@ -16,6 +17,7 @@ pub mod import;
 pub mod infer;
 pub mod ir;
 pub mod jit;
+pub mod limits;
 pub mod load;
 pub mod ops;
 pub mod passes;

@@ -28,21 +28,7 @@ use onnx_proto::{
 };
 use thiserror::Error;
 
-/// Size limits applied while loading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadLimits {
-    /// Largest model file (the `.onnx` itself) accepted, in bytes.
-    pub max_file_bytes: u64,
-    /// Largest single tensor accepted (inline or external), in bytes.
-    pub max_tensor_bytes: u64,
-}
-
-impl Default for LoadLimits {
-    /// 2 GiB for the model file (protobuf's own limit), 4 GiB per tensor.
-    fn default() -> Self {
-        LoadLimits { max_file_bytes: 2 << 30, max_tensor_bytes: 4 << 30 }
-    }
-}
+use crate::limits::Limits;
 
 /// Why a model could not be loaded. Every message starts with the model file.
 #[derive(Debug, Error)]
@@ -53,7 +39,7 @@ pub enum LoadError {
         #[source]
         source: io::Error,
     },
-    #[error("{file}: the model file has {size} bytes, more than the limit of {limit}")]
+    #[error("{file}: the model file has {size} bytes, more than the limit of {limit} (--max-file-bytes)")]
     FileTooLarge { file: String, size: u64, limit: u64 },
     #[error("{file}: not a valid ONNX model (protobuf decoding failed: {source})")]
     Decode {
@@ -80,7 +66,7 @@ pub enum TensorProblem {
     NegativeDim { dims: String },
     #[error("dims {dims} of {dtype}: element count or byte size overflows")]
     SizeOverflow { dims: String, dtype: &'static str },
-    #[error("dims {dims} of {dtype} need {bytes} bytes, more than the limit of {limit}")]
+    #[error("dims {dims} of {dtype} need {bytes} bytes, more than the limit of {limit} (--max-tensor-bytes)")]
     TooLarge { dims: String, dtype: &'static str, bytes: u64, limit: u64 },
     #[error("data is in more than one place ({})", .0.join(", "))]
     MultiplePlaces(Vec<&'static str>),
@@ -138,7 +124,7 @@ pub enum ExternalProblem {
 }
 
 /// Reads, decodes and validates the model at `path`, inlining external data.
-pub fn load_model(path: &Path, limits: &LoadLimits) -> Result<ModelProto, LoadError> {
+pub fn load_model(path: &Path, limits: &Limits) -> Result<ModelProto, LoadError> {
     let file = path.display().to_string();
     let bytes = read_limited(path, limits.max_file_bytes).map_err(|e| match e {
         ReadLimited::Io(source) => LoadError::Read { file: file.clone(), source },
@@ -146,14 +132,29 @@ pub fn load_model(path: &Path, limits: &LoadLimits) -> Result<ModelProto, LoadEr
             LoadError::FileTooLarge { file: file.clone(), size, limit: limits.max_file_bytes }
         }
     })?;
-    let mut model =
-        ModelProto::decode(bytes.as_slice()).map_err(|source| LoadError::Decode { file: file.clone(), source })?;
+    let model = decode(&bytes, path)?;
     drop(bytes);
+    resolve(model, path, limits)
+}
+
+/// [`load_model`] for bytes already read: `path` names the model in
+/// messages, and its folder is where external data is looked for.
+pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<ModelProto, LoadError> {
+    resolve(decode(bytes, path)?, path, limits)
+}
+
+fn decode(bytes: &[u8], path: &Path) -> Result<ModelProto, LoadError> {
+    ModelProto::decode(bytes).map_err(|source| LoadError::Decode { file: path.display().to_string(), source })
+}
+
+/// Resolves external data and checks every tensor.
+fn resolve(mut model: ModelProto, path: &Path, limits: &Limits) -> Result<ModelProto, LoadError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut loader = Loader { file, dir, canon_dir: None, limits: *limits };
+    let file = path.display().to_string();
+    let mut loader = Loader { file, dir, canon_dir: None, max_tensor_bytes: limits.max_tensor_bytes };
     loader.model(&mut model)?;
     Ok(model)
 }
@@ -281,7 +282,7 @@ struct Loader {
     file: String,
     dir: PathBuf,
     canon_dir: Option<PathBuf>,
-    limits: LoadLimits,
+    max_tensor_bytes: u64,
 }
 
 impl Loader {
@@ -418,11 +419,10 @@ impl Loader {
             Some(b) => b,
             None => t.string_data.iter().fold(0u64, |acc, s| acc.saturating_add(s.len() as u64)),
         };
-        if size > self.limits.max_tensor_bytes {
-            return Err(self.err(
-                place,
-                TensorProblem::TooLarge { dims, dtype, bytes: size, limit: self.limits.max_tensor_bytes },
-            ));
+        if size > self.max_tensor_bytes {
+            return Err(
+                self.err(place, TensorProblem::TooLarge { dims, dtype, bytes: size, limit: self.max_tensor_bytes })
+            );
         }
 
         let mut places: Vec<&'static str> = Vec::new();
@@ -586,18 +586,13 @@ impl Loader {
         if !canon.starts_with(&canon_dir) {
             return Err(ext(ExternalProblem::SymlinkLeavesFolder));
         }
+        // Checked before opening (a hardlink's target is never opened) and
+        // again on the open file (in case the path changed in between).
+        let meta = fs::metadata(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
+        plain_file(&meta).map_err(ext)?;
         let mut file = File::open(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
         let meta = file.metadata().map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        if !meta.is_file() {
-            return Err(ext(ExternalProblem::NotRegularFile));
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            if meta.nlink() > 1 {
-                return Err(ext(ExternalProblem::Hardlinked(meta.nlink())));
-            }
-        }
+        plain_file(&meta).map_err(ext)?;
         let file_len = meta.len();
         let off = offset.unwrap_or(0);
         let len = match length {
@@ -622,6 +617,22 @@ impl Loader {
         }
         Ok(buf)
     }
+}
+
+/// External data must be a regular file with one name: a hardlink could
+/// make a file from anywhere on the volume look like it is in the folder.
+fn plain_file(meta: &fs::Metadata) -> Result<(), ExternalProblem> {
+    if !meta.is_file() {
+        return Err(ExternalProblem::NotRegularFile);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            return Err(ExternalProblem::Hardlinked(meta.nlink()));
+        }
+    }
+    Ok(())
 }
 
 /// `node "conv_3" (Conv)`, or `node #4 (Conv)` when unnamed.

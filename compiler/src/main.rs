@@ -24,17 +24,53 @@ pub struct ShapeArgs {
     pub dims: Vec<String>,
 }
 
+/// Overrides of [`onnxc::limits::Limits`]; README, "Limits".
+#[derive(clap::Args, Clone, Default)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Largest model file read [default: 2G]
+    #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
+    pub max_file_bytes: Option<u64>,
+    /// Largest tensor stored in the model or computed by it [default: 4G]
+    #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
+    pub max_tensor_bytes: Option<u64>,
+    /// Largest constant materialised by constant folding [default: 16M]
+    #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
+    pub max_fold_bytes: Option<u64>,
+    /// Total bytes constant folding may materialise [default: 1G]
+    #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
+    pub max_fold_total: Option<u64>,
+    /// How deep model-local functions may call each other [default: 32]
+    #[arg(long, value_name = "N")]
+    pub max_function_depth: Option<usize>,
+    /// How deep subgraphs may nest [default: 16]
+    #[arg(long, value_name = "N")]
+    pub max_subgraph_depth: Option<usize>,
+    /// Most nodes once functions are inlined [default: 1000000]
+    #[arg(long, value_name = "N")]
+    pub max_nodes: Option<usize>,
+    /// Wall time for loading, checking, importing and inference [default: 600]
+    #[arg(long, value_name = "SECONDS")]
+    pub max_compile_seconds: Option<u64>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Compile a model to an object file (and header, archive, Rust module, mir)
     Compile(cli::compile::Args),
     /// Validate a model; list every problem and every unsupported operator
-    Check { model: PathBuf },
+    Check {
+        model: PathBuf,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
     /// Show IR/opsets, inputs/outputs, an op histogram, parameters and MACs
     Info {
         model: PathBuf,
         #[command(flatten)]
         shapes: ShapeArgs,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Compile for this machine, run on inputs, write output_K.pb
     Run(cli::run::RunArgs),
@@ -57,8 +93,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Compile(a) => cli::compile::compile(&a),
-        Command::Check { model } => cli::info::check(&model),
-        Command::Info { model, shapes } => cli::info::info(&model, &shapes),
+        Command::Check { model, limits } => cli::info::check(&model, &limits),
+        Command::Info { model, shapes, limits } => cli::info::info(&model, &shapes, &limits),
         Command::Run(a) => cli::run::run(&a),
         Command::Test(a) => cli::test::test(&a),
         Command::Bench(a) => cli::run::bench(&a),

@@ -93,6 +93,7 @@ pub fn infer_cx<'a>(
             .collect(),
         output_count: node.outputs.len(),
         missing_values: Default::default(),
+        max_fold_bytes: 0,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The conformance ratchet: every case in `tests/conformance/passing.txt`
 //! must pass `onnxc test`, through the JIT (all listed cases) and through an
-//! object file (a fixed subset: every 5th listed case).
+//! object file (a fixed subset: every 5th listed case). Both run with
+//! `--guard-pages`: every buffer the compiled code sees ends on a PROT_NONE
+//! page, so an out-of-bounds access kills onnxc and fails its case.
 //!
 //! Cases are run in batches, many case folders per `onnxc test` call, with a
 //! few batches in parallel. If onnxc dies in the middle of a batch, the cases
@@ -195,7 +197,7 @@ impl Runner {
 
     fn run_one(&self, cases: &[String]) -> Result<Output, String> {
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("test").arg("--via").arg(&self.via).current_dir(&self.data);
+        cmd.arg("test").arg("--guard-pages").arg("--via").arg(&self.via).current_dir(&self.data);
         let folder = cases.first().and_then(|c| c.split('/').next()).unwrap_or("");
         cmd.args(tolerance_args(folder));
         for case in cases {

@@ -15,6 +15,7 @@
 
 mod bad_input;
 mod common;
+mod concurrency;
 mod conformance;
 mod control_flow;
 mod dynamic;

@@ -128,7 +128,7 @@ fn function(name: &str, domain: &str, inputs: &[&str], outputs: &[&str], nodes: 
 
 /// The error lines of a model that must fail.
 fn errors(m: &ModelProto) -> Vec<String> {
-    match check_model(m) {
+    match check_model(m, &Limits::default()) {
         Ok(()) => panic!("expected check errors"),
         Err(e) => {
             let text = e.to_string();
@@ -167,7 +167,7 @@ fn valid_model_passes() {
         &["out"],
         vec![init("w")], // defaulted input
     );
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn nested_subgraph_using_outer_value_passes() {
         &["y"],
         vec![],
     );
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn local_function_call_and_ai_onnx_domain_pass() {
         vec![],
     );
     m.functions.push(function("MyFn", "com.me", &["a"], &["b"], vec![node("Relu", "fr", &["a"], &["b"])]));
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -226,7 +226,7 @@ fn symbolic_and_missing_dims_pass() {
     if let Some(type_proto::Value::TensorType(t)) = g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut()) {
         t.shape.as_mut().unwrap().dim.push(Dimension::default());
     }
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 // ---- model-level ----
@@ -241,9 +241,9 @@ fn ir_version_missing_and_out_of_range() {
     m.ir_version = Some(15);
     one_error(&m, &["model: ir_version 15"]);
     m.ir_version = Some(3);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
     m.ir_version = Some(14);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -300,7 +300,7 @@ fn function_opsets_own_or_model() {
     f.opset_import.clear();
     let mut m = relu_model();
     m.functions.push(f);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -363,7 +363,7 @@ fn graph_output_undefined() {
 #[test]
 fn empty_node_outputs_and_inputs_allowed() {
     let m = model(vec![node("Split", "s", &["x", ""], &["", "y"])], &["x"], &["y"], vec![]);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 // ---- subgraphs ----
@@ -414,7 +414,7 @@ fn subgraph_shadowing_rejected() {
 #[test]
 fn subgraph_output_may_be_outer_value_and_io_untyped() {
     let b = graph("then", vec![], vec![], vec![untyped("x")], vec![]);
-    check_model(&if_model(b, vec![])).unwrap();
+    check_model(&if_model(b, vec![]), &Limits::default()).unwrap();
 }
 
 #[test]
@@ -479,7 +479,7 @@ fn attribute_missing_value_and_graph_without_g() {
     let a =
         AttributeProto { name: Some("pads".into()), r#type: Some(AttributeType::Ints as i32), ..Default::default() };
     let n = with_attrs(node("Foo", "n", &["x"], &["y"]), vec![a]);
-    check_model(&model(vec![n], &["x"], &["y"], vec![])).unwrap();
+    check_model(&model(vec![n], &["x"], &["y"], vec![]), &Limits::default()).unwrap();
 }
 
 #[test]
@@ -509,7 +509,7 @@ fn ref_attr_name_only_in_functions() {
     let mut f = function("F", "com.me", &["i"], &["o"], vec![with_attrs(node("Elu", "fe", &["i"], &["o"]), vec![a])]);
     f.attribute.push("a".into());
     m.functions.push(f);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 // ---- main-graph I/O types ----
@@ -551,7 +551,7 @@ fn main_io_needs_elem_type_and_shape() {
 fn initializer_backed_input_needs_no_type() {
     let mut m = model(vec![node("Add", "a", &["x", "w"], &["y"])], &["x", "w"], &["y"], vec![init("w")]);
     m.graph.as_mut().unwrap().input[1] = untyped("w");
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 // ---- functions ----
@@ -569,7 +569,7 @@ fn duplicate_functions() {
     let mut m = relu_model();
     m.functions.push(f);
     m.functions.push(g);
-    check_model(&m).unwrap();
+    check_model(&m, &Limits::default()).unwrap();
 }
 
 #[test]
@@ -670,4 +670,20 @@ fn function_attribute_defaults_are_checked() {
     f.attribute_proto.push(bad);
     m.functions.push(f);
     one_error(&m, &["function \"com.me::F\": default: attribute \"alpha\": has type INT but carries s"]);
+}
+
+#[test]
+fn subgraphs_nested_past_the_limit_are_reported_once() {
+    // then_branch graphs nested three deep inside the main graph's If.
+    let mut inner = graph("g3", vec![], vec![], vec![untyped("x")], vec![]);
+    for name in ["g2", "g1"] {
+        let n = with_attrs(node("If", &format!("if_{name}"), &["x"], &["t"]), vec![graph_attr("then_branch", inner)]);
+        inner = graph(name, vec![n], vec![], vec![untyped("t")], vec![]);
+    }
+    let m = if_model(inner, vec![]);
+    assert_eq!(check_model(&m, &Limits::default()), Ok(()));
+    let limits = Limits { max_subgraph_depth: 2, ..Limits::default() };
+    let e = check_model(&m, &limits).unwrap_err().to_string();
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("graph \"g3\": subgraph nested 3 deep, more than the limit of 2"), "{e}");
 }

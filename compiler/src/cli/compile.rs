@@ -1,6 +1,6 @@
 //! `onnxc compile`: object file plus the artefacts `--emit` asks for.
 
-use crate::ShapeArgs;
+use crate::{LimitArgs, ShapeArgs};
 use onnxc::{driver, emit};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +13,8 @@ pub struct Args {
     pub output: PathBuf,
     #[command(flatten)]
     pub shapes: ShapeArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Target triple (default: this machine)
     #[arg(long)]
     pub target: Option<String>,
@@ -35,7 +37,8 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
         }
     }
     let bindings = super::bindings(&a.shapes)?;
-    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram).map_err(|e| e.to_string())?;
+    let limits = super::limits(&a.limits)?;
+    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram, &limits).map_err(|e| e.to_string())?;
     let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
     let triple = match &a.target {
         None => target_lexicon::Triple::host(),

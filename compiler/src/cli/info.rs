@@ -1,6 +1,6 @@
 //! `onnxc check` and `onnxc info`.
 
-use crate::ShapeArgs;
+use crate::{LimitArgs, ShapeArgs};
 use onnxc::driver;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -8,15 +8,16 @@ use std::process::ExitCode;
 
 /// Validates the model and lists every problem, including every
 /// unsupported operator, at once.
-pub fn check(model_path: &Path) -> Result<ExitCode, String> {
-    let model = match driver::load(model_path) {
+pub fn check(model_path: &Path, limits: &LimitArgs) -> Result<ExitCode, String> {
+    let limits = super::limits(limits)?;
+    let model = match driver::load(model_path, &limits) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
             return Ok(ExitCode::FAILURE);
         }
     };
-    match driver::import(model_path, &model) {
+    match driver::import(model_path, &model, &limits) {
         Ok(_) => {
             println!("{}: ok", model_path.display());
             Ok(ExitCode::SUCCESS)
@@ -28,8 +29,9 @@ pub fn check(model_path: &Path) -> Result<ExitCode, String> {
     }
 }
 
-pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
-    let model = driver::load(model_path).map_err(|e| e.to_string())?;
+pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result<ExitCode, String> {
+    let limits = super::limits(limits)?;
+    let model = driver::load(model_path, &limits).map_err(|e| e.to_string())?;
     println!("model: {}", model_path.display());
     println!("ir_version: {}", model.ir_version());
     for o in &model.opset_import {
@@ -56,7 +58,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs) -> Result<ExitCode, String> {
         println!("parameters (initializer elements): {params}");
     }
     let bindings = super::bindings(shapes)?;
-    match driver::lower_to_mir(model_path, &model, &bindings) {
+    match driver::lower_to_mir(model_path, &model, &bindings, &limits) {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
             match driver::plan(model_path, &graph) {

@@ -7,8 +7,9 @@ pub mod object_runner;
 pub mod run;
 pub mod test;
 
-use crate::ShapeArgs;
+use crate::{LimitArgs, ShapeArgs};
 use onnxc::infer::Bindings;
+use onnxc::limits::Limits;
 
 /// Parses `--shape NAME=AxB` and `--dim SYM=N`.
 pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
@@ -30,4 +31,35 @@ pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
         b.dims.insert(name.to_string(), n);
     }
     Ok(b)
+}
+
+/// The default limits with the `--max-*` overrides applied.
+pub fn limits(args: &LimitArgs) -> Result<Limits, String> {
+    let mut l = Limits::default();
+    let size = |v: u64, flag: &str| usize::try_from(v).map_err(|_| format!("{flag} {v}: too large for this machine"));
+    if let Some(v) = args.max_file_bytes {
+        l.max_file_bytes = v;
+    }
+    if let Some(v) = args.max_tensor_bytes {
+        l.max_tensor_bytes = v;
+    }
+    if let Some(v) = args.max_fold_bytes {
+        l.max_fold_bytes = size(v, "--max-fold-bytes")?;
+    }
+    if let Some(v) = args.max_fold_total {
+        l.max_fold_total_bytes = size(v, "--max-fold-total")?;
+    }
+    if let Some(v) = args.max_function_depth {
+        l.max_function_depth = v;
+    }
+    if let Some(v) = args.max_subgraph_depth {
+        l.max_subgraph_depth = v;
+    }
+    if let Some(v) = args.max_nodes {
+        l.max_nodes = v;
+    }
+    if let Some(v) = args.max_compile_seconds {
+        l.max_compile_time = std::time::Duration::from_secs(v);
+    }
+    Ok(l)
 }

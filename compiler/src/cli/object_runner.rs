@@ -3,6 +3,7 @@
 //! load that, and call `PREFIX_run` through the C ABI. This is how
 //! `onnxc test --via object` checks the artefact users link.
 
+use onnxc::buffer::Placement;
 use onnxc::call::{Interface, RunFn};
 use onnxc::ir::{Graph, Tensor};
 use onnxc::plan::Plan;
@@ -46,7 +47,7 @@ impl ObjectModel {
         Ok(ObjectModel { _lib: lib, _dir: dir, run, interface: Interface::of(graph, plan)? })
     }
 
-    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, None)
+    pub fn run(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
+        self.interface.call(self.run, inputs, None, placement)
     }
 }

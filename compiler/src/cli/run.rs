@@ -1,9 +1,10 @@
 //! `onnxc run` and `onnxc bench`: compile for this machine (JIT) and call
 //! the model on inputs from files, or on generated ones for timing.
 
-use crate::ShapeArgs;
+use crate::{LimitArgs, ShapeArgs};
 use onnxc::infer::Bindings;
 use onnxc::ir::{Graph, Tensor};
+use onnxc::limits::Limits;
 use onnxc::tensor_io::{read_tensor, write_tensor_pb, NamedTensor};
 use onnxc::{driver, jit::JitModel};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ pub struct RunArgs {
     /// suffices, or a growing allocator when data-dependent sizes are unbounded)
     #[arg(long, value_name = "BYTES")]
     pub workspace: Option<usize>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 #[derive(clap::Args)]
@@ -30,6 +33,8 @@ pub struct BenchArgs {
     pub model: PathBuf,
     #[command(flatten)]
     pub shapes: ShapeArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Worker threads (only 1 is implemented so far)
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -63,12 +68,16 @@ pub fn match_inputs(graph: &Graph, given: Vec<NamedTensor>) -> Result<(Vec<Tenso
 }
 
 /// Imports, binds shapes to the given inputs, and JIT-compiles.
-pub fn compile_for_inputs(model_path: &Path, given: Vec<NamedTensor>) -> Result<(JitModel, Vec<Tensor>), String> {
-    let model = driver::load(model_path).map_err(|e| e.to_string())?;
-    let graph = driver::import(model_path, &model).map_err(|e| e.to_string())?;
+pub fn compile_for_inputs(
+    model_path: &Path,
+    given: Vec<NamedTensor>,
+    limits: &Limits,
+) -> Result<(JitModel, Vec<Tensor>), String> {
+    let model = driver::load(model_path, limits).map_err(|e| e.to_string())?;
+    let graph = driver::import(model_path, &model, limits).map_err(|e| e.to_string())?;
     let (tensors, bindings) = match_inputs(&graph, given)?;
     let (graph, tensors) =
-        driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings).map_err(|e| e.to_string())?;
+        driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings, limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(model_path, &graph, &plan).map_err(|e| e.to_string())?;
     Ok((jit, tensors))
@@ -76,7 +85,7 @@ pub fn compile_for_inputs(model_path: &Path, given: Vec<NamedTensor>) -> Result<
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
     let given = a.inputs.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
-    let (jit, tensors) = compile_for_inputs(&a.model, given)?;
+    let (jit, tensors) = compile_for_inputs(&a.model, given, &super::limits(&a.limits)?)?;
     let outputs = match a.workspace {
         Some(bytes) => jit.run_in_workspace(&tensors, bytes)?,
         None => jit.run(&tensors)?,
@@ -111,8 +120,9 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         return Err("--threads: only 1 thread is implemented so far".into());
     }
     let bindings = super::bindings(&a.shapes)?;
-    let model = driver::load(&a.model).map_err(|e| e.to_string())?;
-    let graph = driver::lower_to_mir(&a.model, &model, &bindings).map_err(|e| e.to_string())?;
+    let limits = super::limits(&a.limits)?;
+    let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
+    let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(&a.model, &graph, &plan).map_err(|e| e.to_string())?;
     let inputs = jit

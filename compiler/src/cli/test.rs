@@ -4,8 +4,11 @@
 
 use super::object_runner::ObjectModel;
 use super::run::match_inputs;
+use crate::LimitArgs;
+use onnxc::buffer::Placement;
 use onnxc::driver;
 use onnxc::ir::{DType, Tensor};
+use onnxc::limits::Limits;
 use onnxc::tensor_io::read_tensor;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +33,12 @@ pub struct Args {
     pub filter: Option<String>,
     #[arg(long, value_enum, default_value_t = Via::Jit)]
     pub via: Via,
+    /// Place every input, output, the workspace and each allocation against
+    /// PROT_NONE guard pages, so that an access out of bounds faults
+    #[arg(long)]
+    pub guard_pages: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// Case folders under `dir` (itself if it holds model.onnx), sorted.
@@ -70,9 +79,9 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, String> {
     Ok(files.into_iter().map(|(_, p)| p).collect())
 }
 
-fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
+fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
     let model_path = dir.join("model.onnx");
-    let model = driver::load(&model_path).map_err(|e| e.to_string())?;
+    let model = driver::load(&model_path, limits).map_err(|e| e.to_string())?;
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -87,16 +96,19 @@ fn run_case(dir: &Path, a: &Args) -> Result<(), String> {
     for set in sets {
         // Import first: an unsupported model is reported as such, not as
         // input files it cannot read (sequences, optionals...).
-        let graph = driver::import(&model_path, &model).map_err(|e| e.to_string())?;
+        let graph = driver::import(&model_path, &model, limits).map_err(|e| e.to_string())?;
         let given = numbered(&set, "input_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
         let expected = numbered(&set, "output_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
         let (graph, inputs) =
-            driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings).map_err(|e| e.to_string())?;
+            driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings, limits).map_err(|e| e.to_string())?;
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
+        let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
         let outputs = match a.via {
-            Via::Jit => driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run(&inputs)?,
-            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs)?,
+            Via::Jit => {
+                driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run_placed(&inputs, placement)?
+            }
+            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs, placement)?,
         };
         if outputs.len() != expected.len() {
             return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
@@ -157,13 +169,15 @@ pub fn test(a: &Args) -> Result<ExitCode, String> {
     for d in &a.dirs {
         all.extend(cases(d)?);
     }
+    let mut limits = super::limits(&a.limits)?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for case in all {
         let name = case.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();
         if a.filter.as_deref().is_some_and(|f| !matches(f, &name)) {
             continue;
         }
-        match run_case(&case, a) {
+        limits.restart_clock();
+        match run_case(&case, a, &limits) {
             Ok(()) => {
                 passed += 1;
                 report(format_args!("PASS {name}"))?;

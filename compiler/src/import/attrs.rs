@@ -41,9 +41,13 @@ impl<'a> Attrs<'a> {
     pub fn dtype(&self, name: &str) -> Result<Option<DType>, String> {
         match self.int(name)? {
             None => Ok(None),
-            Some(code) => i32::try_from(code).ok().and_then(DType::from_onnx).map(Some).ok_or_else(|| {
-                format!("attribute \"{name}\" is {}, which is not supported yet", DType::onnx_name(code as i32))
-            }),
+            Some(code) => match i32::try_from(code).ok().map(|c| (c, DType::from_onnx(c))) {
+                Some((_, Some(dtype))) => Ok(Some(dtype)),
+                Some((c, None)) if DType::onnx_name(c) != "unknown" => {
+                    Err(format!("attribute \"{name}\" is {}, which is not supported yet", DType::onnx_name(c)))
+                }
+                _ => Err(format!("attribute \"{name}\" is {code}, which is not an ONNX element type")),
+            },
         }
     }
 

@@ -11,14 +11,12 @@ pub mod attrs;
 pub mod tensor;
 
 use crate::ir::{DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::limits::Limits;
 use crate::ops::control::Subgraph;
 use crate::ops::Op;
 use attrs::Attrs;
 use onnx_proto::{AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use std::collections::HashMap;
-
-/// How deep model-local functions may call each other before import gives up.
-pub const MAX_FUNCTION_DEPTH: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .0.join("\n"))]
@@ -64,10 +62,15 @@ struct Importer<'m> {
     functions: HashMap<(&'m str, &'m str), &'m FunctionProto>,
     errors: Vec<String>,
     unnamed: usize,
+    limits: &'m Limits,
+    /// Set when a limit stopped the import: nothing more is imported.
+    stopped: bool,
 }
 
 /// Imports the main graph of a model whose structure `check` accepted.
-pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
+/// Function inlining stops at `limits.max_function_depth` and the graph at
+/// `limits.max_nodes`; the compile clock is checked at every node.
+pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, ImportError> {
     let Some(g) = &model.graph else {
         return Err(ImportError(vec!["model has no graph".into()]));
     };
@@ -77,6 +80,8 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
         functions: model.functions.iter().map(|f| ((f.domain(), f.name()), f)).collect(),
         errors: Vec::new(),
         unnamed: 0,
+        limits,
+        stopped: false,
     };
     let mut scope = Scope::new();
     for init in &g.initializer {
@@ -103,6 +108,9 @@ pub fn import_model(model: &ModelProto) -> Result<Graph, ImportError> {
     }
     for node in &g.node {
         imp.node(node, &mut scope, &opsets, &HashMap::new(), 0);
+    }
+    if imp.stopped {
+        return Err(ImportError(imp.errors));
     }
     for output in &g.output {
         match scope.get(output.name()) {
@@ -176,8 +184,16 @@ impl<'m> Importer<'m> {
         caller_attrs: &HashMap<&str, &AttributeProto>,
         depth: usize,
     ) {
+        if self.stopped {
+            return;
+        }
         let name = self.node_name(node);
         let label = format!("node \"{name}\" ({})", node.op_type());
+        if let Err(e) = self.within_limits(&label) {
+            self.errors.push(e);
+            self.stopped = true;
+            return;
+        }
         let mut inputs = Vec::with_capacity(node.input.len());
         for input in &node.input {
             if input.is_empty() {
@@ -390,6 +406,17 @@ impl<'m> Importer<'m> {
         Subgraph { inputs, nodes, outputs }
     }
 
+    /// The node count and compile-clock limits, checked before each node.
+    fn within_limits(&self, label: &str) -> Result<(), String> {
+        let max = self.limits.max_nodes;
+        if self.graph.nodes.len() >= max {
+            return Err(format!(
+                "{label}: the graph has more than {max} nodes once functions are inlined (raise the limit with --max-nodes)"
+            ));
+        }
+        self.limits.check_time(label)
+    }
+
     /// Defines the outputs of a node that could not be imported, so that
     /// its consumers report their own problems rather than this one again.
     fn define_unknown(&mut self, outputs: &[String], scope: &mut Scope) {
@@ -410,10 +437,12 @@ impl<'m> Importer<'m> {
         depth: usize,
         label: &str,
     ) {
-        if depth >= MAX_FUNCTION_DEPTH {
+        let max = self.limits.max_function_depth;
+        if depth >= max {
             self.errors.push(format!(
-                "{label}: model-local functions nest deeper than {MAX_FUNCTION_DEPTH} (recursive function?)"
+                "{label}: model-local functions nest deeper than {max} (raise the limit with --max-function-depth)"
             ));
+            self.define_unknown(&call.output, scope);
             return;
         }
         let mut inner = Scope::new();

@@ -87,7 +87,7 @@ fn write_model(dir: &TmpDir, m: &ModelProto) -> PathBuf {
 
 fn load(dir: &TmpDir, m: &ModelProto) -> Result<ModelProto, LoadError> {
     let p = write_model(dir, m);
-    load_model(&p, &LoadLimits::default())
+    load_model(&p, &Limits::default())
 }
 
 fn load_err(tag: &str, m: &ModelProto) -> String {
@@ -203,7 +203,7 @@ fn symlink_inside_folder_is_fine() {
 fn missing_file_names_the_file() {
     let dir = TmpDir::new("missing");
     let p = dir.path("nope.onnx");
-    let e = load_model(&p, &LoadLimits::default()).unwrap_err();
+    let e = load_model(&p, &Limits::default()).unwrap_err();
     assert_contains(&e.to_string(), &["nope.onnx", "cannot read"]);
 }
 
@@ -211,7 +211,7 @@ fn missing_file_names_the_file() {
 fn garbage_names_the_file() {
     let dir = TmpDir::new("garbage");
     let p = dir.write("junk.onnx", &[0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]);
-    let e = load_model(&p, &LoadLimits::default()).unwrap_err();
+    let e = load_model(&p, &Limits::default()).unwrap_err();
     assert!(matches!(e, LoadError::Decode { .. }));
     assert_contains(&e.to_string(), &["junk.onnx", "not a valid ONNX model"]);
 }
@@ -220,7 +220,7 @@ fn garbage_names_the_file() {
 fn file_size_limit() {
     let dir = TmpDir::new("filesize");
     let p = write_model(&dir, &model_with(vec![raw_f32("w", &[4], &[0.0; 4])], vec![]));
-    let limits = LoadLimits { max_file_bytes: 10, ..LoadLimits::default() };
+    let limits = Limits { max_file_bytes: 10, ..Limits::default() };
     let e = load_model(&p, &limits).unwrap_err().to_string();
     assert_contains(&e, &["model.onnx", "more than the limit of 10"]);
 }
@@ -229,7 +229,7 @@ fn file_size_limit() {
 fn tensor_size_limit() {
     let dir = TmpDir::new("tensorsize");
     let p = write_model(&dir, &model_with(vec![raw_f32("big", &[4], &[0.0; 4])], vec![]));
-    let limits = LoadLimits { max_tensor_bytes: 15, ..LoadLimits::default() };
+    let limits = Limits { max_tensor_bytes: 15, ..Limits::default() };
     let e = load_model(&p, &limits).unwrap_err().to_string();
     assert_contains(&e, &["model.onnx: initializer \"big\"", "16 bytes", "limit of 15"]);
 }
@@ -606,7 +606,7 @@ fn external_size_limit_before_reading() {
     let dir = TmpDir::new("ext_limit");
     dir.write("w.bin", &f32_raw(&[1.0; 8]));
     let p = write_model(&dir, &model_with(vec![external("w", &[8], &[("location", "w.bin")])], vec![]));
-    let limits = LoadLimits { max_tensor_bytes: 16, ..LoadLimits::default() };
+    let limits = Limits { max_tensor_bytes: 16, ..Limits::default() };
     let e = load_model(&p, &limits).unwrap_err().to_string();
     assert_contains(&e, &["initializer \"w\"", "32 bytes, more than the limit of 16"]);
 }
@@ -677,8 +677,8 @@ fn mutated_models_never_panic() {
             }
         }
         fs::write(&path, &bytes).unwrap();
-        if let Ok(loaded) = load_model(&path, &LoadLimits::default()) {
-            let _ = crate::check::check_model(&loaded);
+        if let Ok(loaded) = load_model(&path, &Limits::default()) {
+            let _ = crate::check::check_model(&loaded, &Limits::default());
         }
     }
 }

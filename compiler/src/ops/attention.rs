@@ -81,6 +81,7 @@ fn infer_view(inputs: &LowerInputs) -> InferCx<'_> {
             .collect(),
         output_count: 0,
         missing_values: Default::default(),
+        max_fold_bytes: 0,
     }
 }
 

@@ -163,14 +163,19 @@ impl Window {
             pads_end: vec![0; r],
         };
         for d in 0..r {
-            let (x, s) = (input[d], strides[d]);
-            let span = (kernel[d] - 1) * dilations[d] + 1;
+            let (x, s, k, dil) = (input[d], strides[d], kernel[d], dilations[d]);
+            let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
+                format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
+            })?;
+            window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
             let out = match self.auto_pad {
                 AutoPad::NotSet => {
                     let (pb, pe) = (pads[d], pads[r + d]);
                     g.pads_begin[d] = pb;
                     g.pads_end[d] = pe;
-                    let padded = x + pb + pe;
+                    let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
+                        format!("spatial dim {d}: input {x} with pads {pb} and {pe} (attribute \"pads\")")
+                    })?;
                     if padded < span {
                         return Err(format!(
                             "spatial dim {d}: window of {span} does not fit the padded input of {padded}"
@@ -188,6 +193,7 @@ impl Window {
                     out
                 }
                 AutoPad::SameUpper | AutoPad::SameLower => {
+                    // (out - 1) * s < x, so neither sum overflows.
                     let out = x.div_ceil(s);
                     let total = ((out.max(1) - 1) * s + span).saturating_sub(x);
                     let small = total / 2;
@@ -211,6 +217,14 @@ impl Window {
         }
         Ok(g)
     }
+}
+
+/// Window arithmetic on sizes a model declares (attributes, shapes): the
+/// result must exist and fit in `i64`, the kernels' type, or the node fails
+/// naming `what`.
+pub(crate) fn window_size(v: Option<usize>, what: impl FnOnce() -> String) -> Result<usize, String> {
+    v.filter(|&v| i64::try_from(v).is_ok())
+        .ok_or_else(|| format!("{} is too large: the window arithmetic overflows", what()))
 }
 
 /// Copies `v` into the front of a kernel's fixed-size dims array.
@@ -296,7 +310,7 @@ impl Conv {
         let (n, c) = (x[0], x[1]);
         let (m, cg) = (w[0], w[1]);
         let g = self.group;
-        if c % g != 0 || m % g != 0 || cg * g != c {
+        if c % g != 0 || m % g != 0 || cg.checked_mul(g) != Some(c) {
             return Err(format!("channels do not match: input has {c}, weights {m}x{cg}, group {g}"));
         }
         let kernel = &w[2..];
@@ -562,12 +576,26 @@ impl ConvTranspose {
         let strides = list_or("strides", &self.window.strides, r, 1)?;
         let dilations = list_or("dilations", &self.window.dilations, r, 1)?;
         let out_pad = list_or("output_padding", &self.output_padding, r, 0)?;
-        let natural =
-            |d: usize| (strides[d] * (x[2 + d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1) as i64;
+        // stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1
+        let natural = |d: usize| -> Result<i64, String> {
+            let (s, k, dil, op) = (strides[d], kernel[d], dilations[d], out_pad[d]);
+            let n = (x[2 + d].max(1) - 1)
+                .checked_mul(s)
+                .zip((k - 1).checked_mul(dil))
+                .and_then(|(a, b)| a.checked_add(b)?.checked_add(op)?.checked_add(1));
+            let what = || format!("spatial dim {d}: stride {s}, output_padding {op}, kernel {k} and dilation {dil}");
+            Ok(window_size(n, what)? as i64)
+        };
+        let out_channels = window_size(w[1].checked_mul(g), || format!("weights {w:?} with group {g}"))?;
         let target: Option<Vec<usize>> = match self.output_shape.len() {
-            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => {
-                Some((0..r).map(|d| x[2 + d] * strides[d]).collect())
-            }
+            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => Some(
+                (0..r)
+                    .map(|d| {
+                        let what = || format!("spatial dim {d}: input {} with stride {}", x[2 + d], strides[d]);
+                        window_size(x[2 + d].checked_mul(strides[d]), what)
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
             0 => None,
             len if len == r => Some(self.output_shape.clone()),
             len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
@@ -577,14 +605,15 @@ impl ConvTranspose {
             Some(t) => {
                 let pads = (0..r)
                     .map(|d| {
-                        let total = natural(d) - t[d] as i64;
-                        if self.window.auto_pad == AutoPad::SameUpper {
+                        // Both are below 2^63: the difference cannot overflow.
+                        let total = natural(d)? - t[d] as i64;
+                        Ok(if self.window.auto_pad == AutoPad::SameUpper {
                             total.div_euclid(2)
                         } else {
                             total - total.div_euclid(2)
-                        }
+                        })
                     })
-                    .collect();
+                    .collect::<Result<_, String>>()?;
                 (t.iter().map(|&v| v as i64).collect(), pads)
             }
             None => {
@@ -593,7 +622,13 @@ impl ConvTranspose {
                 } else {
                     list_or("pads", &self.window.pads, 2 * r, 0)?
                 };
-                let out = (0..r).map(|d| natural(d) - (pads[d] + pads[r + d]) as i64).collect::<Vec<_>>();
+                let out = (0..r)
+                    .map(|d| {
+                        let (pb, pe) = (pads[d], pads[r + d]);
+                        let what = || format!("spatial dim {d}: pads {pb} and {pe} (attribute \"pads\")");
+                        Ok(natural(d)? - window_size(pb.checked_add(pe), what)? as i64)
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
                 if let Some(d) = out.iter().position(|&o| o < 0) {
                     return Err(format!("spatial dim {d}: the padding exceeds the output size"));
                 }
@@ -603,7 +638,7 @@ impl ConvTranspose {
         let mut p = ConvParams {
             batch: n as i64,
             in_channels: c as i64,
-            out_channels: (w[1] * g) as i64,
+            out_channels: out_channels as i64,
             group: g as i64,
             spatial_rank: r as i64,
             in_spatial: dims_array(&x[2..]),
@@ -664,7 +699,8 @@ impl Col2Im {
         let [n, cb, l] = x else {
             return Err(format!("input has shape {x:?}, expected [N, C * prod(block_shape), L]"));
         };
-        let taps: usize = block.iter().product();
+        let taps =
+            window_size(block.iter().try_fold(1usize, |a, &b| a.checked_mul(b)), || format!("block_shape {block:?}"))?;
         if cb % taps != 0 {
             return Err(format!("input dim 1 ({cb}) is not a multiple of prod(block_shape) = {taps}"));
         }
@@ -673,15 +709,21 @@ impl Col2Im {
         let pads = list_or("pads", &self.pads, 2 * r, 0)?;
         let mut grid = Vec::with_capacity(r);
         for d in 0..r {
-            let span = (block[d] - 1) * dilations[d] + 1;
-            let padded = image[d] + pads[d] + pads[r + d];
+            let (k, dil, x) = (block[d], dilations[d], image[d]);
+            let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
+                format!("spatial dim {d}: block {k} with dilation {dil} (attribute \"dilations\")")
+            })?;
+            let (pb, pe) = (pads[d], pads[r + d]);
+            let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
+                format!("spatial dim {d}: image {x} with pads {pb} and {pe} (attribute \"pads\")")
+            })?;
             if padded < span {
                 return Err(format!("spatial dim {d}: block of {span} does not fit the padded image of {padded}"));
             }
             grid.push((padded - span) / strides[d] + 1);
         }
-        if grid.iter().product::<usize>() != *l {
-            return Err(format!("input dim 2 is {l}, the block grid {grid:?} has {}", grid.iter().product::<usize>()));
+        if grid.iter().try_fold(1usize, |a, &b| a.checked_mul(b)) != Some(*l) {
+            return Err(format!("input dim 2 is {l}, unlike the block grid {grid:?}"));
         }
         let c = cb / taps;
         Ok(ConvParams {

@@ -374,11 +374,7 @@ use super::Op;
 
 /// The element type named by a Cast/BitCast `to` attribute.
 fn cast_target(a: &crate::import::attrs::Attrs) -> Result<DType, String> {
-    let code = a.int("to")?.ok_or("attribute \"to\" is required")?;
-    i32::try_from(code)
-        .ok()
-        .and_then(DType::from_onnx)
-        .ok_or_else(|| format!("conversion to {} is not supported yet", DType::onnx_name(code as i32)))
+    a.dtype("to")?.ok_or_else(|| "attribute \"to\" is required".to_string())
 }
 
 impl Elementwise {

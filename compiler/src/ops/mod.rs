@@ -102,6 +102,9 @@ pub struct InferCx<'a> {
     /// Inputs the operator asked for as constants but whose value is not
     /// known; `infer` reports them so callers can specialise on them.
     pub missing_values: std::cell::RefCell<Vec<usize>>,
+    /// Largest output an operator may compute into [`Inferred::value`]
+    /// itself (0 outside `infer`: nothing is materialised).
+    pub max_fold_bytes: usize,
 }
 
 impl<'a> InferCx<'a> {

@@ -31,7 +31,7 @@
 //!   first); `pooled_shape` (required), `spatial_scale` (1.0). f32, and
 //!   f16/bf16 staged.
 
-use super::conv::{dims_array, AutoPad, Geometry, Window};
+use super::conv::{dims_array, window_size, AutoPad, Geometry, Window};
 use super::elementwise::{cast, compute_type};
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
@@ -265,10 +265,15 @@ impl MaxUnpool {
         }
         let mut dims = x[..2].to_vec();
         for d in 0..r {
-            let full = (x[2 + d].max(1) - 1) * strides[d] + k[d];
-            let dim = full
-                .checked_sub(pads[d] + pads[r + d])
-                .ok_or_else(|| format!("spatial dim {d}: the padding exceeds the unpooled size {full}"))?;
+            let (s, kd) = (strides[d], k[d]);
+            let full = window_size((x[2 + d].max(1) - 1).checked_mul(s).and_then(|v| v.checked_add(kd)), || {
+                format!("spatial dim {d}: input {} with stride {s} and kernel {kd}", x[2 + d])
+            })?;
+            let (pb, pe) = (pads[d], pads[r + d]);
+            let dim = pb
+                .checked_add(pe)
+                .and_then(|p| full.checked_sub(p))
+                .ok_or_else(|| format!("spatial dim {d}: pads {pb} and {pe} exceed the unpooled size {full}"))?;
             dims.push(dim);
         }
         let out = match output_shape {

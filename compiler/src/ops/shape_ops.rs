@@ -29,7 +29,6 @@
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
-use crate::infer::MAX_FOLD_BYTES;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{BroadcastParams, CopyParams, PadParams, MAX_RANK};
@@ -1128,8 +1127,8 @@ pub fn import_size(_cx: &mut NodeImport) -> Result<Op, String> {
 }
 
 /// An inference result carrying its value when it is small enough to fold.
-fn maybe_known(dtype: DType, shape: Vec<usize>, make: impl FnOnce() -> Vec<u8>) -> Inferred {
-    let small = element_count(&shape).and_then(|n| n.checked_mul(dtype.size())).is_some_and(|b| b <= MAX_FOLD_BYTES);
+fn maybe_known(cx: &InferCx, dtype: DType, shape: Vec<usize>, make: impl FnOnce() -> Vec<u8>) -> Inferred {
+    let small = element_count(&shape).and_then(|n| n.checked_mul(dtype.size())).is_some_and(|b| b <= cx.max_fold_bytes);
     match small.then(|| Tensor::from_bytes(dtype, shape.clone(), make())).flatten() {
         Some(value) => Inferred::constant(value),
         None => Inferred::new(dtype, shape),
@@ -1159,7 +1158,7 @@ impl Operator for ConstantOfShape {
             .collect::<Result<Vec<_>, _>>()?;
         let n = count(&shape, "output")?;
         let v = &self.value;
-        Ok(vec![maybe_known(v.dtype, shape, || v.data.repeat(n))])
+        Ok(vec![maybe_known(cx, v.dtype, shape, || v.data.repeat(n))])
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -1256,7 +1255,7 @@ impl Operator for Range {
             return Ok(vec![Inferred::data_dependent(dtype, vec![Dim::Dynamic(None)])]);
         };
         let (dtype, args, n) = range_args([start, limit, delta])?;
-        Ok(vec![maybe_known(dtype, vec![n], || {
+        Ok(vec![maybe_known(cx, dtype, vec![n], || {
             (0..n)
                 .flat_map(|i| match args {
                     RangeArgs::Int { start, delta } => {

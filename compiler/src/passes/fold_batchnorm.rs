@@ -84,6 +84,7 @@ fn folded(w: &Tensor, b: Option<&Tensor>, stats: &[&Tensor], epsilon: f32) -> Op
 mod tests {
     use super::*;
     use crate::infer::{infer, Bindings};
+    use crate::limits::Limits;
     use onnx_proto::*;
 
     fn f32_init(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
@@ -159,8 +160,8 @@ mod tests {
 
     #[test]
     fn batchnorm_disappears_and_results_agree() {
-        let mut reference = crate::import::import_model(&model()).expect("import");
-        infer(&mut reference, &Bindings::default()).expect("infer");
+        let mut reference = crate::import::import_model(&model(), &Limits::default()).expect("import");
+        infer(&mut reference, &Bindings::default(), &Limits::default()).expect("infer");
         let mut folded = reference.clone();
         fold_batchnorm_into_conv(&mut folded);
         crate::passes::eliminate_dead_nodes(&mut folded);

@@ -19,7 +19,7 @@
 //! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
 use super::gemm::{GemmElem, MatMut, MatRef};
-use super::pool::MAX_SPATIAL_RANK;
+use super::pool::{window_fits, MAX_SPATIAL_RANK};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -105,8 +105,13 @@ pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
     {
         return None;
     }
-    let dims_ok =
-        (0..rank).all(|d| p.out_spatial[d] >= 0 && p.kernel[d] >= 1 && p.strides[d] >= 1 && p.dilations[d] >= 1);
+    let dims_ok = (0..rank).all(|d| {
+        p.out_spatial[d] >= 0
+            && p.kernel[d] >= 1
+            && p.strides[d] >= 1
+            && p.dilations[d] >= 1
+            && window_fits(p.out_spatial[d], p.kernel[d], p.strides[d], p.dilations[d], p.pads_begin[d])
+    });
     if !dims_ok {
         return None;
     }
@@ -361,8 +366,17 @@ fn validate_transposed(p: &ConvParams) -> Option<ConvShape> {
     {
         return None;
     }
-    let dims_ok =
-        (0..rank).all(|d| p.out_spatial[d] >= 0 && p.kernel[d] >= 1 && p.strides[d] >= 1 && p.dilations[d] >= 1);
+    // Input grid positions land on `i * stride + k * dilation - pad_begin`;
+    // the sum before the padding must fit too.
+    let dims_ok = (0..rank).all(|d| {
+        let (i, k, s, dil) = (p.in_spatial[d], p.kernel[d], p.strides[d], p.dilations[d]);
+        p.out_spatial[d] >= 0
+            && k >= 1
+            && s >= 1
+            && dil >= 1
+            && window_fits(i, k, s, dil, p.pads_begin[d])
+            && window_fits(i, k, s, dil, 0)
+    });
     if !dims_ok {
         return None;
     }

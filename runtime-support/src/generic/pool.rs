@@ -52,6 +52,17 @@ pub struct PoolParams {
 /// Largest spatial rank of pool and conv kernels.
 pub const MAX_SPATIAL_RANK: usize = MAX_RANK - 2;
 
+/// True when the tap arithmetic of one spatial dim cannot overflow `i64`:
+/// `o * stride - pad_begin + k * dilation` for `o < out`, `k < kernel`,
+/// and each partial sum the kernels form. Params come from the compiler,
+/// which checks this too; kernels refuse params that break it.
+pub(crate) fn window_fits(out: i64, kernel: i64, stride: i64, dilation: i64, pad_begin: i64) -> bool {
+    let reach = (i128::from(out.max(1)) - 1) * i128::from(stride);
+    let span = (i128::from(kernel.max(1)) - 1) * i128::from(dilation);
+    let pad = i128::from(pad_begin);
+    [reach, span, -pad, reach - pad, span - pad, reach + span - pad].iter().all(|&v| i64::try_from(v).is_ok())
+}
+
 fn validate(p: &PoolParams) -> Option<usize> {
     let r = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
     let ok = p.batch >= 0
@@ -65,6 +76,8 @@ fn validate(p: &PoolParams) -> Option<usize> {
                 && p.dilations[d] >= 1
                 && p.pads_begin[d] >= 0
                 && p.pads_end[d] >= 0
+                && p.in_spatial[d].checked_add(p.pads_end[d]).is_some()
+                && window_fits(p.out_spatial[d], p.kernel[d], p.strides[d], p.dilations[d], p.pads_begin[d])
         });
     ok.then_some(r)
 }
@@ -257,6 +270,25 @@ mod tests {
     use crate::generic::test_util::{assert_close, rand_vec, unravel};
     use std::vec;
     use std::vec::Vec;
+
+    #[test]
+    fn windows_whose_taps_overflow_are_refused() {
+        assert!(window_fits(8, 3, 1, 1, 0));
+        assert!(window_fits(1, 1, i64::MAX, 1, 0));
+        assert!(!window_fits(3, 1, i64::MAX, 1, 0));
+        assert!(!window_fits(1, 3, 1, i64::MAX, 0));
+        assert!(!window_fits(2, 1, i64::MAX, 1, -1));
+        assert!(!window_fits(1, 1, 1, 1, i64::MIN));
+        let mut p = PoolParams { kind: POOL_MAX, batch: 1, channels: 1, spatial_rank: 1, ..Default::default() };
+        (p.in_spatial[0], p.out_spatial[0], p.kernel[0], p.strides[0], p.dilations[0]) = (4, 2, 2, i64::MAX, 1);
+        let (x, mut y) = ([0f32; 4], [0f32; 2]);
+        let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+        assert_eq!(status, STATUS_INVALID_PARAMS);
+        p.strides[0] = 2;
+        p.pads_end[0] = i64::MAX;
+        let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+        assert_eq!(status, STATUS_INVALID_PARAMS);
+    }
 
     #[derive(Clone, Copy, PartialEq)]
     enum Cell {
