@@ -4,7 +4,7 @@
 //! trip count is refused by the unrolling budget.
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
-use crate::models::{int64s, model, node, typed_value, value};
+use crate::models::{f32s, floats, int64s, model, node, typed_value, value};
 use onnx_proto::*;
 
 fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
@@ -18,23 +18,6 @@ fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
 
 fn graph(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, name: &str) -> GraphProto {
     GraphProto { name: Some(name.into()), node: nodes, input: inputs, output: outputs, ..Default::default() }
-}
-
-fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(1),
-        float_data: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn f32s(t: &TensorProto) -> Vec<f32> {
-    match &t.raw_data {
-        Some(raw) => raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
-        None => t.float_data.clone(),
-    }
 }
 
 /// `y = x; for i in 0..m { y = if i is even { y + x } else { y * x } }`,

@@ -5,7 +5,7 @@
 //! CLI and through the C ABI of the real object file.
 
 use crate::common::{onnxc_in, run_with_timeout, succeeded, write_model};
-use crate::models::{model, node, typed_value, value};
+use crate::models::{floats, model, node, typed_value, value};
 use onnx_proto::*;
 use prost::Message;
 use std::path::Path;
@@ -14,16 +14,6 @@ use std::time::Duration;
 
 fn write_tensor(dir: &Path, file: &str, t: TensorProto) {
     std::fs::write(dir.join(file), t.encode_to_vec()).expect("write input");
-}
-
-fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(1),
-        float_data: v.to_vec(),
-        ..Default::default()
-    }
 }
 
 fn scalar_i64(name: &str, v: i64) -> TensorProto {

@@ -2,25 +2,8 @@
 //! graph (`--emit mir`) and the numbers it computes.
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
-use crate::models::{float_attr, model, node, value};
+use crate::models::{f32s, float_attr, floats, model, node, value};
 use onnx_proto::*;
-
-fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
-    TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(1),
-        float_data: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn f32s(t: &TensorProto) -> Vec<f32> {
-    match &t.raw_data {
-        Some(raw) => raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
-        None => t.float_data.clone(),
-    }
-}
 
 /// A 1x1 convolution (weights 1 and -2 for two output channels, bias 0.5)
 /// followed by `activation`.

@@ -86,6 +86,25 @@ pub fn raw_tensor(name: &str, data_type: i32, dims: &[i64], raw: Vec<u8>) -> Ten
     }
 }
 
+/// An f32 tensor with `float_data`.
+pub fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(1),
+        float_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// The values of an f32 tensor `onnxc run` wrote (raw data) or a test made.
+pub fn f32s(t: &TensorProto) -> Vec<f32> {
+    match &t.raw_data {
+        Some(raw) => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        None => t.float_data.clone(),
+    }
+}
+
 pub fn int64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),
