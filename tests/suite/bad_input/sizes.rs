@@ -79,6 +79,21 @@ fn huge() -> Vec<Case> {
             |_| one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[1], &[1024])], 1),
         )
         .with_args(&["--max-tensor-bytes", "1K"]),
+        compile(
+            "shape left unfolded by --max-fold-total",
+            &[
+                "node \"reshape\" (Reshape)",
+                "must be a compile-time constant",
+                "stopped at its --max-fold-total budget",
+            ],
+            |_| {
+                let cat = with(node("Concat", "cat", &["a", "b"], &["s"]), vec![int_attr("axis", 0)]);
+                let n = node("Reshape", "reshape", &["x", "s"], &["y"]);
+                let inits = vec![int64s("a", &[1], &[3]), int64s("b", &[1], &[2])];
+                graph_model(vec![cat, n], vec![value("x", Some(&[2, 3]))], inits, vec![value("y", Some(&[-1, -1]))])
+            },
+        )
+        .with_args(&["--max-fold-total", "0"]),
         compile("Pad to 64 GiB", &["node \"pad\" (Pad)", OVER], |_| {
             let n = node("Pad", "pad", &["x", "p"], &["y"]);
             on_input(n, &[1, 1], vec![int64s("p", &[4], &[0, 0, HUGE[0] - 1, HUGE[1] - 1])], 2)
