@@ -332,3 +332,21 @@ fn strides_of_i64_max_give_one_window() {
         assert_eq!(got, want, "{op}");
     }
 }
+
+/// Found by fuzzing: a SAME-padded pool whose kernel_shape is 2^62 - 1
+/// compiled fine and then looped over every tap. Windows now visit only
+/// the taps inside the input.
+#[test]
+fn a_pool_window_of_2_pow_62_taps_runs_at_once() {
+    let input = raw_tensor("x", 1, &[1, 1, 1], 5.0f32.to_le_bytes().to_vec());
+    for op in ["MaxPool", "AveragePool", "LpPool"] {
+        let attrs = vec![ints_attr("kernel_shape", &[(1 << 62) - 1]), ints_attr("strides", &[3]), same_upper()];
+        let n = with(node(op, "pool", &["x"], &["y"]), attrs);
+        let m =
+            crate::models::model(vec![n], vec![value("x", Some(&[1, 1, 1]))], vec![value("y", Some(&[-1, -1, -1]))]);
+        let out =
+            crate::common::run_model(&m, std::slice::from_ref(&input)).unwrap_or_else(|o| panic!("{op}: {}", o.stderr));
+        let got = f32::from_le_bytes(out[0].raw_data()[..4].try_into().expect("4 bytes"));
+        assert_eq!(got, 5.0, "{op}");
+    }
+}
