@@ -184,7 +184,19 @@ impl Builder<'_, '_> {
 
     /// Adds `op(inputs) -> out` with `attrs`; `shape` is the output's
     /// expected shape (what later nodes plan around).
-    fn push(&mut self, op: &str, inputs: Vec<String>, attrs: Vec<AttributeProto>, shape: Vec<usize>) {
+    fn push(&mut self, op: &str, inputs: Vec<String>, mut attrs: Vec<AttributeProto>, shape: Vec<usize>) {
+        // Now and then one integer attribute takes an extreme value: the
+        // compiler must reject it cleanly (or cope), never overflow.
+        if !attrs.is_empty() && self.c.below(16) == 0 {
+            let k = self.c.below(attrs.len());
+            let v = *self.c.pick(&[i64::MAX, i64::MIN, -1, 0, 1 << 32, i64::MAX / 2, -(1 << 40)]);
+            let a = &mut attrs[k];
+            match a.ints.len() {
+                0 if a.i.is_some() => a.i = Some(v),
+                0 => {}
+                n => a.ints[self.c.below(n)] = v,
+            }
+        }
         let out = self.fresh();
         self.nodes.push(NodeProto {
             op_type: Some(op.into()),

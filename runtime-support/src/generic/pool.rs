@@ -3,7 +3,9 @@
 //! Follows ONNX semantics (checked against the ONNX reference
 //! implementation): the compiler computes `out_spatial` (including
 //! `ceil_mode`), so the last windows may run past the input and the end
-//! padding. Window taps are `o * stride - pad_begin + k * dilation`.
+//! padding. Window taps are `o * stride - pad_begin + k * dilation`; only
+//! the taps inside the input are visited (counts of the others come from
+//! arithmetic), so a huge `kernel_shape` costs no more than the input.
 //!
 //! * Max ignores every tap outside the input. `indices` (optional) receives
 //!   the flat index of the maximum in the whole input tensor, including the
@@ -82,6 +84,16 @@ fn validate(p: &PoolParams) -> Option<usize> {
     ok.then_some(r)
 }
 
+/// The taps `k` in `0..kernel` whose position `start + k * dilation` lies
+/// in `lo..hi`, as `first..end` (empty when none do).
+fn tap_range(start: i64, dilation: i64, kernel: i64, lo: i64, hi: i64) -> (i64, i64) {
+    let ceil_div = |a: i128, b: i128| a.div_euclid(b) + i128::from(a.rem_euclid(b) != 0);
+    let (s, d, k) = (i128::from(start), i128::from(dilation), i128::from(kernel));
+    let first = ceil_div(i128::from(lo) - s, d).clamp(0, k);
+    let end = ceil_div(i128::from(hi) - s, d).clamp(first, k);
+    (first as i64, end as i64)
+}
+
 /// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
 /// is only written for `POOL_MAX`.
 #[no_mangle]
@@ -142,7 +154,8 @@ unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *
     let Some(r) = validate(p) else {
         return STATUS_INVALID_PARAMS;
     };
-    let (Some(in_size), Some(out_size), Some(taps)) =
+    // The kernel's size is only checked: windows visit their valid taps.
+    let (Some(in_size), Some(out_size), Some(_)) =
         (product(&p.in_spatial[..r]), product(&p.out_spatial[..r]), product(&p.kernel[..r]))
     else {
         return STATUS_INVALID_PARAMS;
@@ -153,7 +166,6 @@ unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *
     }
     let in_dims = to_usize(&p.in_spatial);
     let out_dims = to_usize(&p.out_spatial);
-    let kdims = to_usize(&p.kernel);
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
         for plane in 0..planes {
@@ -183,57 +195,50 @@ unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *
         let yp = y.add(plane * out_size);
         let mut o = [0usize; MAX_RANK];
         for out_i in 0..out_size {
-            // Window origin per dim.
+            // Per dim: the window's origin, its taps inside the input
+            // (`first..end`) and how many lie inside the padded input.
             let mut start = [0i64; MAX_RANK];
+            let (mut first, mut end) = ([0i64; MAX_RANK], [0i64; MAX_RANK]);
+            let (mut valid, mut padded) = (1usize, 1usize);
             for d in 0..r {
+                let (dil, k) = (p.dilations[d], p.kernel[d]);
                 start[d] = o[d] as i64 * p.strides[d] - p.pads_begin[d];
+                (first[d], end[d]) = tap_range(start[d], dil, k, 0, p.in_spatial[d]);
+                let (pf, pe) = tap_range(start[d], dil, k, -p.pads_begin[d], p.in_spatial[d] + p.pads_end[d]);
+                valid *= (end[d] - first[d]) as usize;
+                padded *= (pe - pf) as usize;
             }
             let mut best = T::NEG_INF;
             let mut best_at: i64 = -1;
             let mut sum = T::ZERO;
-            let mut valid = 0usize;
-            let mut padded = 0usize;
-            let mut k = [0usize; MAX_RANK];
-            for _ in 0..taps {
-                let mut inside = true;
-                let mut in_padded = true;
+            // Only the taps inside the input, row-major over the kernel dims:
+            // a window far larger than the input costs no more than the input.
+            let mut k = first;
+            for _ in 0..valid {
                 let mut off = 0i64;
                 let mut idx_off = 0i64;
                 for d in 0..r {
-                    let pos = start[d] + k[d] as i64 * p.dilations[d];
-                    if pos < 0 || pos >= in_dims[d] as i64 {
-                        inside = false;
-                        if pos < -p.pads_begin[d] || pos >= in_dims[d] as i64 + p.pads_end[d] {
-                            in_padded = false;
-                        }
-                    }
+                    let pos = start[d] + k[d] * p.dilations[d];
                     off += pos * rm[d];
                     idx_off += pos * index_strides[d];
                 }
-                if in_padded {
-                    padded += 1;
-                }
-                if inside {
-                    let v = *xp.offset(off as isize);
-                    valid += 1;
-                    match p.kind {
-                        POOL_MAX => {
-                            if best_at < 0 || v > best {
-                                best = v;
-                                best_at = idx_off;
-                            }
+                let v = *xp.offset(off as isize);
+                match p.kind {
+                    POOL_MAX => {
+                        if best_at < 0 || v > best {
+                            best = v;
+                            best_at = idx_off;
                         }
-                        POOL_AVERAGE => sum = sum + v,
-                        _ => sum = sum + v.abs().powf(p_norm),
                     }
+                    POOL_AVERAGE => sum = sum + v,
+                    _ => sum = sum + v.abs().powf(p_norm),
                 }
-                // Next tap (row-major over the kernel dims).
                 for d in (0..r).rev() {
                     k[d] += 1;
-                    if k[d] < kdims[d] {
+                    if k[d] < end[d] {
                         break;
                     }
-                    k[d] = 0;
+                    k[d] = first[d];
                 }
             }
             *yp.add(out_i) = match p.kind {
@@ -288,6 +293,28 @@ mod tests {
         p.pads_end[0] = i64::MAX;
         let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
         assert_eq!(status, STATUS_INVALID_PARAMS);
+    }
+
+    /// A 2^40-tap window over 4 inputs takes four steps, not 2^40.
+    #[test]
+    fn a_huge_window_visits_only_the_input() {
+        let k = 1i64 << 40;
+        let mut p = PoolParams { batch: 1, channels: 1, spatial_rank: 1, ..Default::default() };
+        (p.in_spatial[0], p.out_spatial[0], p.kernel[0], p.strides[0], p.dilations[0]) = (4, 1, k, 1, 1);
+        (p.pads_begin[0], p.pads_end[0]) = (1 << 39, k - 4 - (1 << 39));
+        let x = [1.0f32, 4.0, 2.0, 3.0];
+        let run = |p: &PoolParams| {
+            let (mut y, mut i) = ([0f32; 1], [0i64; 1]);
+            let status = unsafe { onnxc_pool_f32(p, x.as_ptr(), y.as_mut_ptr(), i.as_mut_ptr()) };
+            assert_eq!(status, STATUS_OK);
+            (y[0], i[0])
+        };
+        p.kind = POOL_MAX;
+        assert_eq!(run(&p), (4.0, 1));
+        p.kind = POOL_AVERAGE;
+        assert_eq!(run(&p).0, 2.5);
+        p.count_include_pad = 1;
+        assert_eq!(run(&p).0, 10.0 / k as f32);
     }
 
     #[derive(Clone, Copy, PartialEq)]

@@ -79,6 +79,21 @@ fn huge() -> Vec<Case> {
             |_| one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[1], &[1024])], 1),
         )
         .with_args(&["--max-tensor-bytes", "1K"]),
+        compile(
+            "shape left unfolded by --max-fold-total",
+            &[
+                "node \"reshape\" (Reshape)",
+                "must be a compile-time constant",
+                "stopped at its --max-fold-total budget",
+            ],
+            |_| {
+                let cat = with(node("Concat", "cat", &["a", "b"], &["s"]), vec![int_attr("axis", 0)]);
+                let n = node("Reshape", "reshape", &["x", "s"], &["y"]);
+                let inits = vec![int64s("a", &[1], &[3]), int64s("b", &[1], &[2])];
+                graph_model(vec![cat, n], vec![value("x", Some(&[2, 3]))], inits, vec![value("y", Some(&[-1, -1]))])
+            },
+        )
+        .with_args(&["--max-fold-total", "0"]),
         compile("Pad to 64 GiB", &["node \"pad\" (Pad)", OVER], |_| {
             let n = node("Pad", "pad", &["x", "p"], &["y"]);
             on_input(n, &[1, 1], vec![int64s("p", &[4], &[0, 0, HUGE[0] - 1, HUGE[1] - 1])], 2)
@@ -315,5 +330,23 @@ fn strides_of_i64_max_give_one_window() {
         assert_eq!(y.dims, [1, 1, 1, 1], "{op}");
         let got = f32::from_le_bytes(y.raw_data()[..4].try_into().expect("4 bytes"));
         assert_eq!(got, want, "{op}");
+    }
+}
+
+/// Found by fuzzing: a SAME-padded pool whose kernel_shape is 2^62 - 1
+/// compiled fine and then looped over every tap. Windows now visit only
+/// the taps inside the input.
+#[test]
+fn a_pool_window_of_2_pow_62_taps_runs_at_once() {
+    let input = raw_tensor("x", 1, &[1, 1, 1], 5.0f32.to_le_bytes().to_vec());
+    for op in ["MaxPool", "AveragePool", "LpPool"] {
+        let attrs = vec![ints_attr("kernel_shape", &[(1 << 62) - 1]), ints_attr("strides", &[3]), same_upper()];
+        let n = with(node(op, "pool", &["x"], &["y"]), attrs);
+        let m =
+            crate::models::model(vec![n], vec![value("x", Some(&[1, 1, 1]))], vec![value("y", Some(&[-1, -1, -1]))]);
+        let out =
+            crate::common::run_model(&m, std::slice::from_ref(&input)).unwrap_or_else(|o| panic!("{op}: {}", o.stderr));
+        let got = f32::from_le_bytes(out[0].raw_data()[..4].try_into().expect("4 bytes"));
+        assert_eq!(got, 5.0, "{op}");
     }
 }

@@ -45,6 +45,12 @@ fn protobuf() -> Vec<Case> {
         check("messages nested past the decoder's limit", &["not a valid ONNX model", "recursion limit"], |_| {
             nested_ifs(40).encode_to_vec()
         }),
+        check(
+            "compile time over --max-compile-seconds",
+            &["node \"relu\" (Relu): compiling took longer than the limit of 0 s"],
+            |_| valid().encode_to_vec(),
+        )
+        .with_args(&["--max-compile-seconds", "0"]),
         check("file over --max-file-bytes", &["more than the limit of 64 (--max-file-bytes)"], |_| {
             valid().encode_to_vec()
         })
