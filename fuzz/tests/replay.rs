@@ -19,6 +19,7 @@ fn seeds_pass() {
         let mut files: Vec<_> =
             std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
         files.sort();
+        assert!(!files.is_empty(), "no seeds in {}", dir.display());
         for f in files {
             let data = std::fs::read(&f).expect("read seed");
             check(&data);
