@@ -10,7 +10,7 @@
 //! NonMaxSuppression do their real work in the counting step (into the
 //! node's scratch) and the writing step only copies it out.
 
-use super::indexing::Num;
+use super::indexing::{with_num, Num};
 use super::product;
 use crate::abi::{
     ELEM_BF16, ELEM_BOOL, ELEM_F16, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32,
@@ -30,34 +30,6 @@ fn num_code(dtype: i64) -> i64 {
     } else {
         dtype
     }
-}
-
-/// Runs `$body` with `$T` the [`Num`] type of `$dtype` (bool as u8), or
-/// returns `$bad` for unknown codes.
-macro_rules! with_elem {
-    ($dtype:expr, $bad:expr, $T:ident => $body:expr) => {{
-        macro_rules! arm {
-            ($ty:ty) => {{
-                type $T = $ty;
-                $body
-            }};
-        }
-        match num_code($dtype) {
-            ELEM_F32 => arm!(f32),
-            ELEM_F64 => arm!(f64),
-            ELEM_F16 => arm!(F16),
-            ELEM_BF16 => arm!(Bf16),
-            ELEM_I8 => arm!(i8),
-            ELEM_I16 => arm!(i16),
-            ELEM_I32 => arm!(i32),
-            ELEM_I64 => arm!(i64),
-            ELEM_U8 => arm!(u8),
-            ELEM_U16 => arm!(u16),
-            ELEM_U32 => arm!(u32),
-            ELEM_U64 => arm!(u64),
-            _ => return $bad,
-        }
-    }};
 }
 
 fn is_nonzero<T: Num>(v: T) -> bool {
@@ -94,7 +66,7 @@ pub unsafe extern "C" fn onnxc_count_nonzero(p: *const NonZeroParams, x: *const 
     let Some((p, n)) = p.as_ref().and_then(|p| Some((p, product(p.shape()?)?))) else {
         return INVALID;
     };
-    with_elem!(p.dtype, INVALID, T => {
+    with_num!(num_code(p.dtype), or INVALID, T => {
         let size = core::mem::size_of::<T>();
         (0..n).filter(|&i| is_nonzero(T::load(x.add(i * size)))).count() as i64
     })
@@ -114,7 +86,7 @@ pub unsafe extern "C" fn onnxc_nonzero(p: *const NonZeroParams, x: *const u8, y:
     let Ok(count) = usize::try_from(count) else {
         return STATUS_INVALID_PARAMS;
     };
-    with_elem!(p.dtype, STATUS_INVALID_PARAMS, T => {
+    with_num!(num_code(p.dtype), or STATUS_INVALID_PARAMS, T => {
         let size = core::mem::size_of::<T>();
         let mut found = 0;
         for i in (0..n).filter(|&i| is_nonzero(T::load(x.add(i * size)))) {
@@ -236,7 +208,7 @@ pub unsafe extern "C" fn onnxc_unique(p: *const SliceParams, x: *const u8, scrat
     let all = core::slice::from_raw_parts_mut(scratch, 3 * len);
     let (order, rest) = all.split_at_mut(len);
     let (group, first) = rest.split_at_mut(len);
-    with_elem!(p.dtype, INVALID, T => {
+    with_num!(num_code(p.dtype), or INVALID, T => {
         if core::mem::size_of::<T>() != eb {
             return INVALID;
         }

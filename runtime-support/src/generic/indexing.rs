@@ -128,16 +128,14 @@ half_num!(F16);
 half_num!(Bf16);
 
 /// Runs `$body` with `$T` bound to the [`Num`] type of ONNX dtype code
-/// `$dtype` (which must be `$eb` bytes wide), or returns
-/// `STATUS_INVALID_PARAMS` for other codes.
+/// `$dtype`; for other codes returns `$bad` (`or $bad`), or, in the form
+/// with an element width `$eb`, `STATUS_INVALID_PARAMS`, which it also
+/// returns when the type is not `$eb` bytes wide.
 macro_rules! with_num {
-    ($dtype:expr, $eb:expr, $T:ident => $body:expr) => {{
+    ($dtype:expr, or $bad:expr, $T:ident => $body:expr) => {{
         macro_rules! arm {
             ($ty:ty) => {{
                 type $T = $ty;
-                if core::mem::size_of::<$T>() != $eb {
-                    return STATUS_INVALID_PARAMS;
-                }
                 $body
             }};
         }
@@ -154,10 +152,19 @@ macro_rules! with_num {
             ELEM_U16 => arm!(u16),
             ELEM_U32 => arm!(u32),
             ELEM_U64 => arm!(u64),
-            _ => return STATUS_INVALID_PARAMS,
+            _ => return $bad,
         }
     }};
+    ($dtype:expr, $eb:expr, $T:ident => $body:expr) => {
+        with_num!($dtype, or STATUS_INVALID_PARAMS, $T => {
+            if core::mem::size_of::<$T>() != $eb {
+                return STATUS_INVALID_PARAMS;
+            }
+            $body
+        })
+    };
 }
+pub(crate) use with_num;
 
 fn valid_elem_bytes(b: i64) -> Option<usize> {
     matches!(b, 1 | 2 | 4 | 8).then_some(b as usize)
