@@ -17,6 +17,10 @@ pub struct Limits {
     /// Largest tensor, in bytes: each tensor stored in the model (inline or
     /// external), and each value the graph computes (`--max-tensor-bytes`).
     pub max_tensor_bytes: u64,
+    /// Total bytes of external data one model may pull in, over all its
+    /// tensors (`--max-external-bytes`): each reference is bounded by
+    /// `max_tensor_bytes`, but a small model can repeat one many times.
+    pub max_external_bytes: u64,
     /// Largest single constant that constant folding materialises; a larger
     /// result is computed at run time instead (`--max-fold-bytes`).
     pub max_fold_bytes: usize,
@@ -41,13 +45,15 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 2 GiB model files (protobuf's own limit), 4 GiB tensors, 16 MiB per
+    /// 2 GiB model files (protobuf's own limit), 4 GiB tensors, 16 GiB of
+    /// external data in all, 16 MiB per
     /// folded constant and 1 GiB in all, functions 32 and subgraphs 16 deep,
     /// a million nodes, ten minutes.
     fn default() -> Limits {
         Limits {
             max_file_bytes: 2 << 30,
             max_tensor_bytes: 4 << 30,
+            max_external_bytes: 16 << 30,
             max_fold_bytes: 16 << 20,
             max_fold_total_bytes: 1 << 30,
             max_function_depth: 32,

@@ -121,6 +121,8 @@ pub enum ExternalProblem {
     Length { got: u64, dims: String, dtype: &'static str, need: u64 },
     #[error("could not be read: {0}")]
     ReadFailed(String),
+    #[error("takes the model's external data past the limit of {limit} bytes in all (--max-external-bytes)")]
+    TotalTooLarge { limit: u64 },
 }
 
 /// Reads, decodes and validates the model at `path`, inlining external data.
@@ -154,7 +156,14 @@ fn resolve(mut model: ModelProto, path: &Path, limits: &Limits) -> Result<ModelP
         _ => PathBuf::from("."),
     };
     let file = path.display().to_string();
-    let mut loader = Loader { file, dir, canon_dir: None, max_tensor_bytes: limits.max_tensor_bytes };
+    let mut loader = Loader {
+        file,
+        dir,
+        canon_dir: None,
+        max_tensor_bytes: limits.max_tensor_bytes,
+        external_budget: limits.max_external_bytes,
+        max_external_bytes: limits.max_external_bytes,
+    };
     loader.model(&mut model)?;
     Ok(model)
 }
@@ -283,6 +292,9 @@ struct Loader {
     dir: PathBuf,
     canon_dir: Option<PathBuf>,
     max_tensor_bytes: u64,
+    /// External-data bytes the model may still pull in.
+    external_budget: u64,
+    max_external_bytes: u64,
 }
 
 impl Loader {
@@ -606,6 +618,9 @@ impl Loader {
         if len != need {
             return Err(ext(ExternalProblem::Length { got: len, dims: dims.to_string(), dtype, need }));
         }
+        let Some(budget_left) = self.external_budget.checked_sub(len) else {
+            return Err(ext(ExternalProblem::TotalTooLarge { limit: self.max_external_bytes }));
+        };
         let ulen =
             usize::try_from(len).map_err(|_| ext(ExternalProblem::ReadFailed("too large for this machine".into())))?;
         file.seek(SeekFrom::Start(off)).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
@@ -615,6 +630,7 @@ impl Loader {
         if buf.len() != ulen {
             return Err(ext(ExternalProblem::ReadFailed(format!("got {} bytes, expected {len}", buf.len()))));
         }
+        self.external_budget = budget_left;
         Ok(buf)
     }
 }

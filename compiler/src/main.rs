@@ -34,6 +34,9 @@ pub struct LimitArgs {
     /// Largest tensor stored in the model or computed by it [default: 4G]
     #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
     pub max_tensor_bytes: Option<u64>,
+    /// Total external data one model may pull in [default: 16G]
+    #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
+    pub max_external_bytes: Option<u64>,
     /// Largest constant materialised by constant folding [default: 16M]
     #[arg(long, value_name = "BYTES", value_parser = onnxc::limits::parse_bytes)]
     pub max_fold_bytes: Option<u64>,

@@ -43,6 +43,9 @@ pub fn limits(args: &LimitArgs) -> Result<Limits, String> {
     if let Some(v) = args.max_tensor_bytes {
         l.max_tensor_bytes = v;
     }
+    if let Some(v) = args.max_external_bytes {
+        l.max_external_bytes = v;
+    }
     if let Some(v) = args.max_fold_bytes {
         l.max_fold_bytes = size(v, "--max-fold-bytes")?;
     }

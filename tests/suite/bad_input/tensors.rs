@@ -363,5 +363,18 @@ fn external_ranges() -> Vec<Case> {
             std::fs::write(f.model.join("short.bin"), [0u8; 4]).expect("write");
             with_weight(at("short.bin"))
         }),
+        // Each reference is small; together they pass the total budget.
+        check("external data repeated past the total", &["initializer \"w2\"", "--max-external-bytes"], |f| {
+            w_bin(f);
+            mutated(|m| {
+                let g = graph(m);
+                g.node.push(node("Add", "add", &["y", "w"], &["z"]));
+                g.output = vec![value("z", Some(&[2]))];
+                for k in ["w", "w1", "w2", "w3"] {
+                    g.initializer.push(TensorProto { name: k.to_string(), ..at("w.bin") });
+                }
+            })
+        })
+        .with_args(&["--max-external-bytes", "20"]),
     ]
 }
