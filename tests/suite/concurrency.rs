@@ -3,9 +3,10 @@
 //! its own workspace and outputs, gives bit-identical results, and so do a
 //! hundred calls in a row. Models: a whole CNN (SIMD gemm and conv kernels),
 //! a data-dependent output (Compress, memory from the workspace at run
-//! time) and random operators (seeded and unseeded).
+//! time) and random operators (seeded and unseeded). The CNN's object file,
+//! linked into a C program (`c/threads.c`), is called from threads too.
 
-use crate::common::{data_dir, write_model};
+use crate::common::{data_dir, onnxc, repo_root, run_ok, write_model};
 use crate::models::{float_attr, int_attr, ints_attr, model, node, typed_value};
 use onnxc::infer::Bindings;
 use onnxc::ir::Tensor;
@@ -84,4 +85,29 @@ fn threads_and_repeated_runs_give_identical_bits() {
         let (model, inputs) = compile_case(dir);
         check_model(&dir.display().to_string(), &model, &inputs);
     }
+}
+
+#[test]
+fn object_called_from_c_threads_gives_identical_bits() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let mut compile = std::process::Command::new(onnxc());
+    compile
+        .arg("compile")
+        .arg(data_dir().join("light/squeezenet/model.onnx"))
+        .arg("-o")
+        .arg(dir.path().join("model.o"))
+        .args(["--emit", "obj,header,archive"]);
+    run_ok(compile, "onnxc compile");
+    let exe = dir.path().join("threads");
+    let mut cc = std::process::Command::new("cc");
+    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-pthread", "-I"])
+        .arg(dir.path())
+        .arg(repo_root().join("tests/suite/c/threads.c"))
+        .arg(dir.path().join("model.a"))
+        .arg("-lm")
+        .arg("-o")
+        .arg(&exe);
+    run_ok(cc, "cc");
+    let stdout = run_ok(std::process::Command::new(&exe), "the threads program");
+    assert!(stdout.contains("0 of 20 concurrent calls differ"), "unexpected output: {stdout}");
 }
