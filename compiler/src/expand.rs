@@ -207,7 +207,7 @@ impl Expansion<'_, '_> {
             let piece = self.fresh(&format!("{name}/piece{k}"));
             let gather = Node {
                 name: format!("{name}/piece{k}"),
-                op: Op::Gather(Gather { axis: axis as i64 }),
+                op: Op::Gather(Gather { axis: axis as i64, feature_extractor: false }),
                 inputs: vec![Some(x), Some(index)],
                 outputs: vec![piece],
             };
@@ -473,7 +473,7 @@ impl Expansion<'_, '_> {
         let slice = self.fresh(name);
         let gather = Node {
             name: name.to_string(),
-            op: Op::Gather(Gather { axis: axis as i64 }),
+            op: Op::Gather(Gather { axis: axis as i64, feature_extractor: false }),
             inputs: vec![Some(x), Some(index)],
             outputs: vec![slice],
         };

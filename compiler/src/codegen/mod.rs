@@ -390,13 +390,23 @@ impl<'f> Lower<'_, 'f> {
 
     /// Places a kernel's parameter block in read-only data; returns its address.
     pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Value, String> {
+        self.table(std::slice::from_ref(p))
+    }
+
+    /// Places a table of plain records (a kernel's compiled lookup data) in
+    /// read-only data; returns its address (valid even when it is empty).
+    pub fn table<P: bytemuck::Pod>(&mut self, items: &[P]) -> Result<Value, String> {
         self.env.data_count += 1;
         let name = format!("{}.params{}", self.env.symbol_prefix, self.env.data_count);
         let id = self.module.declare_data(&name, Linkage::Local, false, false).map_err(|e| format!("{e:?}"))?;
         let mut desc = DataDescription::new();
-        desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
+        let mut bytes = bytemuck::cast_slice::<P, u8>(items).to_vec();
+        if bytes.is_empty() {
+            bytes.push(0);
+        }
+        self.env.footprint.add_data(Some(self.index), bytes.len());
+        desc.define(bytes.into_boxed_slice());
         desc.set_align(16);
-        self.env.footprint.add_data(Some(self.index), std::mem::size_of::<P>());
         self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
         let gv = self.module.declare_data_in_func(id, self.b.func);
         let ptr = self.ptr_type();

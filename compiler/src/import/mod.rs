@@ -1,7 +1,8 @@
 //! Stage 3: ONNX proto → mid-IR.
 //!
 //! Constants (initializers, Constant nodes) become constant values; each
-//! default-domain node goes through its importer in [`crate::ops::REGISTRY`],
+//! node goes through its importer in [`crate::ops::REGISTRY`] (default
+//! domain) or [`crate::ops::DOMAIN_REGISTRY`],
 //! which parses attributes into a typed struct and normalises opset-version
 //! differences; calls to model-local functions are inlined with
 //! `ref_attr_name` substitution. Every problem is collected and reported
@@ -25,7 +26,7 @@ pub struct ImportError(pub Vec<String>);
 /// What an importer sees of the node it builds an [`crate::ops::Op`] for.
 pub struct NodeImport<'a> {
     pub op_type: &'a str,
-    /// The default-domain opset version in force for this node.
+    /// The opset version of the node's domain in force for this node.
     pub opset: i64,
     pub attrs: Attrs<'a>,
     /// The node's inputs; importers may rewrite them (e.g. turn an
@@ -228,17 +229,8 @@ impl<'m> Importer<'m> {
             self.inline(node, f, inputs, &attributes, scope, depth, &label);
             return;
         }
-        if !domain.is_empty() {
-            self.errors.push(format!(
-                "{label}: unsupported operator {} (domain \"{domain}\", opset {})",
-                node.op_type(),
-                opsets.get(domain).copied().unwrap_or(0)
-            ));
-            self.define_unknown(&node.output, scope);
-            return;
-        }
-        let opset = opsets.get("").copied().unwrap_or(1);
-        if node.op_type() == "Constant" {
+        let opset = opsets.get(domain).copied().unwrap_or(if domain.is_empty() { 1 } else { 0 });
+        if domain.is_empty() && node.op_type() == "Constant" {
             match constant_value(&Attrs::new(&attributes)) {
                 Ok(t) => {
                     let out = node.output.first().map(String::as_str).unwrap_or("");
@@ -252,7 +244,7 @@ impl<'m> Importer<'m> {
             }
             return;
         }
-        if matches!(node.op_type(), "If" | "Loop" | "Scan") {
+        if domain.is_empty() && matches!(node.op_type(), "If" | "Loop" | "Scan") {
             match self.control_flow(node, opset, scope, opsets, caller_attrs, depth) {
                 Ok(op) => self.push_node(name, op, inputs, &node.output, scope),
                 Err(e) => {
@@ -262,8 +254,9 @@ impl<'m> Importer<'m> {
             }
             return;
         }
-        let Some(importer) = crate::ops::importer(node.op_type()) else {
-            self.errors.push(format!("{label}: unsupported operator {} (domain \"\", opset {opset})", node.op_type()));
+        let Some(importer) = crate::ops::importer(domain, node.op_type()) else {
+            self.errors
+                .push(format!("{label}: unsupported operator {} (domain \"{domain}\", opset {opset})", node.op_type()));
             self.define_unknown(&node.output, scope);
             return;
         };

@@ -74,6 +74,10 @@ pub enum Func {
         lambd: f32,
         bias: f32,
     },
+    /// ai.onnx.ml: 1 where `x > threshold`, else 0, in the input's type.
+    Binarizer {
+        threshold: f32,
+    },
     Swish {
         alpha: f32,
     },
@@ -202,6 +206,7 @@ static FUNCS: &[Entry] = &[
     entry("Celu", (1, 1), Float, SameAsInput0),
     entry("ThresholdedRelu", (1, 1), Float, SameAsInput0),
     entry("Shrink", (1, 1), Numeric, SameAsInput0),
+    entry("Binarizer", (1, 1), Numeric, SameAsInput0),
     entry("Swish", (1, 1), Float, SameAsInput0),
     entry("BitwiseNot", (1, 1), Integer, SameAsInput0),
     entry("BitwiseAnd", (2, 2), Integer, SameAsInput0),
@@ -295,6 +300,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         "Celu" => Func::Celu { alpha: a.float_or("alpha", 1.0)? },
         "ThresholdedRelu" => Func::ThresholdedRelu { alpha: a.float_or("alpha", 1.0)? },
         "Shrink" => Func::Shrink { lambd: a.float_or("lambd", 0.5)?, bias: a.float_or("bias", 0.0)? },
+        "Binarizer" => Func::Binarizer { threshold: a.float_or("threshold", 0.0)? },
         "Swish" => Func::Swish { alpha: a.float_or("alpha", 1.0)? },
         "BitwiseNot" => Func::BitwiseNot,
         "BitwiseAnd" => Func::BitwiseAnd,
@@ -778,6 +784,15 @@ fn emit_scalar(
             };
             let v = cx.ins().select(above, minus, zero);
             cx.ins().select(below, plus, v)
+        }
+        Func::Binarizer { threshold } => {
+            // Compared in f64, as the reference compares integers with a float.
+            let wide = cast(cx, x, t, DType::F64)?;
+            let limit = fconst(cx, DType::F64, threshold as f64);
+            let above = cx.ins().fcmp(FloatCC::GreaterThan, wide, limit);
+            let (one, zero) = (fconst(cx, DType::F64, 1.0), fconst(cx, DType::F64, 0.0));
+            let bit = cx.ins().select(above, one, zero);
+            cast(cx, bit, DType::F64, t)?
         }
         Func::Swish { alpha } => {
             let a = fconst(cx, t, alpha as f64);

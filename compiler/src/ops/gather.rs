@@ -103,24 +103,49 @@ pub(crate) fn scalar_i64(t: &Tensor, what: &str) -> Result<i64, String> {
 
 /// Gather: picks slices of `data` along `axis` at the positions in `indices`
 /// (`onnxc_gather`, which checks every index against `[-len, len)`).
+/// ai.onnx.ml's ArrayFeatureExtractor is the same walk along the last axis
+/// with the indices read flat, shaped `data[..-1] + [n]` (`[1, n]` for 1-D
+/// data, as ONNX Runtime and the reference do).
 #[derive(Clone, Debug)]
 pub struct Gather {
     pub axis: i64,
+    pub feature_extractor: bool,
+}
+
+impl Gather {
+    fn axis(&self, rank: usize) -> Result<usize, String> {
+        if self.feature_extractor {
+            rank.checked_sub(1).ok_or_else(|| "input 0 is a scalar; features need at least one dim".to_string())
+        } else {
+            axis_attr(self.axis, rank)
+        }
+    }
 }
 
 impl Operator for Gather {
     fn name(&self) -> &'static str {
-        "Gather"
+        if self.feature_extractor {
+            "ArrayFeatureExtractor"
+        } else {
+            "Gather"
+        }
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let data = cx.input(0)?;
         let indices = cx.input(1)?;
         index_bytes(indices.dtype, 1)?;
-        let axis = axis_attr(self.axis, data.shape.len())?;
+        let axis = self.axis(data.shape.len())?;
         let mut shape = data.shape[..axis].to_vec();
-        shape.extend_from_slice(indices.shape);
-        shape.extend_from_slice(&data.shape[axis + 1..]);
+        if !self.feature_extractor {
+            shape.extend_from_slice(indices.shape);
+            shape.extend_from_slice(&data.shape[axis + 1..]);
+        } else {
+            if axis == 0 {
+                shape.push(1);
+            }
+            shape.push(indices.shape.iter().product());
+        }
         product(&shape)?;
         Ok(vec![Inferred::new(data.dtype, shape)])
     }
@@ -128,7 +153,7 @@ impl Operator for Gather {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let (idx_type, idx_shape) = cx.input_type(1)?;
-        let axis = axis_attr(self.axis, shape.len())?;
+        let axis = self.axis(shape.len())?;
         let (outer, axis_len, inner) = split_axis(&shape, axis)?;
         let p = GatherParams {
             elem_bytes: dtype.size() as i64,
@@ -147,7 +172,11 @@ impl Operator for Gather {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
-    Ok(Op::Gather(Gather { axis: cx.attrs.int_or("axis", 0)? }))
+    Ok(Op::Gather(Gather { axis: cx.attrs.int_or("axis", 0)?, feature_extractor: false }))
+}
+
+pub fn import_array_feature_extractor(_cx: &mut NodeImport) -> Result<Op, String> {
+    Ok(Op::Gather(Gather { axis: -1, feature_extractor: true }))
 }
 
 // ---------------------------------------------------------------------------

@@ -30,6 +30,8 @@ pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
 pub mod staging;
+pub mod training;
+pub mod tree;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -266,6 +268,8 @@ ops! {
     Bernoulli(random::Bernoulli),
     Multinomial(random::Multinomial),
     TrainingDropout(random::TrainingDropout),
+    Optimizer(training::Optimizer),
+    TreeEnsemble(tree::TreeEnsemble),
 }
 
 impl Op {
@@ -512,6 +516,20 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("Multinomial", random::import_multinomial),
 ];
 
-pub fn importer(op_type: &str) -> Option<Importer> {
-    REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+/// Operators of the other domains onnxc compiles: (domain, op_type) → importer.
+pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
+    ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
+    ("ai.onnx.ml", "Binarizer", elementwise::import),
+    ("ai.onnx.ml", "TreeEnsemble", tree::import),
+    ("ai.onnx.preview.training", "Adagrad", training::import),
+    ("ai.onnx.preview.training", "Adam", training::import),
+    ("ai.onnx.preview.training", "Momentum", training::import),
+];
+
+/// The importer of `op_type` in `domain` (`""` for the default domain).
+pub fn importer(domain: &str, op_type: &str) -> Option<Importer> {
+    if domain.is_empty() {
+        return REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f);
+    }
+    DOMAIN_REGISTRY.iter().find(|(d, name, _)| *d == domain && *name == op_type).map(|(_, _, f)| *f)
 }

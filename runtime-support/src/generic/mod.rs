@@ -38,6 +38,8 @@ pub mod reduce;
 pub mod resize;
 pub mod roi;
 pub mod softmax;
+pub mod training;
+pub mod tree;
 
 pub mod linalg;
 pub mod rnn;

@@ -1,0 +1,278 @@
+//! ai.onnx.ml TreeEnsemble (opset 5): decision-tree ensembles.
+//!
+//! The importer turns the attributes (parallel per-node and per-leaf arrays,
+//! `nodes_modes` and the splits as tensors, membership sets as NaN-separated
+//! runs in the order the MEMBER nodes appear) into the kernel's flat tables
+//! (`onnxc_runtime::generic::tree`) and checks them whole: every node and
+//! leaf index in range, every target below `n_targets`, no tree with a
+//! cycle, one membership set per MEMBER node. At lowering the tables go to
+//! read-only data and one `onnxc_tree_ensemble_{f32,f64}` call runs every
+//! row through every tree; f16 inputs are staged through f32.
+//!
+//! A root whose true and false branches are the same leaf is a one-leaf
+//! tree (the spec's degenerate case).
+
+use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use crate::codegen::Lower;
+use crate::import::NodeImport;
+use crate::ir::DType;
+use onnxc_runtime::generic::tree::{
+    TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_SUM, POST_NONE,
+    POST_PROBIT, TREE_MEMBER,
+};
+
+#[derive(Clone, Debug)]
+pub struct TreeEnsemble {
+    pub nodes: Vec<TreeNode>,
+    pub leaves: Vec<TreeLeaf>,
+    pub contributions: Vec<TreeContribution>,
+    pub sets: Vec<f64>,
+    /// Each tree's root: a node index, or `-(leaf + 1)`.
+    pub roots: Vec<i64>,
+    pub targets: usize,
+    pub aggregate: i64,
+    pub post_transform: i64,
+    /// Largest feature index a node reads.
+    pub max_feature: Option<usize>,
+}
+
+pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
+    let a = &cx.attrs;
+    let ints = |name: &str| -> Result<Vec<i64>, String> {
+        a.ints(name)?.ok_or_else(|| format!("attribute \"{name}\" is required"))
+    };
+    let floats = |name: &str| -> Result<Vec<f64>, String> {
+        Ok(a.tensor(name)?.ok_or_else(|| format!("attribute \"{name}\" (a tensor) is required"))?.to_f64s())
+    };
+    let features = ints("nodes_featureids")?;
+    let count = features.len();
+    let per_node = |name: &str, values: Vec<i64>| -> Result<Vec<i64>, String> {
+        if values.len() != count {
+            return Err(format!("attribute \"{name}\" has {} values, expected {count} (one per node)", values.len()));
+        }
+        Ok(values)
+    };
+    let splits = floats("nodes_splits")?;
+    if splits.len() != count {
+        return Err(format!("attribute \"nodes_splits\" has {} values, expected {count} (one per node)", splits.len()));
+    }
+    let modes = per_node("nodes_modes", floats("nodes_modes")?.iter().map(|&m| m as i64).collect())?;
+    let true_ids = per_node("nodes_truenodeids", ints("nodes_truenodeids")?)?;
+    let false_ids = per_node("nodes_falsenodeids", ints("nodes_falsenodeids")?)?;
+    let true_leafs = per_node("nodes_trueleafs", ints("nodes_trueleafs")?)?;
+    let false_leafs = per_node("nodes_falseleafs", ints("nodes_falseleafs")?)?;
+    let missing = match a.ints("nodes_missing_value_tracks_true")? {
+        Some(v) => per_node("nodes_missing_value_tracks_true", v)?,
+        None => vec![0; count],
+    };
+    let leaf_targets = ints("leaf_targetids")?;
+    let leaf_weights = floats("leaf_weights")?;
+    if leaf_weights.len() != leaf_targets.len() {
+        return Err(format!(
+            "attribute \"leaf_weights\" has {} values, \"leaf_targetids\" {}",
+            leaf_weights.len(),
+            leaf_targets.len()
+        ));
+    }
+    let targets = a.int("n_targets")?.ok_or("attribute \"n_targets\" is required")?;
+    let targets = usize::try_from(targets).map_err(|_| format!("attribute \"n_targets\" is {targets}"))?;
+    let aggregate = a.int_or("aggregate_function", AGGREGATE_SUM)?;
+    if !(AGGREGATE_AVERAGE..=AGGREGATE_MAX).contains(&aggregate) {
+        return Err(format!("attribute \"aggregate_function\" is {aggregate}, expected 0 to 3"));
+    }
+    let post_transform = a.int_or("post_transform", POST_NONE)?;
+    if !(POST_NONE..=POST_PROBIT).contains(&post_transform) {
+        return Err(format!("attribute \"post_transform\" is {post_transform}, expected 0 to 4"));
+    }
+
+    let leaf_ref = |id: i64, leaf: i64, what: &str| -> Result<i64, String> {
+        let limit = if leaf != 0 { leaf_targets.len() } else { count };
+        if id < 0 || id as usize >= limit {
+            let kind = if leaf != 0 { "leaf" } else { "node" };
+            return Err(format!("{what} {id} is not a {kind} index (there are {limit})"));
+        }
+        Ok(if leaf != 0 { -(id + 1) } else { id })
+    };
+    let mut members = match a.tensor("membership_values")? {
+        Some(t) => t.to_f64s(),
+        None => Vec::new(),
+    }
+    .into_iter();
+    let mut sets = Vec::new();
+    let mut nodes = Vec::with_capacity(count);
+    for i in 0..count {
+        if !(0..=TREE_MEMBER).contains(&modes[i]) {
+            return Err(format!("node {i}: nodes_modes value {} is not a comparison (0 to {TREE_MEMBER})", modes[i]));
+        }
+        if features[i] < 0 {
+            return Err(format!("node {i}: feature id {} is negative", features[i]));
+        }
+        let (set_start, mut set_len) = (sets.len() as i64, 0);
+        if modes[i] == TREE_MEMBER {
+            let mut closed = false;
+            for v in members.by_ref() {
+                if v.is_nan() {
+                    closed = true;
+                    break;
+                }
+                sets.push(v);
+                set_len += 1;
+            }
+            if !closed && set_len == 0 {
+                return Err(format!("node {i}: attribute \"membership_values\" has no set left for this MEMBER node"));
+            }
+        }
+        nodes.push(TreeNode {
+            split: splits[i],
+            feature: features[i],
+            mode: modes[i],
+            missing_true: (missing[i] != 0) as i64,
+            on_true: leaf_ref(true_ids[i], true_leafs[i], &format!("node {i}: true branch"))?,
+            on_false: leaf_ref(false_ids[i], false_leafs[i], &format!("node {i}: false branch"))?,
+            set_start,
+            set_len,
+        });
+    }
+    if members.any(|v| !v.is_nan()) {
+        return Err("attribute \"membership_values\" has more sets than there are MEMBER nodes".into());
+    }
+    let mut roots = Vec::new();
+    for &r in &ints("tree_roots")? {
+        let i = usize::try_from(r).ok().filter(|&i| i < count).ok_or_else(|| format!("tree root {r} is not a node"))?;
+        let one_leaf = true_leafs[i] != 0 && false_leafs[i] != 0 && true_ids[i] == false_ids[i];
+        roots.push(if one_leaf { nodes[i].on_true } else { r });
+    }
+    check_acyclic(&nodes, &roots)?;
+    let mut contributions = Vec::with_capacity(leaf_targets.len());
+    for (k, (&target, &weight)) in leaf_targets.iter().zip(&leaf_weights).enumerate() {
+        if target < 0 || target as usize >= targets {
+            return Err(format!("leaf {k}: target id {target} is not below n_targets {targets}"));
+        }
+        contributions.push(TreeContribution { target, weight });
+    }
+    let leaves = (0..contributions.len() as i64).map(|first| TreeLeaf { first, count: 1 }).collect();
+    let max_feature = nodes.iter().map(|n| n.feature as usize).max();
+    Ok(Op::TreeEnsemble(TreeEnsemble {
+        nodes,
+        leaves,
+        contributions,
+        sets,
+        roots,
+        targets,
+        aggregate,
+        post_transform,
+        max_feature,
+    }))
+}
+
+/// Fails when following branches from some root comes back to a node on the
+/// current path (the kernel would otherwise stop such a walk at run time).
+fn check_acyclic(nodes: &[TreeNode], roots: &[i64]) -> Result<(), String> {
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; nodes.len()];
+    for &root in roots.iter().filter(|&&r| r >= 0) {
+        // (node, children visited so far)
+        let mut stack = vec![(root as usize, 0u8)];
+        state[root as usize] = ON_PATH;
+        while let Some(&mut (n, ref mut visited)) = stack.last_mut() {
+            let next = match *visited {
+                0 => nodes[n].on_true,
+                1 => nodes[n].on_false,
+                _ => {
+                    state[n] = DONE;
+                    stack.pop();
+                    continue;
+                }
+            };
+            *visited += 1;
+            if next < 0 {
+                continue;
+            }
+            let m = next as usize;
+            match state[m] {
+                ON_PATH => return Err(format!("the tree with root {root} has a cycle through node {m}")),
+                NEW => {
+                    state[m] = ON_PATH;
+                    stack.push((m, 0));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Operator for TreeEnsemble {
+    fn name(&self) -> &'static str {
+        "TreeEnsemble"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !matches!(x.dtype, DType::F32 | DType::F64 | DType::F16) {
+            return Err(format!("input 0 is {}, expected a float type", x.dtype));
+        }
+        let [rows, features] = *x.shape else {
+            return Err(format!("input 0 has shape {:?}, expected [N, features]", x.shape));
+        };
+        if let Some(f) = self.max_feature.filter(|&f| f >= features) {
+            return Err(format!("a node reads feature {f}, but input 0 has {features} features"));
+        }
+        Ok(vec![Inferred::new(x.dtype, vec![rows, self.targets])])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let extreme = if dtype == DType::F64 { f64::MAX } else { f64::from(f32::MAX) };
+        let p = TreeParams {
+            rows: shape[0] as i64,
+            features: shape[1] as i64,
+            targets: self.targets as i64,
+            trees: self.roots.len() as i64,
+            nodes: self.nodes.len() as i64,
+            leaves: self.leaves.len() as i64,
+            contributions: self.contributions.len() as i64,
+            set_values: self.sets.len() as i64,
+            aggregate: self.aggregate,
+            post_transform: self.post_transform,
+            extreme,
+        };
+        let params = cx.params(&p)?;
+        let nodes = cx.table(&self.nodes)?;
+        let leaves = cx.table(&self.leaves)?;
+        let contributions = cx.table(&self.contributions)?;
+        let sets = cx.table(&self.sets)?;
+        let roots = cx.table(&self.roots)?;
+        let x = cx.input_ptr(0)?;
+        let y = cx.output_ptr(0)?;
+        let args = [params, nodes, leaves, contributions, sets, roots, x, y];
+        cx.call_checked(&kernel_for("onnxc_tree_ensemble", dtype), &args)
+    }
+
+    fn stages_halves(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onnxc_runtime::generic::tree::TREE_NEQ;
+
+    fn branch(on_true: i64, on_false: i64) -> TreeNode {
+        TreeNode { mode: TREE_NEQ, on_true, on_false, ..Default::default() }
+    }
+
+    #[test]
+    fn shared_subtrees_pass_and_cycles_fail() {
+        // 0 → 1, 2; 1 → 2, leaf; 2 → leaves: a DAG, fine.
+        let dag = [branch(1, 2), branch(2, -1), branch(-1, -2)];
+        assert!(check_acyclic(&dag, &[0]).is_ok());
+        let cycle = [branch(1, -1), branch(-1, 0)];
+        assert!(check_acyclic(&cycle, &[0]).unwrap_err().contains("cycle through node 0"));
+        let self_loop = [branch(0, -1)];
+        assert!(check_acyclic(&self_loop, &[0]).is_err());
+    }
+}
