@@ -48,6 +48,7 @@ impl Expansion<'_, '_> {
             Op::Scan(op) => self.expand_scan(&node, op),
             Op::Sequence(op) => self.expand_sequence(&node, op),
             Op::Elementwise(_) => self.alias_composite(&node),
+            Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {
@@ -224,7 +225,7 @@ impl Expansion<'_, '_> {
         value.def = ValueDef::Const(t);
     }
 
-    fn run(&mut self, nodes: Vec<Node>) -> Result<(), Failure> {
+    pub(crate) fn run(&mut self, nodes: Vec<Node>) -> Result<(), Failure> {
         (self.infer)(self.graph, nodes, self.kept, self.state).map_err(Failure::Infer)
     }
 
@@ -483,7 +484,7 @@ impl Expansion<'_, '_> {
 
     /// One copy of `body` with its formal inputs bound by `map`, inferred;
     /// returns the values its outputs became.
-    fn iterate(
+    pub(crate) fn iterate(
         &mut self,
         body: &Subgraph,
         mut map: HashMap<ValueId, ValueId>,
@@ -502,7 +503,7 @@ impl Expansion<'_, '_> {
 
     /// Identity nodes making `to[k]` the value `from[k]` (for sequences
     /// and optionals, the same composite).
-    fn forward(&mut self, name: &str, from: &[ValueId], to: &[ValueId]) -> Result<(), Failure> {
+    pub(crate) fn forward(&mut self, name: &str, from: &[ValueId], to: &[ValueId]) -> Result<(), Failure> {
         let nodes = from
             .iter()
             .zip(to)
@@ -548,12 +549,12 @@ impl Expansion<'_, '_> {
         self.graph.const_value(v).filter(|t| t.len() == 1).map(|t| t.get_i64(0) != 0)
     }
 
-    fn constant(&mut self, prefix: &str, t: Tensor) -> ValueId {
+    pub(crate) fn constant(&mut self, prefix: &str, t: Tensor) -> ValueId {
         let ty = crate::ir::TensorType::known(t.dtype, &t.shape);
         self.graph.add_value(format!("{prefix}const"), Some(ty), ValueDef::Const(t))
     }
 
-    fn fresh(&mut self, name: &str) -> ValueId {
+    pub(crate) fn fresh(&mut self, name: &str) -> ValueId {
         self.graph.add_value(name, None, ValueDef::Computed)
     }
 }
@@ -565,7 +566,7 @@ pub fn is_composite_identity(graph: &Graph, node: &Node) -> bool {
 }
 
 /// Why an expansion failed.
-enum Failure {
+pub(crate) enum Failure {
     Infer(InferError),
     Message(String),
     /// Something (named) that would have to be known at compile time

@@ -244,7 +244,12 @@ impl<'m> Importer<'m> {
             }
             return;
         }
-        if domain.is_empty() && matches!(node.op_type(), "If" | "Loop" | "Scan") {
+        let has_subgraphs = match domain {
+            "" => matches!(node.op_type(), "If" | "Loop" | "Scan"),
+            "ai.onnx.preview" => node.op_type() == "FlexAttention",
+            _ => false,
+        };
+        if has_subgraphs {
             match self.control_flow(node, opset, scope, opsets, caller_attrs, depth) {
                 Ok(op) => self.push_node(name, op, inputs, &node.output, scope),
                 Err(e) => {
@@ -295,8 +300,8 @@ impl<'m> Importer<'m> {
         self.graph.nodes.push(Node { name, op, inputs, outputs });
     }
 
-    /// If, Loop or Scan, with their subgraphs imported in a scope that
-    /// sees the values around them.
+    /// If, Loop, Scan or FlexAttention, with their subgraphs imported in a
+    /// scope that sees the values around them.
     fn control_flow(
         &mut self,
         node: &'m NodeProto,
@@ -307,6 +312,7 @@ impl<'m> Importer<'m> {
         depth: usize,
     ) -> Result<Op, String> {
         use crate::ops::control::{If, Loop, Scan};
+        use crate::ops::flex_attention::FlexAttention;
         let mut graph = |name: &str| -> Result<Subgraph, String> {
             let g = node
                 .attribute
@@ -318,6 +324,20 @@ impl<'m> Importer<'m> {
         };
         match node.op_type() {
             "If" => Ok(Op::If(If { then_branch: graph("then_branch")?, else_branch: graph("else_branch")? })),
+            "FlexAttention" => {
+                let attrs = Attrs::new(&node.attribute);
+                let mut optional = |name: &str| match attrs.has(name) {
+                    true => graph(name).map(Some),
+                    false => Ok(None),
+                };
+                let (score_mod, prob_mod) = (optional("score_mod")?, optional("prob_mod")?);
+                Ok(Op::FlexAttention(FlexAttention {
+                    scale: attrs.float("scale")?,
+                    softmax_precision: attrs.dtype("softmax_precision")?,
+                    score_mod,
+                    prob_mod,
+                }))
+            }
             "Loop" => Ok(Op::Loop(Loop { body: graph("body")? })),
             _ => {
                 let body = graph("body")?;

@@ -13,6 +13,7 @@ pub mod control;
 pub mod conv;
 pub mod einsum;
 pub mod elementwise;
+pub mod flex_attention;
 pub mod gather;
 pub mod linalg;
 pub mod loss;
@@ -270,6 +271,7 @@ ops! {
     TrainingDropout(random::TrainingDropout),
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
+    FlexAttention(flex_attention::FlexAttention),
 }
 
 impl Op {
@@ -299,19 +301,21 @@ impl Op {
         self.inner().foldable()
     }
 
-    /// If, Loop, Scan and the sequence/optional operators: resolved by
-    /// inference into ordinary operators.
+    /// If, Loop, Scan, FlexAttention and the sequence/optional operators:
+    /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
-        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::Sequence(_))
+        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::Sequence(_) | Op::FlexAttention(_))
     }
 
-    /// The subgraphs of If, Loop and Scan; `None` for other operators.
+    /// The subgraphs of If, Loop, Scan and FlexAttention; `None` for other
+    /// operators.
     pub fn subgraphs_mut(&mut self) -> Option<Vec<&mut control::Subgraph>> {
         use control::ControlFlow;
         match self {
             Op::If(op) => Some(op.subgraphs_mut()),
             Op::Loop(op) => Some(op.subgraphs_mut()),
             Op::Scan(op) => Some(op.subgraphs_mut()),
+            Op::FlexAttention(op) => Some(op.subgraphs_mut()),
             _ => None,
         }
     }

@@ -371,7 +371,7 @@ fn external_ranges() -> Vec<Case> {
                 g.node.push(node("Add", "add", &["y", "w"], &["z"]));
                 g.output = vec![value("z", Some(&[2]))];
                 for k in ["w", "w1", "w2", "w3"] {
-                    g.initializer.push(TensorProto { name: k.to_string(), ..at("w.bin") });
+                    g.initializer.push(TensorProto { name: Some(k.to_string()), ..at("w.bin") });
                 }
             })
         })
