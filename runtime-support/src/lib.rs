@@ -40,6 +40,7 @@ pub use generic::gemm::*;
 pub use generic::indexing::*;
 pub use generic::loss::*;
 pub use generic::math::*;
+pub use generic::minifloat::*;
 pub use generic::norm::*;
 pub use generic::pool::*;
 pub use generic::quant::*;
