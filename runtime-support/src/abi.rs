@@ -19,6 +19,7 @@ use crate::generic::loss::*;
 use crate::generic::math::*;
 use crate::generic::minifloat::*;
 use crate::generic::norm::*;
+use crate::generic::packed::*;
 use crate::generic::pool::*;
 use crate::generic::quant::*;
 use crate::generic::random::*;
@@ -212,6 +213,8 @@ kernel_table! {
     onnxc_minifloat_to_f32(i32, i64) -> f32;
     onnxc_f32_to_minifloat(f32, i64, i64) -> i32;
     onnxc_f64_to_minifloat(f64, i64, i64) -> i32;
+    onnxc_unpack(i64, *const u8, *mut u8, i64) -> i32;
+    onnxc_pack(i64, *const u8, *mut u8, i64) -> i32;
     onnxc_narrow_f32(i64, *const f32, *mut u16, i64) -> i32;
 
     onnxc_attention(*const AttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *const i64, *mut u8, *mut u8, *mut u8, *mut u8, *mut u8) -> i32;

@@ -42,6 +42,7 @@ pub use generic::loss::*;
 pub use generic::math::*;
 pub use generic::minifloat::*;
 pub use generic::norm::*;
+pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::quant::*;
 pub use generic::random::*;
