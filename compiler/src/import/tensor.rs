@@ -45,8 +45,13 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
             | DType::I2 => t.int32_data.iter().map(|&v| v as u8).collect(),
         }
     };
-    Tensor::from_bytes(dtype, shape, data).ok_or_else(|| {
-        format!("tensor \"{}\": data holds a different number of elements than its dims ({count})", t.name())
+    let (got, need) = (data.len(), dtype.bytes_for(count));
+    Tensor::from_bytes(dtype, shape, data).ok_or_else(|| match need {
+        Some(need) => format!(
+            "tensor \"{}\": data holds {got} bytes, its dims ({count} elements of {dtype}) need {need}",
+            t.name()
+        ),
+        None => format!("tensor \"{}\": {count} elements of {dtype} overflow the address space", t.name()),
     })
 }
 

@@ -239,3 +239,23 @@ impl fmt::Display for DType {
         f.write_str(self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_packed_sizes_round_up() {
+        assert!((17..=26).all(|code| DType::from_onnx(code).is_some()), "float8, float4, int4, int2");
+        for d in (0..=26).filter_map(DType::from_onnx) {
+            assert_eq!(DType::from_onnx(d.onnx_code()), Some(d));
+            assert_eq!(d.bytes_for(8), Some(d.bits()), "8 elements of {d}");
+        }
+        // Three int4 and five uint2 take two bytes; a float8 is a byte.
+        assert_eq!(
+            [DType::I4.bytes_for(3), DType::U2.bytes_for(5), DType::F8E5M2.bytes_for(3)],
+            [Some(2), Some(2), Some(3)]
+        );
+        assert_eq!(DType::F32.bytes_for(usize::MAX), None);
+    }
+}
