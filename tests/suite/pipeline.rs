@@ -202,7 +202,7 @@ fn packed_int4_tensors_move_cast_and_are_checked() {
     assert_eq!(outs[1].raw_data.as_deref(), Some(&[0xff, 0x02, 0xf8][..]));
 
     // Three int4 need two bytes: one is a clear error, not a short read.
-    let err = crate::common::run_model(&m, &[int4_tensor("x", &[3], &[0x2f])]).err().expect("short data fails");
+    let err = crate::common::run_model(&m, &[int4_tensor("x", &[3], &[0x2f])]).expect_err("short data fails");
     assert!(err.stderr.contains("holds 1 bytes") && err.stderr.contains("need 2"), "{}", err.stderr);
 
     // An operator that cannot address packed elements says so.
@@ -211,6 +211,6 @@ fn packed_int4_tensors_move_cast_and_are_checked() {
         vec![typed_value("x", 22, Some(&[2, 2]))],
         vec![typed_value("y", 22, Some(&[2, 2]))],
     );
-    let err = crate::common::run_model(&t, &[int4_tensor("x", &[2, 2], &[0x21, 0x43])]).err().expect("rejected");
+    let err = crate::common::run_model(&t, &[int4_tensor("x", &[2, 2], &[0x21, 0x43])]).expect_err("rejected");
     assert!(err.stderr.contains("Transpose on INT4 tensors is not supported yet"), "{}", err.stderr);
 }

@@ -86,7 +86,7 @@ pub unsafe extern "C" fn onnxc_pack(elem: i64, src: *const u8, dst: *mut u8, cou
     };
     let count = count.max(0) as usize;
     let per_byte = (8 / bits) as usize;
-    if count % per_byte != 0 {
+    if !count.is_multiple_of(per_byte) {
         *dst.add(count / per_byte) = 0;
     }
     for i in 0..count {
