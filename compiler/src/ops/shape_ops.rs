@@ -1089,6 +1089,11 @@ impl Operator for Shape {
         "Shape"
     }
 
+    /// Only the dims are read, never the elements.
+    fn reads_packed(&self) -> bool {
+        true
+    }
+
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let shape = cx.input(0)?.shape;
         let r = shape.len() as i64;
@@ -1114,6 +1119,11 @@ pub struct Size;
 impl Operator for Size {
     fn name(&self) -> &'static str {
         "Size"
+    }
+
+    /// Only the dims are read, never the elements.
+    fn reads_packed(&self) -> bool {
+        true
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
