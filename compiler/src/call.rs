@@ -152,7 +152,7 @@ impl Output {
             return Ok(Output::Dynamic { desc, dims, dtype: io.ty.dtype });
         }
         let shape = io.ty.known_shape().ok_or_else(|| format!("output \"{}\" has no known shape", io.name))?;
-        let bytes = crate::ir::shape::element_count(&shape).and_then(|n| n.checked_mul(io.ty.dtype.size()));
+        let bytes = crate::ir::shape::element_count(&shape).and_then(|n| io.ty.dtype.bytes_for(n));
         Ok(Output::Static { data: buffer(bytes, io.ty.dtype.size())?, dtype: io.ty.dtype, shape })
     }
 

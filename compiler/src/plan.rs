@@ -71,7 +71,7 @@ fn bytes_of(graph: &Graph, v: ValueId) -> Result<usize, PlanError> {
     let (dtype, shape) =
         graph.concrete(v).ok_or_else(|| PlanError(format!("value \"{}\" has no known shape", graph.value(v).name)))?;
     crate::ir::shape::element_count(&shape)
-        .and_then(|n| n.checked_mul(dtype.size()))
+        .and_then(|n| dtype.bytes_for(n))
         .ok_or_else(|| PlanError(format!("value \"{}\" is too large", graph.value(v).name)))
 }
 

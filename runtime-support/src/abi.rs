@@ -17,7 +17,9 @@ use crate::generic::gemm::*;
 use crate::generic::indexing::*;
 use crate::generic::loss::*;
 use crate::generic::math::*;
+use crate::generic::minifloat::*;
 use crate::generic::norm::*;
+use crate::generic::packed::*;
 use crate::generic::pool::*;
 use crate::generic::quant::*;
 use crate::generic::random::*;
@@ -63,6 +65,16 @@ pub const ELEM_F64: i64 = 11;
 pub const ELEM_U32: i64 = 12;
 pub const ELEM_U64: i64 = 13;
 pub const ELEM_BF16: i64 = 16;
+pub const ELEM_F8E4M3FN: i64 = 17;
+pub const ELEM_F8E4M3FNUZ: i64 = 18;
+pub const ELEM_F8E5M2: i64 = 19;
+pub const ELEM_F8E5M2FNUZ: i64 = 20;
+pub const ELEM_U4: i64 = 21;
+pub const ELEM_I4: i64 = 22;
+pub const ELEM_F4E2M1: i64 = 23;
+pub const ELEM_F8E8M0: i64 = 24;
+pub const ELEM_U2: i64 = 25;
+pub const ELEM_I2: i64 = 26;
 
 /// Capacity of every dims/strides array in a params struct.
 pub const MAX_RANK: usize = 8;
@@ -200,6 +212,11 @@ kernel_table! {
     onnxc_bf16_to_f32(i32) -> f32;
     onnxc_f32_to_bf16(f32) -> i32;
     onnxc_widen_f32(i64, *const u16, *mut f32, i64) -> i32;
+    onnxc_minifloat_to_f32(i32, i64) -> f32;
+    onnxc_f32_to_minifloat(f32, i64, i64) -> i32;
+    onnxc_f64_to_minifloat(f64, i64, i64) -> i32;
+    onnxc_unpack(i64, *const u8, *mut u8, i64) -> i32;
+    onnxc_pack(i64, *const u8, *mut u8, i64) -> i32;
     onnxc_narrow_f32(i64, *const f32, *mut u16, i64) -> i32;
 
     onnxc_attention(*const AttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *const i64, *mut u8, *mut u8, *mut u8, *mut u8, *mut u8) -> i32;

@@ -2,7 +2,8 @@
 //! model-local functions are inlined with `ref_attr_name` substitution,
 //! unbound symbolic dims are all listed, shape subgraphs fold to constants,
 //! f16 tensors of an f32-only kernel are staged (empty ones too), `info` and
-//! `bench` print what DESIGN §6 says.
+//! `bench` print what DESIGN §6 says, packed int4 tensors move through
+//! views, cast, and are size-checked.
 
 use crate::common::{onnxc_in, succeeded, write_model};
 use crate::models::{float_attr, int64s, int_attr, model, node, typed_value, value};
@@ -170,4 +171,46 @@ fn info_and_bench_report_what_the_cli_contract_says() {
     assert!(succeeded(&out), "{}", out.stderr);
     let line = out.stdout.lines().last().unwrap_or("");
     assert!(line.starts_with("median ") && line.contains(" ms, min ") && line.ends_with(" ms (5 runs)"), "{line}");
+}
+
+/// An int4 tensor of dims `dims` holding `packed` (ONNX packing).
+fn int4_tensor(name: &str, dims: &[i64], packed: &[u8]) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(22),
+        raw_data: Some(packed.to_vec()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn packed_int4_tensors_move_cast_and_are_checked() {
+    // x: int4[3] = [-1, 2, -8], packed low nibble first, the last byte
+    // padded: 0x2f, 0x08. y = Reshape(x, [3, 1]) keeps the bytes; z =
+    // Cast(x, INT8) unpacks them.
+    let mut m = model(
+        vec![node("Reshape", "reshape", &["x", "shape"], &["y"]), node("Cast", "cast", &["x"], &["z"])],
+        vec![typed_value("x", 22, Some(&[3]))],
+        vec![typed_value("y", 22, Some(&[3, 1])), typed_value("z", 3, Some(&[3]))],
+    );
+    m.graph.as_mut().expect("graph").initializer.push(int64s("shape", &[2], &[3, 1]));
+    m.graph.as_mut().expect("graph").node[1].attribute.push(int_attr("to", 3));
+    let outs = crate::common::run_model(&m, &[int4_tensor("x", &[3], &[0x2f, 0x08])])
+        .unwrap_or_else(|o| panic!("onnxc run failed: {}", o.stderr));
+    assert_eq!((outs[0].data_type, outs[0].raw_data.as_deref()), (Some(22), Some(&[0x2f, 0x08][..])));
+    assert_eq!(outs[1].raw_data.as_deref(), Some(&[0xff, 0x02, 0xf8][..]));
+
+    // Three int4 need two bytes: one is a clear error, not a short read.
+    let err = crate::common::run_model(&m, &[int4_tensor("x", &[3], &[0x2f])]).expect_err("short data fails");
+    assert!(err.stderr.contains("holds 1 bytes") && err.stderr.contains("need 2"), "{}", err.stderr);
+
+    // An operator that cannot address packed elements says so.
+    let t = model(
+        vec![node("Transpose", "transpose", &["x"], &["y"])],
+        vec![typed_value("x", 22, Some(&[2, 2]))],
+        vec![typed_value("y", 22, Some(&[2, 2]))],
+    );
+    let err = crate::common::run_model(&t, &[int4_tensor("x", &[2, 2], &[0x21, 0x43])]).expect_err("rejected");
+    assert!(err.stderr.contains("Transpose on INT4 tensors is not supported yet"), "{}", err.stderr);
 }

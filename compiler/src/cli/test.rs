@@ -129,7 +129,7 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
     if got.shape != want.shape {
         return Err(format!("shape {:?}, expected {:?}", got.shape, want.shape));
     }
-    let float = got.dtype.is_float();
+    let float = got.dtype.is_float() || got.dtype.is_minifloat();
     let mut bad = 0usize;
     let mut first = None;
     for i in 0..got.len() {

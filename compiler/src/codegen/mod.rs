@@ -200,10 +200,7 @@ pub fn define_model<M: Module>(
 }
 
 fn value_bytes(graph: &Graph, v: ValueId) -> usize {
-    graph
-        .concrete(v)
-        .map(|(dtype, shape)| crate::ir::shape::element_count(&shape).unwrap_or(0) * dtype.size())
-        .unwrap_or(0)
+    graph.concrete(v).and_then(|(dtype, shape)| dtype.bytes_for(crate::ir::shape::element_count(&shape)?)).unwrap_or(0)
 }
 
 fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: ValueId) -> Value {
@@ -237,12 +234,13 @@ pub struct Lower<'a, 'f> {
     staged: Staged,
 }
 
-/// Inputs and outputs redirected to f32 copies in the node's scratch (see
-/// `ops::staging`): the lowering sees them as f32 at the staged address.
+/// Inputs and outputs redirected to wider copies in the node's scratch (see
+/// `ops::staging`): the lowering sees them with the copy's type (f32 for
+/// f16/bf16/float4, i32 for int4/int2) at the staged address.
 #[derive(Default)]
 struct Staged {
-    inputs: HashMap<usize, Value>,
-    outputs: HashMap<usize, Value>,
+    inputs: HashMap<usize, (Value, DType)>,
+    outputs: HashMap<usize, (Value, DType)>,
     /// Bytes at the start of the scratch area already handed out.
     scratch_used: usize,
 }
@@ -289,18 +287,18 @@ impl<'f> Lower<'_, 'f> {
         self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
     }
 
-    /// Element type and shape of input `i` (f32 once it is staged).
+    /// Element type and shape of input `i` (its copy's type once staged).
     pub fn input_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = self.input_id(i)?;
         let (dtype, shape) = self.graph.concrete(v).ok_or_else(|| format!("input {i} has no known shape"))?;
-        Ok((if self.staged.inputs.contains_key(&i) { DType::F32 } else { dtype }, shape))
+        Ok((self.staged.inputs.get(&i).map_or(dtype, |s| s.1), shape))
     }
 
-    /// Element type and shape of output `i` (f32 once it is staged).
+    /// Element type and shape of output `i` (its copy's type once staged).
     pub fn output_type(&self, i: usize) -> Result<(DType, Vec<usize>), String> {
         let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
         let (dtype, shape) = self.graph.concrete(v).ok_or_else(|| format!("output {i} has no known shape"))?;
-        Ok((if self.staged.outputs.contains_key(&i) { DType::F32 } else { dtype }, shape))
+        Ok((self.staged.outputs.get(&i).map_or(dtype, |s| s.1), shape))
     }
 
     /// The compile-time value of input `i`, if it is a constant (and not
@@ -321,7 +319,7 @@ impl<'f> Lower<'_, 'f> {
     pub fn input_ptr(&mut self, i: usize) -> Result<Value, String> {
         let v = self.input_id(i)?;
         Ok(match self.staged.inputs.get(&i) {
-            Some(&staged) => staged,
+            Some(&(staged, _)) => staged,
             None => self.ptr(v),
         })
     }
@@ -338,19 +336,19 @@ impl<'f> Lower<'_, 'f> {
     pub fn output_ptr(&mut self, i: usize) -> Result<Value, String> {
         let v = *self.node.outputs.get(i).ok_or_else(|| format!("output {i} does not exist"))?;
         Ok(match self.staged.outputs.get(&i) {
-            Some(&staged) => staged,
+            Some(&(staged, _)) => staged,
             None => self.ptr(v),
         })
     }
 
-    /// From now on input `i` reads as f32 at `ptr` (see [`Staged`]).
-    pub fn stage_input(&mut self, i: usize, ptr: Value) {
-        self.staged.inputs.insert(i, ptr);
+    /// From now on input `i` reads as `dtype` at `ptr` (see [`Staged`]).
+    pub fn stage_input(&mut self, i: usize, ptr: Value, dtype: DType) {
+        self.staged.inputs.insert(i, (ptr, dtype));
     }
 
-    /// From now on output `i` writes as f32 at `ptr` (see [`Staged`]).
-    pub fn stage_output(&mut self, i: usize, ptr: Value) {
-        self.staged.outputs.insert(i, ptr);
+    /// From now on output `i` writes as `dtype` at `ptr` (see [`Staged`]).
+    pub fn stage_output(&mut self, i: usize, ptr: Value, dtype: DType) {
+        self.staged.outputs.insert(i, (ptr, dtype));
     }
 
     /// Ends the redirections: inputs and outputs are the node's own again.
@@ -554,5 +552,9 @@ pub fn clif_type(dtype: DType) -> Type {
         DType::I32 | DType::U32 => types::I32,
         DType::I16 | DType::U16 | DType::F16 | DType::BF16 => types::I16,
         DType::I8 | DType::U8 | DType::Bool => types::I8,
+        // Bit patterns (see `ops::elementwise::widen`); packed types are
+        // only ever addressed as bytes.
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0 => types::I8,
+        DType::U4 | DType::I4 | DType::U2 | DType::I2 | DType::F4E2M1 => types::I8,
     }
 }

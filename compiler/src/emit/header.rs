@@ -75,7 +75,15 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
             line(format!("typedef {} {prefix}_{}{k}_t;", ty.dtype.c_name(), kind.to_lowercase()));
             line(format!("#define {upper}_{kind}{k}_RANK {}", ty.shape.len()));
             if let Some(shape) = ty.known_shape() {
-                line(format!("#define {upper}_{kind}{k}_ELEMENTS {}u", shape.iter().product::<usize>()));
+                let count = shape.iter().product::<usize>();
+                line(format!("#define {upper}_{kind}{k}_ELEMENTS {count}u"));
+                if ty.dtype.is_packed() {
+                    let bytes = ty.dtype.bytes_for(count).unwrap_or(0);
+                    line(format!(
+                        "#define {upper}_{kind}{k}_BYTES {bytes}u /* packed: {} bits an element */",
+                        ty.dtype.bits()
+                    ));
+                }
             } else {
                 line(format!("#define {upper}_{kind}{k}_DYNAMIC 1 /* outputs[{k}] is an onnxc_dynamic_output */"));
                 if let Some(bytes) = ty.max_bytes() {

@@ -27,6 +27,16 @@ impl Arg {
         self.shape.iter().product()
     }
 
+    /// Length of the array the run function takes: the elements, or for a
+    /// packed type the bytes holding them.
+    fn buffer_len(&self) -> usize {
+        if self.dtype.is_packed() {
+            self.dtype.bytes_for(self.len()).unwrap_or(0)
+        } else {
+            self.len()
+        }
+    }
+
     fn describe(&self) -> String {
         let dims: Vec<String> = self.shape.iter().map(usize::to_string).collect();
         format!("{:?}: `{}[{}]`", self.onnx_name, self.dtype, dims.join(", "))
@@ -127,10 +137,10 @@ fn write_module(
     writeln!(out, "    #[allow(unsafe_code, clippy::too_many_arguments)]")?;
     write!(out, "    pub fn run(&self, workspace: &mut Workspace")?;
     for a in inputs {
-        write!(out, ", {}: &[{}; {}]", a.ident, rust_type(a.dtype), a.len())?;
+        write!(out, ", {}: &[{}; {}]", a.ident, rust_type(a.dtype), a.buffer_len())?;
     }
     for a in outputs {
-        write!(out, ", {}: &mut [{}; {}]", a.ident, rust_type(a.dtype), a.len())?;
+        write!(out, ", {}: &mut [{}; {}]", a.ident, rust_type(a.dtype), a.buffer_len())?;
     }
     writeln!(out, ") -> Result<(), {rt}::RunError> {{")?;
     writeln!(out, "        let context = {rt}::Context::new(&mut workspace.0);")?;
@@ -202,6 +212,8 @@ fn rust_type(dtype: DType) -> &'static str {
         DType::I32 => "i32",
         DType::I64 => "i64",
         DType::U8 | DType::Bool => "u8",
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0 => "u8",
+        DType::U4 | DType::I4 | DType::F4E2M1 | DType::U2 | DType::I2 => "u8",
         DType::U16 | DType::F16 | DType::BF16 => "u16",
         DType::U32 => "u32",
         DType::U64 => "u64",
@@ -213,6 +225,8 @@ fn elem_note(dtype: DType) -> &'static str {
         DType::Bool => "ONNX bool: 0 or 1",
         DType::F16 => "the bits of an IEEE half-precision float",
         DType::BF16 => "the bits of a bfloat16",
+        d if d.is_packed() => "packed, first element in the low bits; the buffer has bytes, not elements",
+        d if d.is_minifloat() => "the bits of an ONNX float8",
         _ => "the ONNX type itself",
     }
 }

@@ -28,11 +28,30 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => {
                 t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect()
             }
-            DType::I8 | DType::U8 | DType::Bool => t.int32_data.iter().map(|&v| v as u8).collect(),
+            // One byte an element, or (packed types) one byte of packed
+            // elements an entry, as `load` checked.
+            DType::I8
+            | DType::U8
+            | DType::Bool
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::U4
+            | DType::I4
+            | DType::F4E2M1
+            | DType::U2
+            | DType::I2 => t.int32_data.iter().map(|&v| v as u8).collect(),
         }
     };
-    Tensor::from_bytes(dtype, shape, data).ok_or_else(|| {
-        format!("tensor \"{}\": data holds a different number of elements than its dims ({count})", t.name())
+    let (got, need) = (data.len(), dtype.bytes_for(count));
+    Tensor::from_bytes(dtype, shape, data).ok_or_else(|| match need {
+        Some(need) => format!(
+            "tensor \"{}\": data holds {got} bytes, its dims ({count} elements of {dtype}) need {need}",
+            t.name()
+        ),
+        None => format!("tensor \"{}\": {count} elements of {dtype} overflow the address space", t.name()),
     })
 }
 

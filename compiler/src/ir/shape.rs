@@ -45,10 +45,11 @@ impl TensorType {
     /// The most bytes a value of this type can take, when every dim is
     /// known or bounded; `None` when unbounded or past `usize`.
     pub fn max_bytes(&self) -> Option<usize> {
-        self.shape.iter().try_fold(self.dtype.size(), |acc, d| match d {
+        let count = self.shape.iter().try_fold(1usize, |acc, d| match d {
             Dim::Known(n) | Dim::Dynamic(Some(n)) => acc.checked_mul(*n),
             Dim::Sym(_) | Dim::Dynamic(None) => None,
-        })
+        })?;
+        self.dtype.bytes_for(count)
     }
 }
 

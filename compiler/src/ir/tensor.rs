@@ -16,11 +16,11 @@ impl Tensor {
     /// A tensor from raw bytes; `None` when the byte count does not match.
     pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Option<Tensor> {
         let count = super::shape::element_count(&shape)?;
-        (count.checked_mul(dtype.size())? == data.len()).then_some(Tensor { dtype, shape, data })
+        (dtype.bytes_for(count)? == data.len()).then_some(Tensor { dtype, shape, data })
     }
 
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<Tensor> {
-        let bytes = super::shape::element_count(&shape)?.checked_mul(dtype.size())?;
+        let bytes = dtype.bytes_for(super::shape::element_count(&shape)?)?;
         Some(Tensor { dtype, shape, data: vec![0; bytes] })
     }
 
@@ -33,7 +33,7 @@ impl Tensor {
     }
 
     pub fn len(&self) -> usize {
-        self.data.len() / self.dtype.size()
+        self.shape.iter().product()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -42,6 +42,10 @@ impl Tensor {
 
     /// Element `i` widened to f64 (exact for every integer below 2^53).
     pub fn get_f64(&self, i: usize) -> f64 {
+        if self.dtype.is_minifloat() {
+            return onnxc_runtime::onnxc_minifloat_to_f32(self.get_bits(i) as i32, self.dtype.onnx_code() as i64)
+                as f64;
+        }
         let s = self.dtype.size();
         let b = &self.data[i * s..(i + 1) * s];
         match self.dtype {
@@ -53,8 +57,29 @@ impl Tensor {
         }
     }
 
+    /// The bits of element `i` of a one-byte or packed type (sign-extended
+    /// for int4/int2).
+    fn get_bits(&self, i: usize) -> i64 {
+        let bits = self.dtype.bits();
+        if bits >= 8 {
+            return self.data[i] as i64;
+        }
+        let per_byte = 8 / bits;
+        let raw = (self.data[i / per_byte] >> ((i % per_byte) * bits)) & ((1 << bits) - 1);
+        match self.dtype {
+            DType::I4 | DType::I2 => ((raw << (8 - bits)) as i8 >> (8 - bits)) as i64,
+            _ => raw as i64,
+        }
+    }
+
     /// Element `i` as i64 (floats truncate; u64 above i64::MAX wraps).
     pub fn get_i64(&self, i: usize) -> i64 {
+        if self.dtype.is_minifloat() {
+            return self.get_f64(i) as i64;
+        }
+        if self.dtype.is_packed() {
+            return self.get_bits(i);
+        }
         let s = self.dtype.size();
         let b = &self.data[i * s..(i + 1) * s];
         match self.dtype {
@@ -65,7 +90,7 @@ impl Tensor {
             DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
             DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
             DType::I64 | DType::U64 => i64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
-            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => self.get_f64(i) as i64,
+            _ => self.get_f64(i) as i64,
         }
     }
 

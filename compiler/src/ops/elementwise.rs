@@ -20,6 +20,7 @@ use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFl
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides};
 use crate::ir::{DType, Tensor};
+use onnxc_runtime::{MINIFLOAT_ROUND_DOWN, MINIFLOAT_ROUND_NEAREST, MINIFLOAT_ROUND_UP, MINIFLOAT_SATURATE};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Func {
@@ -91,7 +92,10 @@ pub enum Func {
     Mod {
         fmod: bool,
     },
-    CastLike,
+    /// `mode`: how float8 targets narrow (`onnxc_runtime::MINIFLOAT_*`).
+    CastLike {
+        mode: i64,
+    },
     Erf,
     Sigmoid,
     Relu,
@@ -115,6 +119,7 @@ pub enum Func {
     },
     Cast {
         to: DType,
+        mode: i64,
     },
     Add,
     Sub,
@@ -314,7 +319,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
             },
         },
         "Mod" => Func::Mod { fmod: a.int_or("fmod", 0)? != 0 },
-        "CastLike" => Func::CastLike,
+        "CastLike" => Func::CastLike { mode: minifloat_mode(a)? },
         "BitCast" => Func::BitCast { to: cast_target(a)? },
         "Tanh" => Func::Tanh,
         "Erf" => Func::Erf,
@@ -335,8 +340,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
                 other => return Err(format!("attribute \"approximate\" is \"{other}\", expected none or tanh")),
             },
         },
-        // `saturate` only affects float8 targets, which are not supported yet.
-        "Cast" => Func::Cast { to: cast_target(a)? },
+        "Cast" => Func::Cast { to: cast_target(a)?, mode: minifloat_mode(a)? },
         "Add" => Func::Add,
         "Sub" => Func::Sub,
         "Mul" => Func::Mul,
@@ -377,6 +381,18 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
 }
 
 use super::Op;
+
+/// Cast's `saturate` and `round_mode` as the float8 narrowing mode.
+fn minifloat_mode(a: &crate::import::attrs::Attrs) -> Result<i64, String> {
+    let saturate = if a.int_or("saturate", 1)? != 0 { MINIFLOAT_SATURATE } else { 0 };
+    let round = match a.string_or("round_mode", "up")?.as_str() {
+        "up" => MINIFLOAT_ROUND_UP,
+        "down" => MINIFLOAT_ROUND_DOWN,
+        "nearest" => MINIFLOAT_ROUND_NEAREST,
+        other => return Err(format!("attribute \"round_mode\" is \"{other}\", expected up, down or nearest")),
+    };
+    Ok(saturate | round)
+}
 
 /// The element type named by a Cast/BitCast `to` attribute.
 fn cast_target(a: &crate::import::attrs::Attrs) -> Result<DType, String> {
@@ -427,7 +443,7 @@ impl Operator for Elementwise {
             }
         }
         let mut shape: Vec<usize> = Vec::new();
-        let shaping = if self.func == Func::CastLike { &present[..1] } else { &present[..] };
+        let shaping = if matches!(self.func, Func::CastLike { .. }) { &present[..1] } else { &present[..] };
         for (i, input) in shaping.iter().enumerate() {
             let operand = self.operand_shape(i, input.shape, first.shape.len());
             shape = broadcast(&shape, &operand)
@@ -440,7 +456,7 @@ impl Operator for Elementwise {
             Func::Pow
             | Func::Cast { .. }
             | Func::BitCast { .. }
-            | Func::CastLike
+            | Func::CastLike { .. }
             | Func::Identity
             | Func::Dropout { .. } => usize::MAX,
             _ => 0,
@@ -460,7 +476,7 @@ impl Operator for Elementwise {
             SameAsInput1 => cx.input(1)?.dtype,
             OutputType::Boolean => DType::Bool,
             CastTarget => match self.func {
-                Func::Cast { to } | Func::BitCast { to } => to,
+                Func::Cast { to, .. } | Func::BitCast { to } => to,
                 _ => first.dtype,
             },
         };
@@ -475,11 +491,21 @@ impl Operator for Elementwise {
         matches!(self.func, Func::Identity | Func::Dropout { .. } | Func::BitCast { .. })
     }
 
+    /// Cast reaches the packed types through i32/f32 copies.
+    fn stages_packed(&self) -> bool {
+        matches!(self.func, Func::Cast { .. } | Func::CastLike { .. })
+    }
+
+    /// Identity only moves (or aliases) the packed bytes.
+    fn reads_packed(&self) -> bool {
+        self.func == Func::Identity
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (out_dtype, out_shape) = cx.output_type(0)?;
         if self.is_view() {
             if cx.view_needs_copy() {
-                let bytes = out_shape.iter().product::<usize>() * out_dtype.size();
+                let bytes = out_dtype.bytes_for(out_shape.iter().product()).ok_or("the output is too large")?;
                 let (src, dst) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
                 cx.copy_bytes(dst, src, bytes);
             }
@@ -496,18 +522,20 @@ impl Operator for Elementwise {
                 operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
             }
         }
-        if self.func == Func::CastLike {
+        if matches!(self.func, Func::CastLike { .. }) {
             operands.truncate(1);
         }
-        // f16/bf16 are computed in f32 (widened on load, rounded on store).
-        let func = match self.func {
-            Func::Cast { to } => Func::Cast { to: compute_type(to) },
-            Func::CastLike => Func::Cast { to: compute_type(out_dtype) },
-            f => f,
+        let in_dtype = scalar_type(cx.input_type(0)?.0);
+        // f16/bf16/float8 are computed in f32 (widened on load, rounded on
+        // store); a double narrows to float8 directly, rounding once.
+        let target = |to: DType| if to.is_minifloat() && in_dtype == DType::F64 { DType::F64 } else { scalar_type(to) };
+        let (func, mode) = match self.func {
+            Func::Cast { to, mode } => (Func::Cast { to: target(to), mode }, mode),
+            Func::CastLike { mode } => (Func::Cast { to: target(out_dtype), mode }, mode),
+            f => (f, MINIFLOAT_SATURATE),
         };
-        let in_dtype = compute_type(cx.input_type(0)?.0);
         let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
-        emit_broadcast_loop(cx, &out_shape, out_dtype, &operands, &mut |cx, args| {
+        emit_broadcast_loop(cx, &out_shape, (out_dtype, mode), &operands, &mut |cx, args| {
             emit_scalar(cx, func, in_dtype, &present, args)
         })
     }
@@ -524,11 +552,12 @@ pub struct Operand {
 type Body<'b> = dyn FnMut(&mut Lower, &[(Value, DType)]) -> Result<Value, String> + 'b;
 
 /// Emits `out[i] = body(operands[i]...)` over `out_shape`, with operands
-/// read through broadcast strides.
+/// read through broadcast strides; `out` is the output type and how a
+/// float8 output narrows.
 pub fn emit_broadcast_loop(
     cx: &mut Lower,
     out_shape: &[usize],
-    out_dtype: DType,
+    out: (DType, i64),
     operands: &[Operand],
     body: &mut Body,
 ) -> Result<(), String> {
@@ -563,8 +592,8 @@ pub fn emit_broadcast_loop(
     }
     bases.push(cx.output_ptr(0)?);
     let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
-    sizes.push(out_dtype.size() as i64);
-    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out_dtype, body)
+    sizes.push(out.0.size() as i64);
+    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out, body)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -576,17 +605,17 @@ fn nest(
     sizes: &[i64],
     ptrs: &[Value],
     operands: &[Operand],
-    out_dtype: DType,
+    out: (DType, i64),
     body: &mut Body,
 ) -> Result<(), String> {
     if level == dims.len() {
         let mut args = Vec::with_capacity(operands.len());
         for (o, &p) in operands.iter().zip(ptrs) {
             let raw = cx.b.ins().load(clif_type(o.dtype), MemFlagsData::trusted(), p, 0);
-            args.push((widen(cx, raw, o.dtype)?, compute_type(o.dtype)));
+            args.push((widen(cx, raw, o.dtype)?, scalar_type(o.dtype)));
         }
         let result = body(cx, &args)?;
-        let result = narrow(cx, result, out_dtype)?;
+        let result = narrow(cx, result, out.0, out.1)?;
         let out = *ptrs.last().ok_or("no output pointer")?;
         cx.b.ins().store(MemFlagsData::trusted(), result, out, 0);
         return Ok(());
@@ -602,7 +631,7 @@ fn nest(
             cx.b.ins().iadd(p, off)
         });
     }
-    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out_dtype, body)?;
+    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out, body)?;
     cx.loop_end(l);
     Ok(())
 }
@@ -610,12 +639,12 @@ fn nest(
 /// Writes 1 (true) to every element of output `k`.
 fn fill_ones(cx: &mut Lower, k: usize) -> Result<(), String> {
     let (dtype, shape) = cx.output_type(k)?;
-    let one = match compute_type(dtype) {
+    let one = match scalar_type(dtype) {
         DType::F32 => cx.ins().f32const(1.0),
         DType::F64 => cx.ins().f64const(1.0),
         t => cx.ins().iconst(clif_type(t), 1),
     };
-    let one = narrow(cx, one, dtype)?;
+    let one = narrow(cx, one, dtype, MINIFLOAT_SATURATE)?;
     let base = cx.output_ptr(k)?;
     let l = cx.loop_begin(shape.iter().product());
     let offset = cx.ins().imul_imm_s(l.index, dtype.size() as i64);
@@ -633,8 +662,24 @@ pub fn compute_type(dtype: DType) -> DType {
     }
 }
 
-/// A loaded element of `dtype` in its compute type.
+/// The type elementwise arithmetic on `dtype` is done in: [`compute_type`],
+/// and f32 for the float8 bit patterns too ([`widen`], [`narrow`]).
+fn scalar_type(dtype: DType) -> DType {
+    if dtype.is_minifloat() {
+        DType::F32
+    } else {
+        compute_type(dtype)
+    }
+}
+
+/// A loaded element of `dtype` in its scalar type.
 pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> {
+    if dtype.is_minifloat() {
+        let bits = cx.ins().uextend(types::I32, raw);
+        let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
+        let kernel = "onnxc_minifloat_to_f32";
+        return cx.call(kernel, &[bits, elem])?.ok_or_else(|| format!("{kernel} returns nothing"));
+    }
     let kernel = match dtype {
         DType::F16 => "onnxc_f16_to_f32",
         DType::BF16 => "onnxc_bf16_to_f32",
@@ -644,8 +689,17 @@ pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> 
     cx.call(kernel, &[bits])?.ok_or_else(|| format!("{kernel} returns nothing"))
 }
 
-/// A computed value (in the compute type) as stored for `dtype`.
-pub fn narrow(cx: &mut Lower, value: Value, dtype: DType) -> Result<Value, String> {
+/// A computed value (in the scalar type; f64 too for float8) as stored for
+/// `dtype`; float8 narrows by `mode` (`onnxc_runtime::MINIFLOAT_*`).
+pub fn narrow(cx: &mut Lower, value: Value, dtype: DType, mode: i64) -> Result<Value, String> {
+    if dtype.is_minifloat() {
+        let double = cx.b.func.dfg.value_type(value) == types::F64;
+        let kernel = if double { "onnxc_f64_to_minifloat" } else { "onnxc_f32_to_minifloat" };
+        let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
+        let mode = cx.ins().iconst(types::I64, mode);
+        let bits = cx.call(kernel, &[value, elem, mode])?.ok_or_else(|| format!("{kernel} returns nothing"))?;
+        return Ok(cx.ins().ireduce(types::I8, bits));
+    }
     let kernel = match dtype {
         DType::F16 => "onnxc_f32_to_f16",
         DType::BF16 => "onnxc_f32_to_bf16",
@@ -824,7 +878,7 @@ fn emit_scalar(
             }
         }
         Func::Mod { fmod } => modulo(cx, t, x, y()?, fmod)?,
-        Func::CastLike => {
+        Func::CastLike { .. } => {
             let to = args.get(1).map(|a| a.1).ok_or("missing target operand")?;
             cast(cx, x, t, to)?
         }
@@ -921,7 +975,7 @@ fn emit_scalar(
             let v = cx.ins().fmul(v, x);
             cx.ins().fmul(v, half)
         }
-        Func::Cast { to } => cast(cx, x, t, to)?,
+        Func::Cast { to, .. } => cast(cx, x, t, to)?,
         Func::Add if float => cx.ins().fadd(x, y()?),
         Func::Add => cx.ins().iadd(x, y()?),
         Func::Sub if float => cx.ins().fsub(x, y()?),

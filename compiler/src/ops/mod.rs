@@ -86,7 +86,7 @@ impl Inferred {
     pub fn max_bytes(&self) -> Option<usize> {
         match &self.runtime_shape {
             Some(dims) => TensorType { dtype: self.dtype, shape: dims.clone() }.max_bytes(),
-            None => crate::ir::shape::element_count(&self.shape).and_then(|n| n.checked_mul(self.dtype.size())),
+            None => crate::ir::shape::element_count(&self.shape).and_then(|n| self.dtype.bytes_for(n)),
         }
     }
 
@@ -175,6 +175,18 @@ pub trait Operator: std::fmt::Debug {
     /// True when the lowering computes only f32 of the float types and its
     /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
     fn stages_halves(&self) -> bool {
+        false
+    }
+
+    /// True when the lowering takes packed sub-byte tensors (int4, int2,
+    /// float4) as i32/f32 copies ([`staging`]).
+    fn stages_packed(&self) -> bool {
+        false
+    }
+
+    /// True when the lowering reads and writes packed sub-byte tensors
+    /// itself. Operators that neither stage nor read them reject them.
+    fn reads_packed(&self) -> bool {
         false
     }
 }
@@ -279,11 +291,20 @@ impl Op {
         self.inner().name()
     }
     pub fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        self.inner().infer(cx)
+        let op = self.inner();
+        let outputs = op.infer(cx)?;
+        if !op.stages_packed() && !op.reads_packed() {
+            let mut types = cx.inputs.iter().flatten().map(|i| i.dtype).chain(outputs.iter().map(|o| o.dtype));
+            if let Some(packed) = types.find(|d| d.is_packed()) {
+                let name = DType::onnx_name(packed.onnx_code());
+                return Err(format!("{} on {name} tensors is not supported yet", op.name()));
+            }
+        }
+        Ok(outputs)
     }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let op = self.inner();
-        if op.stages_halves() {
+        if staging::stages(op) {
             staging::lower(op, cx)
         } else {
             op.lower(cx)
@@ -291,7 +312,7 @@ impl Op {
     }
     pub fn scratch_bytes(&self, cx: &InferCx) -> usize {
         let op = self.inner();
-        let staged = if op.stages_halves() { staging::scratch_bytes(op, cx) } else { 0 };
+        let staged = if staging::stages(op) { staging::scratch_bytes(op, cx) } else { 0 };
         staged + op.scratch_bytes(cx)
     }
     pub fn is_view(&self) -> bool {

@@ -3,8 +3,9 @@
 //! QLinearMatMul and QLinearConv.
 //!
 //! Type constraints (ONNX, opsets 10 to 25): quantized tensors are
-//! u8/i8/u16/i16 here (int4/int2 and float8 storage are not compiled yet);
-//! the float side is f32, f16 or bf16 (QuantizeLinear also takes i32), with
+//! u8/i8/u16/i16, packed int4/uint4/int2/uint2 (which the kernels address
+//! themselves), or float8/float4 (rounded per Cast's rules, `saturate`
+//! included, with the zero point added as a float); the float side is f32, f16 or bf16 (QuantizeLinear also takes i32), with
 //! scales of the float type. The integer products accumulate in i32 after
 //! subtracting zero points (`onnxc_qmatmul`, `onnxc_qconv`); the QLinear
 //! forms then requantize those accumulators into the output type
@@ -17,10 +18,17 @@ use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::DType;
-use onnxc_runtime::{QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK};
+use onnxc_runtime::{QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE};
 
+/// The types the integer products take.
 fn is_quantized(dtype: DType) -> bool {
     matches!(dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16)
+}
+
+/// The types Quantize/DequantizeLinear take: the integer products' and
+/// the packed and float8/float4 ones.
+fn is_linear_quantized(dtype: DType) -> bool {
+    is_quantized(dtype) || dtype.is_packed() || (dtype.is_minifloat() && dtype != DType::F8E8M0)
 }
 
 fn is_scale(dtype: DType) -> bool {
@@ -42,6 +50,8 @@ pub struct Linear {
     pub axis: i64,
     pub block_size: i64,
     pub output_dtype: Option<DType>,
+    /// QuantizeLinear's `saturate` (float8 outputs only).
+    pub saturate: bool,
 }
 
 impl Linear {
@@ -82,19 +92,20 @@ impl Linear {
             if !is_scale(out) {
                 return Err(format!("the output type {out} is not f32, f16 or bf16"));
             }
-            if !is_quantized(x_dtype) && x_dtype != DType::I32 {
-                return Err(format!("input 0 is {x_dtype}, which is not compiled yet (u8, i8, u16, i16, i32)"));
+            if !is_linear_quantized(x_dtype) && x_dtype != DType::I32 {
+                return Err(format!("input 0 is {x_dtype}, which is not a quantized type"));
             }
             (out, x_dtype, out)
         };
-        if self.quantize && !is_quantized(int_dtype) {
-            return Err(format!("quantizing to {int_dtype} is not compiled yet (u8, i8, u16, i16)"));
+        if self.quantize && !is_linear_quantized(int_dtype) {
+            return Err(format!("quantizing to {int_dtype} is not supported"));
         }
         let mut p = QuantParams {
             float_dtype: code(float_dtype),
             int_dtype: code(int_dtype),
             scale_dtype: code(scale_dtype),
             block: 1,
+            saturate: if self.saturate { MINIFLOAT_SATURATE } else { 0 },
             ..Default::default()
         };
         let entries = product(scale_shape)?;
@@ -143,11 +154,18 @@ impl Operator for Linear {
         let zp = cx.opt_input(2).map(|z| z.dtype);
         let (_, out) = self.params((x.dtype, x.shape), (scale.dtype, scale.shape), zp)?;
         if let Some(z) = cx.opt_input(2) {
-            if z.shape != scale.shape {
+            // A one-element zero point of rank 0 or 1 is per tensor either way.
+            let per_tensor = |shape: &[usize]| shape.len() <= 1 && shape.iter().product::<usize>() == 1;
+            if z.shape != scale.shape && !(per_tensor(z.shape) && per_tensor(scale.shape)) {
                 return Err(format!("the zero point has shape {:?}, the scale {:?}", z.shape, scale.shape));
             }
         }
         Ok(vec![Inferred::new(out, x.shape.to_vec())])
+    }
+
+    /// The kernels address int4/int2/float4 elements themselves.
+    fn reads_packed(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -162,10 +180,8 @@ impl Operator for Linear {
 
 pub fn import_linear(cx: &mut NodeImport) -> Result<Op, String> {
     let quantize = cx.op_type == "QuantizeLinear";
-    if cx.attrs.int_or("saturate", 1)? != 1 {
-        return Err("attribute \"saturate\" = 0 only applies to float8 outputs, which are not compiled yet".into());
-    }
     Ok(Op::Linear(Linear {
+        saturate: cx.attrs.int_or("saturate", 1)? != 0,
         quantize,
         axis: cx.attrs.int_or("axis", 1)?,
         block_size: cx.attrs.int_or("block_size", 0)?,
@@ -443,7 +459,7 @@ mod tests {
 
     #[test]
     fn blocked_scales_index_by_block() {
-        let lin = Linear { quantize: true, axis: 1, block_size: 2, output_dtype: None };
+        let lin = Linear { quantize: true, axis: 1, block_size: 2, output_dtype: None, saturate: true };
         let (p, out) = lin.params((DType::F32, &[2, 5]), (DType::F32, &[2, 3]), Some(DType::I8)).unwrap();
         assert_eq!(out, DType::I8);
         assert_eq!((p.outer, p.len, p.inner, p.block, p.so, p.sj, p.si), (2, 5, 1, 2, 3, 1, 1));

@@ -390,7 +390,7 @@ impl Operator for Reshape {
             return Ok(());
         }
         let (dtype, shape) = cx.input_type(0)?;
-        let bytes = count(&shape, "input 0")? * dtype.size();
+        let bytes = dtype.bytes_for(count(&shape, "input 0")?).ok_or("input 0 is too large")?;
         let src = cx.input_ptr(0)?;
         let dst = cx.output_ptr(0)?;
         cx.copy_bytes(dst, src, bytes);
@@ -398,6 +398,11 @@ impl Operator for Reshape {
     }
 
     fn is_view(&self) -> bool {
+        true
+    }
+
+    /// Same bytes under another shape: packed types too.
+    fn reads_packed(&self) -> bool {
         true
     }
 }
@@ -1084,6 +1089,11 @@ impl Operator for Shape {
         "Shape"
     }
 
+    /// Only the dims are read, never the elements.
+    fn reads_packed(&self) -> bool {
+        true
+    }
+
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let shape = cx.input(0)?.shape;
         let r = shape.len() as i64;
@@ -1109,6 +1119,11 @@ pub struct Size;
 impl Operator for Size {
     fn name(&self) -> &'static str {
         "Size"
+    }
+
+    /// Only the dims are read, never the elements.
+    fn reads_packed(&self) -> bool {
+        true
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {

@@ -1,4 +1,5 @@
-//! f16 and bf16 through f32 kernels.
+//! f16/bf16 through f32 kernels, and packed sub-byte tensors through wide
+//! ones.
 //!
 //! Most kernels exist for f32 only, and the spec lets every float operator
 //! compute f16/bf16 in f32. For an operator that opts in
@@ -10,39 +11,69 @@
 //! scratch per element buy every f32 kernel for the 16-bit types; tensors of
 //! other types are untouched, so mixed signatures (BatchNormalization's f16
 //! input with f32 statistics) work too.
+//!
+//! Packed types (int4/uint4/int2/uint2, float4e2m1: two or four elements a
+//! byte) cannot be addressed element by element at all, so an operator that
+//! takes them ([`super::Operator::stages_packed`]) gets the same treatment:
+//! the integers unpack into i32 copies (sign-extended for the signed ones)
+//! and float4 into f32, and its outputs are packed back after — integers
+//! keep their low bits (Cast's wrap-around), float4 rounds to nearest even
+//! and saturates (`onnxc_unpack`, `onnxc_pack`).
 
 use super::{InferCx, Operator};
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::ir::DType;
 
-fn is_half(dtype: DType) -> bool {
-    matches!(dtype, DType::F16 | DType::BF16)
+/// The type `dtype` is staged as for `op`, when it is staged.
+fn staged_type(op: &dyn Operator, dtype: DType) -> Option<DType> {
+    match dtype {
+        DType::F16 | DType::BF16 if op.stages_halves() => Some(DType::F32),
+        DType::F4E2M1 if op.stages_packed() => Some(DType::F32),
+        d if d.is_packed() && op.stages_packed() => Some(DType::I32),
+        _ => None,
+    }
 }
 
-/// Scratch bytes of one staged tensor, rounded so the next one (and the
-/// operator's own scratch after them) stays 64-byte aligned.
+/// The kernels that widen a staged `dtype` into its copy and narrow it back.
+fn kernels(dtype: DType) -> (&'static str, &'static str) {
+    if dtype.is_packed() {
+        ("onnxc_unpack", "onnxc_pack")
+    } else {
+        ("onnxc_widen_f32", "onnxc_narrow_f32")
+    }
+}
+
+/// Scratch bytes of one staged tensor (four per element), rounded so the
+/// next one (and the operator's own scratch after them) stays 64-byte
+/// aligned.
 fn area(shape: &[usize]) -> usize {
     (4 * shape.iter().product::<usize>()).next_multiple_of(64)
 }
 
-/// Scratch bytes the staged copies of `op`'s f16/bf16 tensors take.
+/// True when `op` stages anything at all.
+pub fn stages(op: &dyn Operator) -> bool {
+    op.stages_halves() || op.stages_packed()
+}
+
+/// Scratch bytes the staged copies of `op`'s tensors take.
 pub fn scratch_bytes(op: &dyn Operator, cx: &InferCx) -> usize {
-    let inputs: usize = cx.inputs.iter().flatten().filter(|i| is_half(i.dtype)).map(|i| area(i.shape)).sum();
+    let staged = |dtype: DType| staged_type(op, dtype).is_some();
+    let inputs: usize = cx.inputs.iter().flatten().filter(|i| staged(i.dtype)).map(|i| area(i.shape)).sum();
     let outputs: usize =
-        op.infer(cx).map(|outs| outs.iter().filter(|o| is_half(o.dtype)).map(|o| area(&o.shape)).sum()).unwrap_or(0);
+        op.infer(cx).map(|outs| outs.iter().filter(|o| staged(o.dtype)).map(|o| area(&o.shape)).sum()).unwrap_or(0);
     inputs + outputs
 }
 
-/// Lowers `op` with its f16/bf16 tensors staged as f32.
+/// Lowers `op` with its staged tensors replaced by their wide copies.
 pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
     let inputs: Vec<usize> = (0..cx.input_count()).filter(|&i| cx.has_input(i)).collect();
     for i in inputs {
         let (dtype, shape) = cx.input_type(i)?;
-        if is_half(dtype) {
+        if let Some(wide) = staged_type(op, dtype) {
             let copy = cx.reserve_scratch(area(&shape))?;
             let src = cx.input_ptr(i)?;
-            convert(cx, "onnxc_widen_f32", dtype, src, copy, &shape)?;
-            cx.stage_input(i, copy);
+            convert(cx, kernels(dtype).0, dtype, src, copy, &shape)?;
+            cx.stage_input(i, copy, wide);
         }
     }
     let mut narrow = Vec::new();
@@ -52,22 +83,23 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
         (0..cx.output_count()).filter(|&k| cx.has_output(k) && !cx.output_is_dynamic(k)).collect();
     for k in outputs {
         let (dtype, shape) = cx.output_type(k)?;
-        if is_half(dtype) {
+        if let Some(wide) = staged_type(op, dtype) {
             let copy = cx.reserve_scratch(area(&shape))?;
             let dst = cx.output_ptr(k)?;
-            cx.stage_output(k, copy);
+            cx.stage_output(k, copy, wide);
             narrow.push((dtype, copy, dst, shape));
         }
     }
     op.lower(cx)?;
     cx.unstage();
     for (dtype, copy, dst, shape) in narrow {
-        convert(cx, "onnxc_narrow_f32", dtype, copy, dst, &shape)?;
+        convert(cx, kernels(dtype).1, dtype, copy, dst, &shape)?;
     }
     Ok(())
 }
 
-/// Calls a buffer conversion kernel (`onnxc_{widen,narrow}_f32`).
+/// Calls a buffer conversion kernel (`onnxc_{widen,narrow}_f32`,
+/// `onnxc_{unpack,pack}`).
 fn convert(cx: &mut Lower, kernel: &str, dtype: DType, src: Value, dst: Value, shape: &[usize]) -> Result<(), String> {
     let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
     let count = cx.ins().iconst(types::I64, shape.iter().product::<usize>() as i64);

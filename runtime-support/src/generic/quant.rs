@@ -13,12 +13,15 @@
 
 use super::conv::ConvParams;
 use crate::abi::{
-    ELEM_BF16, ELEM_F16, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I8, ELEM_U16, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS,
-    STATUS_OK,
+    ELEM_BF16, ELEM_F16, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16, ELEM_U2,
+    ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
 };
 use crate::generic::convert::{is_float_elem, load_float, store_float, Bf16, F16};
+use crate::generic::minifloat::{is_minifloat_elem, onnxc_f32_to_minifloat, onnxc_minifloat_to_f32};
+use crate::generic::packed::{load_packed, store_packed};
 
-/// An integer element of a quantized type, widened to i32.
+/// An integer element of a quantized type (int4/int2 packed), widened to
+/// i32.
 unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32> {
     Some(match dtype {
         ELEM_U8 => *p.add(i) as i32,
@@ -26,6 +29,7 @@ unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32> {
         ELEM_U16 => (p as *const u16).add(i).read_unaligned() as i32,
         ELEM_I16 => (p as *const i16).add(i).read_unaligned() as i32,
         ELEM_I32 => (p as *const i32).add(i).read_unaligned(),
+        ELEM_I4 | ELEM_U4 | ELEM_I2 | ELEM_U2 => load_packed(p, i, dtype)?,
         _ => return None,
     })
 }
@@ -37,6 +41,10 @@ fn int_range(dtype: i64) -> Option<(f64, f64)> {
         ELEM_I8 => (-128.0, 127.0),
         ELEM_U16 => (0.0, 65535.0),
         ELEM_I16 => (-32768.0, 32767.0),
+        ELEM_U4 => (0.0, 15.0),
+        ELEM_I4 => (-8.0, 7.0),
+        ELEM_U2 => (0.0, 3.0),
+        ELEM_I2 => (-2.0, 1.0),
         _ => return None,
     })
 }
@@ -51,7 +59,25 @@ unsafe fn store_saturated(p: *mut u8, i: usize, dtype: i64, v: f64) {
         ELEM_U8 => *p.add(i) = v as u8,
         ELEM_I8 => *p.add(i) = v as i8 as u8,
         ELEM_U16 => (p as *mut u16).add(i).write_unaligned(v as u16),
-        _ => (p as *mut i16).add(i).write_unaligned(v as i16),
+        ELEM_I16 => (p as *mut i16).add(i).write_unaligned(v as i16),
+        _ => store_packed(p, i, dtype, v),
+    }
+}
+
+/// Element `i` of a float8 or (packed) float4 tensor, widened to f32.
+unsafe fn load_minifloat(p: *const u8, i: usize, dtype: i64) -> f32 {
+    let bits = load_packed(p, i, dtype).unwrap_or_else(|| *p.add(i) as i32);
+    onnxc_minifloat_to_f32(bits, dtype)
+}
+
+/// Stores `v` as element `i` of a float8 or (packed) float4 tensor
+/// (`mode` as [`onnxc_f32_to_minifloat`] takes it).
+unsafe fn store_minifloat(p: *mut u8, i: usize, dtype: i64, v: f32, mode: i64) {
+    let bits = onnxc_f32_to_minifloat(v, dtype, mode);
+    if dtype == ELEM_F4E2M1 {
+        store_packed(p, i, dtype, bits);
+    } else {
+        *p.add(i) = bits as u8;
     }
 }
 
@@ -92,6 +118,8 @@ pub struct QuantParams {
     pub so: i64,
     pub sj: i64,
     pub si: i64,
+    /// `saturate` of a float8 quantized type (`MINIFLOAT_SATURATE` or 0).
+    pub saturate: i64,
 }
 
 impl QuantParams {
@@ -132,7 +160,8 @@ pub unsafe extern "C" fn onnxc_quantize(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    if int_range(p.int_dtype).is_none() || load_f32(scale, 0, p.scale_dtype).is_none() {
+    let minifloat = is_minifloat_elem(p.int_dtype);
+    if !minifloat && int_range(p.int_dtype).is_none() || load_f32(scale, 0, p.scale_dtype).is_none() {
         return STATUS_INVALID_PARAMS;
     }
     let float_is_int = p.float_dtype == ELEM_I32;
@@ -144,6 +173,11 @@ pub unsafe extern "C" fn onnxc_quantize(
             return;
         };
         let q = round_to(v / scale, p.float_dtype);
+        if minifloat {
+            let zero = if zp.is_null() { 0.0 } else { load_minifloat(zp, s, p.int_dtype) };
+            store_minifloat(y, e, p.int_dtype, q + zero, p.saturate);
+            return;
+        }
         let zero = if zp.is_null() { 0 } else { load_int(zp, s, p.int_dtype).unwrap_or(0) };
         store_saturated(y, e, p.int_dtype, libm::rint(q as f64) + zero as f64);
     });
@@ -169,14 +203,19 @@ pub unsafe extern "C" fn onnxc_dequantize(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    if load_int(x, 0, p.int_dtype).is_none() && p.len > 0 || load_f32(scale, 0, p.scale_dtype).is_none() {
+    let minifloat = is_minifloat_elem(p.int_dtype);
+    if !minifloat && load_int(x, 0, p.int_dtype).is_none() && p.len > 0 || load_f32(scale, 0, p.scale_dtype).is_none() {
         return STATUS_INVALID_PARAMS;
     }
     let done = p.for_each(|e, s| {
-        let v = load_int(x, e, p.int_dtype).unwrap_or(0);
-        let zero = if zp.is_null() { 0 } else { load_int(zp, s, p.int_dtype).unwrap_or(0) };
+        let (v, zero) = if minifloat {
+            (load_minifloat(x, e, p.int_dtype), if zp.is_null() { 0.0 } else { load_minifloat(zp, s, p.int_dtype) })
+        } else {
+            let zero = if zp.is_null() { 0 } else { load_int(zp, s, p.int_dtype).unwrap_or(0) };
+            (load_int(x, e, p.int_dtype).unwrap_or(0) as f32, zero as f32)
+        };
         let scale = load_f32(scale, s, p.scale_dtype).unwrap_or(0.0);
-        store_float(y, p.float_dtype, e as isize, ((v as f32 - zero as f32) * scale) as f64);
+        store_float(y, p.float_dtype, e as isize, ((v - zero) * scale) as f64);
     });
     if done.is_some() {
         STATUS_OK
