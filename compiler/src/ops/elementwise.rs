@@ -146,6 +146,13 @@ pub enum Func {
     Clip,
 }
 
+impl Func {
+    /// Cast with the attributes' defaults (saturating, `round_mode` up).
+    pub fn cast_to(to: DType) -> Func {
+        Func::Cast { to, mode: MINIFLOAT_SATURATE | MINIFLOAT_ROUND_UP }
+    }
+}
+
 /// Which element types an entry accepts for its (first) operand.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Accepts {

@@ -108,7 +108,7 @@ pub(crate) fn expand(x: &mut Expansion, node: &Node, op: &FlexAttention) -> Resu
     }
     let name = node.name.as_str();
     let mut steps = Steps { name, nodes: Vec::new() };
-    let cast = |to: DType| elementwise("Cast", Func::Cast { to });
+    let cast = |to: DType| elementwise("Cast", Func::cast_to(to));
 
     // Q and K each take √scale, computed in f32 and cast to their type.
     let scale = op.scale.unwrap_or(1.0 / (e as f32).sqrt());
