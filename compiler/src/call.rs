@@ -73,6 +73,32 @@ impl Interface {
         workspace: Option<usize>,
         placement: Placement,
     ) -> Result<Vec<Tensor>, String> {
+        let workspace = self.workspace(workspace, placement)?;
+        self.call_in(run, given, &workspace, placement)
+    }
+
+    /// A workspace for [`Interface::call_in`]: `bytes` as in
+    /// [`Interface::call`]. Reusing one across calls is what a caller of the
+    /// object file does, and spares each call the page faults of fresh memory.
+    pub fn workspace(&self, bytes: Option<usize>, placement: Placement) -> Result<Workspace, String> {
+        let (bytes, use_hook) = match (bytes, self.sufficient_workspace_bytes) {
+            (Some(n), _) => (n, false),
+            (None, Some(n)) if n <= MAX_PREALLOCATED => (n, false),
+            (None, _) => (self.plan_workspace_bytes, true),
+        };
+        let buffer = placement.zeroed(bytes, 64).map_err(|e| format!("workspace: {e}"))?;
+        Ok(Workspace { buffer, use_hook })
+    }
+
+    /// [`Interface::call`] in a workspace made by [`Interface::workspace`]
+    /// (possibly used by earlier calls).
+    pub fn call_in(
+        &self,
+        run: RunFn,
+        given: &[Tensor],
+        workspace: &Workspace,
+        placement: Placement,
+    ) -> Result<Vec<Tensor>, String> {
         if given.len() != self.inputs.len() {
             return Err(format!("the model takes {} inputs, {} were given", self.inputs.len(), given.len()));
         }
@@ -83,15 +109,10 @@ impl Interface {
         }
         let mut outs: Vec<Output> =
             self.outputs.iter().map(|io| Output::new(io, placement)).collect::<Result<_, _>>()?;
-        let (workspace_bytes, use_hook) = match (workspace, self.sufficient_workspace_bytes) {
-            (Some(n), _) => (n, false),
-            (None, Some(n)) if n <= MAX_PREALLOCATED => (n, false),
-            (None, _) => (self.plan_workspace_bytes, true),
-        };
-        let workspace = placement.zeroed(workspace_bytes, 64).map_err(|e| format!("workspace: {e}"))?;
+        let (workspace_bytes, use_hook) = (workspace.buffer.len(), workspace.use_hook);
         let mut arena = HookArena { placement, blocks: Vec::new(), total: 0 };
         let ctx = Context {
-            workspace: workspace.ptr(),
+            workspace: workspace.buffer.ptr(),
             workspace_bytes,
             alloc: use_hook.then_some(hook as AllocFn),
             alloc_user: &mut arena as *mut HookArena as *mut u8,
@@ -118,6 +139,13 @@ impl Interface {
         }
         outs.into_iter().zip(&self.outputs).map(|(o, io)| o.finish(io)).collect()
     }
+}
+
+/// The scratch memory of a call, and whether the call also gets the
+/// allocator hook (when no workspace size bounds the data-dependent values).
+pub struct Workspace {
+    buffer: Buffer,
+    use_hook: bool,
 }
 
 /// One output's buffer during a call.

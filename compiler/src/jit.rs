@@ -74,6 +74,12 @@ impl JitModel {
         self.interface.call(self.run, inputs, Some(bytes), Placement::Heap)
     }
 
+    /// Runs in `workspace` (from `interface().workspace`), which the caller
+    /// keeps across calls.
+    pub fn run_in(&self, inputs: &[Tensor], workspace: &crate::call::Workspace) -> Result<Vec<Tensor>, String> {
+        self.interface.call_in(self.run, inputs, workspace, Placement::Heap)
+    }
+
     /// Runs with every buffer from `placement` (e.g. against guard pages).
     pub fn run_placed(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
         self.interface.call(self.run, inputs, None, placement)

@@ -132,7 +132,7 @@ fn conv(c: &mut Choices) {
     let mut scratch = vec![0f32; conv_scratch_elems(&p)];
     // SAFETY: buffers sized exactly by the params.
     let status =
-        unsafe { onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bias.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
+        unsafe { onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bias.as_ptr(), core::ptr::null(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
     assert_eq!(status, STATUS_OK, "{p:?}");
     for (o, &got) in y.iter().enumerate() {
         let (n, rest) = (o / (cout * out_size), o % (cout * out_size));

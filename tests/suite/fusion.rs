@@ -54,3 +54,30 @@ fn activations_after_a_conv_run_in_its_epilogue() {
         assert_eq!(f32s(&outputs[0]), want, "{fused}");
     }
 }
+
+/// `Relu(Add(Conv(x), s))`, a residual block's tail, with the shortcut `s`
+/// a second input: the Add and then the Relu move into the convolution.
+#[test]
+fn a_residual_add_and_relu_run_in_the_conv_epilogue() {
+    let mut m = conv_then(node("Add", "add", &["c", "s"], &["a"]));
+    let g = m.graph.as_mut().expect("graph");
+    g.node.push(node("Relu", "act", &["a"], &["y"]));
+    g.input.push(value("s", Some(&[1, 2, 2, 2])));
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    let mir = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
+    assert!(mir.contains("activation: Relu, residual: true"), "not fused:\n{mir}");
+    for op in ["Add(%", "Relu(%"] {
+        assert!(!mir.contains(op), "{op} is still there:\n{mir}");
+    }
+
+    let x = [-3.0f32, -0.5, 0.25, 2.0];
+    let s = [1.0f32, 2.0, -4.0, 0.5, 3.0, -1.0, 0.0, -0.25];
+    let conv: Vec<f32> = x.iter().map(|v| v + 0.5).chain(x.iter().map(|v| -2.0 * v + 0.5)).collect();
+    let want: Vec<f32> = conv.iter().zip(&s).map(|(c, s)| (c + s).max(0.0)).collect();
+    let outputs = run_model(&m, &[floats("x", &[1, 1, 2, 2], &x), floats("s", &[1, 2, 2, 2], &s)])
+        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    assert_eq!(f32s(&outputs[0]), want);
+}

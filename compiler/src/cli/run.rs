@@ -131,14 +131,16 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         .iter()
         .map(|io| synthetic_input(io.ty.dtype, &io.ty.known_shape().unwrap_or_default()))
         .collect::<Result<Vec<_>, _>>()?;
+    // One workspace for every call, as a caller of the object file keeps it.
+    let workspace = jit.interface().workspace(None, onnxc::buffer::Placement::Heap)?;
     let warmup = (a.iters / 10).max(2);
     for _ in 0..warmup {
-        jit.run(&inputs)?;
+        jit.run_in(&inputs, &workspace)?;
     }
     let mut times = Vec::with_capacity(a.iters);
     for _ in 0..a.iters.max(1) {
         let start = Instant::now();
-        jit.run(&inputs)?;
+        jit.run_in(&inputs, &workspace)?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);

@@ -253,6 +253,9 @@ pub struct Conv {
     pub group: usize,
     /// Set by the fusion pass (`passes::fuse_conv_activation`).
     pub activation: Activation,
+    /// Input 3 (shaped like the output) is added before the activation; set
+    /// by `passes::fuse_conv_add`.
+    pub residual: bool,
 }
 
 /// An activation applied in the convolution's epilogue.
@@ -296,7 +299,7 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv { window, group: parse_count(cx, "group")?, activation: Activation::None })
+        Ok(Conv { window, group: parse_count(cx, "group")?, activation: Activation::None, residual: false })
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -336,6 +339,7 @@ impl Conv {
             activation: self.activation.code(),
             act_a: self.activation.params().0,
             act_b: self.activation.params().1,
+            residual: self.residual as i64,
         })
     }
 
@@ -350,6 +354,8 @@ impl Conv {
 /// scratch area.
 trait ConvKernel {
     const KERNEL: &'static str;
+    /// Whether the kernel takes a residual operand (input 3, after the bias).
+    const RESIDUAL_ARG: bool = false;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
     fn scratch_elems(p: &ConvParams) -> usize;
 
@@ -367,7 +373,13 @@ trait ConvKernel {
                 return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
             }
         }
-        Ok(vec![Inferred::new(x.dtype, Conv::output_shape(&p))])
+        let shape = Conv::output_shape(&p);
+        if let Some(r) = cx.opt_input(3) {
+            if !Self::RESIDUAL_ARG || r.dtype != x.dtype || r.shape != shape {
+                return Err(format!("residual is {}{:?}, expected {}{shape:?}", r.dtype, r.shape, x.dtype));
+            }
+        }
+        Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
     fn conv_scratch_bytes(&self, cx: &InferCx) -> usize {
@@ -388,8 +400,12 @@ trait ConvKernel {
         let xp = cx.input_ptr(0)?;
         let wp = cx.input_ptr(1)?;
         let bp = cx.opt_input_ptr(2);
-        let yp = cx.output_ptr(0)?;
-        cx.call_checked(&kernel_for(Self::KERNEL, dtype), &[params, xp, wp, bp, yp, scratch])
+        let mut args = vec![params, xp, wp, bp];
+        if Self::RESIDUAL_ARG {
+            args.push(cx.opt_input_ptr(3));
+        }
+        args.extend([cx.output_ptr(0)?, scratch]);
+        cx.call_checked(&kernel_for(Self::KERNEL, dtype), &args)
     }
 }
 
@@ -418,6 +434,7 @@ macro_rules! conv_operator {
 
 impl ConvKernel for Conv {
     const KERNEL: &'static str = "onnxc_conv";
+    const RESIDUAL_ARG: bool = true;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -436,7 +453,7 @@ pub struct DeformConv {
 
 pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let window = Window::parse(&cx.attrs)?;
-    let conv = Conv { window, group: parse_count(cx, "group")?, activation: Activation::None };
+    let conv = Conv { window, group: parse_count(cx, "group")?, activation: Activation::None, residual: false };
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }
 

@@ -78,7 +78,7 @@ mod tests {
         let c = value(&mut g, "c", &[1, 1, 2, 2], ValueDef::Computed);
         let y = value(&mut g, "y", &[1, 1, 2, 2], ValueDef::Computed);
         let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let conv = Conv { window, group: 1, activation: Activation::None };
+        let conv = Conv { window, group: 1, activation: Activation::None, residual: false };
         g.nodes.push(Node {
             name: "conv".into(),
             op: Op::Conv(conv),

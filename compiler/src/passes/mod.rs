@@ -9,14 +9,17 @@ use std::collections::{HashMap, HashSet};
 
 mod fold_batchnorm;
 mod fuse_conv_activation;
+mod fuse_conv_add;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
+pub use fuse_conv_add::fuse_conv_add;
 
 /// Every rewrite, in order.
 pub fn run(graph: &mut Graph) {
     eliminate_dead_nodes(graph);
     fold_batchnorm_into_conv(graph);
+    fuse_conv_add(graph);
     fuse_conv_activation(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));

@@ -48,6 +48,10 @@ pub struct ConvParams {
     pub activation: i64,
     pub act_a: f64,
     pub act_b: f64,
+    /// Conv only: 1 when the kernel's `residual` operand (shaped like the
+    /// output) is added to the result before the activation (a fused
+    /// residual Add), else 0.
+    pub residual: i64,
 }
 
 pub const EPILOGUE_NONE: i64 = 0;
@@ -56,29 +60,34 @@ pub const EPILOGUE_LEAKY_RELU: i64 = 2;
 pub const EPILOGUE_CLIP: i64 = 3;
 
 /// Applies the fused activation of `p` to `out`, with the same comparisons
-/// as the separate operators (NaN passes through, Relu keeps -0).
+/// as the separate operators (NaN passes through, Relu keeps -0). Each case
+/// is a branch-free select so the loop vectorises (a conditional store per
+/// element compiled to a masked scalar loop that cost as much as a small
+/// convolution).
 fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
     let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
     let zero = T::ZERO;
     match p.activation {
-        EPILOGUE_RELU => out.iter_mut().for_each(|v| {
-            if *v < zero {
-                *v = zero
-            }
-        }),
-        EPILOGUE_LEAKY_RELU => out.iter_mut().for_each(|v| {
-            if *v < zero {
-                *v = *v * a
-            }
-        }),
+        EPILOGUE_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { zero } else { *v }),
+        EPILOGUE_LEAKY_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { *v * a } else { *v }),
         EPILOGUE_CLIP => out.iter_mut().for_each(|v| {
-            if *v < a {
-                *v = a
-            } else if *v > b {
-                *v = b
-            }
+            let high = if *v > b { b } else { *v };
+            *v = if *v < a { a } else { high }
         }),
         _ => {}
+    }
+}
+
+/// The fused tail of one finished output block: `out += residual` (in the
+/// order the separate Add computes it, so the sum is bit-identical), then
+/// the activation. `residual` points at the block's part of the residual.
+unsafe fn epilogue<T: Real>(p: &ConvParams, residual: Option<*const T>, out: &mut [T]) {
+    if let Some(r) = residual {
+        let r = core::slice::from_raw_parts(r, out.len());
+        out.iter_mut().zip(r).for_each(|(o, &r)| *o = *o + r);
+    }
+    if p.activation != EPILOGUE_NONE {
+        activate(p, out);
     }
 }
 
@@ -217,18 +226,20 @@ unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut 
     }
 }
 
-/// Convolution; see [`ConvParams`]. `bias` may be null; `scratch` must hold
-/// [`conv_scratch_elems`] floats (it may be null when that is 0).
+/// Convolution; see [`ConvParams`]. `bias` may be null; `residual` is read
+/// only when `p.residual` is 1 (then it must not be null); `scratch` must
+/// hold [`conv_scratch_elems`] floats (it may be null when that is 0).
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_conv_f32(
     p: *const ConvParams,
     x: *const f32,
     w: *const f32,
     bias: *const f32,
+    residual: *const f32,
     y: *mut f32,
     scratch: *mut f32,
 ) -> i32 {
-    conv(p, x, w, bias, y, scratch)
+    conv(p, x, w, bias, residual, y, scratch)
 }
 
 /// [`onnxc_conv_f32`] for `f64`.
@@ -238,10 +249,11 @@ pub unsafe extern "C" fn onnxc_conv_f64(
     x: *const f64,
     w: *const f64,
     bias: *const f64,
+    residual: *const f64,
     y: *mut f64,
     scratch: *mut f64,
 ) -> i32 {
-    conv(p, x, w, bias, y, scratch)
+    conv(p, x, w, bias, residual, y, scratch)
 }
 
 unsafe fn conv<T: GemmElem>(
@@ -249,6 +261,7 @@ unsafe fn conv<T: GemmElem>(
     x: *const T,
     w: *const T,
     bias: *const T,
+    residual: *const T,
     y: *mut T,
     scratch: *mut T,
 ) -> i32 {
@@ -264,8 +277,13 @@ unsafe fn conv<T: GemmElem>(
     if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) {
         return STATUS_INVALID_PARAMS;
     }
+    let residual = match p.residual {
+        0 => None,
+        1 if !residual.is_null() => Some(residual),
+        _ => return STATUS_INVALID_PARAMS,
+    };
     if s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1 {
-        depthwise_2d(p, &s, x, w, bias, y);
+        depthwise_2d(p, &s, x, w, bias, residual, y);
         return STATUS_OK;
     }
     let kdim = s.c_per_group * s.taps;
@@ -285,9 +303,9 @@ unsafe fn conv<T: GemmElem>(
             let out =
                 MatMut { ptr: y.add((n * cout + g * s.m_per_group) * s.out_size), rs: s.out_size as isize, cs: 1 };
             T::gemm(s.m_per_group, s.out_size, kdim, T::ONE, a, b, T::ONE, c, out);
-            if p.activation != EPILOGUE_NONE {
-                activate(p, core::slice::from_raw_parts_mut(out.ptr, s.m_per_group * s.out_size));
-            }
+            let offset = (n * cout + g * s.m_per_group) * s.out_size;
+            let block = core::slice::from_raw_parts_mut(out.ptr, s.m_per_group * s.out_size);
+            epilogue(p, residual.map(|r| r.add(offset)), block);
         }
     }
     STATUS_OK
@@ -304,6 +322,7 @@ unsafe fn depthwise_2d<T: GemmElem>(
     x: *const T,
     w: *const T,
     bias: *const T,
+    residual: Option<*const T>,
     y: *mut T,
 ) {
     let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
@@ -345,9 +364,7 @@ unsafe fn depthwise_2d<T: GemmElem>(
                 }
             }
         }
-        if p.activation != EPILOGUE_NONE {
-            activate(p, out);
-        }
+        epilogue(p, residual.map(|r| r.add(nc * s.out_size)), out);
     }
 }
 
@@ -573,6 +590,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use core::ptr::null;
     use std::vec;
     use std::vec::Vec;
 
@@ -667,9 +685,21 @@ mod tests {
             let want = reference(&p, &x, &w, b);
             let mut got = vec![f32::NAN; out_n];
             let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
-            let st = unsafe { onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, got.as_mut_ptr(), scratch.as_mut_ptr()) };
+            let st = unsafe {
+                onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, null(), got.as_mut_ptr(), scratch.as_mut_ptr())
+            };
             assert_eq!(st, STATUS_OK);
             assert_close(&got, &want, 1e-4);
+            // A fused residual Add + Relu: bit-identical to the conv, then the Add, then the Relu.
+            let residual = rand_vec(out_n, 5);
+            let want: Vec<f32> =
+                got.iter().zip(&residual).map(|(&c, &r)| if c + r < 0.0 { 0.0 } else { c + r }).collect();
+            let fused = ConvParams { residual: 1, activation: EPILOGUE_RELU, ..p };
+            let st = unsafe {
+                let (rp, sp) = (residual.as_ptr(), scratch.as_mut_ptr());
+                onnxc_conv_f32(&fused, x.as_ptr(), w.as_ptr(), bp, rp, got.as_mut_ptr(), sp)
+            };
+            assert_eq!((st, got), (STATUS_OK, want));
         }
         // f64: the same im2col with the portable gemm, to f64 precision.
         let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();
@@ -677,7 +707,15 @@ mod tests {
         let mut scratch64 = vec![f64::NAN; conv_scratch_elems(&p)];
         let mut got = vec![f64::NAN; out_n];
         let st = unsafe {
-            onnxc_conv_f64(&p, x64.as_ptr(), w64.as_ptr(), b64.as_ptr(), got.as_mut_ptr(), scratch64.as_mut_ptr())
+            onnxc_conv_f64(
+                &p,
+                x64.as_ptr(),
+                w64.as_ptr(),
+                b64.as_ptr(),
+                null(),
+                got.as_mut_ptr(),
+                scratch64.as_mut_ptr(),
+            )
         };
         assert_eq!(st, STATUS_OK);
         assert_close(&got.iter().map(|&v| v as f32).collect::<Vec<_>>(), &reference(&p, &x, &w, Some(&bias)), 1e-6);
@@ -758,10 +796,19 @@ mod tests {
         bad.group = 4; // 6 output channels not divisible by 4
         assert_eq!(conv_scratch_elems(&bad), 0);
         let z = core::ptr::null_mut();
-        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
         bad = p;
         bad.spatial_rank = 7;
-        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
+        // A residual Add without the residual operand, or an unknown flag.
+        let (x, w, mut y) = ([0.0f32; 4 * 81 * 2], [0.0f32; 6 * 2 * 9], [0.0f32; 6 * 49 * 2]);
+        let mut scratch = vec![0.0f32; conv_scratch_elems(&p)];
+        for flag in [1, 2] {
+            bad = ConvParams { residual: flag, ..p };
+            let st =
+                unsafe { onnxc_conv_f32(&bad, x.as_ptr(), w.as_ptr(), z, z, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+            assert_eq!(st, STATUS_INVALID_PARAMS);
+        }
     }
 
     /// Transposed convolution straight from the definition: every input

@@ -487,8 +487,9 @@ pub unsafe fn sgemm_with(
 
 /// Floats of the packed A block, for every micro-kernel (192 KiB of stack).
 const A_BUF: usize = 48 * 1024;
-/// Floats of one packed `KC x NR` B panel (32 KiB of stack).
-const B_BUF: usize = 8 * 1024;
+/// Floats of the packed B block: `KC x NC`, several `NR`-column panels
+/// packed together (256 KiB of stack, sits in L2 next to the A block).
+const B_BUF: usize = 64 * 1024;
 /// Floats of the largest tile (edge tiles are computed into a stack tile).
 const TILE_BUF: usize = 16 * 32;
 
@@ -521,9 +522,13 @@ pub trait MicroKernel {
 
 /// `y = alpha * a * b + beta * c` with micro-kernel `K`; same contract as
 /// [`sgemm`]. Loops: `MC`-row blocks of A, `KC`-deep slices (A block packed
-/// once, sized for L2), then `NR`-wide B panels (packed, sized for L1) each
-/// swept by every A panel of the block. B is re-packed once per A block,
-/// A exactly once.
+/// once, sized for L2), `NC`-wide B blocks (packed together, also in L2),
+/// then each `NR`-wide B panel of the block (it moves into L1) swept by every
+/// A panel. B is re-packed once per A block, A exactly once. Packing B a
+/// block at a time reads each source row of B over `NC` contiguous columns:
+/// with one panel at a time, a strided B (im2col rows thousands of floats
+/// apart) cost a TLB miss and a cache miss per row and per panel, as much as
+/// the arithmetic on conv shapes with few output channels.
 ///
 /// # Safety
 /// As [`sgemm`]; `K`'s target features must be available. Meant to be
@@ -564,6 +569,7 @@ pub unsafe fn blocked<K: MicroKernel>(
     // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
     let kc_max = k.div_ceil(k.div_ceil(K::KC));
     let mc_max = (K::A_BLOCK / kc_max / mr * mr).max(mr);
+    let nc_max = B_BUF / kc_max / nr * nr;
     let direct_y = y.cs == 1;
     for ic in (0..m).step_by(mc_max) {
         let mc = mc_max.min(m - ic);
@@ -572,27 +578,31 @@ pub unsafe fn blocked<K: MicroKernel>(
             let kc = kc_max.min(k - pc);
             pack_a_panels(mc, kc, a, ic, pc, mr, a_pack);
             let first = pc == 0;
-            for jc in (0..n).step_by(nr) {
-                let cols = nr.min(n - jc);
-                pack_b_panel(kc, cols, b, pc, jc, nr, b_pack);
-                for ip in 0..panels {
-                    let i0 = ic + ip * mr;
-                    let rows = mr.min(m - i0);
-                    let a_panel = a_pack.add(ip * mr * kc);
-                    if direct_y && rows == mr && cols == nr {
-                        let acc = match (first, c) {
-                            (true, Some(c)) => {
-                                fill_bias(rows, cols, beta, c, i0, jc, y);
-                                true
-                            }
-                            (true, None) => false,
-                            (false, _) => true,
-                        };
-                        let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                        K::tile(kc, a_panel, b_pack, yt, y.rs, alpha, acc);
-                    } else {
-                        K::tile(kc, a_panel, b_pack, tile, nr as isize, 1.0, false);
-                        store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
+            for jb in (0..n).step_by(nc_max) {
+                let nc = nc_max.min(n - jb);
+                pack_b_block(kc, nc, b, pc, jb, nr, b_pack);
+                for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
+                    let cols = nr.min(n - jc);
+                    let b_panel = b_pack.add(jp * kc * nr);
+                    for ip in 0..panels {
+                        let i0 = ic + ip * mr;
+                        let rows = mr.min(m - i0);
+                        let a_panel = a_pack.add(ip * mr * kc);
+                        if direct_y && rows == mr && cols == nr {
+                            let acc = match (first, c) {
+                                (true, Some(c)) => {
+                                    fill_bias(rows, cols, beta, c, i0, jc, y);
+                                    true
+                                }
+                                (true, None) => false,
+                                (false, _) => true,
+                            };
+                            let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, alpha, acc);
+                        } else {
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                            store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
+                        }
                     }
                 }
             }
@@ -647,16 +657,32 @@ unsafe fn pack_a_panels(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usiz
     }
 }
 
+/// Packs `b[row0.., col0..]` (`kc x nc`) into consecutive `nr`-column panels
+/// (see [`pack_b_panel`]). A unit-stride B is copied row by row across all
+/// full panels, so each source row is read as one contiguous run.
+#[inline(always)]
+unsafe fn pack_b_block(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+    let full = if b.cs == 1 { nc / nr } else { 0 };
+    if full > 0 {
+        let base = b.ptr.offset(row0 as isize * b.rs + col0 as isize);
+        for l in 0..kc {
+            let src = base.offset(l as isize * b.rs);
+            for p in 0..full {
+                core::ptr::copy_nonoverlapping(src.add(p * nr), dst.add((p * kc + l) * nr), nr);
+            }
+        }
+    }
+    for (p, j) in (full * nr..nc).step_by(nr).enumerate() {
+        pack_b_panel(kc, nr.min(nc - j), b, row0, col0 + j, nr, dst.add((full + p) * kc * nr));
+    }
+}
+
 /// Packs `b[row0.., col0..]` (`kc x cols`, `cols <= nr`) into one `nr`-column
 /// panel stored depth-major (`panel[l * nr + j]`), columns past `cols` zero.
 #[inline(always)]
 unsafe fn pack_b_panel(kc: usize, cols: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
     let base = b.ptr.offset(row0 as isize * b.rs + col0 as isize * b.cs);
-    if cols == nr && b.cs == 1 {
-        for l in 0..kc {
-            core::ptr::copy_nonoverlapping(base.offset(l as isize * b.rs), dst.add(l * nr), nr);
-        }
-    } else if cols == nr {
+    if cols == nr {
         for l in 0..kc {
             let row = base.offset(l as isize * b.rs);
             for j in 0..nr {

@@ -118,13 +118,23 @@ fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize) {
 }
 
 /// Max and average pooling of one 2-D plane without dilation or indices:
-/// the same taps in the same order as the general loop, with each
-/// window's bounds computed once instead of testing every tap.
+/// the same taps in the same order as the general loop. Output columns whose
+/// window lies inside the input row (all but a few at the edges) are done a
+/// tap at a time across the whole output row, a loop that vectorises; the
+/// edge columns compute their clipped window once and visit it.
 unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
     let (oh, ow, iw) = (p.out_spatial[0] as usize, p.out_spatial[1] as usize, p.in_spatial[1] as usize);
+    let (stride, pad, kw) = (p.strides[1], p.pads_begin[1], p.kernel[1]);
+    // Interior columns `[ja, jb)`: `j * stride - pad >= 0` and `... + kw <= iw`.
+    let ja = ((pad + stride - 1) / stride).min(ow as i64);
+    let jb = if iw as i64 + pad >= kw { ((iw as i64 + pad - kw) / stride + 1).clamp(ja, ow as i64) } else { ja };
+    let (ja, jb, stride, kw) = (ja as usize, jb as usize, stride as usize, kw as usize);
+    let max = p.kind == POOL_MAX;
     for i in 0..oh {
         let (h0, h1, ph) = window(p, 0, i);
-        for j in 0..ow {
+        let row = core::slice::from_raw_parts_mut(y.add(i * ow), ow);
+        let interior = if h0 < h1 { ja..jb } else { 0..0 };
+        for j in (0..ow).filter(|j| !interior.contains(j)) {
             let (w0, w1, pw) = window(p, 1, j);
             let mut best: Option<T> = None;
             let mut sum = T::ZERO;
@@ -137,12 +147,42 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
                     }
                 }
             }
-            *y.add(i * ow + j) = if p.kind == POOL_MAX {
+            row[j] = if max {
                 best.unwrap_or(T::NEG_INF)
             } else {
                 let n = if p.count_include_pad != 0 { ph * pw } else { (h1 - h0) * (w1 - w0) };
                 sum / T::from_f64(n as f64)
             };
+        }
+        if interior.is_empty() {
+            continue;
+        }
+        let out = &mut row[interior];
+        for h in h0..h1 {
+            for w in 0..kw {
+                // Input of output column `ja + q` for this tap: `src[q * stride]`.
+                let src = x.add(h * iw + ja * stride - pad as usize + w);
+                let first = h == h0 && w == 0;
+                for (q, o) in out.iter_mut().enumerate() {
+                    let v = *src.add(q * stride);
+                    *o = match (max, first) {
+                        (true, true) => v,
+                        (true, false) => {
+                            if v > *o {
+                                v
+                            } else {
+                                *o
+                            }
+                        }
+                        (false, true) => T::ZERO + v,
+                        (false, false) => *o + v,
+                    };
+                }
+            }
+        }
+        if !max {
+            let n = T::from_f64((if p.count_include_pad != 0 { ph } else { h1 - h0 } * kw) as f64);
+            out.iter_mut().for_each(|o| *o = *o / n);
         }
     }
 }
@@ -509,6 +549,10 @@ mod tests {
         check(c2([4, 4], [4, 4], [1, 1], [1, 1], [0, 0, 0, 0], false)); // global
         check(c2([1, 1], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0], false));
         check(c2([10, 3], [4, 2], [3, 5], [1, 1], [2, 1, 1, 0], true));
+        // Wide rows: mostly interior columns (the tap-at-a-time loop), edges on both sides.
+        check(c2([9, 40], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1], true));
+        check(c2([6, 33], [3, 2], [1, 1], [1, 1], [1, 0, 1, 1], false));
+        check(c2([5, 23], [2, 5], [1, 3], [1, 1], [0, 2, 1, 0], true));
     }
 
     #[test]
