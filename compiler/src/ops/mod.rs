@@ -18,6 +18,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod portable_math;
 pub mod quant;
 pub mod random;
 pub mod reduce;
@@ -30,6 +31,7 @@ pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
 pub mod staging;
+pub mod window_loops;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
