@@ -42,16 +42,17 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
             return Err(format!("--emit {e}: expected obj, header, rust, archive or mir"));
         }
     }
+    let triple = match &a.target {
+        None => target_lexicon::Triple::host(),
+        Some(t) => t.parse().map_err(|e| format!("--target {t}: {e}"))?,
+    };
+    emit::check_target(&triple).map_err(|e| format!("--target: {e}"))?;
+    let portable = a.portable || emit::needs_portable(&triple);
     let bindings = super::bindings(&a.shapes)?;
     let limits = super::limits(&a.limits)?;
     let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram, &limits).map_err(|e| e.to_string())?;
     let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
     let wants = |e: &str| a.emit.iter().any(|x| x == e);
-    let triple = match &a.target {
-        None => target_lexicon::Triple::host(),
-        Some(t) => t.parse().map_err(|e| format!("--target {t}: {e}"))?,
-    };
-    let portable = a.portable || emit::needs_portable(&triple);
     let write = |ext: &str, bytes: &[u8]| -> Result<(), String> {
         let path = a.output.with_extension(ext);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))

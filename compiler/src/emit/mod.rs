@@ -34,7 +34,7 @@ pub fn needs_portable(triple: &Triple) -> bool {
 
 /// Refuses targets whose objects onnxc cannot write: besides x86-64, ELF
 /// for 64-bit ARM and RISC-V (the Cranelift back ends built in).
-fn check_target(triple: &Triple) -> Result<(), CodegenError> {
+pub fn check_target(triple: &Triple) -> Result<(), CodegenError> {
     let elf = matches!(triple.binary_format, BinaryFormat::Elf);
     match triple.architecture {
         Architecture::X86_64 => Ok(()),
