@@ -64,7 +64,13 @@ pub fn exp(cx: &mut Lower, x: Value) -> Value {
     let x = cx.ins().fmin(x, hi);
     let log2e = f(cx, std::f64::consts::LOG2_E);
     let scaled = cx.ins().fmul(x, log2e);
-    let n = cx.ins().nearest(scaled);
+    // Rounded by truncating `scaled ± 0.5`: `nearest` would be a libm call
+    // on x86-64 without SSE4.1.
+    let half = f(cx, 0.5);
+    let half = cx.ins().fcopysign(half, scaled);
+    let biased = cx.ins().fadd(scaled, half);
+    let n_int = cx.ins().fcvt_to_sint_sat(types::I64, biased);
+    let n = cx.ins().fcvt_from_sint(types::F64, n_int);
     // ln 2 split so that n * LN2_HI is exact.
     let (ln2_hi, ln2_lo) = (f(cx, 6.931_471_803_691_238e-1), f(cx, 1.908_214_929_270_587_7e-10));
     let a = cx.ins().fmul(n, ln2_hi);
@@ -76,10 +82,9 @@ pub fn exp(cx: &mut Lower, x: Value) -> Value {
         coefficients[k] = coefficients[k - 1] / k as f64;
     }
     let p = horner(cx, r, &coefficients);
-    let n = cx.ins().fcvt_to_sint_sat(types::I64, n);
-    let half = cx.ins().sshr_imm_u(n, 1);
-    let rest = cx.ins().isub(n, half);
-    let (s1, s2) = (pow2(cx, half), pow2(cx, rest));
+    let first = cx.ins().sshr_imm_u(n_int, 1);
+    let rest = cx.ins().isub(n_int, first);
+    let (s1, s2) = (pow2(cx, first), pow2(cx, rest));
     let y = cx.ins().fmul(p, s1);
     cx.ins().fmul(y, s2)
 }
