@@ -30,6 +30,7 @@ pub struct Build {
     max_ram: Option<usize>,
     out_dir: Option<PathBuf>,
     target: Option<String>,
+    portable: bool,
 }
 
 /// What [`Build::compile`] wrote.
@@ -71,6 +72,7 @@ impl Build {
             max_ram: None,
             out_dir: None,
             target: None,
+            portable: false,
         }
     }
 
@@ -112,6 +114,13 @@ impl Build {
         self
     }
 
+    /// Portable mode: the object calls no kernel (see `onnxc compile
+    /// --portable`); for targets whose `onnxc-runtime` is not wanted.
+    pub fn portable(&mut self, portable: bool) -> &mut Build {
+        self.portable = portable;
+        self
+    }
+
     /// Compiles the model, writes the archive and the Rust module, and
     /// prints the `cargo:` directives that link the archive.
     pub fn compile(&self) -> Result<Built, BuildError> {
@@ -134,8 +143,9 @@ impl Build {
             driver::compile(&self.model, &self.bindings, self.max_ram, &crate::limits::Limits::default())
                 .map_err(|e| BuildError(e.to_string()))?;
         let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
-        let object =
-            emit::object(&graph, &plan, &triple, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?.bytes;
+        let object = emit::object(&graph, &plan, &triple, &prefix, self.portable)
+            .map_err(|e| BuildError(format!("{model}: {e}")))?
+            .bytes;
         let archive = emit::object_archive(&object, &format!("{prefix}.o")).map_err(BuildError)?;
 
         let library = out_dir.join(format!("libonnxc_{prefix}.a"));

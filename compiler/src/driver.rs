@@ -153,9 +153,9 @@ pub fn compile(
     }
 }
 
-/// Compiles into this process.
-pub fn jit(path: &Path, graph: &Graph, plan: &Plan) -> Result<crate::jit::JitModel, Error> {
-    crate::jit::compile(graph, plan).map_err(|error| Error::Codegen { file: path.to_path_buf(), error })
+/// Compiles into this process (in portable mode: without kernel calls).
+pub fn jit(path: &Path, graph: &Graph, plan: &Plan, portable: bool) -> Result<crate::jit::JitModel, Error> {
+    crate::jit::compile_with(graph, plan, portable).map_err(|error| Error::Codegen { file: path.to_path_buf(), error })
 }
 
 /// Where the kernel library archive is: `$ONNXC_RUNTIME_LIB`, or

@@ -44,13 +44,18 @@ pub fn host_isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa
 
 /// JIT-compiles a graph that went through `infer` and `plan`.
 pub fn compile(graph: &Graph, plan: &Plan) -> Result<JitModel, CodegenError> {
+    compile_with(graph, plan, false)
+}
+
+/// [`compile`], in portable mode when `portable` (no kernel-library calls).
+pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool) -> Result<JitModel, CodegenError> {
     let isa = host_isa().map_err(CodegenError::Module)?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for k in onnxc_runtime::abi::KERNELS {
         builder.symbol(k.name, k.address);
     }
     let mut module = JITModule::new(builder);
-    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run")?;
+    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", portable)?;
     module.finalize_definitions()?;
     let code = module.get_finalized_function(id);
     // SAFETY: `define_model` gave the function exactly the `RunFn` signature.

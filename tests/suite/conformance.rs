@@ -1,6 +1,8 @@
 //! The conformance ratchet: every case in `tests/conformance/passing.txt`
 //! must pass `onnxc test`, through the JIT (all listed cases) and through an
-//! object file (a fixed subset: every 5th listed case). Both run with
+//! object file (a fixed subset: every 5th listed case); every case in
+//! `tests/conformance/portable.txt` must pass `onnxc test --portable` (no
+//! kernel library: the code cross-target objects run). Both run with
 //! `--guard-pages`: every buffer the compiled code sees ends on a PROT_NONE
 //! page, so an out-of-bounds access kills onnxc and fails its case.
 //!
@@ -39,9 +41,14 @@ pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-o
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;
 
-/// The ratchet list, parsed: (line number, case path relative to tests/data).
-fn read_passing() -> Vec<(usize, String)> {
-    let path = common::repo_root().join("tests/conformance/passing.txt");
+/// The ratchet of the default build.
+const PASSING: &str = "tests/conformance/passing.txt";
+/// The ratchet of portable mode (`onnxc test --portable`: no kernel library).
+const PORTABLE: &str = "tests/conformance/portable.txt";
+
+/// A ratchet list, parsed: (line number, case path relative to tests/data).
+fn read_list(list: &str) -> Vec<(usize, String)> {
+    let path = common::repo_root().join(list);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.lines()
         .enumerate()
@@ -52,14 +59,20 @@ fn read_passing() -> Vec<(usize, String)> {
         .collect()
 }
 
-fn listed_cases() -> Vec<String> {
-    read_passing().into_iter().map(|(_, c)| c).collect()
+fn listed_cases(list: &str) -> Vec<String> {
+    read_list(list).into_iter().map(|(_, c)| c).collect()
 }
 
 #[test]
-fn passing_list_is_well_formed() {
+fn passing_lists_are_well_formed() {
+    for list in [PASSING, PORTABLE] {
+        check_list(list);
+    }
+}
+
+fn check_list(list: &str) {
     let mut problems = Vec::new();
-    let entries = read_passing();
+    let entries = read_list(list);
     for w in entries.windows(2) {
         let ((_, a), (line, b)) = (&w[0], &w[1]);
         if a == b {
@@ -76,25 +89,33 @@ fn passing_list_is_well_formed() {
             problems.push(format!("line {line}: {case:?} is not FOLDER/CASE with FOLDER one of {FOLDERS:?}"));
         }
     }
-    assert!(problems.is_empty(), "tests/conformance/passing.txt:\n  {}", problems.join("\n  "));
+    assert!(problems.is_empty(), "{list}:\n  {}", problems.join("\n  "));
 }
 
 #[test]
 fn conformance_jit() {
-    let cases = listed_cases();
-    run_ratchet("jit", &cases);
+    let cases = listed_cases(PASSING);
+    run_ratchet(PASSING, "jit", &cases, &[]);
 }
 
 #[test]
 fn conformance_object() {
-    let cases: Vec<String> = listed_cases().into_iter().step_by(OBJECT_STRIDE).collect();
-    run_ratchet("object", &cases);
+    let cases: Vec<String> = listed_cases(PASSING).into_iter().step_by(OBJECT_STRIDE).collect();
+    run_ratchet(PASSING, "object", &cases, &[]);
+}
+
+/// Portable mode on this machine: what cross-target objects compute.
+#[test]
+fn conformance_portable() {
+    let cases = listed_cases(PORTABLE);
+    run_ratchet(PORTABLE, "jit", &cases, &["--portable"]);
 }
 
 /// The result for one case: `Ok(())` or the reason it did not pass.
 type Verdict = Result<(), String>;
 
-fn run_ratchet(via: &str, cases: &[String]) {
+/// Runs `onnxc test --via VIA EXTRA...` over `cases` of the ratchet `list`.
+fn run_ratchet(list: &str, via: &str, cases: &[String], extra: &'static [&'static str]) {
     let data = common::data_dir();
     let start = Instant::now();
 
@@ -120,14 +141,15 @@ fn run_ratchet(via: &str, cases: &[String]) {
         let batch = common::env_usize("ONNXC_CONFORMANCE_BATCH", 100);
         let jobs = common::env_usize("ONNXC_CONFORMANCE_JOBS", thread::available_parallelism().map_or(1, |n| n.get()));
         let timeout = Duration::from_secs(common::env_usize("ONNXC_CONFORMANCE_TIMEOUT", 900) as u64);
-        let runner = Runner { exe, data: data.clone(), via: via.to_string(), timeout };
+        let runner = Runner { exe, data: data.clone(), via: via.to_string(), extra, timeout };
         verdicts.extend(runner.run_all(&present, batch, jobs));
     }
 
     let failed: Vec<(&String, &String)> =
         verdicts.iter().filter_map(|(c, v)| v.as_ref().err().map(|r| (c, r))).collect();
     eprintln!(
-        "conformance --via {via}: {} listed, {} passed, {} failed in {:.1} s",
+        "conformance --via {via} {}: {} listed, {} passed, {} failed in {:.1} s",
+        extra.join(" "),
         cases.len(),
         cases.len() - failed.len(),
         failed.len(),
@@ -135,9 +157,10 @@ fn run_ratchet(via: &str, cases: &[String]) {
     );
     if !failed.is_empty() {
         let mut msg = format!(
-            "{} of {} cases listed in tests/conformance/passing.txt did not pass `onnxc test --via {via}`:\n",
+            "{} of {} cases listed in {list} did not pass `onnxc test --via {via} {}`:\n",
             failed.len(),
-            cases.len()
+            cases.len(),
+            extra.join(" ")
         );
         for (case, reason) in &failed {
             let _ = writeln!(msg, "  {case}: {reason}");
@@ -153,6 +176,8 @@ struct Runner {
     exe: PathBuf,
     data: PathBuf,
     via: String,
+    /// More `onnxc test` arguments (`--portable`).
+    extra: &'static [&'static str],
     timeout: Duration,
 }
 
@@ -197,7 +222,7 @@ impl Runner {
 
     fn run_one(&self, cases: &[String]) -> Result<Output, String> {
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("test").arg("--guard-pages").arg("--via").arg(&self.via).current_dir(&self.data);
+        cmd.arg("test").arg("--guard-pages").arg("--via").arg(&self.via).args(self.extra).current_dir(&self.data);
         let folder = cases.first().and_then(|c| c.split('/').next()).unwrap_or("");
         cmd.args(tolerance_args(folder));
         for case in cases {

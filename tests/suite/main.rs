@@ -18,6 +18,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod control_flow;
+mod cross;
 mod dynamic;
 mod end_to_end;
 mod freestanding;

@@ -15,9 +15,15 @@ pub struct Args {
     pub shapes: ShapeArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Target triple (default: this machine)
+    /// Target triple (default: this machine): x86_64, or ELF for aarch64
+    /// and riscv64, e.g. aarch64-unknown-linux-gnu (implies --portable)
     #[arg(long)]
     pub target: Option<String>,
+    /// Portable mode: every operator lowered in Cranelift alone, so the
+    /// object references no symbol beyond memcpy/memset and needs no kernel
+    /// library (automatic for targets other than this machine)
+    #[arg(long)]
+    pub portable: bool,
     /// Prefix of the exported symbols and header macros (default: model)
     #[arg(long)]
     pub name: Option<String>,
@@ -36,24 +42,30 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
             return Err(format!("--emit {e}: expected obj, header, rust, archive or mir"));
         }
     }
-    let bindings = super::bindings(&a.shapes)?;
-    let limits = super::limits(&a.limits)?;
-    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram, &limits).map_err(|e| e.to_string())?;
-    let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
     let triple = match &a.target {
         None => target_lexicon::Triple::host(),
         Some(t) => t.parse().map_err(|e| format!("--target {t}: {e}"))?,
     };
+    emit::check_target(&triple).map_err(|e| format!("--target: {e}"))?;
+    let portable = a.portable || emit::needs_portable(&triple);
+    let bindings = super::bindings(&a.shapes)?;
+    let limits = super::limits(&a.limits)?;
+    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram, &limits).map_err(|e| e.to_string())?;
+    let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
+    let wants = |e: &str| a.emit.iter().any(|x| x == e);
     let write = |ext: &str, bytes: &[u8]| -> Result<(), String> {
         let path = a.output.with_extension(ext);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
     };
-    let wants = |e: &str| a.emit.iter().any(|x| x == e);
     if wants("mir") {
         write("mir", graph.to_string().as_bytes())?;
     }
     let object = if wants("obj") || wants("archive") {
-        Some(emit::object(&graph, &plan, &triple, &prefix).map_err(|e| format!("{}: {e}", a.model.display()))?.bytes)
+        Some(
+            emit::object(&graph, &plan, &triple, &prefix, portable)
+                .map_err(|e| format!("{}: {e}", a.model.display()))?
+                .bytes,
+        )
     } else {
         None
     };
@@ -68,8 +80,13 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
         write("rs", module.as_bytes())?;
     }
     if let (true, Some(obj)) = (wants("archive"), &object) {
-        let lib = driver::runtime_lib().map_err(|e| e.to_string())?;
-        let ar = emit::archive(obj, &format!("{prefix}.o"), &lib)?;
+        // A portable object needs no kernel library: it is archived alone.
+        let ar = if portable {
+            emit::object_archive(obj, &format!("{prefix}.o"))?
+        } else {
+            let lib = driver::runtime_lib().map_err(|e| e.to_string())?;
+            emit::archive(obj, &format!("{prefix}.o"), &lib)?
+        };
         write("a", &ar)?;
     }
     Ok(ExitCode::SUCCESS)

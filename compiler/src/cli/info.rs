@@ -88,7 +88,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
 /// Code and read-only data of the object for this machine, per op kind.
 fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan) {
     let triple = target_lexicon::Triple::host();
-    let f = match onnxc::emit::object(graph, plan, &triple, "model") {
+    let f = match onnxc::emit::object(graph, plan, &triple, "model", false) {
         Ok(object) => object.footprint,
         Err(e) => return println!("object: unknown ({e})"),
     };

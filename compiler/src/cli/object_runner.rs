@@ -19,9 +19,9 @@ pub struct ObjectModel {
 }
 
 impl ObjectModel {
-    pub fn build(graph: &Graph, plan: &Plan) -> Result<ObjectModel, String> {
+    pub fn build(graph: &Graph, plan: &Plan, portable: bool) -> Result<ObjectModel, String> {
         let triple = target_lexicon::Triple::host();
-        let obj = emit::object(graph, plan, &triple, "model").map_err(|e| e.to_string())?.bytes;
+        let obj = emit::object(graph, plan, &triple, "model", portable).map_err(|e| e.to_string())?.bytes;
         let runtime = driver::runtime_lib().map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| format!("temporary folder: {e}"))?;
         let obj_path = dir.path().join("model.o");

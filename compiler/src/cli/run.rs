@@ -24,6 +24,9 @@ pub struct RunArgs {
     /// suffices, or a growing allocator when data-dependent sizes are unbounded)
     #[arg(long, value_name = "BYTES")]
     pub workspace: Option<usize>,
+    /// Portable mode: no kernel-library calls (what cross-target objects run)
+    #[arg(long)]
+    pub portable: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -72,6 +75,7 @@ pub fn compile_for_inputs(
     model_path: &Path,
     given: Vec<NamedTensor>,
     limits: &Limits,
+    portable: bool,
 ) -> Result<(JitModel, Vec<Tensor>), String> {
     let model = driver::load(model_path, limits).map_err(|e| e.to_string())?;
     let graph = driver::import(model_path, &model, limits).map_err(|e| e.to_string())?;
@@ -79,13 +83,13 @@ pub fn compile_for_inputs(
     let (graph, tensors) =
         driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings, limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
-    let jit = driver::jit(model_path, &graph, &plan).map_err(|e| e.to_string())?;
+    let jit = driver::jit(model_path, &graph, &plan, portable).map_err(|e| e.to_string())?;
     Ok((jit, tensors))
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
     let given = a.inputs.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
-    let (jit, tensors) = compile_for_inputs(&a.model, given, &super::limits(&a.limits)?)?;
+    let (jit, tensors) = compile_for_inputs(&a.model, given, &super::limits(&a.limits)?, a.portable)?;
     let outputs = match a.workspace {
         Some(bytes) => jit.run_in_workspace(&tensors, bytes)?,
         None => jit.run(&tensors)?,
@@ -124,7 +128,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
     let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
-    let jit = driver::jit(&a.model, &graph, &plan).map_err(|e| e.to_string())?;
+    let jit = driver::jit(&a.model, &graph, &plan, false).map_err(|e| e.to_string())?;
     let inputs = jit
         .interface()
         .inputs

@@ -37,6 +37,10 @@ pub struct Args {
     /// PROT_NONE guard pages, so that an access out of bounds faults
     #[arg(long)]
     pub guard_pages: bool,
+    /// Portable mode: every operator lowered in Cranelift alone, without
+    /// the kernel library (what cross-target objects run)
+    #[arg(long)]
+    pub portable: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -105,10 +109,10 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
         let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
         let outputs = match a.via {
-            Via::Jit => {
-                driver::jit(&model_path, &graph, &plan).map_err(|e| e.to_string())?.run_placed(&inputs, placement)?
-            }
-            Via::Object => ObjectModel::build(&graph, &plan)?.run(&inputs, placement)?,
+            Via::Jit => driver::jit(&model_path, &graph, &plan, a.portable)
+                .map_err(|e| e.to_string())?
+                .run_placed(&inputs, placement)?,
+            Via::Object => ObjectModel::build(&graph, &plan, a.portable)?.run(&inputs, placement)?,
         };
         if outputs.len() != expected.len() {
             return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));

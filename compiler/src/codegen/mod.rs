@@ -7,15 +7,21 @@
 //! upper bits are the failing node's index + 1 (see [`status`]).
 //! Operators emit their code through [`Lower`]: pointers to their inputs,
 //! outputs and scratch, calls into the kernel library, loops, and a
-//! checked early exit. This module (with `emit` and `jit`) is the only place
+//! checked early exit. In portable mode ([`define_model`]'s `portable`)
+//! the kernel library is off limits: operators take their Cranelift-only
+//! lowering (built from [`Lower::nest`] and [`Lower::fold_nest`]), and one
+//! without it fails to compile, naming the node and operator, instead of
+//! leaving an undefined symbol for the linker. This module (with `emit` and `jit`) is the only place
 //! that names the Cranelift crates; operator files reach Cranelift through
 //! the re-exports below.
 
 mod alloc;
 mod footprint;
+mod nest;
 pub mod status;
 
 pub use footprint::Footprint;
+pub use nest::Level;
 
 pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 pub use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
@@ -76,15 +82,19 @@ struct Env {
     guards: Vec<Block>,
     /// What each node costs in read-only data and which kernels it calls.
     footprint: Footprint,
+    /// No kernel-library calls: the object references only memcpy/memset.
+    portable: bool,
 }
 
 /// Declares and defines `symbol` (the model's run function) in `module`;
-/// returns it with what each node cost in code and read-only data.
+/// returns it with what each node cost in code and read-only data. With
+/// `portable`, no operator calls the kernel library.
 pub fn define_model<M: Module>(
     module: &mut M,
     graph: &Graph,
     plan: &Plan,
     symbol: &str,
+    portable: bool,
 ) -> Result<(FuncId, Footprint), CodegenError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -167,6 +177,7 @@ pub fn define_model<M: Module>(
         dynamic: HashMap::new(),
         guards: Vec::new(),
         footprint,
+        portable,
     };
     for (index, node) in graph.nodes.iter().enumerate() {
         // Tags the node's instructions, to measure its code afterwards.
@@ -265,6 +276,12 @@ impl<'f> Lower<'_, 'f> {
 
     pub fn node(&self) -> &Node {
         self.node
+    }
+
+    /// True when the kernel library is not available (portable mode): the
+    /// lowering must emit its work in Cranelift alone.
+    pub fn portable(&self) -> bool {
+        self.env.portable
     }
 
     fn input_id(&self, i: usize) -> Result<ValueId, String> {
@@ -433,7 +450,14 @@ impl<'f> Lower<'_, 'f> {
     }
 
     /// Calls a function of the kernel library; returns its result, if any.
+    /// In portable mode this is the error that names the operator.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
+        if self.env.portable {
+            return Err(format!(
+                "{} has no portable lowering yet (it needs the kernel library's {name})",
+                self.node.op.name()
+            ));
+        }
         let sig = onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
         if sig.params.len() != args.len() {
             return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));

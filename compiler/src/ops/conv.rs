@@ -10,7 +10,8 @@
 //! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
 //! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
 //! on staged copies ([`super::staging`]), and likewise ConvTranspose and
-//! Col2Im.
+//! Col2Im. Portable mode lowers Conv as direct loops instead
+//! ([`super::window_loops`]).
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -356,6 +357,9 @@ trait ConvKernel {
     const KERNEL: &'static str;
     /// Whether the kernel takes a residual operand (input 3, after the bias).
     const RESIDUAL_ARG: bool = false;
+    /// True when portable mode lowers it as direct loops
+    /// ([`super::window_loops`]); otherwise portable mode refuses it.
+    const DIRECT_LOOPS: bool;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
     fn scratch_elems(p: &ConvParams) -> usize;
 
@@ -395,6 +399,9 @@ trait ConvKernel {
         let (dtype, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
         let p = self.conv_params(&x, &w)?;
+        if cx.portable() && Self::DIRECT_LOOPS {
+            return super::window_loops::conv(cx, dtype, &p);
+        }
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
@@ -435,6 +442,7 @@ macro_rules! conv_operator {
 impl ConvKernel for Conv {
     const KERNEL: &'static str = "onnxc_conv";
     const RESIDUAL_ARG: bool = true;
+    const DIRECT_LOOPS: bool = true;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }
@@ -672,6 +680,7 @@ impl ConvTranspose {
 
 impl ConvKernel for ConvTranspose {
     const KERNEL: &'static str = "onnxc_conv_transpose";
+    const DIRECT_LOOPS: bool = false;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }

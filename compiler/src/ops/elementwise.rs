@@ -725,8 +725,14 @@ fn fconst(cx: &mut Lower, dtype: DType, v: f64) -> Value {
     }
 }
 
-/// Calls a libm-backed scalar function of the kernel library.
+/// Calls a libm-backed scalar function of the kernel library (in portable
+/// mode: its Cranelift sequence, where [`super::portable_math`] has one).
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
+    if let (true, [x]) = (cx.portable(), args) {
+        if let Some(y) = super::portable_math::apply(cx, name, dtype, *x) {
+            return Ok(y);
+        }
+    }
     let full = if dtype == DType::F64 { format!("onnxc_{name}") } else { format!("onnxc_{name}f") };
     cx.call(&full, args)?.ok_or_else(|| format!("{full} returns nothing"))
 }

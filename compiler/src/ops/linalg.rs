@@ -22,14 +22,15 @@
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
 //! dropping 1s and merging uniformly strided neighbours) are kept apart. f32
 //! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
-//! limit) while generated loops walk any outer ones; f64 and the integer
-//! types run a plain Cranelift loop nest over the same description (integer
+//! limit) while generated loops walk any outer ones; f64, the integer
+//! types and portable mode run a plain Cranelift loop nest (one register
+//! fold per dot product) over the same description (integer
 //! Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
 //! staged f32 copies ([`super::staging`]).
 
 use super::elementwise::compute_type;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::DType;
@@ -303,8 +304,8 @@ fn emit_gemm(cx: &mut Lower, dtype: DType, p: &Problem, has_c: bool) -> Result<(
         dtype,
         has_c,
         size: dtype.size() as i64,
-        // f32: the kernel takes the innermost batch dims.
-        kernel_from: (dtype == DType::F32).then(|| rank.saturating_sub(GEMM_MAX_BATCH_RANK)),
+        // f32: the kernel takes the innermost batch dims (not in portable mode).
+        kernel_from: (dtype == DType::F32 && !cx.portable()).then(|| rank.saturating_sub(GEMM_MAX_BATCH_RANK)),
     };
     loops.batch(cx, 0, [a, b, c, y])
 }
@@ -385,7 +386,7 @@ impl LoopGemm<'_> {
         }
     }
 
-    /// One `m x n` product; the sum accumulates in Y's element.
+    /// One `m x n` product; each dot product accumulates in a register.
     fn matrix(&self, cx: &mut Lower, [a, b, c, y]: [Value; 4]) -> Result<(), String> {
         let p = &self.p.matrix;
         let ty = clif_type(self.dtype);
@@ -396,34 +397,26 @@ impl LoopGemm<'_> {
         let y_row = self.step(cx, y, li.index, p.n);
         let lj = cx.loop_begin(p.n as usize);
         let b_col = self.step(cx, b, lj.index, p.b_col_stride);
-        let y_at = self.step(cx, y_row, lj.index, 1);
-        let zero = if self.dtype.is_float() {
-            match self.dtype {
-                DType::F64 => cx.ins().f64const(0.0),
-                _ => cx.ins().f32const(0.0),
-            }
-        } else {
-            cx.ins().iconst(ty, 0)
+        let zero = match self.dtype {
+            DType::F64 => cx.ins().f64const(0.0),
+            DType::F32 => cx.ins().f32const(0.0),
+            _ => cx.ins().iconst(ty, 0),
         };
-        cx.ins().store(flags, zero, y_at, 0);
-        let lk = cx.loop_begin(p.k as usize);
-        let a_at = self.step(cx, a_row, lk.index, p.a_col_stride);
-        let b_at = self.step(cx, b_col, lk.index, p.b_row_stride);
-        let av = cx.ins().load(ty, flags, a_at, 0);
-        let bv = cx.ins().load(ty, flags, b_at, 0);
-        let prod = if self.dtype.is_float() { cx.ins().fmul(av, bv) } else { cx.ins().imul(av, bv) };
-        let acc = cx.ins().load(ty, flags, y_at, 0);
-        let acc = self.add(cx, acc, prod);
-        cx.ins().store(flags, acc, y_at, 0);
-        cx.loop_end(lk);
-        let acc = cx.ins().load(ty, flags, y_at, 0);
-        let mut v = self.mul_const(cx, acc, p.alpha);
+        let k = Level::new(p.k as usize, vec![p.a_col_stride * self.size, p.b_row_stride * self.size]);
+        let sum = cx.fold_nest(&[k], &[a_row, b_col], &[zero], &mut |cx, _, at, acc| {
+            let av = cx.ins().load(ty, flags, at[0], 0);
+            let bv = cx.ins().load(ty, flags, at[1], 0);
+            let prod = if self.dtype.is_float() { cx.ins().fmul(av, bv) } else { cx.ins().imul(av, bv) };
+            Ok(vec![self.add(cx, acc[0], prod)])
+        })?;
+        let mut v = self.mul_const(cx, sum[0], p.alpha);
         if self.has_c {
             let c_at = self.step(cx, c_row, lj.index, p.c_col_stride);
             let cv = cx.ins().load(ty, flags, c_at, 0);
             let cv = self.mul_const(cx, cv, p.beta);
             v = self.add(cx, v, cv);
         }
+        let y_at = self.step(cx, y_row, lj.index, 1);
         cx.ins().store(flags, v, y_at, 0);
         cx.loop_end(lj);
         cx.loop_end(li);

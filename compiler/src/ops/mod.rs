@@ -19,6 +19,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod portable_math;
 pub mod quant;
 pub mod random;
 pub mod reduce;
@@ -33,6 +34,7 @@ pub mod softmax;
 pub mod staging;
 pub mod training;
 pub mod tree;
+pub mod window_loops;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;

@@ -6,7 +6,8 @@
 //!   Opsets < 9 have `spatial` (default 1): with `spatial = 0` the four
 //!   vectors are per activation (`[C, D...]`), which the kernel computes as
 //!   `C * prod(D)` channels of one element each. Opsets 1-6 `is_test` and
-//!   `consumed_inputs` and the momentum only matter for training.
+//!   `consumed_inputs` and the momentum only matter for training. In
+//!   portable mode inference is one broadcast loop, no kernel.
 //!   Training mode (opset 14+ `training_mode = 1`) normalises with the
 //!   batch's mean and population variance per channel and writes the
 //!   optional outputs `running_mean`/`running_var` as `input * momentum +
@@ -38,13 +39,14 @@
 //!   the norm is 0.
 
 use super::elementwise::compute_type;
+use super::elementwise::{emit_broadcast_loop, Operand};
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::{
-    normalize_scratch_bytes, BatchNormParams, LrnParams, NormParams, MAX_RANK, NORM_L1, NORM_L2, NORM_MVN, NORM_RMS,
-    NORM_STANDARD,
+    normalize_scratch_bytes, BatchNormParams, LrnParams, NormParams, MAX_RANK, MINIFLOAT_SATURATE, NORM_L1, NORM_L2,
+    NORM_MVN, NORM_RMS, NORM_STANDARD,
 };
 
 /// `(N, C, prod(D))` of an `[N, C, D...]` float input.
@@ -163,6 +165,9 @@ impl Operator for BatchNorm {
         let (dtype, x) = cx.input_type(0)?;
         let (_, stats) = cx.input_type(1)?;
         let p = self.params(&x, &stats)?;
+        if cx.portable() && p.training == 0 {
+            return batchnorm_portable(cx, dtype, &p, self.epsilon);
+        }
         let params = cx.params(&p)?;
         let mut args = vec![params];
         for i in 0..5 {
@@ -178,6 +183,30 @@ impl Operator for BatchNorm {
     fn stages_halves(&self) -> bool {
         true
     }
+}
+
+/// Inference-mode BatchNormalization as one broadcast loop over the input
+/// viewed as `[batch, channels, spatial]`, the statistics stepping along
+/// the channels: `(x - mean) / sqrt(var + epsilon) * scale + B`.
+fn batchnorm_portable(cx: &mut Lower, dtype: DType, p: &BatchNormParams, epsilon: f32) -> Result<(), String> {
+    let shape = [p.batch as usize, p.channels as usize, p.spatial as usize];
+    let x = Operand { index: 0, dtype, strides: vec![p.channels * p.spatial, p.spatial, 1] };
+    let mut operands = vec![x];
+    for index in 1..5 {
+        operands.push(Operand { index, dtype: cx.input_type(index)?.0, strides: vec![0, 1, 0] });
+    }
+    emit_broadcast_loop(cx, &shape, (dtype, MINIFLOAT_SATURATE), &operands, &mut |cx, args| {
+        let [(x, _), (scale, _), (bias, _), (mean, _), (var, _)] = args else {
+            return Err("BatchNormalization takes five inputs".into());
+        };
+        let eps = if dtype == DType::F64 { cx.ins().f64const(epsilon as f64) } else { cx.ins().f32const(epsilon) };
+        let var = cx.ins().fadd(*var, eps);
+        let deviation = cx.ins().sqrt(var);
+        let centred = cx.ins().fsub(*x, *mean);
+        let normalised = cx.ins().fdiv(centred, deviation);
+        let scaled = cx.ins().fmul(normalised, *scale);
+        Ok(cx.ins().fadd(scaled, *bias))
+    })
 }
 
 #[derive(Clone, Debug)]

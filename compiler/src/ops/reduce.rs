@@ -8,7 +8,8 @@
 //! and always produce i64. onnxc lowers reductions of f32, f64, i32 and i64
 //! through `onnxc_reduce_*`, and ArgMax/ArgMin of f32 through
 //! `onnxc_argreduce_f32`; f16/bf16 run those f32 kernels on staged copies
-//! ([`super::staging`]); the remaining integer types are inline loop nests.
+//! ([`super::staging`]); the remaining integer types, and every type in portable mode, are
+//! inline loop nests (ArgMax/ArgMin too).
 //!
 //! Opset differences, normalised in the importer: `axes` is an attribute
 //! before the opset where it became an optional input (ReduceSum 13, the
@@ -27,7 +28,7 @@
 use super::elementwise::compute_type;
 use super::softmax::split_at_axis;
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
@@ -131,12 +132,15 @@ fn reduce_kernel(dtype: DType) -> Option<&'static str> {
     })
 }
 
-/// Element types without a kernel that the inline integer lowering
-/// ([`lower_inline_reduce`]) covers for `kind`: u32/u64 for the kinds that
-/// need no logarithm or root, and u8/i8/bool for ReduceMax/ReduceMin.
-fn inline_reduce_supported(kind: ReduceKind, dtype: DType) -> bool {
+/// Element types that the inline lowering ([`lower_inline_reduce`])
+/// covers for `kind`: u32/u64 for the kinds that need no logarithm or
+/// root, u8/i8/bool for ReduceMax/ReduceMin, and in portable mode also
+/// f32/f64 (every kind) and i32/i64 (as u32/u64).
+fn inline_reduce_supported(kind: ReduceKind, dtype: DType, portable: bool) -> bool {
     use ReduceKind::*;
     match dtype {
+        DType::F32 | DType::F64 => portable,
+        DType::I32 | DType::I64 if portable => matches!(kind, Sum | Mean | Max | Min | Prod | L1 | SumSquare),
         DType::U32 | DType::U64 => matches!(kind, Sum | Mean | Max | Min | Prod | L1 | SumSquare),
         DType::U8 | DType::I8 | DType::Bool => matches!(kind, Max | Min),
         _ => false,
@@ -179,7 +183,7 @@ impl Operator for Reduce {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
-        if reduce_kernel(compute_type(x.dtype)).is_none() && !inline_reduce_supported(self.kind, x.dtype) {
+        if reduce_kernel(compute_type(x.dtype)).is_none() && !inline_reduce_supported(self.kind, x.dtype, false) {
             return Err(format!("{} of {} is not supported yet", self.op_type, x.dtype));
         }
         let reduced = self.reduced_axes(self.axes_input(cx)?, x.shape.len())?;
@@ -208,8 +212,9 @@ impl Operator for Reduce {
                 _ => dims.push((d, r)),
             }
         }
-        let Some(kernel) = reduce_kernel(dtype) else {
-            if !inline_reduce_supported(self.kind, dtype) {
+        let kernel = reduce_kernel(dtype).filter(|_| !cx.portable());
+        let Some(kernel) = kernel else {
+            if !inline_reduce_supported(self.kind, dtype, cx.portable()) {
                 return Err(format!("{} of {dtype} is not supported yet", self.op_type));
             }
             return lower_inline_reduce(cx, self.kind, dtype, &dims);
@@ -304,7 +309,7 @@ impl Operator for ArgReduce {
         let (dtype, shape) = cx.input_type(0)?;
         let axis = self.axis_for(&shape)?;
         let (outer, len, inner) = split_at_axis(&shape, axis, false);
-        if dtype != DType::F32 {
+        if dtype != DType::F32 || cx.portable() {
             return self.lower_inline(cx, dtype, outer, len, inner);
         }
         let p = ArgReduceParams {
@@ -334,12 +339,12 @@ impl ArgReduce {
     fn lower_inline(&self, cx: &mut Lower, dtype: DType, outer: usize, len: usize, inner: usize) -> Result<(), String> {
         let size = dtype.size() as i64;
         let row = len as i64 * inner as i64 * size;
-        let levels = [(outer, vec![row, inner as i64 * 8]), (inner, vec![size, 8])];
+        let levels = [Level::new(outer, vec![row, inner as i64 * 8]), Level::new(inner, vec![size, 8])];
         let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
         let (kind, last) = (self.kind, self.select_last_index);
         let ty = clif_type(dtype);
         let flags = MemFlagsData::trusted();
-        loop_nest(cx, &levels, &ptrs, &mut |cx, p| {
+        cx.nest(&levels, &ptrs, &mut |cx, _, p| {
             let (xp, yp) = (p[0], p[1]);
             let zero = cx.ins().iconst(crate::codegen::types::I64, 0);
             cx.ins().store(flags, zero, yp, 0);
@@ -398,33 +403,11 @@ fn compare(cx: &mut Lower, dtype: DType, kind: ArgKind, last: bool, v: Value, be
     cx.ins().icmp(cc, v, best)
 }
 
-type NestBody<'b> = dyn FnMut(&mut Lower, &[Value]) -> Result<(), String> + 'b;
-
-/// Emits nested counted loops, one per level `(trip count, byte step of
-/// each pointer)`, and calls `body` with the pointers advanced.
-fn loop_nest(cx: &mut Lower, levels: &[(usize, Vec<i64>)], ptrs: &[Value], body: &mut NestBody) -> Result<(), String> {
-    let Some(((count, steps), rest)) = levels.split_first() else {
-        return body(cx, ptrs);
-    };
-    let l = cx.loop_begin(*count);
-    let mut inner = Vec::with_capacity(ptrs.len());
-    for (&p, &step) in ptrs.iter().zip(steps) {
-        inner.push(if step == 0 {
-            p
-        } else {
-            let off = cx.ins().imul_imm_s(l.index, step);
-            cx.ins().iadd(p, off)
-        });
-    }
-    loop_nest(cx, rest, &inner, body)?;
-    cx.loop_end(l);
-    Ok(())
-}
-
-/// Reductions of the integer (and bool) types without a kernel, as a
-/// Cranelift loop nest over merged `(dim, reduced)` axes. The accumulator
-/// lives in the output element: set to the kind's identity, then combined
-/// with every element of the reduced sub-space.
+/// Reductions without a kernel call: the integer (and bool) types without
+/// a kernel, and every type in portable mode. A [`Lower::nest`] over the
+/// kept dims (merged `(dim, reduced)` axes) and, per output element, a
+/// register [`Lower::fold_nest`] over the reduced ones from the kind's
+/// identity; LogSumExp folds the maximum first and sums `exp(x - max)`.
 fn lower_inline_reduce(cx: &mut Lower, kind: ReduceKind, dtype: DType, dims: &[(usize, bool)]) -> Result<(), String> {
     let size = dtype.size() as i64;
     let mut in_strides = vec![0i64; dims.len()];
@@ -438,18 +421,120 @@ fn lower_inline_reduce(cx: &mut Lower, kind: ReduceKind, dtype: DType, dims: &[(
     let mut count = 1usize;
     for (&(d, r), &stride) in dims.iter().zip(&in_strides) {
         if r {
-            reduced.push((d, vec![stride]));
+            reduced.push(Level::new(d, vec![stride]));
             count *= d;
         } else {
-            kept.push((d, vec![stride, 0]));
+            kept.push(Level::new(d, vec![stride, 0]));
         }
     }
     // The output is contiguous over the kept dims.
     let mut s = size;
     for level in kept.iter_mut().rev() {
-        level.1[1] = s;
-        s *= level.0 as i64;
+        level.steps[1] = s;
+        s *= level.count as i64;
     }
+    let flags = MemFlagsData::trusted();
+    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+    cx.nest(&kept, &ptrs, &mut |cx, _, p| {
+        let (xp, yp) = (p[0], p[1]);
+        let y = if dtype.is_float() {
+            float_reduce(cx, kind, dtype, &reduced, xp, count)?
+        } else {
+            int_reduce(cx, kind, dtype, &reduced, xp, count)?
+        };
+        cx.ins().store(flags, y, yp, 0);
+        Ok(())
+    })
+}
+
+/// Folds `step(acc, x)` over the reduced elements at `xp`.
+fn fold_elements(
+    cx: &mut Lower,
+    reduced: &[Level],
+    xp: Value,
+    ty: crate::codegen::Type,
+    init: Value,
+    step: &mut dyn FnMut(&mut Lower, Value, Value) -> Result<Value, String>,
+) -> Result<Value, String> {
+    let acc = cx.fold_nest(reduced, &[xp], &[init], &mut |cx, _, q, acc| {
+        let v = cx.ins().load(ty, MemFlagsData::trusted(), q[0], 0);
+        Ok(vec![step(cx, acc[0], v)?])
+    })?;
+    Ok(acc[0])
+}
+
+fn float_reduce(
+    cx: &mut Lower,
+    kind: ReduceKind,
+    dtype: DType,
+    reduced: &[Level],
+    xp: Value,
+    count: usize,
+) -> Result<Value, String> {
+    let ty = clif_type(dtype);
+    let constant =
+        |cx: &mut Lower, v: f64| if dtype == DType::F64 { cx.ins().f64const(v) } else { cx.ins().f32const(v as f32) };
+    let math = |cx: &mut Lower, name: &str, v: Value| {
+        super::portable_math::apply(cx, name, dtype, v).ok_or_else(|| format!("no portable {name}"))
+    };
+    if kind == ReduceKind::LogSumExp {
+        let lowest = constant(cx, f64::NEG_INFINITY);
+        let max = fold_elements(cx, reduced, xp, ty, lowest, &mut |cx, acc, v| Ok(cx.ins().fmax(acc, v)))?;
+        // An empty or all -inf input: -inf, not exp(-inf - -inf) = NaN.
+        let zero = constant(cx, 0.0);
+        let infinite = cx.ins().fcmp(FloatCC::Equal, max, lowest);
+        let shift = cx.ins().select(infinite, zero, max);
+        let sum = fold_elements(cx, reduced, xp, ty, zero, &mut |cx, acc, v| {
+            let shifted = cx.ins().fsub(v, shift);
+            let e = math(cx, "exp", shifted)?;
+            Ok(cx.ins().fadd(acc, e))
+        })?;
+        let log = math(cx, "log", sum)?;
+        return Ok(cx.ins().fadd(shift, log));
+    }
+    let identity = match kind {
+        ReduceKind::Prod => 1.0,
+        ReduceKind::Max => f64::NEG_INFINITY,
+        ReduceKind::Min => f64::INFINITY,
+        _ => 0.0,
+    };
+    let init = constant(cx, identity);
+    let acc = fold_elements(cx, reduced, xp, ty, init, &mut |cx, acc, v| {
+        let ins = cx.ins();
+        Ok(match kind {
+            ReduceKind::Max => ins.fmax(acc, v),
+            ReduceKind::Min => ins.fmin(acc, v),
+            ReduceKind::Prod => ins.fmul(acc, v),
+            ReduceKind::L1 => {
+                let a = ins.fabs(v);
+                cx.ins().fadd(acc, a)
+            }
+            ReduceKind::L2 | ReduceKind::SumSquare => {
+                let sq = ins.fmul(v, v);
+                cx.ins().fadd(acc, sq)
+            }
+            _ => ins.fadd(acc, v),
+        })
+    })?;
+    Ok(match kind {
+        ReduceKind::Mean => {
+            let n = constant(cx, count as f64);
+            cx.ins().fdiv(acc, n)
+        }
+        ReduceKind::L2 => cx.ins().sqrt(acc),
+        ReduceKind::LogSum => math(cx, "log", acc)?,
+        _ => acc,
+    })
+}
+
+fn int_reduce(
+    cx: &mut Lower,
+    kind: ReduceKind,
+    dtype: DType,
+    reduced: &[Level],
+    xp: Value,
+    count: usize,
+) -> Result<Value, String> {
     let ty = clif_type(dtype);
     let signed = dtype.is_signed_int();
     let bits = ty.bits();
@@ -470,42 +555,29 @@ fn lower_inline_reduce(cx: &mut Lower, kind: ReduceKind, dtype: DType, dims: &[(
             v & ((1i64 << bits) - 1)
         }
     };
-    let identity = mask(identity);
-    let flags = MemFlagsData::trusted();
-    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
-    loop_nest(cx, &kept, &ptrs, &mut |cx, p| {
-        let (xp, yp) = (p[0], p[1]);
-        let init = cx.ins().iconst(ty, identity);
-        cx.ins().store(flags, init, yp, 0);
-        loop_nest(cx, &reduced, &[xp], &mut |cx, q| {
-            let v = cx.ins().load(ty, flags, q[0], 0);
-            let acc = cx.ins().load(ty, flags, yp, 0);
-            let ins = cx.ins();
-            let next = match kind {
-                ReduceKind::Max if signed => ins.smax(acc, v),
-                ReduceKind::Max => ins.umax(acc, v),
-                ReduceKind::Min if signed => ins.smin(acc, v),
-                ReduceKind::Min => ins.umin(acc, v),
-                ReduceKind::Prod => ins.imul(acc, v),
-                ReduceKind::L1 if signed => {
-                    let a = ins.iabs(v);
-                    cx.ins().iadd(acc, a)
-                }
-                ReduceKind::SumSquare => {
-                    let sq = ins.imul(v, v);
-                    cx.ins().iadd(acc, sq)
-                }
-                _ => ins.iadd(acc, v),
-            };
-            cx.ins().store(flags, next, yp, 0);
-            Ok(())
-        })?;
-        if kind == ReduceKind::Mean && count > 0 {
-            let acc = cx.ins().load(ty, flags, yp, 0);
-            let n = cx.ins().iconst(ty, mask(count as i64));
-            let q = if signed { cx.ins().sdiv(acc, n) } else { cx.ins().udiv(acc, n) };
-            cx.ins().store(flags, q, yp, 0);
-        }
-        Ok(())
-    })
+    let init = cx.ins().iconst(ty, mask(identity));
+    let acc = fold_elements(cx, reduced, xp, ty, init, &mut |cx, acc, v| {
+        let ins = cx.ins();
+        Ok(match kind {
+            ReduceKind::Max if signed => ins.smax(acc, v),
+            ReduceKind::Max => ins.umax(acc, v),
+            ReduceKind::Min if signed => ins.smin(acc, v),
+            ReduceKind::Min => ins.umin(acc, v),
+            ReduceKind::Prod => ins.imul(acc, v),
+            ReduceKind::L1 if signed => {
+                let a = ins.iabs(v);
+                cx.ins().iadd(acc, a)
+            }
+            ReduceKind::SumSquare => {
+                let sq = ins.imul(v, v);
+                cx.ins().iadd(acc, sq)
+            }
+            _ => ins.iadd(acc, v),
+        })
+    })?;
+    if kind == ReduceKind::Mean && count > 0 {
+        let n = cx.ins().iconst(ty, mask(count as i64));
+        return Ok(if signed { cx.ins().sdiv(acc, n) } else { cx.ins().udiv(acc, n) });
+    }
+    Ok(acc)
 }

@@ -4,7 +4,8 @@
 //! ConstantOfShape and Range.
 //!
 //! Type constraints: the data-movement operators take every element type
-//! (they move `elem_bytes`-sized elements: `onnxc_copy_strided`,
+//! (they move `elem_bytes`-sized elements: `onnxc_copy_strided`, in portable
+//! mode a loop nest of rows or elements,
 //! `onnxc_pad`); shape-carrying inputs (shapes, axes, starts/ends/steps,
 //! pads, repeats, split sizes) are i32/i64 compile-time constants; Shape and
 //! Size produce i64; Range takes float or i16/i32/i64 scalars — constant
@@ -27,7 +28,7 @@
 //! inference; their lowerings only run for results too large to fold.
 
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::{InstBuilder, Lower, MemFlagsData, Value};
+use crate::codegen::{types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
@@ -242,8 +243,13 @@ pub(crate) fn emit_strided_copy(
         return Ok(());
     }
     let c = copy.canonical();
-    checked_rank(c.dims.len(), "a strided copy")?;
     let eb = dtype.size() as i64;
+    if cx.portable() {
+        let src = offset(cx, src, c.src_offset * eb);
+        let dst = offset(cx, dst, c.dst_offset * eb);
+        return portable_strided_copy(cx, eb, &c, src, dst);
+    }
+    checked_rank(c.dims.len(), "a strided copy")?;
     let mut p = CopyParams { elem_bytes: eb, rank: c.dims.len() as i64, ..Default::default() };
     for (k, &n) in c.dims.iter().enumerate() {
         p.dims[k] = n as i64;
@@ -254,6 +260,38 @@ pub(crate) fn emit_strided_copy(
     let src = offset(cx, src, c.src_offset * eb);
     let dst = offset(cx, dst, c.dst_offset * eb);
     cx.call_checked("onnxc_copy_strided", &[params, src, dst])
+}
+
+/// The strided copy as a loop nest (portable mode): whole rows by memcpy
+/// when the innermost dim is contiguous on both sides, else one element
+/// load and store per step.
+fn portable_strided_copy(cx: &mut Lower, eb: i64, c: &StridedCopy, src: Value, dst: Value) -> Result<(), String> {
+    let mut levels: Vec<Level> =
+        (0..c.dims.len()).map(|k| Level::new(c.dims[k], vec![c.src_strides[k] * eb, c.dst_strides[k] * eb])).collect();
+    let row = match levels.last() {
+        Some(l) if l.steps == [eb, eb] => Some(l.count as i64 * eb),
+        _ => None,
+    };
+    if row.is_some() {
+        levels.pop();
+    }
+    let ty = match eb {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        8 => types::I64,
+        _ => return Err(format!("elements of {eb} bytes have no portable copy")),
+    };
+    cx.nest(&levels, &[src, dst], &mut |cx, _, at| {
+        match row {
+            Some(bytes) => cx.copy_bytes(at[1], at[0], bytes as usize),
+            None => {
+                let v = cx.ins().load(ty, MemFlagsData::trusted(), at[0], 0);
+                cx.ins().store(MemFlagsData::trusted(), v, at[1], 0);
+            }
+        }
+        Ok(())
+    })
 }
 
 fn offset(cx: &mut Lower, p: Value, bytes: i64) -> Value {

@@ -4,6 +4,8 @@
 //! the output has the input's type and shape. onnxc lowers f32 and f64
 //! through `onnxc_softmax_{f32,f64}` (each computing in its own type) and
 //! f16/bf16 through the f32 kernel on staged copies ([`super::staging`]).
+//! Portable mode lowers Softmax and LogSoftmax as Cranelift folds (max,
+//! then sum of exponentials) with [`super::portable_math`]'s exp and log.
 //!
 //! Opset differences, normalised in the importer into [`Softmax::coerce_2d`]:
 //! before opset 13 the `axis` attribute defaults to 1 and the input is
@@ -15,7 +17,7 @@
 
 use super::elementwise::compute_type;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::DType;
@@ -94,6 +96,9 @@ impl Operator for Softmax {
         let (dtype, shape) = cx.input_type(0)?;
         let axis = self.axis_for(shape.len())?;
         let (outer, len, inner) = split_at_axis(&shape, axis, self.coerce_2d);
+        if cx.portable() && self.kind != SoftmaxKind::Hardmax {
+            return self.lower_portable(cx, dtype, [outer, len, inner]);
+        }
         let p = SoftmaxParams {
             outer: outer as i64,
             axis_len: len as i64,
@@ -111,5 +116,61 @@ impl Operator for Softmax {
 
     fn stages_halves(&self) -> bool {
         true
+    }
+}
+
+impl Softmax {
+    /// Portable mode: per `(outer, inner)` position, one fold for the
+    /// maximum, one for the sum of `exp(x - max)` (Softmax stores each
+    /// exponential on the way), then one pass writing the result.
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<(), String> {
+        let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+        let flags = MemFlagsData::trusted();
+        let row = len as i64 * inner as i64 * size;
+        let positions = [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])];
+        let along = [Level::new(len, vec![inner as i64 * size, inner as i64 * size])];
+        let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+        let constant = |cx: &mut Lower, v: f64| match dtype {
+            DType::F64 => cx.ins().f64const(v),
+            _ => cx.ins().f32const(v as f32),
+        };
+        let exp = |cx: &mut Lower, v: Value| {
+            super::portable_math::apply(cx, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
+        };
+        let log_softmax = self.kind == SoftmaxKind::LogSoftmax;
+        cx.nest(&positions, &ptrs, &mut |cx, _, base| {
+            let lowest = constant(cx, f64::NEG_INFINITY);
+            let max = cx.fold_nest(&along, base, &[lowest], &mut |cx, _, at, acc| {
+                let v = cx.ins().load(ty, flags, at[0], 0);
+                Ok(vec![cx.ins().fmax(acc[0], v)])
+            })?[0];
+            let zero = constant(cx, 0.0);
+            let sum = cx.fold_nest(&along, base, &[zero], &mut |cx, _, at, acc| {
+                let v = cx.ins().load(ty, flags, at[0], 0);
+                let shifted = cx.ins().fsub(v, max);
+                let e = exp(cx, shifted)?;
+                if !log_softmax {
+                    cx.ins().store(flags, e, at[1], 0);
+                }
+                Ok(vec![cx.ins().fadd(acc[0], e)])
+            })?[0];
+            let log_sum = if log_softmax {
+                super::portable_math::apply(cx, "log", dtype, sum).ok_or("no portable log")?
+            } else {
+                sum
+            };
+            cx.nest(&along, base, &mut |cx, _, at| {
+                let y = if log_softmax {
+                    let v = cx.ins().load(ty, flags, at[0], 0);
+                    let shifted = cx.ins().fsub(v, max);
+                    cx.ins().fsub(shifted, log_sum)
+                } else {
+                    let e = cx.ins().load(ty, flags, at[1], 0);
+                    cx.ins().fdiv(e, sum)
+                };
+                cx.ins().store(flags, y, at[1], 0);
+                Ok(())
+            })
+        })
     }
 }
