@@ -25,6 +25,8 @@ use crate::generic::reduce::*;
 use crate::generic::resize::*;
 use crate::generic::roi::*;
 use crate::generic::softmax::*;
+use crate::generic::strings::*;
+use crate::model::OnnxString;
 
 use crate::generic::linalg::*;
 use crate::generic::rnn::*;
@@ -134,6 +136,15 @@ macro_rules! kernel_table {
 }
 
 kernel_table! {
+    onnxc_string_equal(*const OnnxString, *const OnnxString, *mut u8, i64) -> i32;
+    onnxc_string_concat_bytes(*const OnnxString, *const OnnxString, i64) -> i64;
+    onnxc_string_concat(*const OnnxString, *const OnnxString, *mut OnnxString, i64, *mut u8) -> i32;
+    onnxc_string_normalize_count(*const NormalizerParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_normalize_bytes(*const NormalizerParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_normalize(*const NormalizerParams, *const u8, *const OnnxString, i64, *mut OnnxString, *mut u8) -> i32;
+    onnxc_string_split_count(*const SplitParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_split(*const SplitParams, *const u8, *const OnnxString, i64, *mut OnnxString, *mut i64, i64) -> i32;
+    onnxc_regex_full_match(*const u32, *const OnnxString, *mut u8, i64) -> i32;
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;

@@ -41,6 +41,16 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    void *data;".into());
     line("    int64_t *dims;".into());
     line("} onnxc_dynamic_output;".into());
+    line(String::new());
+    line("/* One element of a string tensor: `len` bytes of UTF-8 at `data`, not".into());
+    line(" * NUL-terminated. Input strings point into the caller's memory; strings".into());
+    line(" * a model writes point into its read-only data, its inputs, the workspace".into());
+    line(" * past PREFIX_ARENA_BYTES or memory from ctx->alloc, valid until that".into());
+    line(" * memory is reused. */".into());
+    line("typedef struct onnxc_string {".into());
+    line("    const uint8_t *data;".into());
+    line("    size_t len;".into());
+    line("} onnxc_string;".into());
     line("#endif".into());
     line(String::new());
     line(format!(

@@ -18,11 +18,16 @@ pub enum DType {
     U32,
     U64,
     BF16,
+    /// A UTF-8 string: an `onnxc_string` record `{const uint8_t *data;
+    /// size_t len}` (64-bit targets), so shape operators move strings as
+    /// 16-byte elements; the bytes live in the caller's input, read-only
+    /// data or memory from the run-time allocator.
+    String,
 }
 
 impl DType {
     /// The ONNX data-type code, or `None` for types onnxc cannot hold yet
-    /// (strings, complex, float8, sub-byte integers).
+    /// (complex, float8, sub-byte integers).
     pub fn from_onnx(code: i32) -> Option<DType> {
         Some(match code {
             1 => DType::F32,
@@ -38,6 +43,7 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            8 => DType::String,
             _ => return None,
         })
     }
@@ -57,6 +63,7 @@ impl DType {
             DType::U32 => 12,
             DType::U64 => 13,
             DType::BF16 => 16,
+            DType::String => 8,
         }
     }
 
@@ -100,6 +107,7 @@ impl DType {
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::String => 16,
         }
     }
 
@@ -134,6 +142,7 @@ impl DType {
             DType::U32 => "u32",
             DType::U64 => "u64",
             DType::BF16 => "bf16",
+            DType::String => "string",
         }
     }
 
@@ -150,6 +159,7 @@ impl DType {
             DType::I64 => "int64_t",
             DType::U32 => "uint32_t",
             DType::U64 => "uint64_t",
+            DType::String => "onnxc_string",
         }
     }
 }

@@ -169,6 +169,14 @@ pub trait Operator: std::fmt::Debug {
         true
     }
 
+    /// True when the lowering takes memory of a data-dependent size from
+    /// the run-time allocator ([`Lower::alloc_scratch`]) even though its
+    /// outputs have static shapes (string bytes): the plan then provides
+    /// the allocator and counts the model's workspace as unbounded.
+    fn allocates_at_run_time(&self) -> bool {
+        false
+    }
+
     /// True when the lowering computes only f32 of the float types and its
     /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
     fn stages_halves(&self) -> bool {
@@ -293,6 +301,9 @@ impl Op {
     }
     pub fn foldable(&self) -> bool {
         self.inner().foldable()
+    }
+    pub fn allocates_at_run_time(&self) -> bool {
+        self.inner().allocates_at_run_time()
     }
 
     /// If, Loop, Scan and the sequence/optional operators: resolved by

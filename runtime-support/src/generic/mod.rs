@@ -38,6 +38,7 @@ pub mod reduce;
 pub mod resize;
 pub mod roi;
 pub mod softmax;
+pub mod strings;
 
 pub mod linalg;
 pub mod rnn;

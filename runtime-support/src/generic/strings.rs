@@ -1,0 +1,468 @@
+//! Kernels over string tensors: equality, StringConcat, StringNormalizer,
+//! StringSplit and RegexFullMatch.
+//!
+//! A string element is an [`OnnxString`] record (`onnxc_string`: address
+//! and length of UTF-8 bytes). Kernels never allocate: a kernel that makes
+//! new bytes comes as a pair, one call that counts what it needs and one
+//! that writes into the memory the generated code got for that count from
+//! the run-time allocator. Substrings (StringSplit, unchanged strings) are
+//! records pointing into the bytes they came from, which live as long as
+//! the call (caller's inputs, read-only data or allocator memory).
+//!
+//! Constant data the compiler prepares is read-only data in two forms:
+//! a *string list* (`u64 count`, `count` × `u64 len`, then the bytes back
+//! to back; StringNormalizer's stopwords, StringSplit's delimiter), and a
+//! *DFA table* (see [`onnxc_regex_full_match`]) built at compile time, so
+//! no regular expression is parsed or compiled at run time.
+
+use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::model::OnnxString;
+
+const INVALID: i64 = -(STATUS_INVALID_PARAMS as i64);
+
+/// The bytes of a record.
+///
+/// # Safety
+/// `s.data` points to `s.len` readable bytes (or `len` is 0).
+unsafe fn bytes<'a>(s: OnnxString) -> &'a [u8] {
+    if s.len == 0 {
+        &[]
+    } else {
+        core::slice::from_raw_parts(s.data, s.len)
+    }
+}
+
+/// Element `i` of a record array.
+///
+/// # Safety
+/// `x` holds more than `i` records.
+unsafe fn at<'a>(x: *const OnnxString, i: usize) -> &'a [u8] {
+    bytes(x.add(i).read())
+}
+
+/// A record for `b`.
+fn record(b: &[u8]) -> OnnxString {
+    OnnxString { data: b.as_ptr(), len: b.len() }
+}
+
+/// The entries of a string list (see the module docs), or `None` when it
+/// is malformed.
+///
+/// # Safety
+/// `list` points to a well-formed list as far as its own counts say.
+unsafe fn list_entry<'a>(list: *const u8, i: usize) -> Option<&'a [u8]> {
+    let count = (list as *const u64).read_unaligned() as usize;
+    if i >= count {
+        return None;
+    }
+    let lens = list.add(8) as *const u64;
+    let start: usize = (0..i).map(|k| lens.add(k).read_unaligned() as usize).sum();
+    let len = lens.add(i).read_unaligned() as usize;
+    Some(core::slice::from_raw_parts(list.add(8 + 8 * count + start), len))
+}
+
+/// # Safety
+/// As [`list_entry`].
+unsafe fn list_len(list: *const u8) -> usize {
+    (list as *const u64).read_unaligned() as usize
+}
+
+// ---------------------------------------------------------------------------
+// Equal
+// ---------------------------------------------------------------------------
+
+/// `y[i] = a[i] == b[i]` (bytewise) for `n` elements.
+///
+/// # Safety
+/// `a` and `b` hold `n` valid records, `y` has room for `n` bools.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_equal(
+    a: *const OnnxString,
+    b: *const OnnxString,
+    y: *mut u8,
+    n: i64,
+) -> i32 {
+    for i in 0..n.max(0) as usize {
+        *y.add(i) = (at(a, i) == at(b, i)) as u8;
+    }
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// StringConcat
+// ---------------------------------------------------------------------------
+
+/// Bytes [`onnxc_string_concat`] writes for `n` pairs.
+///
+/// # Safety
+/// `a` and `b` hold `n` valid records.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_concat_bytes(a: *const OnnxString, b: *const OnnxString, n: i64) -> i64 {
+    let total = (0..n.max(0) as usize).try_fold(0usize, |t, i| t.checked_add(at(a, i).len() + at(b, i).len()));
+    total.and_then(|t| i64::try_from(t).ok()).unwrap_or(INVALID)
+}
+
+/// `y[i] = a[i] + b[i]`, the bytes written to `buf` (as many as
+/// [`onnxc_string_concat_bytes`] said).
+///
+/// # Safety
+/// `a` and `b` hold `n` valid records, `y` has room for `n` records, `buf`
+/// for the counted bytes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_concat(
+    a: *const OnnxString,
+    b: *const OnnxString,
+    y: *mut OnnxString,
+    n: i64,
+    buf: *mut u8,
+) -> i32 {
+    let mut out = buf;
+    for i in 0..n.max(0) as usize {
+        let (x, z) = (at(a, i), at(b, i));
+        let start = out;
+        for part in [x, z] {
+            core::ptr::copy_nonoverlapping(part.as_ptr(), out, part.len());
+            out = out.add(part.len());
+        }
+        y.add(i).write(OnnxString { data: start, len: x.len() + z.len() });
+    }
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// StringNormalizer
+// ---------------------------------------------------------------------------
+
+pub const CASE_NONE: i64 = 0;
+pub const CASE_LOWER: i64 = 1;
+pub const CASE_UPPER: i64 = 2;
+
+/// Parameters of the StringNormalizer kernels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct NormalizerParams {
+    /// [`CASE_NONE`], [`CASE_LOWER`] or [`CASE_UPPER`].
+    pub case_change: i64,
+    /// 1: stopwords match exactly; 0: after lower-casing both sides.
+    pub case_sensitive: i64,
+}
+
+/// Calls `emit` with the pieces of `s` changed to `case` (valid UTF-8 is
+/// mapped char by char with `core`'s Unicode case mapping; invalid UTF-8
+/// stays as it is).
+fn with_case(s: &[u8], case: i64, mut emit: impl FnMut(&[u8])) {
+    let text = match (case, core::str::from_utf8(s)) {
+        (CASE_LOWER | CASE_UPPER, Ok(text)) => text,
+        _ => return emit(s),
+    };
+    let mut utf8 = [0u8; 4];
+    for c in text.chars() {
+        let mut push = |m: char| emit(m.encode_utf8(&mut utf8).as_bytes());
+        if case == CASE_LOWER {
+            c.to_lowercase().for_each(&mut push);
+        } else {
+            c.to_uppercase().for_each(&mut push);
+        }
+    }
+}
+
+/// True when `s` equals `word`; when not case-sensitive, when `s`
+/// lower-cased equals `word` (which the compiler lower-cased).
+fn same_word(s: &[u8], word: &[u8], case_sensitive: bool) -> bool {
+    if case_sensitive {
+        return s == word;
+    }
+    // Compare the lower-cased bytes piece by piece, without storing them.
+    let (mut ok, mut at) = (true, 0usize);
+    with_case(s, CASE_LOWER, |piece| {
+        ok &= word.get(at..at + piece.len()) == Some(piece);
+        at += piece.len();
+    });
+    ok && at == word.len()
+}
+
+/// # Safety
+/// `stop` is a valid string list.
+unsafe fn is_stopword(p: &NormalizerParams, stop: *const u8, s: &[u8]) -> bool {
+    (0..list_len(stop)).filter_map(|k| list_entry(stop, k)).any(|w| same_word(s, w, p.case_sensitive != 0))
+}
+
+/// How many of the `n` strings of `x` StringNormalizer keeps (at least 1:
+/// when it removes them all, the output is one empty string).
+///
+/// # Safety
+/// `p` is valid, `stop` a valid string list, `x` holds `n` records.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_normalize_count(
+    p: *const NormalizerParams,
+    stop: *const u8,
+    x: *const OnnxString,
+    n: i64,
+) -> i64 {
+    let Some(p) = p.as_ref() else {
+        return INVALID;
+    };
+    let kept = (0..n.max(0) as usize).filter(|&i| !is_stopword(p, stop, at(x, i))).count();
+    kept.max(1) as i64
+}
+
+/// Bytes [`onnxc_string_normalize`] writes.
+///
+/// # Safety
+/// As [`onnxc_string_normalize_count`].
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_normalize_bytes(
+    p: *const NormalizerParams,
+    stop: *const u8,
+    x: *const OnnxString,
+    n: i64,
+) -> i64 {
+    let Some(p) = p.as_ref() else {
+        return INVALID;
+    };
+    let mut total = 0usize;
+    for i in 0..n.max(0) as usize {
+        let s = at(x, i);
+        if !is_stopword(p, stop, s) {
+            with_case(s, p.case_change, |piece| total = total.saturating_add(piece.len()));
+        }
+    }
+    i64::try_from(total).unwrap_or(INVALID)
+}
+
+/// The kept strings of `x`, case-changed into `buf`, as records in `y`
+/// (one empty string when none is kept).
+///
+/// # Safety
+/// As [`onnxc_string_normalize_count`]; `y` has room for the counted
+/// records and `buf` for the counted bytes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_normalize(
+    p: *const NormalizerParams,
+    stop: *const u8,
+    x: *const OnnxString,
+    n: i64,
+    y: *mut OnnxString,
+    buf: *mut u8,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let (mut out, mut kept) = (buf, 0usize);
+    for i in 0..n.max(0) as usize {
+        let s = at(x, i);
+        if is_stopword(p, stop, s) {
+            continue;
+        }
+        let start = out;
+        with_case(s, p.case_change, |piece| {
+            core::ptr::copy_nonoverlapping(piece.as_ptr(), out, piece.len());
+            out = out.add(piece.len());
+        });
+        y.add(kept).write(OnnxString { data: start, len: out.offset_from(start) as usize });
+        kept += 1;
+    }
+    if kept == 0 {
+        y.write(record(&[]));
+    }
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// StringSplit
+// ---------------------------------------------------------------------------
+
+/// Python's `str.split` whitespace (ASCII part).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f)
+}
+
+/// Calls `emit` with each substring of `s` split at `delim` (or, when it
+/// is empty, at runs of whitespace, ignoring leading and trailing ones),
+/// making at most `max_splits` splits (negative: no limit), like Python's
+/// `str.split`.
+fn split(s: &[u8], delim: &[u8], max_splits: i64, mut emit: impl FnMut(&[u8])) {
+    let mut splits = 0i64;
+    let can_split = |splits: i64| max_splits < 0 || splits < max_splits;
+    if delim.is_empty() {
+        let mut i = 0;
+        loop {
+            while i < s.len() && is_space(s[i]) {
+                i += 1;
+            }
+            if i == s.len() {
+                return;
+            }
+            if !can_split(splits) {
+                return emit(&s[i..]);
+            }
+            let start = i;
+            while i < s.len() && !is_space(s[i]) {
+                i += 1;
+            }
+            emit(&s[start..i]);
+            splits += 1;
+        }
+    }
+    let mut start = 0;
+    let mut i = 0;
+    while i + delim.len() <= s.len() && can_split(splits) {
+        if &s[i..i + delim.len()] == delim {
+            emit(&s[start..i]);
+            splits += 1;
+            i += delim.len();
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    emit(&s[start..]);
+}
+
+/// Parameters of the StringSplit kernels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SplitParams {
+    /// Most splits per string; negative: no limit.
+    pub max_splits: i64,
+}
+
+/// The largest number of substrings any of the `n` strings of `x` splits
+/// into (the output's last dim).
+///
+/// # Safety
+/// `p` is valid, `delim` a string list of one entry, `x` holds `n` records.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_split_count(
+    p: *const SplitParams,
+    delim: *const u8,
+    x: *const OnnxString,
+    n: i64,
+) -> i64 {
+    let (Some(p), Some(delim)) = (p.as_ref(), list_entry(delim, 0)) else {
+        return INVALID;
+    };
+    let mut most = 0i64;
+    for i in 0..n.max(0) as usize {
+        let mut count = 0i64;
+        split(at(x, i), delim, p.max_splits, |_| count += 1);
+        most = most.max(count);
+    }
+    most
+}
+
+/// Splits each of the `n` strings of `x` into row `i` of `y` (`width`
+/// records, padded with empty strings) and its count into `lengths[i]`.
+/// The substrings point into `x`'s bytes.
+///
+/// # Safety
+/// As [`onnxc_string_split_count`]; `width` is at least what it returned,
+/// `y` has room for `n * width` records and `lengths` for `n` i64s.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_string_split(
+    p: *const SplitParams,
+    delim: *const u8,
+    x: *const OnnxString,
+    n: i64,
+    y: *mut OnnxString,
+    lengths: *mut i64,
+    width: i64,
+) -> i32 {
+    let (Some(p), Some(delim)) = (p.as_ref(), list_entry(delim, 0)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let width = width.max(0) as usize;
+    for i in 0..n.max(0) as usize {
+        let row = y.add(i * width);
+        let mut count = 0usize;
+        split(at(x, i), delim, p.max_splits, |piece| {
+            if count < width {
+                row.add(count).write(record(piece));
+            }
+            count += 1;
+        });
+        if count > width {
+            return STATUS_INVALID_PARAMS;
+        }
+        for k in count..width {
+            row.add(k).write(record(&[]));
+        }
+        *lengths.add(i) = count as i64;
+    }
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// RegexFullMatch
+// ---------------------------------------------------------------------------
+
+/// Words before the class map in a DFA table.
+pub const DFA_HEADER_WORDS: usize = 3;
+
+/// Walks the DFA `table` over each of the `n` strings of `x`; `y[i]` is
+/// whether it accepts the whole string.
+///
+/// The table is little-endian u32 words: `states`, `classes`, `start`;
+/// 256 words mapping each byte to its class; `states * classes` words of
+/// transitions (row per state); `states` words, nonzero where the state
+/// accepts at the end of the input. The compiler builds it
+/// (`compiler/src/ops/regex.rs`) and folds into each state what the
+/// anchors and word boundaries need to know about the previous byte.
+///
+/// # Safety
+/// `table` is a well-formed table whose transitions are below `states`,
+/// `x` holds `n` records, `y` has room for `n` bools.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_regex_full_match(table: *const u32, x: *const OnnxString, y: *mut u8, n: i64) -> i32 {
+    let word = |i: usize| table.add(i).read_unaligned();
+    let (states, classes, start) = (word(0) as usize, word(1) as usize, word(2) as usize);
+    if states == 0 || classes == 0 || start >= states {
+        return STATUS_INVALID_PARAMS;
+    }
+    let class_map = DFA_HEADER_WORDS;
+    let transitions = class_map + 256;
+    let accepting = transitions + states * classes;
+    for i in 0..n.max(0) as usize {
+        let mut state = start;
+        for &b in at(x, i) {
+            let class = word(class_map + b as usize) as usize;
+            state = word(transitions + state * classes + class) as usize;
+            if state >= states {
+                return STATUS_INVALID_PARAMS;
+            }
+        }
+        *y.add(i) = (word(accepting + state) != 0) as u8;
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(s: &str, delim: &str, max: i64) -> [usize; 2] {
+        let mut count = 0;
+        let mut total = 0;
+        split(s.as_bytes(), delim.as_bytes(), max, |p| {
+            count += 1;
+            total += p.len();
+        });
+        [count, total]
+    }
+
+    #[test]
+    fn split_follows_python() {
+        assert_eq!(pieces("o-n-n--x-", "-", -1), [6, 4]);
+        assert_eq!(pieces("  hello   world !", "", -1), [3, 11]);
+        assert_eq!(pieces("the quick brown fox", "", 2), [3, 17]);
+        assert_eq!(pieces("", "", -1), [0, 0]);
+        assert_eq!(pieces("", ".", -1), [1, 0]);
+    }
+
+    #[test]
+    fn case_insensitive_stopwords() {
+        assert!(same_word("Monday".as_bytes(), b"monday", false));
+        assert!(!same_word("Monday".as_bytes(), b"monday", true));
+        assert!(!same_word("Mondays".as_bytes(), b"monday", false));
+    }
+}
