@@ -426,13 +426,20 @@ impl<'f> Lower<'_, 'f> {
 
     /// Places a kernel's parameter block in read-only data; returns its address.
     pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Value, String> {
+        self.data_bytes(bytemuck::bytes_of(p))
+    }
+
+    /// Places bytes the compiler prepared for a kernel (a table, a string
+    /// list) in read-only data, 16-byte aligned; returns their address.
+    pub fn data_bytes(&mut self, bytes: &[u8]) -> Result<Value, String> {
         self.env.data_count += 1;
         let name = format!("{}.params{}", self.env.symbol_prefix, self.env.data_count);
         let id = self.module.declare_data(&name, Linkage::Local, false, false).map_err(|e| format!("{e:?}"))?;
         let mut desc = DataDescription::new();
-        desc.define(bytemuck::bytes_of(p).to_vec().into_boxed_slice());
+        let bytes = if bytes.is_empty() { vec![0u8] } else { bytes.to_vec() };
+        self.env.footprint.add_data(Some(self.index), bytes.len());
+        desc.define(bytes.into_boxed_slice());
         desc.set_align(16);
-        self.env.footprint.add_data(Some(self.index), std::mem::size_of::<P>());
         self.module.define_data(id, &desc).map_err(|e| format!("{e:?}"))?;
         let gv = self.module.declare_data_in_func(id, self.b.func);
         let ptr = self.ptr_type();

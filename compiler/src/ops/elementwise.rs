@@ -415,6 +415,11 @@ impl Operator for Elementwise {
         if !ok {
             return Err(format!("element type {} is not supported", first.dtype));
         }
+        let strings = cx.inputs.iter().flatten().any(|i| i.dtype == DType::String)
+            || matches!(self.func, Func::Cast { to: DType::String } | Func::BitCast { to: DType::String });
+        if strings && !matches!(self.func, Func::Equal | Func::Identity) {
+            return Err(format!("{} on string tensors is not supported yet", self.op_type));
+        }
         if let Func::BitCast { to } = self.func {
             if to.size() != first.dtype.size() {
                 return Err(format!("BitCast from {} to {to}: the types differ in width", first.dtype));
@@ -469,6 +474,13 @@ impl Operator for Elementwise {
         matches!(self.func, Func::Identity | Func::Dropout { .. } | Func::BitCast { .. })
     }
 
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        match cx.input(0) {
+            Ok(x) if x.dtype == DType::String && self.func == Func::Equal => super::strings::equal_scratch(cx),
+            _ => 0,
+        }
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (out_dtype, out_shape) = cx.output_type(0)?;
         if self.is_view() {
@@ -481,6 +493,9 @@ impl Operator for Elementwise {
                 fill_ones(cx, 1)?;
             }
             return Ok(());
+        }
+        if cx.input_type(0)?.0 == DType::String {
+            return super::strings::lower_equal(cx);
         }
         let mut operands = Vec::new();
         for i in 0..cx.input_count() {

@@ -30,6 +30,7 @@ pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
 pub mod staging;
+pub mod strings;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -274,6 +275,10 @@ ops! {
     Bernoulli(random::Bernoulli),
     Multinomial(random::Multinomial),
     TrainingDropout(random::TrainingDropout),
+    StringConcat(strings::StringConcat),
+    StringNormalizer(strings::StringNormalizer),
+    StringSplit(strings::StringSplit),
+    RegexFullMatch(strings::RegexFullMatch),
 }
 
 impl Op {
@@ -521,6 +526,10 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("RandomNormalLike", random::import_fill),
     ("Bernoulli", random::import_bernoulli),
     ("Multinomial", random::import_multinomial),
+    ("StringConcat", strings::import_concat),
+    ("StringNormalizer", strings::import_normalizer),
+    ("StringSplit", strings::import_split),
+    ("RegexFullMatch", strings::import_regex),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

@@ -145,6 +145,9 @@ pub struct NormalizerParams {
     pub case_change: i64,
     /// 1: stopwords match exactly; 0: after lower-casing both sides.
     pub case_sensitive: i64,
+    /// 1: when every string is a stopword the output is one empty string
+    /// (the output length is data-dependent); 0: nothing is removed.
+    pub empty_as_one: i64,
 }
 
 /// Calls `emit` with the pieces of `s` changed to `case` (valid UTF-8 is
@@ -187,8 +190,9 @@ unsafe fn is_stopword(p: &NormalizerParams, stop: *const u8, s: &[u8]) -> bool {
     (0..list_len(stop)).filter_map(|k| list_entry(stop, k)).any(|w| same_word(s, w, p.case_sensitive != 0))
 }
 
-/// How many of the `n` strings of `x` StringNormalizer keeps (at least 1:
-/// when it removes them all, the output is one empty string).
+/// How many of the `n` strings of `x` StringNormalizer keeps (at least 1
+/// with `empty_as_one`: when it removes them all, the output is one empty
+/// string).
 ///
 /// # Safety
 /// `p` is valid, `stop` a valid string list, `x` holds `n` records.
@@ -203,7 +207,7 @@ pub unsafe extern "C" fn onnxc_string_normalize_count(
         return INVALID;
     };
     let kept = (0..n.max(0) as usize).filter(|&i| !is_stopword(p, stop, at(x, i))).count();
-    kept.max(1) as i64
+    kept.max(p.empty_as_one.clamp(0, 1) as usize) as i64
 }
 
 /// Bytes [`onnxc_string_normalize`] writes.
@@ -262,7 +266,7 @@ pub unsafe extern "C" fn onnxc_string_normalize(
         y.add(kept).write(OnnxString { data: start, len: out.offset_from(start) as usize });
         kept += 1;
     }
-    if kept == 0 {
+    if kept == 0 && p.empty_as_one != 0 {
         y.write(record(&[]));
     }
     STATUS_OK
@@ -406,7 +410,7 @@ pub const DFA_HEADER_WORDS: usize = 3;
 /// 256 words mapping each byte to its class; `states * classes` words of
 /// transitions (row per state); `states` words, nonzero where the state
 /// accepts at the end of the input. The compiler builds it
-/// (`compiler/src/ops/regex.rs`) and folds into each state what the
+/// (`compiler/src/regex.rs`) and folds into each state what the
 /// anchors and word boundaries need to know about the previous byte.
 ///
 /// # Safety
