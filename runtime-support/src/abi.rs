@@ -145,6 +145,7 @@ kernel_table! {
     onnxc_string_split_count(*const SplitParams, *const u8, *const OnnxString, i64) -> i64;
     onnxc_string_split(*const SplitParams, *const u8, *const OnnxString, i64, *mut OnnxString, *mut i64, i64) -> i32;
     onnxc_regex_full_match(*const u32, *const OnnxString, *mut u8, i64) -> i32;
+    onnxc_tfidf(*const TfIdfParams, *const i64, *const u8, *mut f32) -> i32;
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;

@@ -279,6 +279,7 @@ ops! {
     StringNormalizer(strings::StringNormalizer),
     StringSplit(strings::StringSplit),
     RegexFullMatch(strings::RegexFullMatch),
+    TfIdfVectorizer(strings::TfIdfVectorizer),
 }
 
 impl Op {
@@ -530,6 +531,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("StringNormalizer", strings::import_normalizer),
     ("StringSplit", strings::import_split),
     ("RegexFullMatch", strings::import_regex),
+    ("TfIdfVectorizer", strings::import_tfidf),
 ];
 
 pub fn importer(op_type: &str) -> Option<Importer> {

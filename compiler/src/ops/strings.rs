@@ -1,6 +1,6 @@
-//! Operators over string tensors: StringConcat, StringNormalizer,
-//! StringSplit, RegexFullMatch, and the string form of Equal (called from
-//! `elementwise.rs`).
+//! Operators over string tensors and text: StringConcat, StringNormalizer,
+//! StringSplit, RegexFullMatch, TfIdfVectorizer (integer tokens), and the
+//! string form of Equal (called from `elementwise.rs`).
 //!
 //! A string element is a 16-byte `onnxc_string` record, so shape operators
 //! move strings like any other element; these operators call the kernels
@@ -15,7 +15,9 @@
 //! string tensors (RegexFullMatch gives bool); StringNormalizer (10) a 1-D
 //! `[C]` or 2-D `[1, C]` string tensor; StringSplit (20) any string tensor,
 //! giving the substrings (one more dim, padded with "") and their counts.
-//! StringNormalizer's `locale` is accepted but case changes are `core`'s
+//! TfIdfVectorizer (9) takes int32/int64 `[C]` or `[N, C]` tokens (string
+//! tokens, `pool_strings`, are rejected for now) and gives f32 `[out]` or
+//! `[N, out]`. StringNormalizer's `locale` is accepted but case changes are `core`'s
 //! Unicode case mapping whatever the locale.
 
 use super::shape_ops::{emit_strided_copy, StridedCopy};
@@ -24,7 +26,9 @@ use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::{DType, Dim};
-use onnxc_runtime::{NormalizerParams, SplitParams, CASE_LOWER, CASE_NONE, CASE_UPPER};
+use onnxc_runtime::{
+    NormalizerParams, SplitParams, TfIdfParams, CASE_LOWER, CASE_NONE, CASE_UPPER, TFIDF_IDF, TFIDF_TF, TFIDF_TFIDF,
+};
 
 const RECORD: usize = 16;
 
@@ -315,4 +319,106 @@ pub fn import_regex(cx: &mut NodeImport) -> Result<Op, String> {
     let pattern = cx.attrs.string("pattern")?.ok_or("attribute \"pattern\" is required")?;
     let dfa = crate::regex::compile(&pattern).map_err(|e| format!("attribute \"pattern\" ({pattern:?}): {e}"))?;
     Ok(Op::RegexFullMatch(RegexFullMatch { table: dfa.table() }))
+}
+
+// ---------------------------------------------------------------------------
+// TfIdfVectorizer
+// ---------------------------------------------------------------------------
+
+/// TfIdfVectorizer over integer tokens: n-gram counts per row, weighted.
+#[derive(Clone, Debug)]
+pub struct TfIdfVectorizer {
+    pub params: TfIdfParams,
+    /// The n-grams the node counts, in the table layout of `onnxc_tfidf`.
+    pub table: Vec<i64>,
+}
+
+impl Operator for TfIdfVectorizer {
+    fn name(&self) -> &'static str {
+        "TfIdfVectorizer"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let x = cx.input(0)?;
+        if !matches!(x.dtype, DType::I32 | DType::I64) {
+            return Err(format!("input 0 is {}; only int32 and int64 tokens are supported yet", x.dtype));
+        }
+        let out = self.params.out_cols as usize;
+        match x.shape {
+            [_] => Ok(vec![Inferred::new(DType::F32, vec![out])]),
+            [n, _] => Ok(vec![Inferred::new(DType::F32, vec![*n, out])]),
+            s => Err(format!("input 0 must be [C] or [N, C], got {s:?}")),
+        }
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (dtype, shape) = cx.input_type(0)?;
+        let (rows, cols) = match shape.as_slice() {
+            [c] => (1, *c),
+            [n, c] => (*n, *c),
+            s => return Err(format!("input 0 must be [C] or [N, C], got {s:?}")),
+        };
+        let p = TfIdfParams { rows: rows as i64, cols: cols as i64, token_bytes: dtype.size() as i64, ..self.params };
+        let params = cx.params(&p)?;
+        let table: Vec<u8> = self.table.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let table = cx.data_bytes(&table)?;
+        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        cx.call_checked("onnxc_tfidf", &[params, table, x, y])
+    }
+}
+
+pub fn import_tfidf(cx: &mut NodeImport) -> Result<Op, String> {
+    let a = &cx.attrs;
+    let min_n = a.int("min_gram_length")?.ok_or("attribute \"min_gram_length\" is required")?;
+    let max_n = a.int("max_gram_length")?.ok_or("attribute \"max_gram_length\" is required")?;
+    let max_skip = a.int("max_skip_count")?.ok_or("attribute \"max_skip_count\" is required")?;
+    if min_n < 1 || max_n < min_n || max_skip < 0 {
+        return Err(format!(
+            "attributes min_gram_length {min_n}, max_gram_length {max_n}, max_skip_count {max_skip} are inconsistent"
+        ));
+    }
+    let mode = match a.string("mode")?.ok_or("attribute \"mode\" is required")?.as_str() {
+        "TF" => TFIDF_TF,
+        "IDF" => TFIDF_IDF,
+        "TFIDF" => TFIDF_TFIDF,
+        other => return Err(format!("attribute \"mode\" is {other:?}, expected TF, IDF or TFIDF")),
+    };
+    if a.has("pool_strings") {
+        return Err("attribute \"pool_strings\": string tokens are not supported yet (only pool_int64s)".into());
+    }
+    let pool = a.ints("pool_int64s")?.ok_or("attribute \"pool_int64s\" is required")?;
+    let starts = a.ints("ngram_counts")?.ok_or("attribute \"ngram_counts\" is required")?;
+    let indexes = a.ints("ngram_indexes")?.ok_or("attribute \"ngram_indexes\" is required")?;
+    let weights = a.floats("weights")?;
+    if weights.as_ref().is_some_and(|w| w.len() != indexes.len()) {
+        return Err("attribute \"weights\" must have one weight per entry of \"ngram_indexes\"".into());
+    }
+    let mut table = Vec::new();
+    let mut gram = 0usize;
+    let mut ngrams = 0i64;
+    for (k, &start) in starts.iter().enumerate() {
+        let n = k + 1;
+        let end = starts.get(k + 1).copied().unwrap_or(pool.len() as i64);
+        let (start, end) = (usize::try_from(start).ok(), usize::try_from(end).ok());
+        let items = match (start, end) {
+            (Some(s), Some(e)) if s <= e && e <= pool.len() && (e - s) % n == 0 => &pool[s..e],
+            _ => return Err(format!("attribute \"ngram_counts\" entry {k} does not split \"pool_int64s\" into {n}-grams")),
+        };
+        for tokens in items.chunks(n) {
+            let column = *indexes.get(gram).ok_or("attribute \"ngram_indexes\" has fewer entries than the pool")?;
+            if column < 0 {
+                return Err(format!("attribute \"ngram_indexes\" has a negative entry {column}"));
+            }
+            let weight = weights.as_ref().map_or(1.0, |w| w[gram] as f64);
+            if (min_n..=max_n).contains(&(n as i64)) {
+                table.extend([n as i64, column, weight.to_bits() as i64]);
+                table.extend_from_slice(tokens);
+                ngrams += 1;
+            }
+            gram += 1;
+        }
+    }
+    let out_cols = indexes.iter().max().map_or(0, |&m| m + 1);
+    let params = TfIdfParams { mode, max_skip, out_cols, ngrams, ..Default::default() };
+    Ok(Op::TfIdfVectorizer(TfIdfVectorizer { params, table }))
 }

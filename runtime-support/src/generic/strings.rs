@@ -1,5 +1,6 @@
-//! Kernels over string tensors: equality, StringConcat, StringNormalizer,
-//! StringSplit and RegexFullMatch.
+//! Kernels over string tensors and text features: equality, StringConcat,
+//! StringNormalizer, StringSplit, RegexFullMatch and TfIdfVectorizer (over
+//! integer tokens).
 //!
 //! A string element is an [`OnnxString`] record (`onnxc_string`: address
 //! and length of UTF-8 bytes). Kernels never allocate: a kernel that makes
@@ -436,6 +437,97 @@ pub unsafe extern "C" fn onnxc_regex_full_match(table: *const u32, x: *const Onn
             }
         }
         *y.add(i) = (word(accepting + state) != 0) as u8;
+    }
+    STATUS_OK
+}
+
+// ---------------------------------------------------------------------------
+// TfIdfVectorizer
+// ---------------------------------------------------------------------------
+
+pub const TFIDF_TF: i64 = 0;
+pub const TFIDF_IDF: i64 = 1;
+pub const TFIDF_TFIDF: i64 = 2;
+
+/// Parameters of [`onnxc_tfidf`]. The n-gram table is i64 words, per
+/// n-gram: `n`, its output column, its weight (f64 bits), then its `n`
+/// tokens; the compiler keeps only n-grams with `n` in the node's
+/// `[min_gram_length, max_gram_length]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TfIdfParams {
+    /// [`TFIDF_TF`], [`TFIDF_IDF`] or [`TFIDF_TFIDF`].
+    pub mode: i64,
+    pub max_skip: i64,
+    /// Input rows (1 for a 1-D input) and tokens per row.
+    pub rows: i64,
+    pub cols: i64,
+    /// Output columns.
+    pub out_cols: i64,
+    /// 4 (i32 tokens) or 8 (i64 tokens).
+    pub token_bytes: i64,
+    /// Number of n-grams in the table.
+    pub ngrams: i64,
+}
+
+/// TfIdfVectorizer: counts, in each row of `x`, every n-gram of the table
+/// with every skip distance in `0..=max_skip` (once for unigrams), and
+/// writes the weighted counts to the `[rows, out_cols]` f32 tensor `y`.
+///
+/// # Safety
+/// `p` is valid, `table` holds the n-grams it counts, `x` holds
+/// `rows * cols` tokens, `y` has room for `rows * out_cols` f32s.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_tfidf(p: *const TfIdfParams, table: *const i64, x: *const u8, y: *mut f32) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if p.rows < 0 || p.cols < 0 || p.out_cols < 0 || p.max_skip < 0 || p.ngrams < 0 || !matches!(p.token_bytes, 4 | 8)
+    {
+        return STATUS_INVALID_PARAMS;
+    }
+    let (rows, cols, out_cols) = (p.rows as usize, p.cols as usize, p.out_cols as usize);
+    let token = |i: usize| -> i64 {
+        if p.token_bytes == 4 {
+            (x as *const i32).add(i).read_unaligned() as i64
+        } else {
+            (x as *const i64).add(i).read_unaligned()
+        }
+    };
+    for r in 0..rows {
+        let row = y.add(r * out_cols);
+        for c in 0..out_cols {
+            *row.add(c) = 0.0;
+        }
+        let mut entry = table;
+        for _ in 0..p.ngrams {
+            let (n, column, weight) = (*entry, *entry.add(1), f64::from_bits(*entry.add(2) as u64));
+            let Some(n) = usize::try_from(n).ok().filter(|&n| n > 0) else {
+                return STATUS_INVALID_PARAMS;
+            };
+            let Some(column) = usize::try_from(column).ok().filter(|&c| c < out_cols) else {
+                return STATUS_INVALID_PARAMS;
+            };
+            let grams = entry.add(3);
+            let skips = if n == 1 { 0 } else { p.max_skip as usize };
+            let mut count = 0usize;
+            for skip in 0..=skips {
+                let span = (n - 1) * (skip + 1);
+                for start in (0..cols).take_while(|&s| s + span < cols) {
+                    if (0..n).all(|j| token(r * cols + start + j * (skip + 1)) == *grams.add(j)) {
+                        count += 1;
+                    }
+                }
+            }
+            let value = match p.mode {
+                TFIDF_TF => count as f64,
+                TFIDF_IDF => (count > 0) as u8 as f64 * weight,
+                TFIDF_TFIDF => count as f64 * weight,
+                _ => return STATUS_INVALID_PARAMS,
+            };
+            *row.add(column) += value as f32;
+            entry = grams.add(n);
+        }
     }
     STATUS_OK
 }
