@@ -341,9 +341,7 @@ impl Nfa {
         match ast {
             Ast::Empty => Ok(next),
             Ast::Look(l) => self.push(State::Look(*l, next)),
-            Ast::Bytes(bytes) => {
-                bytes.iter().rev().try_fold(next, |n, &b| self.byte_range(b, b, n))
-            }
+            Ast::Bytes(bytes) => bytes.iter().rev().try_fold(next, |n, &b| self.byte_range(b, b, n)),
             Ast::Set(set) => {
                 let mut ascii = [false; 256];
                 ascii[..128].copy_from_slice(&set.ascii);
@@ -571,7 +569,12 @@ mod tests {
         let mut out = vec![0u8; texts.len()];
         // SAFETY: a table from `compile`, one record per text, room for each result.
         let status = unsafe {
-            onnxc_runtime::onnxc_regex_full_match(words.as_ptr(), records.as_ptr(), out.as_mut_ptr(), texts.len() as i64)
+            onnxc_runtime::onnxc_regex_full_match(
+                words.as_ptr(),
+                records.as_ptr(),
+                out.as_mut_ptr(),
+                texts.len() as i64,
+            )
         };
         assert_eq!(status, 0);
         out.iter().map(|&b| b != 0).collect()

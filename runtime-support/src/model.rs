@@ -88,6 +88,7 @@ impl Status {
             STATUS_INVALID_PARAMS => "kernel parameters rejected",
             STATUS_DIVISION_BY_ZERO => "integer division by zero",
             STATUS_OUT_OF_MEMORY => "out of memory for a data-dependent value",
+            STATUS_NOT_A_NUMBER => "a string is not a number of the cast's type",
             _ => "unknown failure",
         }
     }

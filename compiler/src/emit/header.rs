@@ -99,7 +99,8 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line(" * buffer (dense, row-major, element types as above). Returns 0 on success;".into());
     line(" * otherwise the low byte is the failure (1 bad context, 2 index out of range,".into());
     line(" * 3 kernel parameters, 4 integer division by zero, 5 out of memory for a".into());
-    line(" * data-dependent value) and the rest is the failing node's index + 1. */".into());
+    line(" * data-dependent value or string bytes, 6 a string Cast cannot parse) and".into());
+    line(" * the rest is the failing node's index + 1. */".into());
     line(format!("int32_t {prefix}_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs);"));
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());

@@ -23,8 +23,12 @@ impl Tensor {
     /// (and for strings, which have no byte form: see [`Tensor::from_strings`]).
     pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Option<Tensor> {
         let count = super::shape::element_count(&shape)?;
-        (dtype != DType::String && count.checked_mul(dtype.size())? == data.len())
-            .then_some(Tensor { dtype, shape, data, strings: Vec::new() })
+        (dtype != DType::String && count.checked_mul(dtype.size())? == data.len()).then_some(Tensor {
+            dtype,
+            shape,
+            data,
+            strings: Vec::new(),
+        })
     }
 
     /// A string tensor; `None` when the element count does not match.

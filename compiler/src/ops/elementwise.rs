@@ -417,8 +417,12 @@ impl Operator for Elementwise {
         }
         let strings = cx.inputs.iter().flatten().any(|i| i.dtype == DType::String)
             || matches!(self.func, Func::Cast { to: DType::String } | Func::BitCast { to: DType::String });
-        if strings && !matches!(self.func, Func::Equal | Func::Identity) {
-            return Err(format!("{} on string tensors is not supported yet", self.op_type));
+        if strings {
+            match self.func {
+                Func::Equal | Func::Identity => {}
+                Func::Cast { to } => super::strings::check_cast(first.dtype, to)?,
+                _ => return Err(format!("{} on string tensors is not supported yet", self.op_type)),
+            }
         }
         if let Func::BitCast { to } = self.func {
             if to.size() != first.dtype.size() {
@@ -474,6 +478,10 @@ impl Operator for Elementwise {
         matches!(self.func, Func::Identity | Func::Dropout { .. } | Func::BitCast { .. })
     }
 
+    fn allocates_at_run_time(&self) -> bool {
+        self.func == (Func::Cast { to: DType::String })
+    }
+
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
         match cx.input(0) {
             Ok(x) if x.dtype == DType::String && self.func == Func::Equal => super::strings::equal_scratch(cx),
@@ -494,8 +502,12 @@ impl Operator for Elementwise {
             }
             return Ok(());
         }
-        if cx.input_type(0)?.0 == DType::String {
-            return super::strings::lower_equal(cx);
+        match self.func {
+            Func::Cast { .. } if out_dtype == DType::String || cx.input_type(0)?.0 == DType::String => {
+                return super::strings::lower_cast(cx)
+            }
+            _ if cx.input_type(0)?.0 == DType::String => return super::strings::lower_equal(cx),
+            _ => {}
         }
         let mut operands = Vec::new();
         for i in 0..cx.input_count() {

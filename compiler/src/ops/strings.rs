@@ -1,6 +1,6 @@
 //! Operators over string tensors and text: StringConcat, StringNormalizer,
 //! StringSplit, RegexFullMatch, TfIdfVectorizer (integer tokens), and the
-//! string form of Equal (called from `elementwise.rs`).
+//! string forms of Equal and Cast (called from `elementwise.rs`).
 //!
 //! A string element is a 16-byte `onnxc_string` record, so shape operators
 //! move strings like any other element; these operators call the kernels
@@ -27,7 +27,8 @@ use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::{DType, Dim};
 use onnxc_runtime::{
-    NormalizerParams, SplitParams, TfIdfParams, CASE_LOWER, CASE_NONE, CASE_UPPER, TFIDF_IDF, TFIDF_TF, TFIDF_TFIDF,
+    NormalizerParams, SplitParams, TfIdfParams, CASE_LOWER, CASE_NONE, CASE_UPPER, NUMBER_TEXT_BYTES, TFIDF_IDF,
+    TFIDF_TF, TFIDF_TFIDF,
 };
 
 const RECORD: usize = 16;
@@ -99,6 +100,42 @@ pub fn lower_equal(cx: &mut Lower) -> Result<(), String> {
 /// Scratch that [`lower_equal`] needs.
 pub fn equal_scratch(cx: &InferCx) -> usize {
     binary_scratch(cx)
+}
+
+/// Rejects the Casts involving strings that onnxc does not compile: to
+/// string from bool, integers, f32 and f64; from string to integers, f32
+/// and f64 (f16/bf16 and string to bool are not supported yet).
+pub fn check_cast(from: DType, to: DType) -> Result<(), String> {
+    let ok = match (from, to) {
+        (DType::String, DType::String) => true,
+        (DType::String, t) => t.is_int() || matches!(t, DType::F32 | DType::F64),
+        (f, DType::String) => f.is_int() || matches!(f, DType::F32 | DType::F64 | DType::Bool),
+        _ => true,
+    };
+    ok.then_some(()).ok_or_else(|| format!("Cast from {from} to {to} is not supported yet"))
+}
+
+/// Cast to or from string, for `elementwise::Elementwise`: numbers become
+/// text in memory from the run-time allocator; text is parsed, and a
+/// string that is not a number fails the node (status 6).
+pub fn lower_cast(cx: &mut Lower) -> Result<(), String> {
+    let ((from, shape), (to, _)) = (cx.input_type(0)?, cx.output_type(0)?);
+    let n: usize = shape.iter().product();
+    let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+    if from == to {
+        cx.copy_bytes(y, x, n * RECORD);
+        return Ok(());
+    }
+    let count = cx.iconst(n as i64);
+    if to == DType::String {
+        let elem = cx.iconst(from.onnx_code() as i64);
+        let bytes = cx.iconst(n.checked_mul(NUMBER_TEXT_BYTES).ok_or("the tensor is too large")? as i64);
+        let buf = cx.alloc_scratch(bytes)?;
+        cx.call_checked("onnxc_cast_to_string", &[elem, x, count, y, buf])
+    } else {
+        let elem = cx.iconst(to.onnx_code() as i64);
+        cx.call_checked("onnxc_cast_from_string", &[elem, x, count, y])
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -402,7 +439,11 @@ pub fn import_tfidf(cx: &mut NodeImport) -> Result<Op, String> {
         let (start, end) = (usize::try_from(start).ok(), usize::try_from(end).ok());
         let items = match (start, end) {
             (Some(s), Some(e)) if s <= e && e <= pool.len() && (e - s) % n == 0 => &pool[s..e],
-            _ => return Err(format!("attribute \"ngram_counts\" entry {k} does not split \"pool_int64s\" into {n}-grams")),
+            _ => {
+                return Err(format!(
+                    "attribute \"ngram_counts\" entry {k} does not split \"pool_int64s\" into {n}-grams"
+                ))
+            }
         };
         for tokens in items.chunks(n) {
             let column = *indexes.get(gram).ok_or("attribute \"ngram_indexes\" has fewer entries than the pool")?;

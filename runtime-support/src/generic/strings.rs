@@ -16,7 +16,10 @@
 //! *DFA table* (see [`onnxc_regex_full_match`]) built at compile time, so
 //! no regular expression is parsed or compiled at run time.
 
-use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::abi::{
+    ELEM_BOOL, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32, ELEM_U64, ELEM_U8,
+    STATUS_INVALID_PARAMS, STATUS_NOT_A_NUMBER, STATUS_OK,
+};
 use crate::model::OnnxString;
 
 const INVALID: i64 = -(STATUS_INVALID_PARAMS as i64);
@@ -77,12 +80,7 @@ unsafe fn list_len(list: *const u8) -> usize {
 /// # Safety
 /// `a` and `b` hold `n` valid records, `y` has room for `n` bools.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_string_equal(
-    a: *const OnnxString,
-    b: *const OnnxString,
-    y: *mut u8,
-    n: i64,
-) -> i32 {
+pub unsafe extern "C" fn onnxc_string_equal(a: *const OnnxString, b: *const OnnxString, y: *mut u8, n: i64) -> i32 {
     for i in 0..n.max(0) as usize {
         *y.add(i) = (at(a, i) == at(b, i)) as u8;
     }
@@ -482,8 +480,7 @@ pub unsafe extern "C" fn onnxc_tfidf(p: *const TfIdfParams, table: *const i64, x
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    if p.rows < 0 || p.cols < 0 || p.out_cols < 0 || p.max_skip < 0 || p.ngrams < 0 || !matches!(p.token_bytes, 4 | 8)
-    {
+    if p.rows < 0 || p.cols < 0 || p.out_cols < 0 || p.max_skip < 0 || p.ngrams < 0 || !matches!(p.token_bytes, 4 | 8) {
         return STATUS_INVALID_PARAMS;
     }
     let (rows, cols, out_cols) = (p.rows as usize, p.cols as usize, p.out_cols as usize);
@@ -532,6 +529,196 @@ pub unsafe extern "C" fn onnxc_tfidf(p: *const TfIdfParams, table: *const i64, x
     STATUS_OK
 }
 
+// ---------------------------------------------------------------------------
+// Cast to and from string
+// ---------------------------------------------------------------------------
+
+/// Bytes each element of [`onnxc_cast_to_string`] may take in its buffer
+/// (the longest f64 text, `-2.2250738585072014e-308`, is 24).
+pub const NUMBER_TEXT_BYTES: usize = 32;
+
+/// `core::fmt` into a fixed buffer (which is always large enough).
+struct Text<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl core::fmt::Write for Text<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// A float as numpy's `astype(str)` (the ONNX reference) writes it: the
+/// shortest digits that read back as the same value of its type,
+/// positional when `1e-4 <= |v| < positional_below` (1e6 for f32, 1e16 for
+/// f64: `1.0`, `0.0001`), else scientific with a signed exponent of at
+/// least two digits (`1e-07`, `1.5e+16`); `nan`, `inf`, `-inf`.
+fn write_float(out: &mut Text, shortest_exp: core::fmt::Arguments, v: f64, positional_below: f64) -> core::fmt::Result {
+    use core::fmt::Write;
+    if v.is_nan() {
+        return out.write_str("nan");
+    }
+    if v.is_infinite() {
+        return out.write_str(if v < 0.0 { "-inf" } else { "inf" });
+    }
+    // `{:e}` gives the shortest round-trip digits: `-1.2345e-7`.
+    let mut sci = [0u8; NUMBER_TEXT_BYTES];
+    let mut t = Text { buf: &mut sci, len: 0 };
+    t.write_fmt(shortest_exp)?;
+    let len = t.len;
+    let text = core::str::from_utf8(&sci[..len]).map_err(|_| core::fmt::Error)?;
+    let (mantissa, exp) = text.split_once('e').ok_or(core::fmt::Error)?;
+    let exp: i32 = exp.parse().map_err(|_| core::fmt::Error)?;
+    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    // The mantissa's digits without its point (fewer than the buffer holds).
+    let mut digit_buf = [0u8; NUMBER_TEXT_BYTES];
+    let mut count = 0;
+    for (slot, b) in digit_buf.iter_mut().zip(mantissa.bytes().filter(u8::is_ascii_digit)) {
+        *slot = b;
+        count += 1;
+    }
+    let digits = core::str::from_utf8(&digit_buf[..count]).map_err(|_| core::fmt::Error)?;
+    out.write_str(sign)?;
+    let abs = v.abs();
+    if abs == 0.0 || (1e-4..positional_below).contains(&abs) {
+        if exp < 0 {
+            out.write_str("0.")?;
+            for _ in 0..(-exp - 1) {
+                out.write_str("0")?;
+            }
+            return out.write_str(digits);
+        }
+        let point = exp as usize + 1;
+        if digits.len() <= point {
+            out.write_str(digits)?;
+            for _ in digits.len()..point {
+                out.write_str("0")?;
+            }
+            return out.write_str(".0");
+        }
+        out.write_str(&digits[..point])?;
+        out.write_str(".")?;
+        return out.write_str(&digits[point..]);
+    }
+    out.write_str(&digits[..1])?;
+    if digits.len() > 1 {
+        out.write_str(".")?;
+        out.write_str(&digits[1..])?;
+    }
+    write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
+}
+
+/// Writes element `i` of `x` (element code `elem`) as text.
+///
+/// # Safety
+/// `x` holds more than `i` elements of that type.
+unsafe fn write_number(out: &mut Text, elem: i64, x: *const u8, i: usize) -> Option<()> {
+    use core::fmt::Write;
+    let r = match elem {
+        ELEM_F32 => {
+            let v = (x as *const f32).add(i).read_unaligned();
+            write_float(out, format_args!("{v:e}"), v as f64, 1e6)
+        }
+        ELEM_F64 => {
+            let v = (x as *const f64).add(i).read_unaligned();
+            write_float(out, format_args!("{v:e}"), v, 1e16)
+        }
+        ELEM_BOOL => out.write_str(if *x.add(i) != 0 { "True" } else { "False" }),
+        ELEM_I8 => write!(out, "{}", *(x as *const i8).add(i)),
+        ELEM_U8 => write!(out, "{}", *x.add(i)),
+        ELEM_I16 => write!(out, "{}", (x as *const i16).add(i).read_unaligned()),
+        ELEM_U16 => write!(out, "{}", (x as *const u16).add(i).read_unaligned()),
+        ELEM_I32 => write!(out, "{}", (x as *const i32).add(i).read_unaligned()),
+        ELEM_U32 => write!(out, "{}", (x as *const u32).add(i).read_unaligned()),
+        ELEM_I64 => write!(out, "{}", (x as *const i64).add(i).read_unaligned()),
+        ELEM_U64 => write!(out, "{}", (x as *const u64).add(i).read_unaligned()),
+        _ => return None,
+    };
+    r.ok()
+}
+
+/// Cast to string: `y[i]` is element `i` of `x` (element code `elem`:
+/// bool, integers, f32, f64) as text, written to `buf`, which has
+/// [`NUMBER_TEXT_BYTES`] per element.
+///
+/// # Safety
+/// `x` holds `n` elements, `y` has room for `n` records, `buf` for
+/// `n * NUMBER_TEXT_BYTES` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_cast_to_string(
+    elem: i64,
+    x: *const u8,
+    n: i64,
+    y: *mut OnnxString,
+    buf: *mut u8,
+) -> i32 {
+    for i in 0..n.max(0) as usize {
+        let slot = core::slice::from_raw_parts_mut(buf.add(i * NUMBER_TEXT_BYTES), NUMBER_TEXT_BYTES);
+        let mut out = Text { buf: slot, len: 0 };
+        if write_number(&mut out, elem, x, i).is_none() {
+            return STATUS_INVALID_PARAMS;
+        }
+        y.add(i).write(OnnxString { data: buf.add(i * NUMBER_TEXT_BYTES), len: out.len });
+    }
+    STATUS_OK
+}
+
+/// Parses `s` (ASCII whitespace around it ignored) as element code `elem`
+/// and stores it at `y`; `None` when it is not such a number.
+///
+/// # Safety
+/// `y` has room for one element of that type.
+unsafe fn store_parsed(elem: i64, s: &[u8], y: *mut u8) -> Option<()> {
+    let text = core::str::from_utf8(s).ok()?.trim_matches(|c: char| c.is_ascii_whitespace());
+    macro_rules! int {
+        ($t:ty) => {
+            (y as *mut $t).write_unaligned(text.strip_prefix('+').unwrap_or(text).parse::<$t>().ok()?)
+        };
+    }
+    match elem {
+        // Rust's float syntax: digits, `inf`, `infinity`, `nan` (any case).
+        ELEM_F32 => (y as *mut f32).write_unaligned(text.parse().ok()?),
+        ELEM_F64 => (y as *mut f64).write_unaligned(text.parse().ok()?),
+        ELEM_I8 => int!(i8),
+        ELEM_U8 => int!(u8),
+        ELEM_I16 => int!(i16),
+        ELEM_U16 => int!(u16),
+        ELEM_I32 => int!(i32),
+        ELEM_U32 => int!(u32),
+        ELEM_I64 => int!(i64),
+        ELEM_U64 => int!(u64),
+        _ => return None,
+    }
+    Some(())
+}
+
+/// Cast from string: parses each of the `n` strings of `x` as element code
+/// `elem` (integers, f32, f64) into `y`; [`STATUS_NOT_A_NUMBER`] when one
+/// is not a number of that type (out of range included).
+///
+/// # Safety
+/// `x` holds `n` records, `y` has room for `n` elements of that type.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_cast_from_string(elem: i64, x: *const OnnxString, n: i64, y: *mut u8) -> i32 {
+    let size = match elem {
+        ELEM_I8 | ELEM_U8 => 1,
+        ELEM_I16 | ELEM_U16 => 2,
+        ELEM_I32 | ELEM_U32 | ELEM_F32 => 4,
+        ELEM_I64 | ELEM_U64 | ELEM_F64 => 8,
+        _ => return STATUS_INVALID_PARAMS,
+    };
+    for i in 0..n.max(0) as usize {
+        if store_parsed(elem, at(x, i), y.add(i * size)).is_none() {
+            return STATUS_NOT_A_NUMBER;
+        }
+    }
+    STATUS_OK
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,6 +740,61 @@ mod tests {
         assert_eq!(pieces("the quick brown fox", "", 2), [3, 17]);
         assert_eq!(pieces("", "", -1), [0, 0]);
         assert_eq!(pieces("", ".", -1), [1, 0]);
+    }
+
+    /// Element 0 of `bytes` as text, compared with `want`.
+    fn text_is(elem: i64, bytes: &[u8], want: &str) {
+        let mut buf = [0u8; NUMBER_TEXT_BYTES];
+        let mut out = Text { buf: &mut buf, len: 0 };
+        // SAFETY: `bytes` holds one element of type `elem`.
+        unsafe { write_number(&mut out, elem, bytes.as_ptr(), 0) }.expect("a number");
+        let len = out.len;
+        assert_eq!(core::str::from_utf8(&buf[..len]), Ok(want));
+    }
+
+    #[test]
+    fn numbers_print_like_numpy() {
+        let cases = [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (-2.5, "-2.5"),
+            (1e-7, "1e-07"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "1e-04"), // below 1e-4 once widened to f64
+            (0.00012, "0.00012"),
+            (999999.94, "999999.94"),
+            (1e6, "1e+06"),
+            (123456790.0, "1.2345679e+08"),
+            (f32::NAN, "nan"),
+            (f32::NEG_INFINITY, "-inf"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+        ];
+        for (v, want) in cases {
+            text_is(ELEM_F32, &f32::to_le_bytes(v), want);
+        }
+        text_is(ELEM_F64, &0.1f64.to_le_bytes(), "0.1");
+        text_is(ELEM_F64, &16777217.0f64.to_le_bytes(), "16777217.0");
+        text_is(ELEM_F64, &1e16f64.to_le_bytes(), "1e+16");
+        text_is(ELEM_F64, &f64::MIN_POSITIVE.to_le_bytes(), "2.2250738585072014e-308");
+        text_is(ELEM_I64, &i64::MIN.to_le_bytes(), "-9223372036854775808");
+        text_is(ELEM_BOOL, &[1], "True");
+    }
+
+    #[test]
+    fn strings_parse_to_numbers() {
+        let parse = |elem: i64, s: &str| -> Option<[u8; 8]> {
+            let mut y = [0u8; 8];
+            // SAFETY: `y` holds any one element.
+            unsafe { store_parsed(elem, s.as_bytes(), y.as_mut_ptr()) }.map(|_| y)
+        };
+        assert_eq!(parse(ELEM_F32, " 1.5 ").map(|y| f32::from_le_bytes([y[0], y[1], y[2], y[3]])), Some(1.5));
+        assert!(parse(ELEM_F32, "NaN").is_some_and(|y| f32::from_le_bytes([y[0], y[1], y[2], y[3]]).is_nan()));
+        assert_eq!(parse(ELEM_F64, "-INF").map(f64::from_le_bytes), Some(f64::NEG_INFINITY));
+        assert_eq!(parse(ELEM_I8, "-128").map(|y| y[0] as i8), Some(-128));
+        assert!(parse(ELEM_I8, "128").is_none());
+        assert!(parse(ELEM_I32, "1.5").is_none());
+        assert!(parse(ELEM_F32, "abc").is_none());
     }
 
     #[test]
