@@ -5,7 +5,7 @@
 //! run-time bytes running out as a status.
 
 use crate::common::{onnxc_in, run_model, run_with_timeout, succeeded, write_model};
-use crate::models::{model, node, typed_value};
+use crate::models::{f32s, floats, int_attr, model, node, typed_value};
 use onnx_proto::*;
 use std::path::Path;
 use std::process::Command;
@@ -65,12 +65,37 @@ fn texts(t: &TensorProto) -> Vec<String> {
 
 #[test]
 fn string_inputs_and_outputs_through_the_cli() {
-    let out = run_model(&string_model(), &[strings("x", &["ab-cd", "xyz", "ß-q"])]).expect("onnxc run");
+    let out = run_model(&string_model(), &[strings("x", &["ab-cd", "xyz", "ß-q"])])
+        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(texts(&out[0]), ["ab-cd!", "xyz!", "ß-q!"]);
     assert_eq!(out[1].raw_data.as_deref(), Some(&[1u8, 0, 0][..]));
     assert_eq!(out[2].dims, [3, 2]);
     assert_eq!(texts(&out[2]), ["ab", "cd", "xyz", "", "ß", "q"]);
     assert_eq!(texts(&out[4]), ["AB-CD", "XYZ", "SS-Q"]);
+}
+
+#[test]
+fn cast_to_string_and_back() {
+    let mut to_text = node("Cast", "to_text", &["x"], &["text"]);
+    to_text.attribute.push(int_attr("to", STRING as i64));
+    let mut to_float = node("Cast", "to_float", &["text"], &["back"]);
+    to_float.attribute.push(int_attr("to", 1));
+    let m = model(
+        vec![to_text, to_float],
+        vec![typed_value("x", 1, Some(&[5]))],
+        vec![typed_value("text", STRING, Some(&[5])), typed_value("back", 1, Some(&[5]))],
+    );
+    let x = [1.0, 1e-7, -2.5, f32::INFINITY, 123456790.0];
+    let out = run_model(&m, &[floats("x", &[5], &x)]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    assert_eq!(texts(&out[0]), ["1.0", "1e-07", "-2.5", "inf", "1.2345679e+08"]);
+    assert_eq!(f32s(&out[1]), x);
+
+    // Text that is not a number: status 6 naming the node.
+    let mut parse = node("Cast", "parse", &["s"], &["y"]);
+    parse.attribute.push(int_attr("to", 6));
+    let m = model(vec![parse], vec![typed_value("s", STRING, Some(&[2]))], vec![typed_value("y", 6, Some(&[2]))]);
+    let failed = run_model(&m, &[strings("s", &["12", "twelve"])]).expect_err("a failed run");
+    assert!(failed.stderr.contains("\"parse\"") && failed.stderr.contains("not a number"), "{}", failed.stderr);
 }
 
 #[test]
