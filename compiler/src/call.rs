@@ -11,7 +11,7 @@ use crate::ir::{DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
 
 pub use onnxc_runtime::model::RunFn;
-use onnxc_runtime::model::{AllocFn, Context, DynamicOutput};
+use onnxc_runtime::model::{AllocFn, Context, DynamicOutput, OnnxString};
 
 /// A graph input or output as the caller sees it.
 #[derive(Clone, Debug)]
@@ -117,9 +117,15 @@ impl Interface {
             alloc: use_hook.then_some(hook as AllocFn),
             alloc_user: &mut arena as *mut HookArena as *mut u8,
         };
+        // String inputs: records pointing at each string's bytes (guarded
+        // copies of them when the placement guards).
+        let mut string_bytes: Vec<Buffer> = Vec::new();
         let placed: Vec<Option<Buffer>> = given
             .iter()
-            .map(|t| placement.input(&t.data, t.dtype.size()))
+            .map(|t| match t.dtype {
+                DType::String => string_records(t, placement, &mut string_bytes).map(Some),
+                _ => placement.input(&t.data, t.dtype.size()),
+            })
             .collect::<Result<_, _>>()
             .map_err(|e| format!("inputs: {e}"))?;
         let in_ptrs: Vec<usize> = given
@@ -146,6 +152,49 @@ impl Interface {
 pub struct Workspace {
     buffer: Buffer,
     use_hook: bool,
+}
+
+/// The `onnxc_string` records of string tensor `t`, pointing at its bytes
+/// (or, when `placement` guards, at copies of them kept in `keep`).
+fn string_records(t: &Tensor, placement: Placement, keep: &mut Vec<Buffer>) -> Result<Buffer, String> {
+    let mut records = Vec::with_capacity(t.strings.len() * DType::String.size());
+    for s in &t.strings {
+        let data = match placement.input(s, 1)? {
+            Some(copy) => {
+                let p = copy.ptr() as *const u8;
+                keep.push(copy);
+                p
+            }
+            None => s.as_ptr(),
+        };
+        records.extend_from_slice(&(data as usize).to_ne_bytes());
+        records.extend_from_slice(&s.len().to_ne_bytes());
+    }
+    placement.copy(&records, 8)
+}
+
+/// Reads `count` `onnxc_string` records at `records` back into a string tensor.
+///
+/// # Safety
+/// `records` points to `count` records the model wrote; each points to
+/// `len` readable bytes (its inputs, read-only data, the workspace or hook
+/// memory, all alive during the call that reads them).
+unsafe fn read_strings(records: *const u8, count: usize, shape: Vec<usize>, name: &str) -> Result<Tensor, String> {
+    let mut strings = Vec::with_capacity(count);
+    for i in 0..count {
+        // SAFETY: see the function's contract.
+        let r = unsafe { (records as *const OnnxString).add(i).read_unaligned() };
+        if r.len == 0 {
+            strings.push(Vec::new());
+            continue;
+        }
+        if r.data.is_null() || r.len > isize::MAX as usize {
+            return Err(format!("output \"{name}\": the model wrote an invalid string record at {i}"));
+        }
+        // SAFETY: see the function's contract.
+        strings.push(unsafe { std::slice::from_raw_parts(r.data, r.len) }.to_vec());
+    }
+    Tensor::from_strings(shape, strings).ok_or_else(|| format!("output \"{name}\" is too large"))
 }
 
 /// One output's buffer during a call.
@@ -193,6 +242,11 @@ impl Output {
 
     fn finish(self, io: &Io) -> Result<Tensor, String> {
         let (desc, dims, dtype) = match self {
+            Output::Static { data, dtype: DType::String, shape } => {
+                let count = data.len() / DType::String.size();
+                // SAFETY: the model wrote every record of this static output.
+                return unsafe { read_strings(data.ptr(), count, shape, &io.name) };
+            }
             Output::Static { data, dtype, shape } => {
                 let bad = || format!("output \"{}\" is too large", io.name);
                 return Tensor::from_bytes(dtype, shape, data.bytes().to_vec()).ok_or_else(bad);
@@ -211,14 +265,18 @@ impl Output {
                 _ => {}
             }
         }
+        // SAFETY: `desc` holds the descriptor the model filled.
+        let data = unsafe { (desc.ptr() as *const DynamicOutput).read().data };
+        if dtype == DType::String {
+            let count = crate::ir::shape::element_count(&shape).ok_or_else(bad)?;
+            // SAFETY: the model allocated and wrote `count` records for these dims.
+            return unsafe { read_strings(data, count, shape, &io.name) };
+        }
         let mut t = Tensor::zeros(dtype, shape.clone()).ok_or_else(bad)?;
         if !t.data.is_empty() {
             // SAFETY: `desc` holds the descriptor the model filled; it
             // allocated `data` for exactly these dims.
-            let src = unsafe {
-                let d = (desc.ptr() as *const DynamicOutput).read();
-                std::slice::from_raw_parts(d.data, t.data.len())
-            };
+            let src = unsafe { std::slice::from_raw_parts(data, t.data.len()) };
             t.data.copy_from_slice(src);
         }
         Ok(t)

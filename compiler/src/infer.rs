@@ -154,7 +154,7 @@ fn infer_nodes(
             })?
         };
         check_sizes(graph, &node, &results, limits.max_tensor_bytes)?;
-        folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.data.len()));
+        folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.byte_size()));
         if results.len() < node.outputs.len() {
             return Err(InferError::new(vec![format!(
                 "{}: has {} outputs, the operator produces {}",
@@ -178,7 +178,7 @@ fn infer_nodes(
         if should_fold(graph, &node, &results, folding) {
             let outputs = crate::jit::eval_node(graph, &node)
                 .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
-            folding.spend(outputs.iter().map(|t| t.data.len()));
+            folding.spend(outputs.iter().map(|t| t.byte_size()));
             for (&out, t) in node.outputs.iter().zip(outputs) {
                 let value = graph.value_mut(out);
                 value.ty = Some(TensorType::known(t.dtype, &t.shape));

@@ -49,6 +49,8 @@ pub struct Plan {
     /// Most bytes the run-time allocations can take (each rounded up to
     /// [`ALIGN`]); `None` when some data-dependent value is unbounded.
     pub dynamic_bytes: Option<usize>,
+    /// Some node takes run-time memory besides its outputs (string bytes).
+    pub allocates_at_run_time: bool,
 }
 
 impl Plan {
@@ -58,8 +60,9 @@ impl Plan {
         self.dynamic_bytes.and_then(|d| self.workspace_bytes.checked_add(d))
     }
 
+    /// True when the code needs the run-time allocator.
     pub fn has_dynamic_values(&self) -> bool {
-        self.locs.contains(&Loc::Dynamic)
+        self.allocates_at_run_time || self.locs.contains(&Loc::Dynamic)
     }
 }
 
@@ -102,7 +105,8 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     let n_nodes = graph.nodes.len();
     let mut locs: Vec<Option<Loc>> = vec![None; n_values];
     let mut output_copies = Vec::new();
-    let mut dynamic_bytes = Some(0usize);
+    let allocates_at_run_time = graph.nodes.iter().any(|n| n.op.allocates_at_run_time());
+    let mut dynamic_bytes = (!allocates_at_run_time).then_some(0usize);
     for (i, value) in graph.values.iter().enumerate() {
         if let (ValueDef::Computed, Some(ty)) = (&value.def, &value.ty) {
             if ty.is_dynamic() {
@@ -203,7 +207,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         .enumerate()
         .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water, dynamic_bytes })
+    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water, dynamic_bytes, allocates_at_run_time })
 }
 
 /// First-fit allocator over one growing arena.

@@ -73,6 +73,9 @@ pub fn read_npy(bytes: &[u8]) -> Result<Tensor, String> {
     if descr.starts_with('>') {
         return Err("big-endian .npy data is not supported".into());
     }
+    if descr.trim_start_matches(['<', '|', '=']).starts_with(['O', 'U', 'S']) {
+        return Err(format!("string .npy arrays (dtype {descr}) are not supported: give string tensors as .pb files"));
+    }
     let dtype = npy_dtype(descr).ok_or_else(|| format!("unsupported .npy dtype {descr}"))?;
     if field("fortran_order").is_some_and(|s| s.starts_with("True")) {
         return Err("Fortran-ordered .npy data is not supported".into());

@@ -27,8 +27,10 @@ use crate::generic::reduce::*;
 use crate::generic::resize::*;
 use crate::generic::roi::*;
 use crate::generic::softmax::*;
+use crate::generic::strings::*;
 use crate::generic::training::*;
 use crate::generic::tree::*;
+use crate::model::OnnxString;
 
 use crate::generic::linalg::*;
 use crate::generic::rnn::*;
@@ -48,6 +50,8 @@ pub const STATUS_DIVISION_BY_ZERO: i32 = 4;
 /// No memory for a data-dependent value: the workspace is too small, the
 /// allocator hook returned NULL, or the size overflows.
 pub const STATUS_OUT_OF_MEMORY: i32 = 5;
+/// Cast from string met a string that is not a number of the target type.
+pub const STATUS_NOT_A_NUMBER: i32 = 6;
 
 /// Element-type codes that kernels taking any element type (`elem` fields)
 /// switch on: the ONNX `TensorProto.DataType` numbers, so the compiler
@@ -148,6 +152,18 @@ macro_rules! kernel_table {
 }
 
 kernel_table! {
+    onnxc_string_equal(*const OnnxString, *const OnnxString, *mut u8, i64) -> i32;
+    onnxc_string_concat_bytes(*const OnnxString, *const OnnxString, i64) -> i64;
+    onnxc_string_concat(*const OnnxString, *const OnnxString, *mut OnnxString, i64, *mut u8) -> i32;
+    onnxc_string_normalize_count(*const NormalizerParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_normalize_bytes(*const NormalizerParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_normalize(*const NormalizerParams, *const u8, *const OnnxString, i64, *mut OnnxString, *mut u8) -> i32;
+    onnxc_string_split_count(*const SplitParams, *const u8, *const OnnxString, i64) -> i64;
+    onnxc_string_split(*const SplitParams, *const u8, *const OnnxString, i64, *mut OnnxString, *mut i64, i64) -> i32;
+    onnxc_regex_full_match(*const u32, *const OnnxString, *mut u8, i64) -> i32;
+    onnxc_tfidf(*const TfIdfParams, *const i64, *const u8, *mut f32) -> i32;
+    onnxc_cast_to_string(i64, *const u8, i64, *mut OnnxString, *mut u8) -> i32;
+    onnxc_cast_from_string(i64, *const OnnxString, i64, *mut u8) -> i32;
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;

@@ -50,6 +50,7 @@ pub use generic::reduce::*;
 pub use generic::resize::*;
 pub use generic::roi::*;
 pub use generic::softmax::*;
+pub use generic::strings::*;
 
 pub use generic::linalg::*;
 pub use generic::rnn::*;

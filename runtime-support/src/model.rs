@@ -51,6 +51,16 @@ pub struct DynamicOutput {
     pub dims: *mut i64,
 }
 
+/// `onnxc_string`: one element of a string tensor, `len` bytes of UTF-8
+/// at `data` (not NUL-terminated). The kernels (`generic::strings`) read
+/// and write exactly this record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OnnxString {
+    pub data: *const u8,
+    pub len: usize,
+}
+
 /// `int32_t PREFIX_run(const onnxc_context *, const void *const *inputs, void *const *outputs)`.
 pub type RunFn = unsafe extern "C" fn(*const Context, *const *const u8, *const *mut u8) -> i32;
 
@@ -78,6 +88,7 @@ impl Status {
             STATUS_INVALID_PARAMS => "kernel parameters rejected",
             STATUS_DIVISION_BY_ZERO => "integer division by zero",
             STATUS_OUT_OF_MEMORY => "out of memory for a data-dependent value",
+            STATUS_NOT_A_NUMBER => "a string is not a number of the cast's type",
             _ => "unknown failure",
         }
     }

@@ -28,3 +28,4 @@ mod pipeline;
 mod random;
 mod reproducible;
 mod runtime_faults;
+mod strings;

@@ -133,6 +133,19 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
     if got.shape != want.shape {
         return Err(format!("shape {:?}, expected {:?}", got.shape, want.shape));
     }
+    if got.dtype == DType::String {
+        let differ = got.strings.iter().zip(&want.strings).position(|(g, w)| g != w);
+        return match differ {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "{} of {} strings differ; first at {i}: got {:?}, expected {:?}",
+                got.strings.iter().zip(&want.strings).filter(|(g, w)| g != w).count(),
+                got.len(),
+                String::from_utf8_lossy(&got.strings[i]),
+                String::from_utf8_lossy(&want.strings[i])
+            )),
+        };
+    }
     let float = got.dtype.is_float() || got.dtype.is_minifloat();
     let mut bad = 0usize;
     let mut first = None;

@@ -103,6 +103,9 @@ pub fn define_model<M: Module>(
     }
     sig.returns.push(AbiParam::new(types::I32));
     let func_id = module.declare_function(symbol, Linkage::Export, &sig)?;
+    if ptr != types::I64 && graph.values.iter().any(|v| v.ty.as_ref().is_some_and(|t| t.dtype == DType::String)) {
+        return Err(CodegenError::Module("string tensors need a 64-bit target (onnxc_string is 16 bytes)".into()));
+    }
 
     // Constants that the code reads go to read-only data, one object each.
     let mut const_data: BTreeMap<ValueId, DataId> = BTreeMap::new();
@@ -118,12 +121,16 @@ pub fn define_model<M: Module>(
     let mut footprint = Footprint::new(graph.nodes.len());
     for (v, reader) in used {
         if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
-            footprint.add_data(reader, t.data.len().max(1));
+            footprint.add_data(reader, t.byte_size().max(1));
             let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
             let mut desc = DataDescription::new();
-            // Zero-sized data still gets one byte so its address is valid.
-            let bytes = if t.data.is_empty() { vec![0u8] } else { t.data.clone() };
-            desc.define(bytes.into_boxed_slice());
+            if t.dtype == DType::String {
+                string_records(module, &mut desc, &format!("{symbol}.const{}.bytes", v.0), &t.strings)?;
+            } else {
+                // Zero-sized data still gets one byte so its address is valid.
+                let bytes = if t.data.is_empty() { vec![0u8] } else { t.data.clone() };
+                desc.define(bytes.into_boxed_slice());
+            }
             desc.set_align(64);
             module.define_data(id, &desc)?;
             const_data.insert(v, id);
@@ -208,6 +215,35 @@ pub fn define_model<M: Module>(
         footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
     }
     Ok((func_id, footprint))
+}
+
+/// Describes a constant string tensor: its bytes in one read-only object
+/// `bytes_symbol`, and `desc` as its `onnxc_string` records, whose `data`
+/// fields are relocations to those bytes (resolved by the JIT or the linker).
+fn string_records<M: Module>(
+    module: &mut M,
+    desc: &mut DataDescription,
+    bytes_symbol: &str,
+    strings: &[Vec<u8>],
+) -> Result<(), CodegenError> {
+    let bytes_id = module.declare_data(bytes_symbol, Linkage::Local, false, false)?;
+    let mut bytes_desc = DataDescription::new();
+    let mut all: Vec<u8> = strings.concat();
+    all.push(0); // never empty, so its address is valid
+    bytes_desc.define(all.into_boxed_slice());
+    module.define_data(bytes_id, &bytes_desc)?;
+    let bytes = module.declare_data_in_data(bytes_id, desc);
+    let record = DType::String.size();
+    let mut records = vec![0u8; (strings.len() * record).max(1)];
+    let mut at = 0usize;
+    for (i, s) in strings.iter().enumerate() {
+        let offset = u32::try_from(i * record).map_err(|_| CodegenError::Module("string constant too large".into()))?;
+        desc.write_data_addr(offset, bytes, at as i64);
+        records[i * record + 8..(i + 1) * record].copy_from_slice(&(s.len() as u64).to_le_bytes());
+        at += s.len();
+    }
+    desc.define(records.into_boxed_slice());
+    Ok(())
 }
 
 fn value_bytes(graph: &Graph, v: ValueId) -> usize {
@@ -411,14 +447,18 @@ impl<'f> Lower<'_, 'f> {
     /// Places a table of plain records (a kernel's compiled lookup data) in
     /// read-only data; returns its address (valid even when it is empty).
     pub fn table<P: bytemuck::Pod>(&mut self, items: &[P]) -> Result<Value, String> {
+        self.data_bytes(bytemuck::cast_slice(items))
+    }
+
+    /// Places bytes the compiler prepared for a kernel (a table, a string
+    /// list) in read-only data, 16-byte aligned; returns their address
+    /// (valid even when there are none).
+    pub fn data_bytes(&mut self, bytes: &[u8]) -> Result<Value, String> {
         self.env.data_count += 1;
         let name = format!("{}.params{}", self.env.symbol_prefix, self.env.data_count);
         let id = self.module.declare_data(&name, Linkage::Local, false, false).map_err(|e| format!("{e:?}"))?;
         let mut desc = DataDescription::new();
-        let mut bytes = bytemuck::cast_slice::<P, u8>(items).to_vec();
-        if bytes.is_empty() {
-            bytes.push(0);
-        }
+        let bytes = if bytes.is_empty() { vec![0u8] } else { bytes.to_vec() };
         self.env.footprint.add_data(Some(self.index), bytes.len());
         desc.define(bytes.into_boxed_slice());
         desc.set_align(16);
@@ -580,5 +620,7 @@ pub fn clif_type(dtype: DType) -> Type {
         // only ever addressed as bytes.
         DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F8E8M0 => types::I8,
         DType::U4 | DType::I4 | DType::U2 | DType::I2 | DType::F4E2M1 => types::I8,
+        // An `onnxc_string` record moves as one 16-byte unit.
+        DType::String => types::I128,
     }
 }

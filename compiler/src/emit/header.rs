@@ -41,6 +41,16 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    void *data;".into());
     line("    int64_t *dims;".into());
     line("} onnxc_dynamic_output;".into());
+    line(String::new());
+    line("/* One element of a string tensor: `len` bytes of UTF-8 at `data`, not".into());
+    line(" * NUL-terminated. Input strings point into the caller's memory; strings".into());
+    line(" * a model writes point into its read-only data, its inputs, the workspace".into());
+    line(" * past PREFIX_ARENA_BYTES or memory from ctx->alloc, valid until that".into());
+    line(" * memory is reused. */".into());
+    line("typedef struct onnxc_string {".into());
+    line("    const uint8_t *data;".into());
+    line("    size_t len;".into());
+    line("} onnxc_string;".into());
     line("#endif".into());
     line(String::new());
     line(format!(
@@ -97,7 +107,8 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line(" * buffer (dense, row-major, element types as above). Returns 0 on success;".into());
     line(" * otherwise the low byte is the failure (1 bad context, 2 index out of range,".into());
     line(" * 3 kernel parameters, 4 integer division by zero, 5 out of memory for a".into());
-    line(" * data-dependent value) and the rest is the failing node's index + 1. */".into());
+    line(" * data-dependent value or string bytes, 6 a string Cast cannot parse) and".into());
+    line(" * the rest is the failing node's index + 1. */".into());
     line(format!("int32_t {prefix}_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs);"));
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());

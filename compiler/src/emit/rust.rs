@@ -72,6 +72,13 @@ fn args(graph: &Graph, ids: &[ValueId], kind: &str, taken: &mut HashSet<String>)
                     format!("{kind} \"{}\" ({ty}) has no known shape: bind its dims with `dim` or `shape`", value.name)
                 }
             })?;
+            if ty.dtype == DType::String {
+                return Err(format!(
+                    "{kind} \"{}\" is a string tensor; the Rust API does not offer strings yet: call the C \
+                     entry point (`onnxc_string` in the header from `--emit header`)",
+                    value.name
+                ));
+            }
             Ok(Arg {
                 ident: rust_identifier(&value.name, taken),
                 onnx_name: value.name.clone(),
@@ -217,6 +224,7 @@ fn rust_type(dtype: DType) -> &'static str {
         DType::U16 | DType::F16 | DType::BF16 => "u16",
         DType::U32 => "u32",
         DType::U64 => "u64",
+        DType::String => "onnxc_runtime::model::OnnxString",
     }
 }
 
@@ -279,6 +287,7 @@ mod tests {
             output_copies: Vec::new(),
             workspace_bytes: 128,
             dynamic_bytes: Some(0),
+            allocates_at_run_time: false,
         };
         (g, plan)
     }

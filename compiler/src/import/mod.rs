@@ -503,5 +503,13 @@ fn constant_value(attrs: &Attrs) -> Result<crate::ir::Tensor, String> {
     if let Some(v) = attrs.ints("value_ints")? {
         return Ok(Tensor::from_i64s(vec![v.len()], &v));
     }
-    Err("Constant: string and sparse values are not supported yet".into())
+    if let Some(v) = attrs.string("value_string")? {
+        return Tensor::from_strings(vec![], vec![v.into_bytes()]).ok_or_else(|| "Constant: bad value_string".into());
+    }
+    if let Some(v) = attrs.strings("value_strings")? {
+        let n = v.len();
+        return Tensor::from_strings(vec![n], v.into_iter().map(String::into_bytes).collect())
+            .ok_or_else(|| "Constant: bad value_strings".into());
+    }
+    Err("Constant: sparse values are not supported yet".into())
 }

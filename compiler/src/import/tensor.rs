@@ -1,5 +1,5 @@
 //! `TensorProto` ↔ [`Tensor`]: the typed data fields and `raw_data` both
-//! become little-endian bytes. External data was resolved by `load`.
+//! become little-endian bytes; `string_data` becomes [`Tensor::strings`]. External data was resolved by `load`.
 
 use crate::ir::{DType, Tensor};
 use onnx_proto::TensorProto;
@@ -15,6 +15,11 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let count = crate::ir::shape::element_count(&shape)
         .ok_or_else(|| format!("tensor \"{}\": element count overflows", t.name()))?;
+    if dtype == DType::String {
+        return Tensor::from_strings(shape, t.string_data.clone()).ok_or_else(|| {
+            format!("tensor \"{}\": string_data holds a different number of elements than its dims ({count})", t.name())
+        });
+    }
     let data: Vec<u8> = if let Some(raw) = &t.raw_data {
         raw.clone()
     } else {
@@ -43,6 +48,7 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
             | DType::F4E2M1
             | DType::U2
             | DType::I2 => t.int32_data.iter().map(|&v| v as u8).collect(),
+            DType::String => Vec::new(),
         }
     };
     let (got, need) = (data.len(), dtype.bytes_for(count));
@@ -60,7 +66,8 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
         name: Some(name.to_string()),
         dims: t.shape.iter().map(|&d| d as i64).collect(),
         data_type: Some(t.dtype.onnx_code()),
-        raw_data: Some(t.data.clone()),
+        raw_data: (t.dtype != DType::String).then(|| t.data.clone()),
+        string_data: t.strings.clone(),
         ..Default::default()
     }
 }

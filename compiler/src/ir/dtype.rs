@@ -29,11 +29,16 @@ pub enum DType {
     F4E2M1,
     U2,
     I2,
+    /// A UTF-8 string: an `onnxc_string` record `{const uint8_t *data;
+    /// size_t len}` (64-bit targets), so shape operators move strings as
+    /// 16-byte elements; the bytes live in the caller's input, read-only
+    /// data or memory from the run-time allocator.
+    String,
 }
 
 impl DType {
     /// The ONNX data-type code, or `None` for types onnxc cannot hold yet
-    /// (strings, complex).
+    /// (complex).
     pub fn from_onnx(code: i32) -> Option<DType> {
         Some(match code {
             1 => DType::F32,
@@ -59,6 +64,7 @@ impl DType {
             24 => DType::F8E8M0,
             25 => DType::U2,
             26 => DType::I2,
+            8 => DType::String,
             _ => return None,
         })
     }
@@ -88,6 +94,7 @@ impl DType {
             DType::F8E8M0 => 24,
             DType::U2 => 25,
             DType::I2 => 26,
+            DType::String => 8,
         }
     }
 
@@ -157,6 +164,7 @@ impl DType {
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::String => 16,
         }
     }
 
@@ -211,6 +219,7 @@ impl DType {
             DType::F4E2M1 => "f4e2m1",
             DType::U2 => "u2",
             DType::I2 => "i2",
+            DType::String => "string",
         }
     }
 
@@ -230,6 +239,7 @@ impl DType {
             DType::I64 => "int64_t",
             DType::U32 => "uint32_t",
             DType::U64 => "uint64_t",
+            DType::String => "onnxc_string",
         }
     }
 }

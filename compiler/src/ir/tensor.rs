@@ -2,6 +2,9 @@
 //! the inputs/outputs that `run` and `test` exchange with compiled code.
 //! Data is stored as little-endian bytes exactly as the generated code sees
 //! it, so a constant is written to read-only data without conversion.
+//! String tensors are the exception: their elements are byte strings kept
+//! in `strings` (and `data` is empty), because the records the generated
+//! code sees hold addresses that exist only once the bytes are placed.
 
 use super::DType;
 
@@ -10,34 +13,67 @@ pub struct Tensor {
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub data: Vec<u8>,
+    /// The elements of a [`DType::String`] tensor (empty for other types).
+    pub strings: Vec<Vec<u8>>,
 }
 
 impl Tensor {
     /// A tensor from raw bytes; `None` when the byte count does not match.
+    /// A tensor from raw bytes; `None` when the byte count does not match
+    /// (and for strings, which have no byte form: see [`Tensor::from_strings`]).
     pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Option<Tensor> {
         let count = super::shape::element_count(&shape)?;
-        (dtype.bytes_for(count)? == data.len()).then_some(Tensor { dtype, shape, data })
+        (dtype != DType::String && dtype.bytes_for(count)? == data.len()).then_some(Tensor {
+            dtype,
+            shape,
+            data,
+            strings: Vec::new(),
+        })
     }
 
+    /// A string tensor; `None` when the element count does not match.
+    pub fn from_strings(shape: Vec<usize>, strings: Vec<Vec<u8>>) -> Option<Tensor> {
+        (super::shape::element_count(&shape)? == strings.len()).then_some(Tensor {
+            dtype: DType::String,
+            shape,
+            data: Vec::new(),
+            strings,
+        })
+    }
+
+    /// Zeros, or empty strings.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<Tensor> {
-        let bytes = dtype.bytes_for(super::shape::element_count(&shape)?)?;
-        Some(Tensor { dtype, shape, data: vec![0; bytes] })
+        let count = super::shape::element_count(&shape)?;
+        if dtype == DType::String {
+            return Tensor::from_strings(shape, vec![Vec::new(); count]);
+        }
+        Some(Tensor { dtype, shape, data: vec![0; dtype.bytes_for(count)?], strings: Vec::new() })
     }
 
     pub fn from_i64s(shape: Vec<usize>, values: &[i64]) -> Tensor {
-        Tensor { dtype: DType::I64, shape, data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Tensor { dtype: DType::I64, shape, data, strings: Vec::new() }
     }
 
     pub fn from_f32s(shape: Vec<usize>, values: &[f32]) -> Tensor {
-        Tensor { dtype: DType::F32, shape, data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Tensor { dtype: DType::F32, shape, data, strings: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
+        if self.dtype == DType::String {
+            return self.strings.len();
+        }
         self.shape.iter().product()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.len() == 0
+    }
+
+    /// Bytes the tensor holds (for strings: their bytes plus one record each).
+    pub fn byte_size(&self) -> usize {
+        self.data.len() + self.strings.iter().map(|s| s.len() + DType::String.size()).sum::<usize>()
     }
 
     /// Element `i` widened to f64 (exact for every integer below 2^53).
@@ -47,7 +83,9 @@ impl Tensor {
                 as f64;
         }
         let s = self.dtype.size();
-        let b = &self.data[i * s..(i + 1) * s];
+        let Some(b) = self.data.get(i * s..(i + 1) * s) else {
+            return 0.0; // a string tensor: never read as numbers
+        };
         match self.dtype {
             DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
             DType::F64 => f64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
@@ -74,6 +112,10 @@ impl Tensor {
 
     /// Element `i` as i64 (floats truncate; u64 above i64::MAX wraps).
     pub fn get_i64(&self, i: usize) -> i64 {
+        if self.dtype == DType::String {
+            // Strings are never read as numbers (no shape input takes them).
+            return 0;
+        }
         if self.dtype.is_minifloat() {
             return self.get_f64(i) as i64;
         }

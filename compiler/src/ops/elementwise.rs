@@ -444,6 +444,15 @@ impl Operator for Elementwise {
         if !ok {
             return Err(format!("element type {} is not supported", first.dtype));
         }
+        let strings = cx.inputs.iter().flatten().any(|i| i.dtype == DType::String)
+            || matches!(self.func, Func::Cast { to: DType::String, .. } | Func::BitCast { to: DType::String });
+        if strings {
+            match self.func {
+                Func::Equal | Func::Identity => {}
+                Func::Cast { to, .. } => super::strings::check_cast(first.dtype, to)?,
+                _ => return Err(format!("{} on string tensors is not supported yet", self.op_type)),
+            }
+        }
         if let Func::BitCast { to } = self.func {
             if to.size() != first.dtype.size() {
                 return Err(format!("BitCast from {} to {to}: the types differ in width", first.dtype));
@@ -508,6 +517,17 @@ impl Operator for Elementwise {
         self.func == Func::Identity
     }
 
+    fn allocates_at_run_time(&self) -> bool {
+        matches!(self.func, Func::Cast { to: DType::String, .. })
+    }
+
+    fn scratch_bytes(&self, cx: &InferCx) -> usize {
+        match cx.input(0) {
+            Ok(x) if x.dtype == DType::String && self.func == Func::Equal => super::strings::equal_scratch(cx),
+            _ => 0,
+        }
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (out_dtype, out_shape) = cx.output_type(0)?;
         if self.is_view() {
@@ -520,6 +540,13 @@ impl Operator for Elementwise {
                 fill_ones(cx, 1)?;
             }
             return Ok(());
+        }
+        match self.func {
+            Func::Cast { .. } if out_dtype == DType::String || cx.input_type(0)?.0 == DType::String => {
+                return super::strings::lower_cast(cx)
+            }
+            _ if cx.input_type(0)?.0 == DType::String => return super::strings::lower_equal(cx),
+            _ => {}
         }
         let mut operands = Vec::new();
         for i in 0..cx.input_count() {

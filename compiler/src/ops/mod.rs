@@ -32,6 +32,7 @@ pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
 pub mod staging;
+pub mod strings;
 pub mod training;
 pub mod tree;
 pub mod window_loops;
@@ -174,6 +175,14 @@ pub trait Operator: std::fmt::Debug {
         true
     }
 
+    /// True when the lowering takes memory of a data-dependent size from
+    /// the run-time allocator ([`Lower::alloc_scratch`]) even though its
+    /// outputs have static shapes (string bytes): the plan then provides
+    /// the allocator and counts the model's workspace as unbounded.
+    fn allocates_at_run_time(&self) -> bool {
+        false
+    }
+
     /// True when the lowering computes only f32 of the float types and its
     /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
     fn stages_halves(&self) -> bool {
@@ -286,6 +295,11 @@ ops! {
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
     FlexAttention(flex_attention::FlexAttention),
+    StringConcat(strings::StringConcat),
+    StringNormalizer(strings::StringNormalizer),
+    StringSplit(strings::StringSplit),
+    RegexFullMatch(strings::RegexFullMatch),
+    TfIdfVectorizer(strings::TfIdfVectorizer),
 }
 
 impl Op {
@@ -322,6 +336,9 @@ impl Op {
     }
     pub fn foldable(&self) -> bool {
         self.inner().foldable()
+    }
+    pub fn allocates_at_run_time(&self) -> bool {
+        self.inner().allocates_at_run_time()
     }
 
     /// If, Loop, Scan, FlexAttention and the sequence/optional operators:
@@ -541,6 +558,11 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("RandomNormalLike", random::import_fill),
     ("Bernoulli", random::import_bernoulli),
     ("Multinomial", random::import_multinomial),
+    ("StringConcat", strings::import_concat),
+    ("StringNormalizer", strings::import_normalizer),
+    ("StringSplit", strings::import_split),
+    ("RegexFullMatch", strings::import_regex),
+    ("TfIdfVectorizer", strings::import_tfidf),
 ];
 
 /// Operators of the other domains onnxc compiles: (domain, op_type) → importer.

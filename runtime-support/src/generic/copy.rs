@@ -58,8 +58,10 @@ pub struct PadParams {
     pub pads_begin: [i64; MAX_RANK],
 }
 
+/// Element widths the data-movement kernels take: the numeric types and
+/// 16-byte `onnxc_string` records.
 fn valid_elem_bytes(b: i64) -> Option<usize> {
-    matches!(b, 1 | 2 | 4 | 8).then_some(b as usize)
+    matches!(b, 1 | 2 | 4 | 8 | 16).then_some(b as usize)
 }
 
 /// Copies one element of `eb` bytes.
@@ -69,7 +71,8 @@ unsafe fn copy_elem(src: *const u8, dst: *mut u8, eb: usize) {
         1 => *dst = *src,
         2 => (dst as *mut u16).write_unaligned((src as *const u16).read_unaligned()),
         4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
-        _ => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+        8 => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+        _ => (dst as *mut u128).write_unaligned((src as *const u128).read_unaligned()),
     }
 }
 

@@ -166,8 +166,10 @@ macro_rules! with_num {
 }
 pub(crate) use with_num;
 
+/// Element widths the data-movement kernels take: the numeric types and
+/// 16-byte `onnxc_string` records.
 fn valid_elem_bytes(b: i64) -> Option<usize> {
-    matches!(b, 1 | 2 | 4 | 8).then_some(b as usize)
+    matches!(b, 1 | 2 | 4 | 8 | 16).then_some(b as usize)
 }
 
 /// Copies one element of `eb` bytes.

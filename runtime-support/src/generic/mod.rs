@@ -40,6 +40,7 @@ pub mod reduce;
 pub mod resize;
 pub mod roi;
 pub mod softmax;
+pub mod strings;
 pub mod training;
 pub mod tree;
 
