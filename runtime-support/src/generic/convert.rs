@@ -10,6 +10,7 @@
 //! stage the f16/bf16 tensors of operators whose kernels exist only for f32
 //! (widen the inputs into scratch, run the f32 kernel, narrow its results).
 
+use super::minifloat::round_shifted;
 use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INVALID_PARAMS, STATUS_OK};
 
 /// An IEEE binary16 element, as stored in a tensor.
@@ -77,25 +78,13 @@ pub extern "C" fn onnxc_f32_to_f16(x: f32) -> i32 {
             let e = abs >> 23;
             let m = (abs & 0x7f_ffff) | 0x80_0000;
             let shift = 126 - e;
-            round_shifted(m, shift)
+            round_shifted(u64::from(m), shift) as u32
         }
     } else {
         let rebased = abs - (112 << 23);
-        round_shifted(rebased, 13)
+        round_shifted(u64::from(rebased), 13) as u32
     };
     (sign | half) as i32
-}
-
-/// `value >> shift`, rounded to nearest even on the dropped bits.
-fn round_shifted(value: u32, shift: u32) -> u32 {
-    let kept = value >> shift;
-    let dropped = value & ((1 << shift) - 1);
-    let halfway = 1 << (shift - 1);
-    if dropped > halfway || (dropped == halfway && kept & 1 == 1) {
-        kept + 1
-    } else {
-        kept
-    }
 }
 
 /// bfloat16 bits → f32 (exact).

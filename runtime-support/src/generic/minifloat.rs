@@ -120,8 +120,9 @@ pub extern "C" fn onnxc_minifloat_to_f32(bits: i32, elem: i64) -> f32 {
     }
 }
 
-/// `value >> shift` rounded to nearest even on the dropped bits.
-fn round_shifted(value: u64, shift: u32) -> u64 {
+/// `value >> shift` rounded to nearest even on the dropped bits (also the
+/// f16 conversion's rounding).
+pub(crate) fn round_shifted(value: u64, shift: u32) -> u64 {
     if shift == 0 {
         return value;
     }
