@@ -139,11 +139,11 @@ impl Build {
         let stem = self.model.file_stem().map(|s| s.to_string_lossy().into_owned());
         let prefix = emit::c_identifier(self.name.as_deref().or(stem.as_deref()).unwrap_or("model"));
 
-        let (graph, plan) =
-            driver::compile(&self.model, &self.bindings, self.max_ram, &crate::limits::Limits::default())
-                .map_err(|e| BuildError(e.to_string()))?;
+        let limits = crate::limits::Limits::default();
+        let (graph, plan) = driver::compile(&self.model, &self.bindings, self.max_ram, &limits)
+            .map_err(|e| BuildError(e.to_string()))?;
         let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
-        let object = emit::object(&graph, &plan, &triple, &prefix, self.portable)
+        let object = emit::object(&graph, &plan, &triple, &prefix, self.portable, &limits)
             .map_err(|e| BuildError(format!("{model}: {e}")))?
             .bytes;
         let archive = emit::object_archive(&object, &format!("{prefix}.o")).map_err(BuildError)?;

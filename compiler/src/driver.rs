@@ -154,8 +154,15 @@ pub fn compile(
 }
 
 /// Compiles into this process (in portable mode: without kernel calls).
-pub fn jit(path: &Path, graph: &Graph, plan: &Plan, portable: bool) -> Result<crate::jit::JitModel, Error> {
-    crate::jit::compile_with(graph, plan, portable).map_err(|error| Error::Codegen { file: path.to_path_buf(), error })
+pub fn jit(
+    path: &Path,
+    graph: &Graph,
+    plan: &Plan,
+    portable: bool,
+    limits: &Limits,
+) -> Result<crate::jit::JitModel, Error> {
+    crate::jit::compile_with(graph, plan, portable, limits)
+        .map_err(|error| Error::Codegen { file: path.to_path_buf(), error })
 }
 
 /// Where the kernel library archive is: `$ONNXC_RUNTIME_LIB`, or

@@ -6,6 +6,7 @@ use crate::buffer::Placement;
 use crate::call::{Interface, RunFn};
 use crate::codegen::{self, CodegenError};
 use crate::ir::{Graph, Node, Tensor, ValueDef};
+use crate::limits::Limits;
 use crate::plan::{self, Plan};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -44,18 +45,19 @@ pub fn host_isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa
 
 /// JIT-compiles a graph that went through `infer` and `plan`.
 pub fn compile(graph: &Graph, plan: &Plan) -> Result<JitModel, CodegenError> {
-    compile_with(graph, plan, false)
+    compile_with(graph, plan, false, &Limits::default())
 }
 
-/// [`compile`], in portable mode when `portable` (no kernel-library calls).
-pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool) -> Result<JitModel, CodegenError> {
+/// [`compile`], in portable mode when `portable` (no kernel-library calls),
+/// stopping once `limits`' compile time is spent.
+pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits) -> Result<JitModel, CodegenError> {
     let isa = host_isa().map_err(CodegenError::Module)?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for k in onnxc_runtime::abi::KERNELS {
         builder.symbol(k.name, k.address);
     }
     let mut module = JITModule::new(builder);
-    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", portable)?;
+    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", portable, limits)?;
     module.finalize_definitions()?;
     let code = module.get_finalized_function(id);
     // SAFETY: `define_model` gave the function exactly the `RunFn` signature.

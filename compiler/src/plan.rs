@@ -8,12 +8,46 @@
 //! from the context's allocator (by default a bump allocator over the part
 //! of the workspace past the planned arena); the plan bounds that part when
 //! every such value is bounded.
+//!
+//! A long schedule is also cut into parts of at most [`NODES_PER_PART`]
+//! nodes, each generated as its own function: Cranelift's register
+//! allocation grows faster than linearly with a function's size, and one
+//! function per part keeps compile time linear in the node count and lets
+//! the compile-time limit be checked between parts. What one part hands the
+//! next (the allocator's next free byte, the address of every
+//! data-dependent value, the conditions of the guarded ranges still open)
+//! lives in a [`Handover`] block at the end of the arena.
 
 use crate::ir::{Graph, ValueDef, ValueId};
-use crate::ops::{InferCx, InputInfo};
+use crate::ops::{InferCx, InputInfo, Op};
+use std::collections::HashMap;
+use std::ops::Range;
 
 /// Workspace offsets are multiples of this (one cache line, any SIMD width).
 pub const ALIGN: usize = 64;
+
+/// Most nodes generated into one function (see the module docs).
+pub const NODES_PER_PART: usize = 256;
+
+/// The workspace block through which the part functions of a long schedule
+/// hand their state on: 8-byte words, word 0 the allocator's next free byte.
+#[derive(Clone, Debug)]
+pub struct Handover {
+    /// Workspace offset of word 0.
+    pub offset: usize,
+    /// The word holding each data-dependent value's address.
+    pub dynamic: HashMap<ValueId, usize>,
+    /// The word holding the condition of the guarded range open at nesting
+    /// depth 0; deeper ranges follow.
+    pub guards: usize,
+}
+
+impl Handover {
+    /// Byte offset, in the workspace, of word `word`.
+    pub fn word_offset(&self, word: usize) -> usize {
+        self.offset + 8 * word
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loc {
@@ -51,6 +85,10 @@ pub struct Plan {
     pub dynamic_bytes: Option<usize>,
     /// Some node takes run-time memory besides its outputs (string bytes).
     pub allocates_at_run_time: bool,
+    /// The schedule's nodes cut into parts, one generated function each.
+    pub parts: Vec<Range<usize>>,
+    /// Present when there is more than one part.
+    pub handover: Option<Handover>,
 }
 
 impl Plan {
@@ -207,7 +245,38 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         .enumerate()
         .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Plan { locs, scratch, output_copies, workspace_bytes: arena.high_water, dynamic_bytes, allocates_at_run_time })
+    let parts: Vec<Range<usize>> =
+        (0..n_nodes.max(1)).step_by(NODES_PER_PART).map(|start| start..(start + NODES_PER_PART).min(n_nodes)).collect();
+    let mut workspace_bytes = arena.high_water;
+    let handover = (parts.len() > 1).then(|| {
+        let dynamic: HashMap<ValueId, usize> = (0..n_values)
+            .filter(|&i| locs[i] == Loc::Dynamic)
+            .enumerate()
+            .map(|(k, i)| (ValueId(i as u32), 1 + k))
+            .collect();
+        let guards = 1 + dynamic.len();
+        let words = guards + guard_depth(graph);
+        let offset = workspace_bytes;
+        workspace_bytes += (8 * words).div_ceil(ALIGN) * ALIGN;
+        Handover { offset, dynamic, guards }
+    });
+    Ok(Plan { locs, scratch, output_copies, workspace_bytes, dynamic_bytes, allocates_at_run_time, parts, handover })
+}
+
+/// How deep guarded ranges nest in the schedule.
+fn guard_depth(graph: &Graph) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for node in &graph.nodes {
+        match node.op {
+            Op::Guard(_) => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            Op::EndGuard(_) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// First-fit allocator over one growing arena.

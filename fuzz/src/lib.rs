@@ -87,7 +87,7 @@ fn pipeline(
         onnxc::passes::eliminate_dead_nodes(&mut graph);
     }
     let plan = onnxc::driver::plan(path, &graph).map_err(|e| e.to_string())?;
-    let jit = onnxc::driver::jit(path, &graph, &plan, false).map_err(|e| e.to_string())?;
+    let jit = onnxc::driver::jit(path, &graph, &plan, false, limits).map_err(|e| e.to_string())?;
     jit.run_placed(inputs, placement)
 }
 

@@ -32,7 +32,7 @@ fn compile_case(dir: &Path) -> (JitModel, Vec<Tensor>) {
     }
     let (graph, inputs) = driver::finish_mir_for_inputs(&path, graph, inputs, &bindings, &limits).expect("infer");
     let plan = driver::plan(&path, &graph).expect("plan");
-    (driver::jit(&path, &graph, &plan, false).expect("jit"), inputs)
+    (driver::jit(&path, &graph, &plan, false, &limits).expect("jit"), inputs)
 }
 
 /// Seeded and unseeded RandomUniform and RandomNormal, in a fresh folder.

@@ -1,10 +1,12 @@
 //! If, Loop and Scan through the CLI: a loop with a known trip count and a
 //! nested If is unrolled and compiled without specialisation; an If on a
 //! run-time condition compiles and runs only its taken branch; an absurd
-//! trip count is refused by the unrolling budget.
+//! trip count is refused by the unrolling budget; a schedule long enough to
+//! be generated as several functions hands guarded ranges and run-time
+//! allocations from one to the next.
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
-use crate::models::{f32s, floats, int64s, model, node, typed_value, value};
+use crate::models::{f32s, floats, i64s, int64s, model, node, typed_value, value};
 use onnx_proto::*;
 
 fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
@@ -118,6 +120,69 @@ fn an_if_on_a_run_time_condition_compiles_and_runs_only_the_taken_branch() {
     let x = floats("x", &[2], &[1.5, -2.0]);
     let outputs = run_model(&m, &[cond(1), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), [-1.5, 2.0]);
+    let failed = run_model(&m, &[cond(0), x]).expect_err("the else branch gathers out of range");
+    assert!(
+        failed.stderr.contains("out_of_range") && failed.stderr.contains("index out of range"),
+        "{}",
+        failed.stderr
+    );
+}
+
+/// `a = x + x + ... + x` (`n` additions) in a chain of `n` nodes named
+/// `prefix{i}`, ending in `out`.
+fn add_chain(prefix: &str, n: usize, out: &str) -> Vec<NodeProto> {
+    (0..n)
+        .map(|i| {
+            let from = if i == 0 { "x".to_string() } else { format!("{prefix}{}", i - 1) };
+            let to = if i + 1 == n { out.to_string() } else { format!("{prefix}{i}") };
+            node("Add", &format!("{prefix}_add{i}"), &[&from, "x"], &[&to])
+        })
+        .collect()
+}
+
+#[test]
+fn a_long_schedule_runs_as_parts_that_hand_on_guards_and_allocations() {
+    // Each branch is longer than one part (256 nodes), so the guarded
+    // ranges cross part boundaries; the else branch ends in a Gather out of
+    // range, in a later part than its Guard. Both NonZero outputs come from
+    // the workspace's bump allocator, in the first part and in the last.
+    let mut branch = node("If", "choose", &["c"], &["y"]);
+    branch
+        .attribute
+        .push(graph_attr("then_branch", graph(add_chain("t", 600, "a"), vec![], vec![value("a", Some(&[4]))], "then")));
+    let mut otherwise = add_chain("e", 600, "e_sum");
+    otherwise.push(node("Gather", "out_of_range", &["x", "five"], &["g"]));
+    otherwise.push(node("Add", "add", &["e_sum", "g"], &["b"]));
+    branch.attribute.push(graph_attr("else_branch", graph(otherwise, vec![], vec![value("b", Some(&[4]))], "else")));
+    let nodes = vec![
+        node("NonZero", "nonzero_x", &["x"], &["nz_x"]),
+        branch,
+        node("Relu", "relu", &["y"], &["positive"]),
+        node("NonZero", "nonzero_positive", &["positive"], &["nz_positive"]),
+    ];
+    let mut m = model(
+        nodes,
+        vec![typed_value("c", 9, Some(&[1])), value("x", Some(&[4]))],
+        vec![
+            value("y", Some(&[4])),
+            typed_value("nz_x", 7, Some(&[1, -1])),
+            typed_value("nz_positive", 7, Some(&[1, -1])),
+        ],
+    );
+    m.graph.as_mut().expect("graph").initializer.push(int64s("five", &[], &[5]));
+
+    let cond = |v: i32| TensorProto {
+        name: Some("c".into()),
+        dims: vec![1],
+        data_type: Some(9),
+        int32_data: vec![v],
+        ..Default::default()
+    };
+    let x = floats("x", &[4], &[1.0, 0.0, -2.0, 0.5]);
+    let outputs = run_model(&m, &[cond(1), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    assert_eq!(f32s(&outputs[0]), [601.0, 0.0, -1202.0, 300.5]);
+    assert_eq!(i64s(&outputs[1]), [0, 2, 3], "NonZero(x), allocated in the first part");
+    assert_eq!(i64s(&outputs[2]), [0, 3], "NonZero(relu(y)), allocated in the last part");
     let failed = run_model(&m, &[cond(0), x]).expect_err("the else branch gathers out of range");
     assert!(
         failed.stderr.contains("out_of_range") && failed.stderr.contains("index out of range"),

@@ -105,6 +105,14 @@ pub fn f32s(t: &TensorProto) -> Vec<f32> {
     }
 }
 
+/// The values of an int64 tensor `onnxc run` wrote (raw data) or a test made.
+pub fn i64s(t: &TensorProto) -> Vec<i64> {
+    match &t.raw_data {
+        Some(raw) => raw.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(),
+        None => t.int64_data.clone(),
+    }
+}
+
 pub fn int64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
     TensorProto {
         name: Some(name.into()),

@@ -62,7 +62,7 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
     }
     let object = if wants("obj") || wants("archive") {
         Some(
-            emit::object(&graph, &plan, &triple, &prefix, portable)
+            emit::object(&graph, &plan, &triple, &prefix, portable, &limits)
                 .map_err(|e| format!("{}: {e}", a.model.display()))?
                 .bytes,
         )

@@ -75,7 +75,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
                             plan.workspace_bytes
                         ),
                     }
-                    footprint(&graph, &plan);
+                    footprint(&graph, &plan, &limits);
                 }
                 Err(e) => println!("workspace bytes: unknown ({e})"),
             }
@@ -86,9 +86,9 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
 }
 
 /// Code and read-only data of the object for this machine, per op kind.
-fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan) {
+fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc::limits::Limits) {
     let triple = target_lexicon::Triple::host();
-    let f = match onnxc::emit::object(graph, plan, &triple, "model", false) {
+    let f = match onnxc::emit::object(graph, plan, &triple, "model", false, limits) {
         Ok(object) => object.footprint,
         Err(e) => return println!("object: unknown ({e})"),
     };

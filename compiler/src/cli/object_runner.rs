@@ -6,6 +6,7 @@
 use onnxc::buffer::Placement;
 use onnxc::call::{Interface, RunFn};
 use onnxc::ir::{Graph, Tensor};
+use onnxc::limits::Limits;
 use onnxc::plan::Plan;
 use onnxc::{driver, emit};
 use std::process::Command;
@@ -19,9 +20,9 @@ pub struct ObjectModel {
 }
 
 impl ObjectModel {
-    pub fn build(graph: &Graph, plan: &Plan, portable: bool) -> Result<ObjectModel, String> {
+    pub fn build(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits) -> Result<ObjectModel, String> {
         let triple = target_lexicon::Triple::host();
-        let obj = emit::object(graph, plan, &triple, "model", portable).map_err(|e| e.to_string())?.bytes;
+        let obj = emit::object(graph, plan, &triple, "model", portable, limits).map_err(|e| e.to_string())?.bytes;
         let runtime = driver::runtime_lib().map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| format!("temporary folder: {e}"))?;
         let obj_path = dir.path().join("model.o");

@@ -83,7 +83,7 @@ pub fn compile_for_inputs(
     let (graph, tensors) =
         driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings, limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
-    let jit = driver::jit(model_path, &graph, &plan, portable).map_err(|e| e.to_string())?;
+    let jit = driver::jit(model_path, &graph, &plan, portable, limits).map_err(|e| e.to_string())?;
     Ok((jit, tensors))
 }
 
@@ -128,7 +128,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
     let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
-    let jit = driver::jit(&a.model, &graph, &plan, false).map_err(|e| e.to_string())?;
+    let jit = driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?;
     let inputs = jit
         .interface()
         .inputs

@@ -109,10 +109,10 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
         let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
         let outputs = match a.via {
-            Via::Jit => driver::jit(&model_path, &graph, &plan, a.portable)
+            Via::Jit => driver::jit(&model_path, &graph, &plan, a.portable, limits)
                 .map_err(|e| e.to_string())?
                 .run_placed(&inputs, placement)?,
-            Via::Object => ObjectModel::build(&graph, &plan, a.portable)?.run(&inputs, placement)?,
+            Via::Object => ObjectModel::build(&graph, &plan, a.portable, limits)?.run(&inputs, placement)?,
         };
         if outputs.len() != expected.len() {
             return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));

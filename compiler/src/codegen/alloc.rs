@@ -15,7 +15,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 /// The allocation state of one call of the model.
 pub(super) struct Allocator {
     /// Next free byte of the workspace.
-    bump: Variable,
+    pub(super) bump: Variable,
     /// One past the workspace's last byte.
     end: Value,
     /// The context's `alloc` hook (null: use the workspace).
@@ -24,19 +24,11 @@ pub(super) struct Allocator {
 }
 
 impl Allocator {
-    pub(super) fn new(
-        b: &mut FunctionBuilder,
-        workspace: Value,
-        arena_bytes: usize,
-        workspace_bytes: Value,
-        hook: Value,
-        user: Value,
-    ) -> Allocator {
-        let ptr = b.func.dfg.value_type(workspace);
-        let bump = b.declare_var(ptr);
-        let start = b.ins().iadd_imm_s(workspace, arena_bytes as i64);
+    /// Allocates from `start` (the first byte past the arena, or where an
+    /// earlier part stopped) to `end` when `hook` is null.
+    pub(super) fn new(b: &mut FunctionBuilder, start: Value, end: Value, hook: Value, user: Value) -> Allocator {
+        let bump = b.declare_var(b.func.dfg.value_type(start));
         b.def_var(bump, start);
-        let end = b.ins().iadd(workspace, workspace_bytes);
         Allocator { bump, end, hook, user }
     }
 }
@@ -70,7 +62,10 @@ impl Lower<'_, '_> {
             bytes = product;
         }
         let data = self.allocate(bytes)?;
-        self.env.dynamic.insert(v, (data, dims.to_vec()));
+        self.env.dynamic.insert(v, data);
+        if let Some(word) = self.plan.handover.as_ref().and_then(|h| Some(h.word_offset(*h.dynamic.get(&v)?))) {
+            self.b.ins().store(MemFlagsData::trusted(), data, self.env.workspace, word as i32);
+        }
         if let Some(k) = self.graph.outputs.iter().position(|&o| o == v) {
             self.write_descriptor(k, data, dims);
         }

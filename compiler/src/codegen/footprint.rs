@@ -44,7 +44,8 @@ impl Footprint {
         }
     }
 
-    /// Splits the function's `total` code bytes by the node tags.
+    /// Splits one function's `total` code bytes by the node tags (called
+    /// once per generated function).
     pub(super) fn measure_code(&mut self, total: usize, ranges: &[MachSrcLoc<Final>]) {
         let mut tagged = 0;
         for r in ranges {
@@ -55,7 +56,7 @@ impl Footprint {
                 tagged += bytes;
             }
         }
-        self.other_code = total.saturating_sub(tagged);
+        self.other_code += total.saturating_sub(tagged);
     }
 
     pub fn code_bytes(&self) -> usize {

@@ -28,12 +28,14 @@ pub use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 pub use cranelift_frontend::FunctionBuilder;
 
 use crate::ir::{DType, Graph, Node, ValueDef, ValueId};
+use crate::limits::Limits;
 use crate::plan::{Loc, Plan};
 use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature, SourceLoc};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 use onnxc_runtime::abi::{AbiType, KernelSig};
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodegenError {
@@ -41,6 +43,8 @@ pub enum CodegenError {
     Op { node: String, message: String },
     #[error("code generation: {0}")]
     Module(String),
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl From<cranelift_module::ModuleError> for CodegenError {
@@ -76,8 +80,9 @@ struct Env {
     data_count: usize,
     /// Present when the graph has data-dependent values.
     allocator: Option<alloc::Allocator>,
-    /// Address and dims of each data-dependent value allocated so far.
-    dynamic: HashMap<ValueId, (Value, Vec<Value>)>,
+    /// Address of each data-dependent value allocated so far in this
+    /// function (earlier parts' are in the handover block).
+    dynamic: HashMap<ValueId, Value>,
     /// Where each open guard continues when it skips its range.
     guards: Vec<Block>,
     /// What each node costs in read-only data and which kernels it calls.
@@ -88,13 +93,16 @@ struct Env {
 
 /// Declares and defines `symbol` (the model's run function) in `module`;
 /// returns it with what each node cost in code and read-only data. With
-/// `portable`, no operator calls the kernel library.
+/// `portable`, no operator calls the kernel library. A plan with several
+/// parts gets one local function per part, which `symbol` calls in turn;
+/// `limits`' compile-time clock is checked before each.
 pub fn define_model<M: Module>(
     module: &mut M,
     graph: &Graph,
     plan: &Plan,
     symbol: &str,
     portable: bool,
+    limits: &Limits,
 ) -> Result<(FuncId, Footprint), CodegenError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -106,20 +114,49 @@ pub fn define_model<M: Module>(
     if ptr != types::I64 && graph.values.iter().any(|v| v.ty.as_ref().is_some_and(|t| t.dtype == DType::String)) {
         return Err(CodegenError::Module("string tensors need a 64-bit target (onnxc_string is 16 bytes)".into()));
     }
+    let (const_data, footprint) = define_constants(module, graph, plan, symbol)?;
+    let mut function = Function {
+        ctx: module.make_context(),
+        fctx: FunctionBuilderContext::new(),
+        sig,
+        graph,
+        plan,
+        const_data: &const_data,
+        carried: Carried { footprint, data_count: 0 },
+        symbol,
+        portable,
+    };
+    let mut parts = Vec::new();
+    let mut open_guards = 0;
+    if plan.handover.is_some() {
+        for (k, nodes) in plan.parts.iter().enumerate() {
+            limits
+                .check_time(&format!("code generation, at {}", graph.nodes[nodes.start].label()))
+                .map_err(CodegenError::Limit)?;
+            let id = module.declare_function(&format!("{symbol}.part{k}"), Linkage::Local, &function.sig)?;
+            open_guards = function.define(module, id, Body::Part { nodes: nodes.clone(), open_guards })?;
+            parts.push(id);
+        }
+    }
+    limits.check_time("code generation").map_err(CodegenError::Limit)?;
+    let body = if parts.is_empty() { Body::Whole } else { Body::Entry { parts: &parts } };
+    function.define(module, func_id, body)?;
+    Ok((func_id, function.carried.footprint))
+}
 
-    // Constants that the code reads go to read-only data, one object each.
+/// Puts every constant the code reads into read-only data, one object each,
+/// and starts the footprint with their sizes.
+fn define_constants<M: Module>(
+    module: &mut M,
+    graph: &Graph,
+    plan: &Plan,
+    symbol: &str,
+) -> Result<(BTreeMap<ValueId, DataId>, Footprint), CodegenError> {
     let mut const_data: BTreeMap<ValueId, DataId> = BTreeMap::new();
+    let mut footprint = Footprint::new(graph.nodes.len());
     // Each constant with the index of the node that reads it first (None:
     // copied straight to an output).
-    let used: Vec<(ValueId, Option<usize>)> = graph
-        .nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.inputs.iter().flatten().map(move |&v| (v, Some(i))))
-        .chain(plan.output_copies.iter().map(|&(_, v)| (v, None)))
-        .collect();
-    let mut footprint = Footprint::new(graph.nodes.len());
-    for (v, reader) in used {
+    for (v, reader) in constant_reads(graph, plan, 0..graph.nodes.len(), true) {
         if let (ValueDef::Const(t), false) = (&graph.value(v).def, const_data.contains_key(&v)) {
             footprint.add_data(reader, t.byte_size().max(1));
             let id = module.declare_data(&format!("{symbol}.const{}", v.0), Linkage::Local, false, false)?;
@@ -136,20 +173,202 @@ pub fn define_model<M: Module>(
             const_data.insert(v, id);
         }
     }
+    Ok((const_data, footprint))
+}
 
-    let mut ctx = module.make_context();
-    ctx.func.signature = sig;
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let (context, inputs, outputs) = (params[0], params[1], params[2]);
-    let fail = b.create_block();
-    b.append_block_param(fail, types::I32);
+/// The values the nodes in `nodes` read (with the reading node's index),
+/// and with `copies` those the plan copies to outputs (with `None`).
+fn constant_reads<'g>(
+    graph: &'g Graph,
+    plan: &'g Plan,
+    nodes: Range<usize>,
+    copies: bool,
+) -> impl Iterator<Item = (ValueId, Option<usize>)> + 'g {
+    let copied = if copies { &plan.output_copies[..] } else { &[] };
+    graph.nodes[nodes.clone()]
+        .iter()
+        .zip(nodes)
+        .flat_map(|(n, i)| n.inputs.iter().flatten().map(move |&v| (v, Some(i))))
+        .chain(copied.iter().map(|&(_, v)| (v, None)))
+}
 
-    // The caller's workspace must be large enough and 8-byte aligned.
+/// What the functions of one model are built from.
+struct Function<'g> {
+    ctx: cranelift_codegen::Context,
+    fctx: FunctionBuilderContext,
+    sig: Signature,
+    graph: &'g Graph,
+    plan: &'g Plan,
+    const_data: &'g BTreeMap<ValueId, DataId>,
+    carried: Carried,
+    symbol: &'g str,
+    portable: bool,
+}
+
+/// What one function's lowering passes on to the next.
+struct Carried {
+    footprint: Footprint,
+    /// Parameter blocks made so far (their symbols are numbered).
+    data_count: usize,
+}
+
+/// What a generated function does.
+enum Body<'p> {
+    /// The entry point running every node (a plan with one part).
+    Whole,
+    /// One part of a longer schedule, entered with `open_guards` guarded
+    /// ranges open (their conditions are in the handover block).
+    Part { nodes: Range<usize>, open_guards: usize },
+    /// The entry point of a plan with several parts: checks the context,
+    /// calls each part and stops at the first failure.
+    Entry { parts: &'p [FuncId] },
+}
+
+impl Function<'_> {
+    /// Builds and defines function `id`; returns how many guarded ranges
+    /// are still open at its end (a part's are continued by the next).
+    fn define<M: Module>(&mut self, module: &mut M, id: FuncId, body: Body) -> Result<usize, CodegenError> {
+        let (graph, plan) = (self.graph, self.plan);
+        let ptr = module.target_config().pointer_type();
+        self.ctx.func.signature = self.sig.clone();
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (context, inputs, outputs) = (params[0], params[1], params[2]);
+        let fail = b.create_block();
+        b.append_block_param(fail, types::I32);
+
+        let layout = ContextLayout::for_pointer(ptr);
+        let workspace = match body {
+            // The entry point checked the context already.
+            Body::Part { .. } => b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace),
+            Body::Whole | Body::Entry { .. } => check_context(&mut b, ptr, context, plan, fail),
+        };
+        let nodes = match &body {
+            Body::Whole => 0..graph.nodes.len(),
+            Body::Part { nodes, .. } => nodes.clone(),
+            Body::Entry { .. } => 0..0,
+        };
+        let part = matches!(body, Body::Part { .. });
+        let mut consts = HashMap::new();
+        for (v, _) in constant_reads(graph, plan, nodes.clone(), !part) {
+            if let Some(&data) = self.const_data.get(&v) {
+                consts.entry(v).or_insert_with(|| module.declare_data_in_func(data, b.func));
+            }
+        }
+        let allocator = plan.has_dynamic_values().then(|| {
+            let have = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace_bytes);
+            let hook = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc);
+            let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
+            let start = match (&body, &plan.handover) {
+                (Body::Part { .. }, Some(h)) => {
+                    b.ins().load(ptr, MemFlagsData::trusted(), workspace, h.word_offset(0) as i32)
+                }
+                _ => b.ins().iadd_imm_s(workspace, plan.workspace_bytes as i64),
+            };
+            if let (Body::Entry { .. }, Some(h)) = (&body, &plan.handover) {
+                b.ins().store(MemFlagsData::trusted(), start, workspace, h.word_offset(0) as i32);
+            }
+            let end = b.ins().iadd(workspace, have);
+            alloc::Allocator::new(&mut b, start, end, hook, user)
+        });
+        let carried = std::mem::replace(&mut self.carried, Carried { footprint: Footprint::new(0), data_count: 0 });
+        let mut env = Env {
+            inputs,
+            outputs,
+            workspace,
+            fail,
+            funcs: HashMap::new(),
+            consts,
+            symbol_prefix: self.symbol.to_string(),
+            data_count: carried.data_count,
+            allocator,
+            dynamic: HashMap::new(),
+            guards: Vec::new(),
+            footprint: carried.footprint,
+            portable: self.portable,
+        };
+        if let (Body::Part { open_guards, .. }, Some(h)) = (&body, &plan.handover) {
+            for depth in 0..*open_guards {
+                let flag =
+                    b.ins().load(types::I8, MemFlagsData::trusted(), workspace, h.word_offset(h.guards + depth) as i32);
+                let (run, skip) = (b.create_block(), b.create_block());
+                b.ins().brif(flag, run, &[], skip, &[]);
+                b.switch_to_block(run);
+                env.guards.push(skip);
+            }
+        }
+        for (index, node) in nodes.clone().zip(&graph.nodes[nodes]) {
+            // Tags the node's instructions, to measure its code afterwards.
+            b.set_srcloc(SourceLoc::new(index as u32 + 1));
+            let mut cx =
+                Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
+            node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
+        }
+        b.set_srcloc(SourceLoc::default());
+        let open_guards = env.guards.len();
+        match body {
+            Body::Part { .. } => {
+                // The next part reopens the ranges still open.
+                while let Some(skip) = env.guards.pop() {
+                    b.ins().jump(skip, &[]);
+                    b.switch_to_block(skip);
+                }
+                if let (Some(a), Some(h)) = (&env.allocator, &plan.handover) {
+                    let next = b.use_var(a.bump);
+                    b.ins().store(MemFlagsData::trusted(), next, workspace, h.word_offset(0) as i32);
+                }
+            }
+            Body::Whole if open_guards > 0 => {
+                return Err(CodegenError::Module(format!("{open_guards} guarded ranges are not closed")));
+            }
+            Body::Whole => {}
+            Body::Entry { parts } => {
+                if open_guards > 0 {
+                    return Err(CodegenError::Module(format!("{open_guards} guarded ranges are not closed")));
+                }
+                for &part in parts {
+                    let callee = module.declare_func_in_func(part, b.func);
+                    let call = b.ins().call(callee, &[context, inputs, outputs]);
+                    let status = b.inst_results(call)[0];
+                    let next = b.create_block();
+                    b.ins().brif(status, fail, &[status.into()], next, &[]);
+                    b.switch_to_block(next);
+                }
+            }
+        }
+        if !part {
+            for &(k, v) in &plan.output_copies {
+                let src = value_ptr(&mut b, ptr, plan, &env, v);
+                let dst = b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
+                let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
+                b.call_memcpy(module.target_config(), dst, src, n);
+            }
+        }
+        let zero = b.ins().iconst(types::I32, 0);
+        b.ins().return_(&[zero]);
+        b.switch_to_block(fail);
+        let code = b.block_params(fail)[0];
+        b.ins().return_(&[code]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+        module.define_function(id, &mut self.ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
+        let mut footprint = env.footprint;
+        if let Some(code) = self.ctx.compiled_code() {
+            footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
+        }
+        self.carried = Carried { footprint, data_count: env.data_count };
+        module.clear_context(&mut self.ctx);
+        Ok(open_guards)
+    }
+}
+
+/// Checks the caller's context (the workspace must be large enough and
+/// 8-byte aligned, else `fail` with [`status::BAD_CONTEXT`]); returns the
+/// workspace's address.
+fn check_context(b: &mut FunctionBuilder, ptr: Type, context: Value, plan: &Plan, fail: Block) -> Value {
     let layout = ContextLayout::for_pointer(ptr);
     let workspace = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace);
     let have = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace_bytes);
@@ -161,60 +380,7 @@ pub fn define_model<M: Module>(
     let ok = b.create_block();
     b.ins().brif(bad, fail, &[code.into()], ok, &[]);
     b.switch_to_block(ok);
-
-    let mut consts = HashMap::new();
-    for (&v, &id) in &const_data {
-        consts.insert(v, module.declare_data_in_func(id, b.func));
-    }
-    let allocator = plan.has_dynamic_values().then(|| {
-        let hook = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc);
-        let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
-        alloc::Allocator::new(&mut b, workspace, plan.workspace_bytes, have, hook, user)
-    });
-    let mut env = Env {
-        inputs,
-        outputs,
-        workspace,
-        fail,
-        funcs: HashMap::new(),
-        consts,
-        symbol_prefix: symbol.to_string(),
-        data_count: 0,
-        allocator,
-        dynamic: HashMap::new(),
-        guards: Vec::new(),
-        footprint,
-        portable,
-    };
-    for (index, node) in graph.nodes.iter().enumerate() {
-        // Tags the node's instructions, to measure its code afterwards.
-        b.set_srcloc(SourceLoc::new(index as u32 + 1));
-        let mut cx = Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
-        node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
-    }
-    b.set_srcloc(SourceLoc::default());
-    if !env.guards.is_empty() {
-        return Err(CodegenError::Module(format!("{} guarded ranges are not closed", env.guards.len())));
-    }
-    for &(k, v) in &plan.output_copies {
-        let src = value_ptr(&mut b, ptr, plan, &env, v);
-        let dst = b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
-        let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
-        b.call_memcpy(module.target_config(), dst, src, n);
-    }
-    let zero = b.ins().iconst(types::I32, 0);
-    b.ins().return_(&[zero]);
-    b.switch_to_block(fail);
-    let code = b.block_params(fail)[0];
-    b.ins().return_(&[code]);
-    b.seal_all_blocks();
-    b.finalize(module.target_config());
-    module.define_function(func_id, &mut ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
-    let mut footprint = env.footprint;
-    if let Some(code) = ctx.compiled_code() {
-        footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
-    }
-    Ok((func_id, footprint))
+    workspace
 }
 
 /// Describes a constant string tensor: its bytes in one read-only object
@@ -261,8 +427,15 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
         }
         Loc::Workspace(off) => b.ins().iadd_imm_s(env.workspace, off as i64),
         Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
-        // Allocated by its producer before anything addresses it.
-        Loc::Dynamic => env.dynamic.get(&v).map_or_else(|| b.ins().iconst(ptr, 0), |&(p, _)| p),
+        // Allocated by its producer before anything addresses it: in this
+        // function, or in an earlier part, which left the address behind.
+        Loc::Dynamic => {
+            match (env.dynamic.get(&v), plan.handover.as_ref().and_then(|h| Some(h.word_offset(*h.dynamic.get(&v)?)))) {
+                (Some(&p), _) => p,
+                (None, Some(offset)) => b.ins().load(ptr, MemFlagsData::trusted(), env.workspace, offset as i32),
+                (None, None) => b.ins().iconst(ptr, 0),
+            }
+        }
         // Never asked for: lowerings only address their own inputs/outputs.
         Loc::Unused => b.ins().iconst(ptr, 0),
     }
@@ -554,6 +727,11 @@ impl<'f> Lower<'_, 'f> {
         let byte = self.b.ins().load(types::I8, MemFlagsData::trusted(), cond, 0);
         let cc = if when { IntCC::NotEqual } else { IntCC::Equal };
         let taken = self.b.ins().icmp_imm_u(cc, byte, 0);
+        if let Some(h) = &self.plan.handover {
+            // A later part may have to reopen this range.
+            let word = h.word_offset(h.guards + self.env.guards.len()) as i32;
+            self.b.ins().store(MemFlagsData::trusted(), taken, self.env.workspace, word);
+        }
         let (run, skip) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(taken, run, &[], skip, &[]);
         self.b.switch_to_block(run);

@@ -12,6 +12,7 @@ pub use rust::rust_module;
 
 use crate::codegen::{self, CodegenError, Footprint};
 use crate::ir::Graph;
+use crate::limits::Limits;
 use crate::plan::Plan;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_module::default_libcall_names;
@@ -47,13 +48,15 @@ pub fn check_target(triple: &Triple) -> Result<(), CodegenError> {
 }
 
 /// Compiles the model's `PREFIX_run` function into a relocatable object;
-/// `portable` keeps it free of kernel-library calls (see `codegen`).
+/// `portable` keeps it free of kernel-library calls (see `codegen`), and
+/// code generation stops once `limits`' compile time is spent.
 pub fn object(
     graph: &Graph,
     plan: &Plan,
     triple: &Triple,
     prefix: &str,
     portable: bool,
+    limits: &Limits,
 ) -> Result<Object, CodegenError> {
     check_target(triple)?;
     let mut flags = settings::builder();
@@ -66,7 +69,7 @@ pub fn object(
         .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?;
     let builder = ObjectBuilder::new(isa, prefix.as_bytes().to_vec(), default_libcall_names())?;
     let mut module = ObjectModule::new(builder);
-    let (_, footprint) = codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"), portable)?;
+    let (_, footprint) = codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"), portable, limits)?;
     let bytes = module.finish().emit().map_err(|e| CodegenError::Module(e.to_string()))?;
     Ok(Object { bytes, footprint })
 }

@@ -288,6 +288,8 @@ mod tests {
             workspace_bytes: 128,
             dynamic_bytes: Some(0),
             allocates_at_run_time: false,
+            parts: Vec::new(),
+            handover: None,
         };
         (g, plan)
     }
