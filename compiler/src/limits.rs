@@ -36,7 +36,8 @@ pub struct Limits {
     /// Most nodes the imported graph may have once functions are inlined
     /// (`--max-nodes`): inlining can multiply a small model's size.
     pub max_nodes: usize,
-    /// Wall time the compile stages may take, checked between nodes
+    /// Wall time the compile stages may take, checked between nodes and
+    /// between generated functions
     /// (`--max-compile-seconds`).
     pub max_compile_time: Duration,
     /// When the clock for `max_compile_time` started (when the limits

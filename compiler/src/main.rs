@@ -52,7 +52,7 @@ pub struct LimitArgs {
     /// Most nodes once functions are inlined [default: 1000000]
     #[arg(long, value_name = "N")]
     pub max_nodes: Option<usize>,
-    /// Wall time up to code generation, checked at every node [default: 600]
+    /// Wall time of the whole compilation, checked at every node and generated function [default: 600]
     #[arg(long, value_name = "SECONDS")]
     pub max_compile_seconds: Option<u64>,
 }
