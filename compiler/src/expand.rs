@@ -14,7 +14,7 @@
 
 use crate::infer::{input_ancestors, InferError, InferState};
 use crate::ir::{Composite, DType, Graph, Node, Tensor, ValueDef, ValueId};
-use crate::ops::control::{EndGuard, Guard, If, Loop, Scan, Subgraph};
+use crate::ops::control::{EndGuard, Guard, If, Loop, LoopEnd, LoopStart, Scan, Subgraph};
 use crate::ops::elementwise::{Elementwise, Func};
 use crate::ops::gather::Gather;
 use crate::ops::sequence::SequenceOp;
@@ -314,19 +314,45 @@ impl Expansion<'_, '_> {
         self.run(nodes)
     }
 
+    /// Unrolls the loop when its trip count and every condition it will
+    /// test are known at compile time and the copies fit the budget;
+    /// otherwise it runs at run time (`repeat_loop`).
     fn expand_loop(&mut self, node: &Node, op: &Loop) -> Result<(), Failure> {
         let input = |i: usize| node.inputs.get(i).copied().flatten();
-        let trip_count = match input(0) {
-            None => None,
-            Some(m) => {
-                let t = self.graph.const_value(m).ok_or_else(|| run_time("the trip count M", m))?;
-                Some(t.get_i64(0).max(0) as usize)
+        let trip_count = input(0).map(|m| self.graph.const_value(m).map(|t| t.get_i64(0).max(0) as usize));
+        let cond = input(1).map(|c| self.constant_bool(c));
+        let unrollable = match (trip_count, cond) {
+            (Some(None), _) | (_, Some(None)) => false,
+            (m, _) => {
+                let copies = m.flatten().unwrap_or(usize::MAX).saturating_mul(op.body.nodes.len().max(1));
+                self.condition_folds(op) && self.state.unrolled.saturating_add(copies) <= MAX_UNROLLED_NODES
             }
         };
-        let mut cond = match input(1) {
-            None => true,
-            Some(c) => self.constant_bool(c).ok_or_else(|| run_time("the initial condition", c))?,
-        };
+        if unrollable {
+            self.unroll_loop(node, op, trip_count.flatten(), cond.flatten().unwrap_or(true))
+        } else {
+            self.repeat_loop(node, op)
+        }
+    }
+
+    /// True when the body's condition output can only depend on the
+    /// iteration number, the incoming condition and constants, so it folds
+    /// in every unrolled copy.
+    fn condition_folds(&self, op: &Loop) -> bool {
+        let body = &op.body;
+        let mut known: std::collections::HashSet<ValueId> = body.inputs.iter().take(2).copied().collect();
+        for n in &body.nodes {
+            let inputs_known =
+                n.inputs.iter().flatten().all(|v| known.contains(v) || self.graph.const_value(*v).is_some());
+            if inputs_known && n.op.foldable() && !n.op.is_control_flow() {
+                known.extend(n.outputs.iter().copied());
+            }
+        }
+        body.outputs.first().is_some_and(|c| known.contains(c) || self.graph.const_value(*c).is_some())
+    }
+
+    fn unroll_loop(&mut self, node: &Node, op: &Loop, trip_count: Option<usize>, cond: bool) -> Result<(), Failure> {
+        let mut cond = cond;
         let mut carried = required(&node.inputs[node.inputs.len().min(2)..])?;
         let body = &op.body;
         let n = carried.len();
@@ -367,6 +393,94 @@ impl Expansion<'_, '_> {
             self.stack(&node.name, parts, 0, node.outputs[n + k])?;
         }
         Ok(())
+    }
+
+    /// A loop that runs at run time: LoopStart, one copy of the body, and
+    /// LoopEnd, which the code repeats. Loop-carried values must keep one
+    /// static type; scan outputs need the trip count at compile time and a
+    /// loop that cannot stop early; the body may not make data-dependent
+    /// values (their memory would grow every iteration). Otherwise the loop
+    /// is reported as depending on run-time data, naming what it depends on.
+    fn repeat_loop(&mut self, node: &Node, op: &Loop) -> Result<(), Failure> {
+        let input = |i: usize| node.inputs.get(i).copied().flatten();
+        let blame: Vec<ValueId> = [input(0), input(1)].into_iter().flatten().collect();
+        let unsupported = |why: &str| {
+            Failure::RunTime(
+                format!("the loop runs a number of times known only at run time, and {why}"),
+                blame.clone(),
+            )
+        };
+        let carried = required(&node.inputs[node.inputs.len().min(2)..])?;
+        let body = &op.body;
+        let n = carried.len();
+        if body.inputs.len() != n + 2 || body.outputs.len() < n + 1 || node.outputs.len() != body.outputs.len() - 1 {
+            return Err(Failure::Message(format!(
+                "the body takes {} inputs and returns {}, the node has {} loop-carried values and {} outputs",
+                body.inputs.len(),
+                body.outputs.len(),
+                n,
+                node.outputs.len()
+            )));
+        }
+        if carried.iter().any(|v| self.graph.composites.contains_key(v)) {
+            return Err(unsupported("sequences or optionals as loop-carried values are only compiled unrolled"));
+        }
+        let scans = body.outputs.len() - 1 - n;
+        let trip_count = match input(0) {
+            Some(m) => self.graph.const_value(m).map(|t| t.get_i64(0).max(0) as usize),
+            None => None,
+        };
+        let prefix = format!("{}/", node.name);
+        let state: Vec<ValueId> = (0..n + 2).map(|k| self.fresh(&format!("{prefix}state{k}"))).collect();
+        self.run(vec![Node {
+            name: format!("{}/loop_start", node.name),
+            op: Op::LoopStart(LoopStart),
+            inputs: [input(0), input(1)].into_iter().chain(carried.iter().map(|&v| Some(v))).collect(),
+            outputs: state.clone(),
+        }])?;
+        let first_body_node = self.kept.len();
+        let map: HashMap<ValueId, ValueId> = body.inputs.iter().copied().zip(state.iter().copied()).collect();
+        let outputs = self.iterate(body, map, &prefix)?;
+        let made = &self.kept[first_body_node..];
+        if made.iter().any(|n| {
+            n.op.allocates_at_run_time()
+                || n.outputs.iter().any(|&v| self.graph.value(v).ty.as_ref().is_some_and(|t| t.is_dynamic()))
+        }) {
+            return Err(unsupported("its body makes values whose size depends on data"));
+        }
+        let trip_count = match (scans, trip_count) {
+            (0, _) => 0,
+            (_, Some(m))
+                if input(1).is_none_or(|c| self.constant_bool(c) == Some(true))
+                    && self.never_false(outputs[0], state[1]) =>
+            {
+                m
+            }
+            _ => return Err(unsupported("it has scan outputs whose length would be known only at run time")),
+        };
+        self.run(vec![Node {
+            name: format!("{}/loop_end", node.name),
+            op: Op::LoopEnd(LoopEnd { carried: n, trip_count }),
+            inputs: state.iter().chain(&outputs).map(|&v| Some(v)).collect(),
+            outputs: node.outputs.clone(),
+        }])
+        .map_err(|e| match e {
+            Failure::Infer(e) => unsupported(&e.messages.join("; ")),
+            other => other,
+        })
+    }
+
+    /// True when `cond` is always true in a loop that starts with a true
+    /// condition: a true constant, the incoming condition `incoming`, or an
+    /// Identity of either.
+    fn never_false(&self, cond: ValueId, incoming: ValueId) -> bool {
+        if cond == incoming || self.constant_bool(cond) == Some(true) {
+            return true;
+        }
+        self.kept.iter().rev().find(|n| n.outputs.contains(&cond)).is_some_and(|n| {
+            matches!(&n.op, Op::Elementwise(e) if matches!(e.func, Func::Identity))
+                && n.inputs.first().copied().flatten().is_some_and(|v| self.never_false(v, incoming))
+        })
     }
 
     fn expand_scan(&mut self, node: &Node, op: &Scan) -> Result<(), Failure> {

@@ -203,13 +203,39 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     for &(_, v) in &output_copies {
         last_use[root(v).index()] = Some(n_nodes);
     }
+    // A loop's body runs again after its last node: what the body reads
+    // from before the loop must survive to the loop's end.
+    let loops = loop_ranges(graph);
+    let mut produced_at = vec![None::<usize>; n_values];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &out in &node.outputs {
+            produced_at[out.index()].get_or_insert(i);
+        }
+    }
+    for &(start, end) in &loops {
+        for node in &graph.nodes[start..=end] {
+            for v in node.inputs.iter().flatten() {
+                let r = root(*v).index();
+                if produced_at[r].is_none_or(|p| p < start) {
+                    last_use[r] = Some(last_use[r].map_or(end, |u| u.max(end)));
+                }
+            }
+        }
+    }
+    // A LoopEnd's outputs are written all through the loop (scan rows), so
+    // they get their memory where the loop starts.
+    let mut allocate_at: Vec<Vec<usize>> = (0..n_nodes).map(|i| vec![i]).collect();
+    for &(start, end) in &loops {
+        allocate_at[end].clear();
+        allocate_at[start].push(end);
+    }
 
     let mut arena = Arena::default();
     let mut offsets = vec![None::<usize>; n_values];
     let mut scratch = vec![None; n_nodes];
     let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); n_nodes + 1];
     for (i, node) in graph.nodes.iter().enumerate() {
-        for &out in &node.outputs {
+        for &out in allocate_at[i].iter().flat_map(|&k| &graph.nodes[k].outputs) {
             if locs[out.index()].is_none() {
                 let off = arena.alloc(bytes_of(graph, out)?);
                 offsets[out.index()] = Some(off);
@@ -245,8 +271,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         .enumerate()
         .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
         .collect::<Result<Vec<_>, _>>()?;
-    let parts: Vec<Range<usize>> =
-        (0..n_nodes.max(1)).step_by(NODES_PER_PART).map(|start| start..(start + NODES_PER_PART).min(n_nodes)).collect();
+    let parts = cut_into_parts(n_nodes, &loops);
     let mut workspace_bytes = arena.high_water;
     let handover = (parts.len() > 1).then(|| {
         let dynamic: HashMap<ValueId, usize> = (0..n_values)
@@ -261,6 +286,38 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         Handover { offset, dynamic, guards }
     });
     Ok(Plan { locs, scratch, output_copies, workspace_bytes, dynamic_bytes, allocates_at_run_time, parts, handover })
+}
+
+/// The schedule cut into parts of about [`NODES_PER_PART`] nodes, never
+/// inside a loop (its back edge must stay in one function).
+fn cut_into_parts(n_nodes: usize, loops: &[(usize, usize)]) -> Vec<Range<usize>> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < n_nodes {
+        let mut end = (start + NODES_PER_PART).min(n_nodes);
+        while let Some(&(_, last)) = loops.iter().find(|&&(s, e)| s < end && end <= e) {
+            end = last + 1;
+        }
+        parts.push(start..end);
+        start = end;
+    }
+    if parts.is_empty() {
+        parts.push(0..0);
+    }
+    parts
+}
+
+/// The (LoopStart, LoopEnd) index pairs of the schedule's loops.
+fn loop_ranges(graph: &Graph) -> Vec<(usize, usize)> {
+    let (mut open, mut ranges) = (Vec::new(), Vec::new());
+    for (i, node) in graph.nodes.iter().enumerate() {
+        match node.op {
+            Op::LoopStart(_) => open.push(i),
+            Op::LoopEnd(_) => ranges.extend(open.pop().map(|s| (s, i))),
+            _ => {}
+        }
+    }
+    ranges
 }
 
 /// How deep guarded ranges nest in the schedule.

@@ -22,9 +22,17 @@ fn graph(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueI
     GraphProto { name: Some(name.into()), node: nodes, input: inputs, output: outputs, ..Default::default() }
 }
 
+/// Where a loop's trip count comes from.
+enum Trip {
+    /// An initializer with this value.
+    Constant(i64),
+    /// The graph input `m` (int64 scalar), after `x`.
+    Input,
+}
+
 /// `y = x; for i in 0..m { y = if i is even { y + x } else { y * x } }`,
-/// also stacking every `y` as a scan output.
-fn loop_model(m: i64) -> ModelProto {
+/// with `scan` also stacking every `y` as a scan output.
+fn loop_model(trip: Trip, scan: bool) -> ModelProto {
     let even = node("Mod", "parity", &["i", "two"], &["rest"]);
     let is_even = node("Equal", "is_even", &["rest", "zero"], &["even"]);
     let mut branch = node("If", "branch", &["even"], &["next"]);
@@ -38,25 +46,39 @@ fn loop_model(m: i64) -> ModelProto {
     ));
     let keep = node("Identity", "keep", &["cond_in"], &["cond_out"]);
     let copy = node("Identity", "copy", &["next"], &["scanned"]);
+    let mut body_outputs = vec![typed_value("cond_out", 9, Some(&[])), value("next", None)];
+    let mut outputs = vec![value("y", Some(&[2]))];
+    let mut loop_outputs = vec!["y"];
+    if scan {
+        body_outputs.push(value("scanned", None));
+        outputs.push(value("ys", Some(&[-1, 2])));
+        loop_outputs.push("ys");
+    }
     let body = graph(
         vec![even, is_even, branch, keep, copy],
         vec![typed_value("i", 7, Some(&[])), typed_value("cond_in", 9, Some(&[])), value("y_in", None)],
-        vec![typed_value("cond_out", 9, Some(&[])), value("next", None), value("scanned", None)],
+        body_outputs,
         "body",
     );
-    let mut lp = node("Loop", "loop", &["m", "", "x"], &["y", "ys"]);
+    let mut lp = node("Loop", "loop", &["m", "", "x"], &loop_outputs);
     lp.attribute.push(graph_attr("body", body));
-    let mut md =
-        model(vec![lp], vec![value("x", Some(&[2]))], vec![value("y", Some(&[2])), value("ys", Some(&[-1, 2]))]);
+    let mut inputs = vec![value("x", Some(&[2]))];
+    if let Trip::Input = trip {
+        inputs.push(typed_value("m", 7, Some(&[])));
+    }
+    let mut md = model(vec![lp], inputs, outputs);
     let g = md.graph.as_mut().expect("graph");
-    g.initializer.extend([int64s("m", &[], &[m]), int64s("two", &[], &[2]), int64s("zero", &[], &[0])]);
+    g.initializer.extend([int64s("two", &[], &[2]), int64s("zero", &[], &[0])]);
+    if let Trip::Constant(m) = trip {
+        g.initializer.push(int64s("m", &[], &[m]));
+    }
     md
 }
 
 #[test]
 fn a_loop_with_a_known_trip_count_and_a_nested_if_is_unrolled() {
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &loop_model(3));
+    write_model(dir.path(), "model.onnx", &loop_model(Trip::Constant(3), true));
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
     assert!(succeeded(&out), "a static loop must compile: {}", out.stderr);
     let mir = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
@@ -64,7 +86,7 @@ fn a_loop_with_a_known_trip_count_and_a_nested_if_is_unrolled() {
     let text = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
     assert!(!text.contains("Loop(") && !text.contains("If("), "control flow left after inference:\n{text}");
 
-    let outputs = run_model(&loop_model(3), &[floats("x", &[2], &[2.0, 3.0])])
+    let outputs = run_model(&loop_model(Trip::Constant(3), true), &[floats("x", &[2], &[2.0, 3.0])])
         .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     // y: x=2 → (2+2)=4 → 4*2=8 → 8+2=10; x=3 → 6 → 18 → 21.
     assert_eq!(f32s(&outputs[0]), [10.0, 21.0]);
@@ -73,12 +95,76 @@ fn a_loop_with_a_known_trip_count_and_a_nested_if_is_unrolled() {
 }
 
 #[test]
-fn an_absurd_trip_count_is_refused_by_the_unrolling_budget() {
+fn a_loop_too_long_to_unroll_runs_at_run_time_and_sizes_its_scan_outputs() {
+    // 30 000 iterations of a 5-node body exceed the unrolling budget.
+    let outputs = run_model(&loop_model(Trip::Constant(30_000), true), &[floats("x", &[2], &[1.0, -1.0])])
+        .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    // x = 1: +1, *1, +1, ... gives 1 + 15 000; x = -1 cycles -2, 2, 1, -1.
+    assert_eq!(f32s(&outputs[0]), [15_001.0, -1.0]);
+    assert_eq!(outputs[1].dims, [30_000, 2]);
+    let ys = f32s(&outputs[1]);
+    assert_eq!(ys[..8], [2.0, -2.0, 2.0, 2.0, 3.0, 1.0, 3.0, -1.0]);
+    assert_eq!(ys[ys.len() - 2..], [15_001.0, -1.0]);
+}
+
+#[test]
+fn an_absurd_scan_output_is_refused_by_the_tensor_limit() {
     let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &loop_model(1 << 40));
+    write_model(dir.path(), "model.onnx", &loop_model(Trip::Constant(1 << 40), true));
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("\"loop\"") && out.stderr.contains("unrolling"), "{}", out.stderr);
+    assert!(out.stderr.contains("\"loop") && out.stderr.contains("max-tensor-bytes"), "{}", out.stderr);
+}
+
+#[test]
+fn a_loop_with_a_run_time_trip_count_compiles_once_and_runs_any_count() {
+    let m = loop_model(Trip::Input, false);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir,obj", "-o", "model.o"]);
+    assert!(succeeded(&out), "a run-time loop must compile: {}", out.stderr);
+    let text = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
+    assert!(text.contains("LoopStart") && text.contains("LoopEnd"), "the loop should stay a loop:\n{text}");
+    let x = floats("x", &[2], &[2.0, 3.0]);
+    for (count, want) in [(0, [2.0, 3.0]), (1, [4.0, 6.0]), (3, [10.0, 21.0]), (4, [20.0, 63.0]), (-5, [2.0, 3.0])] {
+        let outputs = run_model(&m, &[x.clone(), int64s("m", &[], &[count])])
+            .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+        assert_eq!(f32s(&outputs[0]), want, "M = {count}");
+    }
+}
+
+/// `y = x; while y < limit { y = y * 2 }` with the condition computed by the
+/// body, capped at `m` iterations when `m` is given.
+fn doubling_model(m: Option<i64>) -> ModelProto {
+    let body = graph(
+        vec![
+            node("Add", "double", &["y_in", "y_in"], &["y_out"]),
+            node("Less", "below", &["y_out", "limit"], &["more"]),
+        ],
+        vec![typed_value("i", 7, Some(&[])), typed_value("cond_in", 9, Some(&[])), value("y_in", None)],
+        vec![typed_value("more", 9, Some(&[])), value("y_out", None)],
+        "body",
+    );
+    let mut lp = node("Loop", "while", &[if m.is_some() { "m" } else { "" }, "start", "x"], &["y"]);
+    lp.attribute.push(graph_attr("body", body));
+    let mut md = model(
+        vec![node("Less", "first_test", &["x", "limit"], &["start"]), lp],
+        vec![value("x", Some(&[])), value("limit", Some(&[]))],
+        vec![value("y", Some(&[]))],
+    );
+    if let Some(m) = m {
+        md.graph.as_mut().expect("graph").initializer.push(int64s("m", &[], &[m]));
+    }
+    md
+}
+
+#[test]
+fn a_while_loop_stops_on_the_condition_its_body_computes() {
+    for (m, x, limit, want) in [(None, 1.0, 100.0, 128.0), (None, 500.0, 100.0, 500.0), (Some(3), 1.0, 100.0, 8.0)] {
+        let outputs = run_model(&doubling_model(m), &[floats("x", &[], &[x]), floats("limit", &[], &[limit])])
+            .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+        assert_eq!(f32s(&outputs[0]), [want], "m = {m:?}, x = {x}, limit = {limit}");
+    }
 }
 
 #[test]

@@ -85,6 +85,8 @@ struct Env {
     dynamic: HashMap<ValueId, Value>,
     /// Where each open guard continues when it skips its range.
     guards: Vec<Block>,
+    /// The test and the exit of each open repeated range (a loop).
+    repeats: Vec<(Block, Block)>,
     /// What each node costs in read-only data and which kernels it calls.
     footprint: Footprint,
     /// No kernel-library calls: the object references only memcpy/memset.
@@ -287,6 +289,7 @@ impl Function<'_> {
             allocator,
             dynamic: HashMap::new(),
             guards: Vec::new(),
+            repeats: Vec::new(),
             footprint: carried.footprint,
             portable: self.portable,
         };
@@ -744,6 +747,58 @@ impl<'f> Lower<'_, 'f> {
         let skip = self.env.guards.pop().ok_or("no guarded range is open")?;
         self.b.ins().jump(skip, &[]);
         self.b.switch_to_block(skip);
+        Ok(())
+    }
+
+    /// Bytes of input `i` (of its static shape).
+    pub fn input_bytes(&self, i: usize) -> Result<usize, String> {
+        let (dtype, shape) = self.input_type(i)?;
+        crate::ir::shape::element_count(&shape)
+            .and_then(|n| dtype.bytes_for(n))
+            .ok_or_else(|| format!("input {i} is too large"))
+    }
+
+    /// True when inputs `a` and `b` are the same bytes (one value, or views
+    /// of one value).
+    pub fn inputs_share_bytes(&self, a: usize, b: usize) -> bool {
+        let root = |i: usize| {
+            let mut v = self.node.inputs.get(i).copied().flatten()?;
+            while let Loc::Alias(src) = self.plan.locs[v.index()] {
+                v = src;
+            }
+            Some(v)
+        };
+        root(a).is_some() && root(a) == root(b)
+    }
+
+    /// Opens a range of the schedule that repeats while the int64 at
+    /// `iteration` is below the int64 at `limit` (when given) and the bool
+    /// at `cond` is true; the range ends at [`Lower::end_repeat`], which
+    /// goes back to the test.
+    pub fn begin_repeat(&mut self, limit: Option<Value>, iteration: Value, cond: Value) {
+        let flags = MemFlagsData::trusted();
+        let (test, body, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(test, &[]);
+        self.b.switch_to_block(test);
+        let byte = self.b.ins().load(types::I8, flags, cond, 0);
+        let mut go = self.b.ins().icmp_imm_u(IntCC::NotEqual, byte, 0);
+        if let Some(limit) = limit {
+            let (i, m) =
+                (self.b.ins().load(types::I64, flags, iteration, 0), self.b.ins().load(types::I64, flags, limit, 0));
+            let below = self.b.ins().icmp(IntCC::SignedLessThan, i, m);
+            go = self.b.ins().band(go, below);
+        }
+        self.b.ins().brif(go, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        self.env.repeats.push((test, exit));
+    }
+
+    /// Closes the innermost [`Lower::begin_repeat`]: back to its test, and
+    /// the code that follows runs once the loop is done.
+    pub fn end_repeat(&mut self) -> Result<(), String> {
+        let (test, exit) = self.env.repeats.pop().ok_or("no repeated range is open")?;
+        self.b.ins().jump(test, &[]);
+        self.b.switch_to_block(exit);
         Ok(())
     }
 

@@ -263,6 +263,8 @@ ops! {
     Sequence(sequence::SequenceOp),
     Guard(control::Guard),
     EndGuard(control::EndGuard),
+    LoopStart(control::LoopStart),
+    LoopEnd(control::LoopEnd),
     Linear(quant::Linear),
     DynamicQuantize(quant::DynamicQuantize),
     IntegerProduct(quant::IntegerProduct),
