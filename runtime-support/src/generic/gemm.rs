@@ -415,19 +415,20 @@ impl GemmKernel {
 /// both detect and store the same value.
 static SELECTED: AtomicU8 = AtomicU8::new(0);
 
-/// Cached CPU features: bit 0 = detected, bit 1 = AVX2+FMA, bit 2 = AVX-512F.
+/// Cached CPU features: bit 0 = detected, bit 1 = AVX2+FMA, bit 2 = AVX-512F,
+/// bit 3 = AVX-512 VNNI.
 #[cfg(target_arch = "x86_64")]
 static FEATURES: AtomicU8 = AtomicU8::new(0);
 
 #[cfg(target_arch = "x86_64")]
-fn cpu() -> crate::x86_64::CpuFeatures {
+pub(crate) fn cpu() -> crate::x86_64::CpuFeatures {
     let mut bits = FEATURES.load(Ordering::Relaxed);
     if bits == 0 {
         let f = crate::x86_64::cpu_features();
-        bits = 1 | (f.avx2_fma as u8) << 1 | (f.avx512f as u8) << 2;
+        bits = 1 | (f.avx2_fma as u8) << 1 | (f.avx512f as u8) << 2 | (f.avx512_vnni as u8) << 3;
         FEATURES.store(bits, Ordering::Relaxed);
     }
-    crate::x86_64::CpuFeatures { avx2_fma: bits & 2 != 0, avx512f: bits & 4 != 0 }
+    crate::x86_64::CpuFeatures { avx2_fma: bits & 2 != 0, avx512f: bits & 4 != 0, avx512_vnni: bits & 8 != 0 }
 }
 
 /// `y = alpha * a * b + beta * c` (or `+ 0` when `c` is `None`), with `a`

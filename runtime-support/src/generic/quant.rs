@@ -327,18 +327,10 @@ pub unsafe extern "C" fn onnxc_qmatmul(
         let offset =
             |strides: &[i64; MAX_RANK]| idx[..rank].iter().zip(strides).map(|(&i, &s)| i * s as usize).sum::<usize>();
         let (ao, bo) = (offset(&p.a_strides), offset(&p.b_strides));
-        for r in 0..m {
-            let za = p.a.zero(a_zp, r);
-            for c in 0..n {
-                let zb = p.b.zero(b_zp, c);
-                let mut sum = 0i32;
-                for q in 0..k {
-                    let x = load_int(a, ao + r * k + q, p.a.dtype).unwrap_or(0) - za;
-                    let y = load_int(b, bo + q * n + c, p.b.dtype).unwrap_or(0) - zb;
-                    sum = sum.wrapping_add(x.wrapping_mul(y));
-                }
-                *acc.add((t * m + r) * n + c) = sum;
-            }
+        let out = acc.add(t * m * n);
+        // (Element offsets are byte offsets for the 8-bit types it takes.)
+        if !byte_product(p, [m, k, n], a.wrapping_add(ao), b.wrapping_add(bo), a_zp, b_zp, out) {
+            reference_product(p, [m, k, n], [ao, bo], a, b, a_zp, b_zp, out);
         }
         for d in (0..rank).rev() {
             idx[d] += 1;
@@ -349,6 +341,88 @@ pub unsafe extern "C" fn onnxc_qmatmul(
         }
     }
     STATUS_OK
+}
+
+/// One batch of [`onnxc_qmatmul`] by plain loops, for any integer types.
+#[allow(clippy::too_many_arguments)]
+unsafe fn reference_product(
+    p: &QMatMulParams,
+    [m, k, n]: [usize; 3],
+    [ao, bo]: [usize; 2],
+    a: *const u8,
+    b: *const u8,
+    a_zp: *const u8,
+    b_zp: *const u8,
+    acc: *mut i32,
+) {
+    for r in 0..m {
+        let za = p.a.zero(a_zp, r);
+        for c in 0..n {
+            let zb = p.b.zero(b_zp, c);
+            let mut sum = 0i32;
+            for q in 0..k {
+                let x = load_int(a, ao + r * k + q, p.a.dtype).unwrap_or(0) - za;
+                let y = load_int(b, bo + q * n + c, p.b.dtype).unwrap_or(0) - zb;
+                sum = sum.wrapping_add(x.wrapping_mul(y));
+            }
+            *acc.add(r * n + c) = sum;
+        }
+    }
+}
+
+/// One batch of [`onnxc_qmatmul`] through the AVX-512 VNNI kernel when the
+/// CPU has it and both operands are 8-bit; false (nothing written) when it
+/// does not apply. The kernel reads A as `a' = a + oa` (unsigned) and B as
+/// `b' = b - ob` (signed), `oa`/`ob` 128 or 0 by type, so with
+/// `ZA = za + oa` and `ZB = zb - ob`:
+/// `Σ(a - za)(b - zb) = Σa'b' - ZB·Σa' - ZA·Σb' + k·ZA·ZB`, all wrapping
+/// like the reference (it is the same sum in i32 arithmetic mod 2^32).
+#[allow(unused_variables)]
+unsafe fn byte_product(
+    p: &QMatMulParams,
+    [m, k, n]: [usize; 3],
+    a: *const u8,
+    b: *const u8,
+    a_zp: *const u8,
+    b_zp: *const u8,
+    acc: *mut i32,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let byte = |dtype: i64| matches!(dtype, ELEM_U8 | ELEM_I8);
+        if !(byte(p.a.dtype) && byte(p.b.dtype) && crate::generic::gemm::cpu().avx512_vnni) {
+            return false;
+        }
+        let (oa, ob) = (if p.a.dtype == ELEM_I8 { 128 } else { 0 }, if p.b.dtype == ELEM_U8 { 128 } else { 0 });
+        crate::x86_64::vnni::product_u8i8(m, n, k, a, oa as u8, b, ob as u8, acc);
+        let ki = k as i32;
+        // Column sums by chunks on the stack; row sums once per chunk.
+        let mut col_sums = [0i32; 256];
+        for c0 in (0..n).step_by(col_sums.len()) {
+            let width = col_sums.len().min(n - c0);
+            for (j, sum) in col_sums.iter_mut().enumerate().take(width) {
+                *sum =
+                    (0..k).fold(0i32, |s, q| s.wrapping_add(load_int(b, q * n + c0 + j, p.b.dtype).unwrap_or(0) - ob));
+            }
+            for r in 0..m {
+                let row_sum =
+                    (0..k).fold(0i32, |s, q| s.wrapping_add(load_int(a, r * k + q, p.a.dtype).unwrap_or(0) + oa));
+                let za = p.a.zero(a_zp, r).wrapping_add(oa);
+                for (j, &col_sum) in col_sums.iter().enumerate().take(width) {
+                    let zb = p.b.zero(b_zp, c0 + j).wrapping_sub(ob);
+                    let out = acc.add(r * n + c0 + j);
+                    let fixed = (*out)
+                        .wrapping_sub(zb.wrapping_mul(row_sum))
+                        .wrapping_sub(za.wrapping_mul(col_sum))
+                        .wrapping_add(ki.wrapping_mul(za).wrapping_mul(zb));
+                    *out = fixed;
+                }
+            }
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Row-major coordinates of `flat` in `dims`.
@@ -499,8 +573,59 @@ pub unsafe extern "C" fn onnxc_requantize(
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::abi::ELEM_F32;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// A small deterministic byte stream (xorshift) for test operands.
+    fn bytes(len: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed.max(1);
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_8_bit_kernel_matches_the_reference_for_every_signedness_and_zero_point() {
+        // Shapes with row, column (16) and depth (4, 256) tails.
+        for &(m, k, n) in &[(1, 1, 1), (5, 3, 17), (9, 259, 33), (4, 512, 16), (7, 6, 40)] {
+            let (a, b) = (bytes(m * k, 7 + m as u32), bytes(k * n, 11 + n as u32));
+            let (a_zp, b_zp) = (bytes(m, 3), bytes(n, 5));
+            for (a_type, b_type, indexed) in
+                [(ELEM_U8, ELEM_I8, 0), (ELEM_U8, ELEM_U8, 1), (ELEM_I8, ELEM_I8, 0), (ELEM_I8, ELEM_U8, 1)]
+            {
+                let p = QMatMulParams {
+                    a: QOperand { dtype: a_type, zp_indexed: indexed },
+                    b: QOperand { dtype: b_type, zp_indexed: indexed },
+                    m: m as i64,
+                    k: k as i64,
+                    n: n as i64,
+                    ..Default::default()
+                };
+                let mut want = vec![0i32; m * n];
+                let mut got = vec![0i32; m * n];
+                let args = |out: &mut Vec<i32>| {
+                    (p, [m, k, n], a.as_ptr(), b.as_ptr(), a_zp.as_ptr(), b_zp.as_ptr(), out.as_mut_ptr())
+                };
+                let (p, dims, ap, bp, azp, bzp, out) = args(&mut want);
+                unsafe { reference_product(&p, dims, [0, 0], ap, bp, azp, bzp, out) };
+                let (p, dims, ap, bp, azp, bzp, out) = args(&mut got);
+                if !unsafe { byte_product(&p, dims, ap, bp, azp, bzp, out) } {
+                    #[cfg(target_arch = "x86_64")]
+                    assert!(!crate::generic::gemm::cpu().avx512_vnni, "the 8-bit kernel was not used");
+                    return; // no VNNI on this CPU: nothing to compare
+                }
+                assert_eq!(got, want, "{m}x{k}x{n}, types {a_type}/{b_type}, indexed {indexed}");
+            }
+        }
+    }
 
     #[test]
     fn quantize_rounds_half_to_even_and_saturates() {

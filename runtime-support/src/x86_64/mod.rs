@@ -10,6 +10,7 @@
 
 pub mod avx2;
 pub mod avx512;
+pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
@@ -20,6 +21,8 @@ pub struct CpuFeatures {
     pub avx2_fma: bool,
     /// AVX-512F, with the zmm/opmask state enabled by the OS.
     pub avx512f: bool,
+    /// AVX-512 VNNI (8-bit dot products) on top of AVX-512F.
+    pub avx512_vnni: bool,
 }
 
 #[target_feature(enable = "xsave")]
@@ -50,5 +53,6 @@ pub fn cpu_features() -> CpuFeatures {
     let (avx2, avx512f) = (l7.ebx >> 5 & 1 == 1, l7.ebx >> 16 & 1 == 1);
     f.avx2_fma = ymm_state && avx2 && fma;
     f.avx512f = zmm_state && avx512f && f.avx2_fma;
+    f.avx512_vnni = f.avx512f && l7.ecx >> 11 & 1 == 1;
     f
 }
