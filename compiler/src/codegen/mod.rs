@@ -16,6 +16,7 @@
 //! the re-exports below.
 
 mod alloc;
+mod composite;
 mod footprint;
 mod nest;
 pub mod status;
@@ -76,6 +77,8 @@ struct Env {
     data_count: usize,
     /// Present when the graph has data-dependent values.
     allocator: Option<alloc::Allocator>,
+    /// Address of each tensor inside a sequence or optional input.
+    elements: HashMap<ValueId, Value>,
     /// Address and dims of each data-dependent value allocated so far.
     dynamic: HashMap<ValueId, (Value, Vec<Value>)>,
     /// Where each open guard continues when it skips its range.
@@ -171,7 +174,9 @@ pub fn define_model<M: Module>(
         let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
         alloc::Allocator::new(&mut b, workspace, plan.workspace_bytes, have, hook, user)
     });
+    let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail);
     let mut env = Env {
+        elements,
         inputs,
         outputs,
         workspace,
@@ -254,6 +259,8 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
     let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
     match plan.locs[v.index()] {
         Loc::Input(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
+        // Checked on entry, before any node runs.
+        Loc::InputElement => env.elements.get(&v).copied().unwrap_or_else(|| b.ins().iconst(ptr, 0)),
         Loc::Output(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
         Loc::Const => {
             let gv = env.consts[&v];

@@ -183,6 +183,13 @@ pub trait Operator: std::fmt::Debug {
         false
     }
 
+    /// Most bytes the lowering takes from the run-time allocator besides
+    /// its data-dependent outputs (`None`: no bound); the plan adds them
+    /// to the workspace's dynamic part and provides the allocator.
+    fn run_time_bytes(&self, _cx: &InferCx) -> Option<usize> {
+        Some(0)
+    }
+
     /// True when the lowering computes only f32 of the float types and its
     /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
     fn stages_halves(&self) -> bool {
@@ -261,6 +268,7 @@ ops! {
     Loop(control::Loop),
     Scan(control::Scan),
     Sequence(sequence::SequenceOp),
+    WriteComposite(sequence::WriteComposite),
     Guard(control::Guard),
     EndGuard(control::EndGuard),
     Linear(quant::Linear),
@@ -339,6 +347,9 @@ impl Op {
     }
     pub fn allocates_at_run_time(&self) -> bool {
         self.inner().allocates_at_run_time()
+    }
+    pub fn run_time_bytes(&self, cx: &InferCx) -> Option<usize> {
+        self.inner().run_time_bytes(cx)
     }
 
     /// If, Loop, Scan, FlexAttention and the sequence/optional operators:
