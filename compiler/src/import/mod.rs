@@ -291,7 +291,7 @@ impl<'m> Importer<'m> {
             return;
         }
         let has_subgraphs = match domain {
-            "" => matches!(node.op_type(), "If" | "Loop" | "Scan"),
+            "" => matches!(node.op_type(), "If" | "Loop" | "Scan" | "SequenceMap"),
             "ai.onnx.preview" => node.op_type() == "FlexAttention",
             _ => false,
         };
@@ -357,7 +357,7 @@ impl<'m> Importer<'m> {
         caller_attrs: &HashMap<&str, &AttributeProto>,
         depth: usize,
     ) -> Result<Op, String> {
-        use crate::ops::control::{If, Loop, Scan};
+        use crate::ops::control::{If, Loop, Scan, SequenceMap};
         use crate::ops::flex_attention::FlexAttention;
         let mut graph = |name: &str| -> Result<Subgraph, String> {
             let g = node
@@ -385,6 +385,7 @@ impl<'m> Importer<'m> {
                 }))
             }
             "Loop" => Ok(Op::Loop(Loop { body: graph("body")? })),
+            "SequenceMap" => Ok(Op::SequenceMap(SequenceMap { body: graph("body")? })),
             _ => {
                 let body = graph("body")?;
                 let attrs = Attrs::new(&node.attribute);

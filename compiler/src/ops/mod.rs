@@ -267,6 +267,7 @@ ops! {
     If(control::If),
     Loop(control::Loop),
     Scan(control::Scan),
+    SequenceMap(control::SequenceMap),
     Sequence(sequence::SequenceOp),
     WriteComposite(sequence::WriteComposite),
     Guard(control::Guard),
@@ -352,10 +353,13 @@ impl Op {
         self.inner().run_time_bytes(cx)
     }
 
-    /// If, Loop, Scan, FlexAttention and the sequence/optional operators:
+    /// If, Loop, Scan, SequenceMap, FlexAttention and the sequence/optional operators:
     /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
-        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::Sequence(_) | Op::FlexAttention(_))
+        matches!(
+            self,
+            Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::SequenceMap(_) | Op::Sequence(_) | Op::FlexAttention(_)
+        )
     }
 
     /// The subgraphs of If, Loop, Scan and FlexAttention; `None` for other
@@ -366,6 +370,7 @@ impl Op {
             Op::If(op) => Some(op.subgraphs_mut()),
             Op::Loop(op) => Some(op.subgraphs_mut()),
             Op::Scan(op) => Some(op.subgraphs_mut()),
+            Op::SequenceMap(op) => Some(op.subgraphs_mut()),
             Op::FlexAttention(op) => Some(op.subgraphs_mut()),
             _ => None,
         }
