@@ -416,10 +416,16 @@ fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &
     let shape = match (bindings.composites.get(&name).cloned().or(single), declared_static) {
         (Some(s), _) => s,
         (None, Some(s)) if !ty.sequence => CompositeShape::Tensor(s),
+        (None, _) if ty.optional => {
+            return Err(format!(
+                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3 (a tensor), \
+                 --shape {name}=2x3,4 (a sequence of two) or --shape {name}=none (nothing)"
+            ))
+        }
         (None, _) => {
             return Err(format!(
-                "input \"{name}\" is {ty}: give the shapes of what it holds, e.g. --shape {name}=2x3,4 \
-                 (a sequence of two tensors) or --shape {name}=none (an empty optional)"
+                "input \"{name}\" is {ty}: give the shapes of its elements, e.g. --shape {name}=2x3,4 \
+                 (two tensors) or --shape {name}=[] (none)"
             ))
         }
     };

@@ -8,7 +8,7 @@
 //! are the element addresses taken, so nothing reads past what the caller
 //! described.
 
-use super::{types, Block, FunctionBuilder, InstBuilder, IntCC, MemFlagsData, Type, Value};
+use super::{types, Block, CodegenError, FunctionBuilder, InstBuilder, IntCC, MemFlagsData, Type, Value};
 use crate::ir::{Composite, Graph, ValueId};
 use crate::ops::sequence::TENSOR_WORDS;
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ pub(super) fn check_inputs(
     graph: &Graph,
     inputs: Value,
     fail: Block,
-) -> HashMap<ValueId, Value> {
+) -> Result<HashMap<ValueId, Value>, CodegenError> {
     let mut addresses = HashMap::new();
     for (k, &input) in graph.inputs.iter().enumerate() {
         let Some(composite) = graph.composites.get(&input) else { continue };
@@ -29,7 +29,7 @@ pub(super) fn check_inputs(
         let desc = check.load(inputs, k);
         check.fail_if_null(desc);
         match composite {
-            Composite::Sequence(items) => check.sequence(graph, desc, items, &mut addresses),
+            Composite::Sequence(items) => check.sequence(graph, desc, items, &mut addresses)?,
             Composite::Optional(held) => {
                 let has = check.load(desc, 0);
                 let wrong = check.b.ins().icmp_imm_u(held_cc(held.is_some()), has, 0);
@@ -38,14 +38,14 @@ pub(super) fn check_inputs(
                     let value = check.load(desc, 1);
                     check.fail_if_null(value);
                     match graph.composites.get(inner) {
-                        Some(Composite::Sequence(items)) => check.sequence(graph, value, items, &mut addresses),
-                        _ => check.tensor(graph, value, *inner, &mut addresses),
+                        Some(Composite::Sequence(items)) => check.sequence(graph, value, items, &mut addresses)?,
+                        _ => check.tensor(graph, value, *inner, &mut addresses)?,
                     }
                 }
             }
         }
     }
-    addresses
+    Ok(addresses)
 }
 
 /// The comparison that is true when `has_value` is wrong.
@@ -88,24 +88,39 @@ impl Check<'_, '_> {
     }
 
     /// An `onnxc_sequence` at `seq` holding exactly `items`.
-    fn sequence(&mut self, graph: &Graph, seq: Value, items: &[ValueId], addresses: &mut HashMap<ValueId, Value>) {
+    fn sequence(
+        &mut self,
+        graph: &Graph,
+        seq: Value,
+        items: &[ValueId],
+        addresses: &mut HashMap<ValueId, Value>,
+    ) -> Result<(), CodegenError> {
         let count = self.load(seq, 0);
         self.fail_unless_equal(count, items.len() as i64);
         if items.is_empty() {
-            return;
+            return Ok(());
         }
         let elements = self.load(seq, 1);
         self.fail_if_null(elements);
         for (i, &item) in items.iter().enumerate() {
             let offset = (i * TENSOR_WORDS * self.ptr.bytes() as usize) as i64;
             let tensor = self.b.ins().iadd_imm_s(elements, offset);
-            self.tensor(graph, tensor, item, addresses);
+            self.tensor(graph, tensor, item, addresses)?;
         }
+        Ok(())
     }
 
     /// An `onnxc_tensor` at `t` with `v`'s rank and dims.
-    fn tensor(&mut self, graph: &Graph, t: Value, v: ValueId, addresses: &mut HashMap<ValueId, Value>) {
-        let Some((dtype, shape)) = graph.concrete(v) else { return };
+    fn tensor(
+        &mut self,
+        graph: &Graph,
+        t: Value,
+        v: ValueId,
+        addresses: &mut HashMap<ValueId, Value>,
+    ) -> Result<(), CodegenError> {
+        let Some((dtype, shape)) = graph.concrete(v) else {
+            return Err(CodegenError::Module(format!("input element \"{}\" has no known shape", graph.value(v).name)));
+        };
         let rank = self.load(t, 1);
         self.fail_unless_equal(rank, shape.len() as i64);
         if !shape.is_empty() {
@@ -118,9 +133,10 @@ impl Check<'_, '_> {
             }
         }
         let data = self.load(t, 0);
-        if crate::ir::shape::element_count(&shape).is_some_and(|n| n > 0) && dtype.bytes_for(1).is_some() {
+        if crate::ir::shape::element_count(&shape).and_then(|n| dtype.bytes_for(n)).is_some_and(|b| b > 0) {
             self.fail_if_null(data);
         }
         addresses.insert(v, data);
+        Ok(())
     }
 }

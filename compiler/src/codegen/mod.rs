@@ -174,7 +174,7 @@ pub fn define_model<M: Module>(
         let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
         alloc::Allocator::new(&mut b, workspace, plan.workspace_bytes, have, hook, user)
     });
-    let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail);
+    let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail)?;
     let mut env = Env {
         elements,
         inputs,

@@ -132,7 +132,13 @@ impl Operator for WriteComposite {
         let flags = MemFlagsData::trusted();
         let desc = cx.output_ptr(0)?;
         let n = cx.input_count();
-        let shapes: Vec<_> = (0..n).map(|i| cx.input_type(i)).collect::<Result<_, _>>()?;
+        let shapes: Vec<_> = (0..n)
+            .map(|i| {
+                cx.input_type(i).map_err(|_| {
+                    format!("element {i} has a data-dependent shape, which sequence outputs do not take yet")
+                })
+            })
+            .collect::<Result<_, _>>()?;
         let dims_total: usize = shapes.iter().map(|(_, s)| s.len()).sum();
         let own_sequence = if self.optional && self.sequence { SEQUENCE_WORDS * p as usize } else { 0 };
         let block_bytes = own_sequence + n * TENSOR_WORDS * p as usize + 8 * dims_total;
