@@ -114,6 +114,9 @@ impl Operator for WriteComposite {
     /// The descriptors, dims and element bytes, each allocation rounded
     /// up to the allocator's alignment.
     fn run_time_bytes(&self, cx: &InferCx) -> Option<usize> {
+        if self.empty {
+            return Some(0);
+        }
         let p = std::mem::size_of::<usize>();
         let aligned = |n: usize| n.checked_next_multiple_of(crate::plan::ALIGN);
         let mut total = 0usize;
@@ -131,6 +134,11 @@ impl Operator for WriteComposite {
         let p = cx.ptr_type().bytes() as i32;
         let flags = MemFlagsData::trusted();
         let desc = cx.output_ptr(0)?;
+        if self.empty {
+            let zero = cx.iconst(0);
+            store_words(cx, desc, &[zero, zero]);
+            return Ok(());
+        }
         let n = cx.input_count();
         let shapes: Vec<_> = (0..n)
             .map(|i| {
@@ -144,22 +152,17 @@ impl Operator for WriteComposite {
         let block_bytes = own_sequence + n * TENSOR_WORDS * p as usize + 8 * dims_total;
         let bytes = cx.iconst(block_bytes.max(1) as i64);
         let block = cx.alloc_scratch(bytes)?;
-        let word = |cx: &mut Lower, v: i64| cx.iconst(v);
         // Where the tensor descriptors go: after the optional's own
         // `onnxc_sequence`, if any; the dims follow them.
         let tensors = cx.b.ins().iadd_imm_s(block, own_sequence as i64);
         if self.optional {
-            let has = word(cx, !self.empty as i64);
-            let value = if self.empty { word(cx, 0) } else { block };
-            store_words(cx, desc, &[has, value]);
-            if self.empty {
-                return Ok(());
-            }
+            let has = cx.iconst(1);
+            store_words(cx, desc, &[has, block]);
         }
         if self.sequence {
             let seq = if self.optional { block } else { desc };
-            let count = word(cx, n as i64);
-            let elements = if n == 0 { word(cx, 0) } else { tensors };
+            let count = cx.iconst(n as i64);
+            let elements = if n == 0 { cx.iconst(0) } else { tensors };
             store_words(cx, seq, &[count, elements]);
         }
         let mut dims_at = (n * TENSOR_WORDS * p as usize) as i64;
@@ -177,7 +180,7 @@ impl Operator for WriteComposite {
                 let d = cx.b.ins().iconst(types::I64, d as i64);
                 cx.b.ins().store(flags, d, dims, 8 * j as i32);
             }
-            let rank = word(cx, shape.len() as i64);
+            let rank = cx.iconst(shape.len() as i64);
             store_words(cx, tensor, &[data, rank, dims]);
             dims_at += 8 * shape.len() as i64;
         }
