@@ -416,10 +416,16 @@ fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &
     let shape = match (bindings.composites.get(&name).cloned().or(single), declared_static) {
         (Some(s), _) => s,
         (None, Some(s)) if !ty.sequence => CompositeShape::Tensor(s),
+        (None, _) if ty.optional && !ty.sequence => {
+            return Err(format!(
+                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3 (a tensor) or \
+                 --shape {name}=none (nothing)"
+            ))
+        }
         (None, _) if ty.optional => {
             return Err(format!(
-                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3 (a tensor), \
-                 --shape {name}=2x3,4 (a sequence of two) or --shape {name}=none (nothing)"
+                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3,4 (a sequence of two \
+                 tensors), --shape {name}=[] (an empty sequence) or --shape {name}=none (nothing)"
             ))
         }
         (None, _) => {
