@@ -7,17 +7,58 @@
 
 use crate::buffer::{Buffer, Placement};
 use crate::codegen;
-use crate::ir::{DType, Dim, Graph, Tensor, TensorType, ValueId};
+use crate::ir::{Composite, CompositeType, DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
 
 pub use onnxc_runtime::model::RunFn;
 use onnxc_runtime::model::{AllocFn, Context, DynamicOutput, OnnxString};
 
+/// A value passed to or returned by a model: a tensor, a sequence of
+/// tensors, or an optional tensor or sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Datum {
+    Tensor(Tensor),
+    Sequence(Vec<Tensor>),
+    Optional(Option<Box<Datum>>),
+}
+
+impl Datum {
+    /// The tensor, if this is one.
+    pub fn into_tensor(self) -> Option<Tensor> {
+        match self {
+            Datum::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A short description for messages: `f32[2, 3]`, `seq(2)`, `optional(none)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Datum::Tensor(t) => format!("{}{:?}", t.dtype, t.shape),
+            Datum::Sequence(items) => format!("seq({})", items.len()),
+            Datum::Optional(None) => "optional(none)".into(),
+            Datum::Optional(Some(d)) => format!("optional({})", d.describe()),
+        }
+    }
+}
+
 /// A graph input or output as the caller sees it.
 #[derive(Clone, Debug)]
 pub struct Io {
     pub name: String,
-    pub ty: TensorType,
+    pub kind: IoKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum IoKind {
+    Tensor(TensorType),
+    /// A sequence or optional, passed as its descriptor; `held` are the
+    /// shapes of the tensors it holds as compiled (`None`: an empty
+    /// optional).
+    Composite {
+        ty: CompositeType,
+        held: Option<Vec<Vec<usize>>>,
+    },
 }
 
 /// What a caller needs to know to call a compiled model.
@@ -43,11 +84,21 @@ impl Interface {
             ids.iter()
                 .map(|&v| {
                     let value = graph.value(v);
+                    if let (Some(ty), Some(composite)) = (graph.port_types.get(&v), graph.composites.get(&v)) {
+                        let held = (*composite != Composite::Optional(None)).then(|| {
+                            graph
+                                .composite_tensors(v)
+                                .iter()
+                                .map(|&t| graph.concrete(t).map(|c| c.1).unwrap_or_default())
+                                .collect()
+                        });
+                        return Ok(Io { name: value.name.clone(), kind: IoKind::Composite { ty: ty.clone(), held } });
+                    }
                     let ty = value.ty.clone().ok_or_else(|| format!("value \"{}\" has no type", value.name))?;
                     if ty.known_shape().is_none() && !ty.is_dynamic() {
                         return Err(format!("value \"{}\" has no known shape ({ty})", value.name));
                     }
-                    Ok(Io { name: value.name.clone(), ty })
+                    Ok(Io { name: value.name.clone(), kind: IoKind::Tensor(ty) })
                 })
                 .collect()
         };
@@ -69,10 +120,10 @@ impl Interface {
     pub fn call(
         &self,
         run: RunFn,
-        given: &[Tensor],
+        given: &[Datum],
         workspace: Option<usize>,
         placement: Placement,
-    ) -> Result<Vec<Tensor>, String> {
+    ) -> Result<Vec<Datum>, String> {
         let workspace = self.workspace(workspace, placement)?;
         self.call_in(run, given, &workspace, placement)
     }
@@ -95,17 +146,15 @@ impl Interface {
     pub fn call_in(
         &self,
         run: RunFn,
-        given: &[Tensor],
+        given: &[Datum],
         workspace: &Workspace,
         placement: Placement,
-    ) -> Result<Vec<Tensor>, String> {
+    ) -> Result<Vec<Datum>, String> {
         if given.len() != self.inputs.len() {
             return Err(format!("the model takes {} inputs, {} were given", self.inputs.len(), given.len()));
         }
-        for (t, io) in given.iter().zip(&self.inputs) {
-            if io.ty != TensorType::known(t.dtype, &t.shape) {
-                return Err(format!("input \"{}\" must be {}, got {}{:?}", io.name, io.ty, t.dtype, t.shape));
-            }
+        for (d, io) in given.iter().zip(&self.inputs) {
+            check_input(d, io)?;
         }
         let mut outs: Vec<Output> =
             self.outputs.iter().map(|io| Output::new(io, placement)).collect::<Result<_, _>>()?;
@@ -117,22 +166,13 @@ impl Interface {
             alloc: use_hook.then_some(hook as AllocFn),
             alloc_user: &mut arena as *mut HookArena as *mut u8,
         };
-        // String inputs: records pointing at each string's bytes (guarded
-        // copies of them when the placement guards).
-        let mut string_bytes: Vec<Buffer> = Vec::new();
-        let placed: Vec<Option<Buffer>> = given
-            .iter()
-            .map(|t| match t.dtype {
-                DType::String => string_records(t, placement, &mut string_bytes).map(Some),
-                _ => placement.input(&t.data, t.dtype.size()),
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("inputs: {e}"))?;
+        // Every buffer the inputs' addresses point into, kept for the call.
+        let mut keep: Vec<Buffer> = Vec::new();
         let in_ptrs: Vec<usize> = given
             .iter()
-            .zip(&placed)
-            .map(|(t, p)| p.as_ref().map_or(t.data.as_ptr() as usize, |b| b.ptr() as usize))
-            .collect();
+            .map(|d| place_datum(d, placement, &mut keep))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("inputs: {e}"))?;
         let out_ptrs: Vec<usize> = outs.iter_mut().map(|o| o.pointer() as usize).collect();
         let pointers = |p: &[usize]| placement.copy(bytemuck::cast_slice(p), std::mem::align_of::<usize>());
         let (in_ptrs, out_ptrs) = (pointers(&in_ptrs)?, pointers(&out_ptrs)?);
@@ -141,10 +181,102 @@ impl Interface {
         // for their rank, and the workspace has at least the planned size.
         let status = unsafe { run(&ctx, in_ptrs.ptr() as *const *const u8, out_ptrs.ptr() as *const *mut u8) };
         if status != 0 {
-            return Err(codegen::status::describe(status, &self.node_names));
+            let inputs: Vec<String> = self.inputs.iter().map(|io| io.name.clone()).collect();
+            return Err(codegen::status::describe(status, &self.node_names, &inputs));
         }
         outs.into_iter().zip(&self.outputs).map(|(o, io)| o.finish(io)).collect()
     }
+}
+
+/// Refuses a value whose kind or element type differs from the
+/// compiled input's (the model checks a composite's count and dims itself).
+fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
+    let fits = match (&io.kind, d) {
+        (IoKind::Tensor(ty), Datum::Tensor(t)) => *ty == TensorType::known(t.dtype, &t.shape),
+        (IoKind::Composite { ty, .. }, d) => {
+            let tensors_of = |items: &[Tensor]| items.iter().all(|t| t.dtype == ty.dtype);
+            match (ty.optional, ty.sequence, d) {
+                (false, true, Datum::Sequence(items)) => tensors_of(items),
+                (true, _, Datum::Optional(None)) => true,
+                (true, false, Datum::Optional(Some(inner))) => {
+                    matches!(&**inner, Datum::Tensor(t) if t.dtype == ty.dtype)
+                }
+                (true, true, Datum::Optional(Some(inner))) => {
+                    matches!(&**inner, Datum::Sequence(items) if tensors_of(items))
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    let want = match &io.kind {
+        IoKind::Tensor(ty) => ty.to_string(),
+        IoKind::Composite { ty, .. } => ty.to_string(),
+    };
+    Err(format!("input \"{}\" must be {want}, got {}", io.name, d.describe()))
+}
+
+/// The address to pass for `d`: a tensor's bytes, or a descriptor
+/// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`) built in
+/// buffers from `placement`, all kept in `keep`.
+fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
+    let words = |w: &[usize], keep: &mut Vec<Buffer>| -> Result<usize, String> {
+        let b = placement.copy(bytemuck::cast_slice(w), std::mem::align_of::<usize>())?;
+        let p = b.ptr() as usize;
+        keep.push(b);
+        Ok(p)
+    };
+    let tensor_words = |t: &Tensor, keep: &mut Vec<Buffer>| -> Result<[usize; 3], String> {
+        let data = place_tensor(t, placement, keep)?;
+        let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+        let dims = placement.copy(bytemuck::cast_slice(&dims), 8)?;
+        let at = dims.ptr() as usize;
+        keep.push(dims);
+        Ok([data, t.shape.len(), at])
+    };
+    match d {
+        Datum::Tensor(t) => place_tensor(t, placement, keep),
+        Datum::Sequence(items) => {
+            let mut elements = Vec::with_capacity(items.len() * 3);
+            for t in items {
+                elements.extend(tensor_words(t, keep)?);
+            }
+            let at = if items.is_empty() { 0 } else { words(&elements, keep)? };
+            words(&[items.len(), at], keep)
+        }
+        Datum::Optional(None) => words(&[0, 0], keep),
+        Datum::Optional(Some(inner)) => {
+            let value = match &**inner {
+                Datum::Tensor(t) => {
+                    let w = tensor_words(t, keep)?;
+                    words(&w, keep)?
+                }
+                other => place_datum(other, placement, keep)?,
+            };
+            words(&[1, value], keep)
+        }
+    }
+}
+
+/// The address of tensor `t`'s bytes as the model reads them: string
+/// records pointing at each string's bytes, guarded copies when the
+/// placement guards.
+fn place_tensor(t: &Tensor, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
+    let placed = match t.dtype {
+        DType::String => Some(string_records(t, placement, keep)?),
+        _ => placement.input(&t.data, t.dtype.size())?,
+    };
+    Ok(match placed {
+        Some(b) => {
+            let p = b.ptr() as usize;
+            keep.push(b);
+            p
+        }
+        None => t.data.as_ptr() as usize,
+    })
 }
 
 /// The scratch memory of a call, and whether the call also gets the
@@ -210,6 +342,10 @@ enum Output {
         dims: Buffer,
         dtype: DType,
     },
+    /// `desc` holds the `onnxc_sequence` or `onnxc_optional` the model fills.
+    Composite {
+        desc: Buffer,
+    },
 }
 
 impl Output {
@@ -218,47 +354,60 @@ impl Output {
             let bytes = bytes.ok_or_else(|| format!("output \"{}\" is too large", io.name))?;
             placement.zeroed(bytes, align).map_err(|e| format!("output \"{}\": {e}", io.name))
         };
-        if io.ty.is_dynamic() {
-            let dims = buffer(io.ty.shape.len().checked_mul(8), 8)?;
+        let ty = match &io.kind {
+            IoKind::Tensor(ty) => ty,
+            IoKind::Composite { .. } => {
+                return Ok(Output::Composite { desc: buffer(Some(2 * std::mem::size_of::<usize>()), 8)? })
+            }
+        };
+        if ty.is_dynamic() {
+            let dims = buffer(ty.shape.len().checked_mul(8), 8)?;
             let desc = buffer(Some(std::mem::size_of::<DynamicOutput>()), 8)?;
             // SAFETY: `desc` holds exactly one suitably aligned descriptor.
             unsafe {
                 (desc.ptr() as *mut DynamicOutput)
                     .write(DynamicOutput { data: std::ptr::null_mut(), dims: dims.ptr() as *mut i64 })
             };
-            return Ok(Output::Dynamic { desc, dims, dtype: io.ty.dtype });
+            return Ok(Output::Dynamic { desc, dims, dtype: ty.dtype });
         }
-        let shape = io.ty.known_shape().ok_or_else(|| format!("output \"{}\" has no known shape", io.name))?;
-        let bytes = crate::ir::shape::element_count(&shape).and_then(|n| io.ty.dtype.bytes_for(n));
-        Ok(Output::Static { data: buffer(bytes, io.ty.dtype.size())?, dtype: io.ty.dtype, shape })
+        let shape = ty.known_shape().ok_or_else(|| format!("output \"{}\" has no known shape", io.name))?;
+        let bytes = crate::ir::shape::element_count(&shape).and_then(|n| ty.dtype.bytes_for(n));
+        Ok(Output::Static { data: buffer(bytes, ty.dtype.size())?, dtype: ty.dtype, shape })
     }
 
     fn pointer(&mut self) -> *mut u8 {
         match self {
             Output::Static { data, .. } => data.ptr(),
-            Output::Dynamic { desc, .. } => desc.ptr(),
+            Output::Dynamic { desc, .. } | Output::Composite { desc } => desc.ptr(),
         }
     }
 
-    fn finish(self, io: &Io) -> Result<Tensor, String> {
+    fn finish(self, io: &Io) -> Result<Datum, String> {
         let (desc, dims, dtype) = match self {
             Output::Static { data, dtype: DType::String, shape } => {
                 let count = data.len() / DType::String.size();
                 // SAFETY: the model wrote every record of this static output.
-                return unsafe { read_strings(data.ptr(), count, shape, &io.name) };
+                return unsafe { read_strings(data.ptr(), count, shape, &io.name) }.map(Datum::Tensor);
             }
             Output::Static { data, dtype, shape } => {
                 let bad = || format!("output \"{}\" is too large", io.name);
-                return Tensor::from_bytes(dtype, shape, data.bytes().to_vec()).ok_or_else(bad);
+                return Tensor::from_bytes(dtype, shape, data.bytes().to_vec()).map(Datum::Tensor).ok_or_else(bad);
+            }
+            Output::Composite { desc } => {
+                let IoKind::Composite { ty, held } = &io.kind else { return Err("not a composite".into()) };
+                // SAFETY: the model filled the descriptor and everything it
+                // points to, with the shapes it was compiled for (checked).
+                return unsafe { read_composite(desc.ptr() as *const usize, ty, held.as_deref(), &io.name) };
             }
             Output::Dynamic { desc, dims, dtype } => (desc, dims, dtype),
         };
+        let IoKind::Tensor(io_ty) = &io.kind else { return Err("not a tensor".into()) };
         let dims: Vec<i64> =
             dims.bytes().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
         let bad = || format!("output \"{}\": the model reported an invalid shape {dims:?}", io.name);
         let shape: Vec<usize> =
             dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_, _>>()?;
-        for (d, want) in shape.iter().zip(&io.ty.shape) {
+        for (d, want) in shape.iter().zip(&io_ty.shape) {
             match want {
                 Dim::Known(n) if d != n => return Err(bad()),
                 Dim::Dynamic(Some(n)) if d > n => return Err(bad()),
@@ -270,16 +419,82 @@ impl Output {
         if dtype == DType::String {
             let count = crate::ir::shape::element_count(&shape).ok_or_else(bad)?;
             // SAFETY: the model allocated and wrote `count` records for these dims.
-            return unsafe { read_strings(data, count, shape, &io.name) };
+            return unsafe { read_strings(data, count, shape, &io.name) }.map(Datum::Tensor);
         }
-        let mut t = Tensor::zeros(dtype, shape.clone()).ok_or_else(bad)?;
-        if !t.data.is_empty() {
-            // SAFETY: `desc` holds the descriptor the model filled; it
-            // allocated `data` for exactly these dims.
-            let src = unsafe { std::slice::from_raw_parts(data, t.data.len()) };
-            t.data.copy_from_slice(src);
+        // SAFETY: `desc` holds the descriptor the model filled; it
+        // allocated `data` for exactly these dims.
+        unsafe { read_bytes(data, dtype, shape, &io.name) }.map(Datum::Tensor)
+    }
+}
+
+/// A tensor of `shape` read from `data`.
+///
+/// # Safety
+/// `data` points to the tensor's bytes (or records), written by the model.
+unsafe fn read_bytes(data: *const u8, dtype: DType, shape: Vec<usize>, name: &str) -> Result<Tensor, String> {
+    let bad = || format!("output \"{name}\" is too large");
+    if dtype == DType::String {
+        let count = crate::ir::shape::element_count(&shape).ok_or_else(bad)?;
+        // SAFETY: see the function's contract.
+        return unsafe { read_strings(data, count, shape, name) };
+    }
+    let mut t = Tensor::zeros(dtype, shape).ok_or_else(bad)?;
+    if !t.data.is_empty() {
+        // SAFETY: see the function's contract.
+        let len = t.data.len();
+        t.data.copy_from_slice(unsafe { std::slice::from_raw_parts(data, len) });
+    }
+    Ok(t)
+}
+
+/// Reads the sequence or optional output whose descriptor is at `desc`,
+/// checking that what the model reports is what it was compiled to write
+/// (`held`: the tensors' shapes, `None` for an empty optional).
+///
+/// # Safety
+/// `desc` points to the descriptor the model filled; its addresses point
+/// to memory the model allocated for the reported dims.
+unsafe fn read_composite(
+    desc: *const usize,
+    ty: &CompositeType,
+    held: Option<&[Vec<usize>]>,
+    name: &str,
+) -> Result<Datum, String> {
+    let bad = |what: &str| format!("output \"{name}\": the model reported {what} it was not compiled for");
+    // SAFETY: every pointer read below was written by the model into the
+    // caller's descriptor or into memory it allocated (see the contract).
+    let word = |p: *const usize, i: usize| unsafe { p.add(i).read() };
+    let tensor = |t: *const usize, shape: &[usize]| -> Result<Tensor, String> {
+        let (data, rank, dims) = (word(t, 0), word(t, 1), word(t, 2) as *const i64);
+        if rank != shape.len() {
+            return Err(bad("a rank"));
         }
-        Ok(t)
+        // SAFETY: see above.
+        let given: Vec<i64> = (0..rank).map(|j| unsafe { dims.add(j).read() }).collect();
+        if given.iter().zip(shape).any(|(&g, &s)| g != s as i64) {
+            return Err(bad("dims"));
+        }
+        // SAFETY: see above.
+        unsafe { read_bytes(data as *const u8, ty.dtype, shape.to_vec(), name) }
+    };
+    let sequence = |seq: *const usize, shapes: &[Vec<usize>]| -> Result<Vec<Tensor>, String> {
+        if word(seq, 0) != shapes.len() {
+            return Err(bad("an element count"));
+        }
+        let elements = word(seq, 1) as *const usize;
+        shapes.iter().enumerate().map(|(i, s)| tensor(elements.wrapping_add(3 * i), s)).collect()
+    };
+    if !ty.optional {
+        return sequence(desc, held.unwrap_or_default()).map(Datum::Sequence);
+    }
+    let (has, value) = (word(desc, 0), word(desc, 1) as *const usize);
+    match (held, has) {
+        (None, 0) => Ok(Datum::Optional(None)),
+        (Some(shapes), 1) if ty.sequence => {
+            Ok(Datum::Optional(Some(Box::new(Datum::Sequence(sequence(value, shapes)?)))))
+        }
+        (Some([shape]), 1) => Ok(Datum::Optional(Some(Box::new(Datum::Tensor(tensor(value, shape)?))))),
+        _ => Err(bad("a presence")),
     }
 }
 

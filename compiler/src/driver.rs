@@ -2,6 +2,7 @@
 //! a prefix of the stages and wraps their errors in [`Error`], which names
 //! the model file. The [`Limits`] given bound every stage that reads them.
 
+use crate::call::Datum;
 use crate::infer::Bindings;
 use crate::ir::Graph;
 use crate::limits::Limits;
@@ -76,10 +77,10 @@ pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings, limits: &L
 pub fn finish_mir_for_inputs(
     path: &Path,
     mut graph: Graph,
-    mut given: Vec<crate::ir::Tensor>,
+    mut given: Vec<crate::call::Datum>,
     bindings: &Bindings,
     limits: &Limits,
-) -> Result<(Graph, Vec<crate::ir::Tensor>), Error> {
+) -> Result<(Graph, Vec<crate::call::Datum>), Error> {
     let mut bindings = bindings.clone();
     loop {
         let mut attempt = graph.clone();
@@ -92,8 +93,9 @@ pub fn finish_mir_for_inputs(
                 let wanted: Vec<usize> = graph
                     .inputs
                     .iter()
+                    .zip(&given)
                     .enumerate()
-                    .filter(|(_, v)| errors.wanted_inputs.contains(v))
+                    .filter(|(_, (v, d))| errors.wanted_inputs.contains(v) && matches!(d, Datum::Tensor(_)))
                     .map(|(k, _)| k)
                     .collect();
                 if wanted.is_empty() || given.len() != graph.inputs.len() {
@@ -109,24 +111,44 @@ pub fn finish_mir_for_inputs(
     }
 }
 
-/// Turns the graph inputs at positions `which` into constants holding
-/// their given values, and renumbers the remaining inputs.
-fn specialise_inputs(graph: &mut Graph, given: &mut Vec<crate::ir::Tensor>, which: &[usize]) {
+/// Turns the tensor graph inputs at positions `which` into constants
+/// holding their given values, and renumbers the remaining inputs.
+fn specialise_inputs(graph: &mut Graph, given: &mut Vec<Datum>, which: &[usize]) {
     use crate::ir::{TensorType, ValueDef};
     let inputs = std::mem::take(&mut graph.inputs);
-    let tensors = std::mem::take(given);
-    for (k, (v, t)) in inputs.into_iter().zip(tensors).enumerate() {
+    let data = std::mem::take(given);
+    for (k, (v, d)) in inputs.into_iter().zip(data).enumerate() {
         let next = graph.inputs.len();
         let value = graph.value_mut(v);
-        if which.contains(&k) {
-            value.ty = Some(TensorType::known(t.dtype, &t.shape));
-            value.def = ValueDef::Const(t);
-        } else {
-            value.def = ValueDef::Input(next);
-            graph.inputs.push(v);
-            given.push(t);
+        match d {
+            Datum::Tensor(t) if which.contains(&k) => {
+                value.ty = Some(TensorType::known(t.dtype, &t.shape));
+                value.def = ValueDef::Const(t);
+            }
+            d => {
+                value.def = ValueDef::Input(next);
+                graph.inputs.push(v);
+                given.push(d);
+            }
         }
     }
+}
+
+/// What a sequence or optional value holds, as a binding for the input
+/// it is given for (`run`, `test`).
+pub fn composite_shape(d: &Datum) -> Option<crate::infer::CompositeShape> {
+    use crate::infer::CompositeShape;
+    let shapes = |items: &[crate::ir::Tensor]| items.iter().map(|t| t.shape.clone()).collect();
+    Some(match d {
+        Datum::Tensor(_) => return None,
+        Datum::Sequence(items) => CompositeShape::Sequence(shapes(items)),
+        Datum::Optional(None) => CompositeShape::Absent,
+        Datum::Optional(Some(inner)) => match &**inner {
+            Datum::Tensor(t) => CompositeShape::Tensor(t.shape.clone()),
+            Datum::Sequence(items) => CompositeShape::Sequence(shapes(items)),
+            Datum::Optional(_) => return None,
+        },
+    })
 }
 
 /// Stage 6.

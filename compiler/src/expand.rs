@@ -14,7 +14,7 @@
 
 use crate::infer::{input_ancestors, InferError, InferState};
 use crate::ir::{Composite, DType, Graph, Node, Tensor, ValueDef, ValueId};
-use crate::ops::control::{EndGuard, Guard, If, Loop, LoopEnd, LoopStart, Scan, Subgraph};
+use crate::ops::control::{EndGuard, Guard, If, Loop, LoopEnd, LoopStart, Scan, SequenceMap, Subgraph};
 use crate::ops::elementwise::{Elementwise, Func};
 use crate::ops::gather::Gather;
 use crate::ops::sequence::SequenceOp;
@@ -46,6 +46,7 @@ impl Expansion<'_, '_> {
             Op::If(op) => self.expand_if(&node, op),
             Op::Loop(op) => self.expand_loop(&node, op),
             Op::Scan(op) => self.expand_scan(&node, op),
+            Op::SequenceMap(op) => self.expand_sequence_map(&node, op),
             Op::Sequence(op) => self.expand_sequence(&node, op),
             Op::Elementwise(_) => self.alias_composite(&node),
             Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
@@ -281,6 +282,10 @@ impl Expansion<'_, '_> {
             });
             merged.push(branch.outputs.clone());
         }
+        let composite = merged.iter().flatten().any(|v| self.graph.composites.contains_key(v));
+        if composite {
+            return Err(run_time("the condition of an If with sequence or optional outputs", cond));
+        }
         for (k, (&a, &b)) in merged[0].iter().zip(&merged[1]).enumerate() {
             let (ta, tb) = (self.graph.concrete(a), self.graph.concrete(b));
             if ta.is_none() || ta != tb {
@@ -510,6 +515,51 @@ impl Expansion<'_, '_> {
         }
         for (parts, &out) in per_output.iter().zip(&node.outputs) {
             self.stack(&node.name, parts, 0, out)?;
+        }
+        Ok(())
+    }
+
+    /// SequenceMap: one copy of the body per element of the input
+    /// sequence (its length is known at compile time), binding each
+    /// additional sequence's element at the same position, or the
+    /// additional tensor itself; each output collects one body value per
+    /// copy.
+    fn expand_sequence_map(&mut self, node: &Node, op: &SequenceMap) -> Result<(), Failure> {
+        let inputs = required(&node.inputs)?;
+        let (body, outputs) = (&op.body, &node.outputs);
+        if body.inputs.len() != inputs.len() || body.outputs.len() != outputs.len() {
+            return Err(Failure::Message("the body's inputs or outputs do not match the node's".into()));
+        }
+        let per_input: Vec<Option<Vec<ValueId>>> = inputs
+            .iter()
+            .map(|v| match self.graph.composites.get(v) {
+                Some(Composite::Sequence(items)) => Ok(Some(items.clone())),
+                Some(Composite::Optional(_)) => Err(Failure::Message("an input is an optional".into())),
+                None => Ok(None),
+            })
+            .collect::<Result<_, _>>()?;
+        let length = match per_input.first() {
+            Some(Some(items)) => items.len(),
+            _ => return Err(Failure::Message("input 0 is not a sequence known at compile time".into())),
+        };
+        if per_input.iter().flatten().any(|items| items.len() != length) {
+            return Err(Failure::Message("the input sequences have different lengths".into()));
+        }
+        let mut collected: Vec<Vec<ValueId>> = vec![Vec::with_capacity(length); outputs.len()];
+        for i in 0..length {
+            let map = body
+                .inputs
+                .iter()
+                .zip(inputs.iter().zip(&per_input))
+                .map(|(&formal, (&actual, items))| (formal, items.as_ref().map_or(actual, |items| items[i])))
+                .collect();
+            let results = self.iterate(body, map, &format!("{}/{i}/", node.name))?;
+            for (values, r) in collected.iter_mut().zip(results) {
+                values.push(r);
+            }
+        }
+        for (&out, items) in outputs.iter().zip(collected) {
+            self.graph.composites.insert(out, Composite::Sequence(items));
         }
         Ok(())
     }

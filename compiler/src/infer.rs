@@ -13,7 +13,7 @@
 //! that, foldable nodes run at run time); the compile clock is checked at
 //! every node.
 
-use crate::ir::{Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::ir::{Composite, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::{InferCx, InputInfo};
 use std::collections::{HashMap, HashSet};
@@ -29,6 +29,22 @@ pub struct Bindings {
     pub dims: HashMap<String, usize>,
     /// `--shape NAME=AxBxC`
     pub shapes: HashMap<String, Vec<usize>>,
+    /// Sequence and optional inputs: their element shapes (and, for an
+    /// optional, presence), which the compiled code is specialised to.
+    pub composites: HashMap<String, CompositeShape>,
+}
+
+/// What a sequence or optional input holds, fixed at compile time (from
+/// `--shape` or the actual input); the code checks the caller's
+/// descriptor against it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompositeShape {
+    /// An empty optional.
+    Absent,
+    /// An optional tensor holding a value of this shape.
+    Tensor(Vec<usize>),
+    /// A sequence, or an optional holding one: one shape per element.
+    Sequence(Vec<Vec<usize>>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,18 +74,70 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<
     };
     infer_nodes(graph, nodes, &mut kept, &mut state)?;
     graph.nodes = kept;
-    let composite: Vec<String> = graph
-        .outputs
-        .iter()
-        .filter(|v| graph.composites.contains_key(v))
-        .map(|&v| graph.value(v).name.clone())
-        .collect();
-    if !composite.is_empty() {
-        return Err(InferError::new(vec![format!(
-            "graph outputs {composite:?} are sequences or optionals, which are not compiled as outputs yet"
-        )]));
+    let errors: Vec<String> = graph.outputs.iter().filter_map(|&v| check_output(graph, v).err()).collect();
+    if !errors.is_empty() {
+        return Err(InferError::new(errors));
     }
+    write_composite_outputs(graph);
     Ok(())
+}
+
+/// Gives every sequence or optional graph output a
+/// [`WriteComposite`](crate::ops::sequence::WriteComposite) node that
+/// writes its tensors to the caller's descriptor; the node's output (with
+/// the same composite and declared type) becomes the graph output.
+fn write_composite_outputs(graph: &mut Graph) {
+    for k in 0..graph.outputs.len() {
+        let v = graph.outputs[k];
+        let (Some(composite), Some(ty)) = (graph.composites.get(&v).cloned(), graph.port_types.get(&v).cloned()) else {
+            continue;
+        };
+        let name = graph.value(v).name.clone();
+        let out = graph.add_value(name.clone(), None, ValueDef::Computed);
+        let op = crate::ops::sequence::WriteComposite {
+            optional: ty.optional,
+            sequence: ty.sequence,
+            empty: composite == Composite::Optional(None),
+        };
+        let inputs = graph.composite_tensors(v).into_iter().map(Some).collect();
+        graph.composites.insert(out, composite);
+        graph.port_types.insert(out, ty);
+        graph.nodes.push(Node { name: format!("{name}/write"), op: op.into(), inputs, outputs: vec![out] });
+        graph.outputs[k] = out;
+    }
+}
+
+/// A graph output is a tensor, or a sequence or optional of the kinds the
+/// ABI carries (`CompositeType`): its tensors are what the code writes.
+fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
+    let name = &graph.value(v).name;
+    let tensors = |items: &[ValueId]| items.iter().all(|i| !graph.composites.contains_key(i));
+    let fits = match graph.composites.get(&v) {
+        None => return Ok(()),
+        Some(Composite::Sequence(items)) => tensors(items),
+        Some(Composite::Optional(None)) => true,
+        Some(Composite::Optional(Some(inner))) => match graph.composites.get(inner) {
+            None => true,
+            Some(Composite::Sequence(items)) => tensors(items),
+            Some(Composite::Optional(_)) => false,
+        },
+    };
+    if !fits {
+        return Err(format!("graph output \"{name}\" nests sequences or optionals, which are not compiled yet"));
+    }
+    let declared = graph.port_types.get(&v);
+    let is_sequence = |c: Option<&Composite>| matches!(c, Some(Composite::Sequence(_)));
+    let computed_sequence = match graph.composites.get(&v) {
+        Some(Composite::Optional(Some(inner))) => is_sequence(graph.composites.get(inner)),
+        Some(Composite::Optional(None)) => declared.is_some_and(|d| d.sequence),
+        c => is_sequence(c),
+    };
+    let computed_optional = matches!(graph.composites.get(&v), Some(Composite::Optional(_)));
+    match declared {
+        Some(d) if d.optional == computed_optional && d.sequence == computed_sequence => Ok(()),
+        Some(d) => Err(format!("graph output \"{name}\" is declared {d}, but the graph computes another kind")),
+        None => Err(format!("graph output \"{name}\" is a sequence or optional but is declared a tensor")),
+    }
 }
 
 /// What inference carries from node to node: the limits, the folding
@@ -277,7 +345,12 @@ fn check_sizes(graph: &Graph, node: &Node, results: &[crate::ops::Inferred], max
 
 fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     let mut errors = Vec::new();
-    for name in bindings.shapes.keys() {
+    for (k, &input) in graph.inputs.clone().iter().enumerate() {
+        if let Err(e) = bind_composite_input(graph, k, input, bindings) {
+            errors.push(e);
+        }
+    }
+    for name in bindings.shapes.keys().chain(bindings.composites.keys()) {
         if !graph.inputs.iter().any(|&v| &graph.value(v).name == name) {
             errors.push(format!("--shape names \"{name}\", which is not a graph input"));
         }
@@ -324,4 +397,75 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
     } else {
         Err(InferError::new(errors))
     }
+}
+
+/// Makes sequence or optional input `k` the compile-time composite its
+/// binding describes: one `ValueDef::InputElement` value per tensor it
+/// holds. Without a binding a sequence is refused (its length is never
+/// declared) and an optional tensor with static declared dims is taken
+/// to hold a value.
+fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &Bindings) -> Result<(), String> {
+    let Some(ty) = graph.port_types.get(&input).cloned() else { return Ok(()) };
+    let name = graph.value(input).name.clone();
+    let declared_static =
+        ty.shape.as_ref().and_then(|s| TensorType { dtype: ty.dtype, shape: s.clone() }.known_shape());
+    let single = bindings.shapes.get(&name).map(|s| match ty.sequence {
+        true => CompositeShape::Sequence(vec![s.clone()]),
+        false => CompositeShape::Tensor(s.clone()),
+    });
+    let shape = match (bindings.composites.get(&name).cloned().or(single), declared_static) {
+        (Some(s), _) => s,
+        (None, Some(s)) if !ty.sequence => CompositeShape::Tensor(s),
+        (None, _) if ty.optional && !ty.sequence => {
+            return Err(format!(
+                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3 (a tensor) or \
+                 --shape {name}=none (nothing)"
+            ))
+        }
+        (None, _) if ty.optional => {
+            return Err(format!(
+                "input \"{name}\" is {ty}: give what it holds, e.g. --shape {name}=2x3,4 (a sequence of two \
+                 tensors), --shape {name}=[] (an empty sequence) or --shape {name}=none (nothing)"
+            ))
+        }
+        (None, _) => {
+            return Err(format!(
+                "input \"{name}\" is {ty}: give the shapes of its elements, e.g. --shape {name}=2x3,4 \
+                 (two tensors) or --shape {name}=[] (none)"
+            ))
+        }
+    };
+    let element = |graph: &mut Graph, at: Option<usize>, dims: &[usize]| -> Result<ValueId, String> {
+        if let Some(declared) = &ty.shape {
+            let fits = declared.len() == dims.len()
+                && declared.iter().zip(dims).all(|(d, &n)| !matches!(d, Dim::Known(k) if *k != n));
+            if !fits {
+                return Err(format!("input \"{name}\" is {ty}, but an element of shape {dims:?} was given"));
+            }
+        }
+        let label = at.map_or(format!("{name}.value"), |i| format!("{name}[{i}]"));
+        let def = ValueDef::InputElement { input: k, element: at };
+        Ok(graph.add_value(label, Some(TensorType::known(ty.dtype, dims)), def))
+    };
+    let composite = match (shape, ty.optional, ty.sequence) {
+        (CompositeShape::Absent, true, _) => Composite::Optional(None),
+        (CompositeShape::Tensor(dims), true, false) => Composite::Optional(Some(element(graph, None, &dims)?)),
+        (CompositeShape::Sequence(shapes), optional, true) => {
+            let items = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, dims)| element(graph, Some(i), dims))
+                .collect::<Result<Vec<_>, _>>()?;
+            if optional {
+                let inner = graph.add_value(format!("{name}.value"), None, ValueDef::Computed);
+                graph.composites.insert(inner, Composite::Sequence(items));
+                Composite::Optional(Some(inner))
+            } else {
+                Composite::Sequence(items)
+            }
+        }
+        (given, ..) => return Err(format!("input \"{name}\" is {ty}, which {given:?} does not describe")),
+    };
+    graph.composites.insert(input, composite);
+    Ok(())
 }

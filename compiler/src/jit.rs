@@ -3,7 +3,7 @@
 //! code is exactly what the object file would contain.
 
 use crate::buffer::Placement;
-use crate::call::{Interface, RunFn};
+use crate::call::{Datum, Interface, RunFn};
 use crate::codegen::{self, CodegenError};
 use crate::ir::{Graph, Node, Tensor, ValueDef};
 use crate::limits::Limits;
@@ -71,25 +71,33 @@ impl JitModel {
         &self.interface
     }
 
-    /// Runs the model on `inputs` (in graph-input order).
+    /// Runs the model on tensor `inputs` (in graph-input order) when all
+    /// its inputs and outputs are tensors.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, None, Placement::Heap)
+        let given: Vec<Datum> = inputs.iter().cloned().map(Datum::Tensor).collect();
+        let outputs = self.interface.call(self.run, &given, None, Placement::Heap)?;
+        outputs
+            .into_iter()
+            .map(|d| d.into_tensor().ok_or_else(|| "an output is a sequence or optional".to_string()))
+            .collect()
     }
 
-    /// Runs with a workspace of exactly `bytes` and no allocator hook.
-    pub fn run_in_workspace(&self, inputs: &[Tensor], bytes: usize) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, Some(bytes), Placement::Heap)
+    /// Runs on any inputs (tensors, sequences, optionals), with a
+    /// workspace of exactly `workspace` bytes and no allocator hook when
+    /// given, and every buffer from `placement` (e.g. against guard pages).
+    pub fn run_data(
+        &self,
+        inputs: &[Datum],
+        workspace: Option<usize>,
+        placement: Placement,
+    ) -> Result<Vec<Datum>, String> {
+        self.interface.call(self.run, inputs, workspace, placement)
     }
 
     /// Runs in `workspace` (from `interface().workspace`), which the caller
     /// keeps across calls.
-    pub fn run_in(&self, inputs: &[Tensor], workspace: &crate::call::Workspace) -> Result<Vec<Tensor>, String> {
+    pub fn run_in(&self, inputs: &[Datum], workspace: &crate::call::Workspace) -> Result<Vec<Datum>, String> {
         self.interface.call_in(self.run, inputs, workspace, Placement::Heap)
-    }
-
-    /// Runs with every buffer from `placement` (e.g. against guard pages).
-    pub fn run_placed(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
-        self.interface.call(self.run, inputs, None, placement)
     }
 }
 

@@ -16,7 +16,8 @@ struct Cli {
 
 #[derive(clap::Args, Clone, Default)]
 pub struct ShapeArgs {
-    /// Fix an input's shape: NAME=1x3x224x224
+    /// Fix an input's shape: NAME=1x3x224x224; a sequence input's element
+    /// shapes: NAME=2x3,4 (NAME=[] for none); an empty optional: NAME=none
     #[arg(long = "shape", value_name = "NAME=AxBxC")]
     pub shapes: Vec<String>,
     /// Bind a symbolic dim: SYM=N

@@ -53,6 +53,9 @@ impl Handover {
 pub enum Loc {
     /// The caller's k-th input buffer.
     Input(usize),
+    /// A tensor inside a sequence or optional input, at the address the
+    /// caller's descriptor gives (checked on entry).
+    InputElement,
     /// The caller's k-th output buffer.
     Output(usize),
     /// Read-only data.
@@ -83,7 +86,8 @@ pub struct Plan {
     /// Most bytes the run-time allocations can take (each rounded up to
     /// [`ALIGN`]); `None` when some data-dependent value is unbounded.
     pub dynamic_bytes: Option<usize>,
-    /// Some node takes run-time memory besides its outputs (string bytes).
+    /// Some node takes run-time memory besides its outputs (string bytes,
+    /// sequence and optional outputs).
     pub allocates_at_run_time: bool,
     /// The schedule's nodes cut into parts, one generated function each.
     pub parts: Vec<Range<usize>>,
@@ -143,7 +147,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     let n_nodes = graph.nodes.len();
     let mut locs: Vec<Option<Loc>> = vec![None; n_values];
     let mut output_copies = Vec::new();
-    let allocates_at_run_time = graph.nodes.iter().any(|n| n.op.allocates_at_run_time());
+    let mut allocates_at_run_time = graph.nodes.iter().any(|n| n.op.allocates_at_run_time());
     let mut dynamic_bytes = (!allocates_at_run_time).then_some(0usize);
     for (i, value) in graph.values.iter().enumerate() {
         if let (ValueDef::Computed, Some(ty)) = (&value.def, &value.ty) {
@@ -159,6 +163,7 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     for (i, value) in graph.values.iter().enumerate() {
         match value.def {
             ValueDef::Input(k) => locs[i] = Some(Loc::Input(k)),
+            ValueDef::InputElement { .. } => locs[i] = Some(Loc::InputElement),
             ValueDef::Const(_) => locs[i] = Some(Loc::Const),
             ValueDef::Computed => {}
         }
@@ -245,7 +250,19 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             }
         }
         let shapes: Vec<_> = node.inputs.iter().map(|v| v.and_then(|v| graph.concrete(v))).collect();
-        let scratch_bytes = node.op.scratch_bytes(&infer_cx(graph, node, &shapes));
+        let cx = infer_cx(graph, node, &shapes);
+        let scratch_bytes = node.op.scratch_bytes(&cx);
+        match node.op.run_time_bytes(&cx) {
+            Some(0) => {}
+            Some(bytes) => {
+                allocates_at_run_time = true;
+                dynamic_bytes = dynamic_bytes.and_then(|total| total.checked_add(bytes));
+            }
+            None => {
+                allocates_at_run_time = true;
+                dynamic_bytes = None;
+            }
+        }
         if scratch_bytes > 0 {
             let off = arena.alloc(scratch_bytes);
             scratch[i] = Some(off);

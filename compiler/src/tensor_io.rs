@@ -1,34 +1,107 @@
-//! Reading and writing tensors for `run` and `test`: ONNX `TensorProto`
-//! files (`.pb`) and numpy `.npy` files (little-endian, C order).
+//! Reading and writing values for `run` and `test`: ONNX `TensorProto`
+//! files (`.pb`) and numpy `.npy` files (little-endian, C order) for
+//! tensors, and the backend test data's `SequenceProto` and
+//! `OptionalProto` files for sequences and optionals of tensors. A `.pb`
+//! file does not say which message it holds, so the reader is told what
+//! the model declares at that position.
 
+use crate::call::Datum;
 use crate::import::tensor::{tensor_from_proto, tensor_to_proto};
-use crate::ir::{DType, Tensor};
+use crate::ir::{CompositeType, DType, Tensor};
+use onnx_proto::{OptionalProto, SequenceProto};
 use prost::Message;
 use std::path::Path;
 
-/// A tensor read from a file, with the name the file gives it (if any).
-pub struct NamedTensor {
+/// A value read from a file, with the name the file gives it (if any).
+pub struct NamedDatum {
     pub name: Option<String>,
-    pub tensor: Tensor,
+    pub datum: Datum,
 }
 
-pub fn read_tensor(path: &Path) -> Result<NamedTensor, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let is_npy = path.extension().is_some_and(|e| e == "npy");
-    if is_npy {
-        return read_npy(&bytes)
-            .map(|tensor| NamedTensor { name: None, tensor })
-            .map_err(|e| format!("{}: {e}", path.display()));
+/// `elem_type` of `SequenceProto` and `OptionalProto`: a tensor, a sequence.
+const ELEM_TENSOR: i32 = 1;
+const ELEM_SEQUENCE: i32 = 3;
+
+/// Reads a tensor, or (`composite`: what the model declares there) a
+/// sequence or optional.
+pub fn read_datum(path: &Path, composite: Option<&CompositeType>) -> Result<NamedDatum, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
+    let named = |name: &str, datum| NamedDatum { name: Some(name.to_string()).filter(|n| !n.is_empty()), datum };
+    match composite {
+        None if path.extension().is_some_and(|e| e == "npy") => {
+            read_npy(&bytes).map(|t| NamedDatum { name: None, datum: Datum::Tensor(t) }).map_err(at)
+        }
+        None => {
+            let proto =
+                onnx_proto::TensorProto::decode(bytes.as_slice()).map_err(|e| at(format!("not a TensorProto: {e}")))?;
+            Ok(named(proto.name(), Datum::Tensor(tensor_from_proto(&proto).map_err(at)?)))
+        }
+        Some(ty) if ty.optional => {
+            let proto =
+                OptionalProto::decode(bytes.as_slice()).map_err(|e| at(format!("not an OptionalProto: {e}")))?;
+            Ok(named(proto.name(), optional_from_proto(&proto).map_err(at)?))
+        }
+        Some(_) => {
+            let proto = SequenceProto::decode(bytes.as_slice()).map_err(|e| at(format!("not a SequenceProto: {e}")))?;
+            Ok(named(proto.name(), Datum::Sequence(sequence_from_proto(&proto).map_err(at)?)))
+        }
     }
-    let proto = onnx_proto::TensorProto::decode(bytes.as_slice())
-        .map_err(|e| format!("{}: not a TensorProto: {e}", path.display()))?;
-    let tensor = tensor_from_proto(&proto).map_err(|e| format!("{}: {e}", path.display()))?;
-    let name = Some(proto.name().to_string()).filter(|n| !n.is_empty());
-    Ok(NamedTensor { name, tensor })
 }
 
-pub fn write_tensor_pb(path: &Path, name: &str, t: &Tensor) -> Result<(), String> {
-    std::fs::write(path, tensor_to_proto(name, t).encode_to_vec()).map_err(|e| format!("{}: {e}", path.display()))
+fn sequence_from_proto(p: &SequenceProto) -> Result<Vec<Tensor>, String> {
+    let nested = !p.sparse_tensor_values.is_empty()
+        || !p.sequence_values.is_empty()
+        || !p.map_values.is_empty()
+        || !p.optional_values.is_empty();
+    if nested || !matches!(p.elem_type(), 0 | ELEM_TENSOR) {
+        return Err("only sequences of tensors are supported".into());
+    }
+    p.tensor_values.iter().map(tensor_from_proto).collect()
+}
+
+fn optional_from_proto(p: &OptionalProto) -> Result<Datum, String> {
+    let inner = match (p.elem_type(), &p.tensor_value, &p.sequence_value) {
+        (0, ..) => None,
+        (ELEM_TENSOR, Some(t), _) => Some(Datum::Tensor(tensor_from_proto(t)?)),
+        (ELEM_SEQUENCE, _, Some(s)) => Some(Datum::Sequence(sequence_from_proto(s)?)),
+        (e, ..) => return Err(format!("optionals of element kind {e} are not supported")),
+    };
+    Ok(Datum::Optional(inner.map(Box::new)))
+}
+
+fn sequence_to_proto(name: &str, items: &[Tensor]) -> SequenceProto {
+    SequenceProto {
+        name: Some(name.to_string()),
+        elem_type: Some(ELEM_TENSOR),
+        tensor_values: items.iter().map(|t| tensor_to_proto("", t)).collect(),
+        ..Default::default()
+    }
+}
+
+/// Writes `d` as the `.pb` message the backend test data uses for it.
+pub fn write_datum_pb(path: &Path, name: &str, d: &Datum) -> Result<(), String> {
+    let bytes = match d {
+        Datum::Tensor(t) => tensor_to_proto(name, t).encode_to_vec(),
+        Datum::Sequence(items) => sequence_to_proto(name, items).encode_to_vec(),
+        Datum::Optional(inner) => {
+            let mut p = OptionalProto { name: Some(name.to_string()), elem_type: Some(0), ..Default::default() };
+            match inner.as_deref() {
+                None => {}
+                Some(Datum::Tensor(t)) => {
+                    p.elem_type = Some(ELEM_TENSOR);
+                    p.tensor_value = Some(tensor_to_proto("", t));
+                }
+                Some(Datum::Sequence(items)) => {
+                    p.elem_type = Some(ELEM_SEQUENCE);
+                    p.sequence_value = Some(sequence_to_proto("", items));
+                }
+                Some(Datum::Optional(_)) => return Err(format!("{}: nested optionals", path.display())),
+            }
+            p.encode_to_vec()
+        }
+    };
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn npy_dtype(descr: &str) -> Option<DType> {

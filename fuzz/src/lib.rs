@@ -17,6 +17,7 @@ pub mod gen;
 mod kernel_checks;
 
 use onnxc::buffer::Placement;
+use onnxc::call::Datum;
 use onnxc::infer::Bindings;
 use onnxc::ir::Tensor;
 use onnxc::limits::Limits;
@@ -88,7 +89,9 @@ fn pipeline(
     }
     let plan = onnxc::driver::plan(path, &graph).map_err(|e| e.to_string())?;
     let jit = onnxc::driver::jit(path, &graph, &plan, false, limits).map_err(|e| e.to_string())?;
-    jit.run_placed(inputs, placement)
+    let given: Vec<Datum> = inputs.iter().cloned().map(Datum::Tensor).collect();
+    let outputs = jit.run_data(&given, None, placement)?;
+    outputs.into_iter().map(|d| d.into_tensor().ok_or_else(|| "an output is not a tensor".to_string())).collect()
 }
 
 /// A random model through the optimised pipeline (folding, passes, guard

@@ -77,6 +77,18 @@ impl Status {
 
     /// Index of the failing node in the compiled schedule, if a node failed.
     pub fn node(self) -> Option<usize> {
+        if self.code() == STATUS_BAD_INPUT {
+            return None;
+        }
+        ((self.0 as u32 >> 8) as usize).checked_sub(1)
+    }
+
+    /// Index of the graph input whose descriptor was refused
+    /// ([`STATUS_BAD_INPUT`]).
+    pub fn input(self) -> Option<usize> {
+        if self.code() != STATUS_BAD_INPUT {
+            return None;
+        }
         ((self.0 as u32 >> 8) as usize).checked_sub(1)
     }
 
@@ -89,6 +101,7 @@ impl Status {
             STATUS_DIVISION_BY_ZERO => "integer division by zero",
             STATUS_OUT_OF_MEMORY => "out of memory for a data-dependent value",
             STATUS_NOT_A_NUMBER => "a string is not a number of the cast's type",
+            STATUS_BAD_INPUT => "a sequence or optional input does not match the compiled count, shape or presence",
             _ => "unknown failure",
         }
     }
@@ -148,6 +161,9 @@ mod tests {
         assert_eq!(message(2 << 8 | STATUS_INDEX_OUT_OF_RANGE), Some((Some(NODES[1]), STATUS_INDEX_OUT_OF_RANGE)));
         // A node index past the schedule names no node rather than failing.
         assert_eq!(message(9 << 8 | STATUS_OUT_OF_MEMORY), Some((None, STATUS_OUT_OF_MEMORY)));
+        // A refused input names the input, not a node.
+        assert_eq!(message(1 << 8 | STATUS_BAD_INPUT), Some((None, STATUS_BAD_INPUT)));
+        assert_eq!(Status(2 << 8 | STATUS_BAD_INPUT).input(), Some(1));
     }
 
     #[test]

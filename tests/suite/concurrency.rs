@@ -8,6 +8,7 @@
 
 use crate::common::{data_dir, onnxc, repo_root, run_ok, write_model};
 use crate::models::{float_attr, int_attr, ints_attr, model, node, typed_value};
+use onnxc::call::Datum;
 use onnxc::infer::Bindings;
 use onnxc::ir::Tensor;
 use onnxc::jit::JitModel;
@@ -24,13 +25,15 @@ fn compile_case(dir: &Path) -> (JitModel, Vec<Tensor>) {
     let inputs: Vec<Tensor> = (0..)
         .map(|k| dir.join(format!("test_data_set_0/input_{k}.pb")))
         .take_while(|p| p.is_file())
-        .map(|p| tensor_io::read_tensor(&p).expect("input").tensor)
+        .map(|p| tensor_io::read_datum(&p, None).expect("input").datum.into_tensor().expect("a tensor"))
         .collect();
     let mut bindings = Bindings::default();
     for (&v, t) in graph.inputs.iter().zip(&inputs) {
         bindings.shapes.insert(graph.value(v).name.clone(), t.shape.clone());
     }
+    let inputs = inputs.into_iter().map(Datum::Tensor).collect();
     let (graph, inputs) = driver::finish_mir_for_inputs(&path, graph, inputs, &bindings, &limits).expect("infer");
+    let inputs = inputs.into_iter().map(|d| d.into_tensor().expect("a tensor")).collect();
     let plan = driver::plan(&path, &graph).expect("plan");
     (driver::jit(&path, &graph, &plan, false, &limits).expect("jit"), inputs)
 }

@@ -114,8 +114,9 @@ fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc:
 }
 
 fn describe(v: &onnx_proto::ValueInfoProto) -> String {
-    match onnxc::import::value_type(v) {
-        Ok(t) => format!("{} {t}", v.name()),
+    match onnxc::import::port_type(v) {
+        Ok(onnxc::import::Port::Tensor(t)) => format!("{} {t}", v.name()),
+        Ok(onnxc::import::Port::Composite(t)) => format!("{} {t}", v.name()),
         Err(e) => e,
     }
 }

@@ -8,7 +8,7 @@ pub mod run;
 pub mod test;
 
 use crate::{LimitArgs, ShapeArgs};
-use onnxc::infer::Bindings;
+use onnxc::infer::{Bindings, CompositeShape};
 use onnxc::limits::Limits;
 
 /// Parses `--shape NAME=AxB` and `--dim SYM=N`.
@@ -16,14 +16,26 @@ pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
     let mut b = Bindings::default();
     for s in &args.shapes {
         let (name, dims) = s.rsplit_once('=').ok_or_else(|| format!("--shape {s}: expected NAME=AxBxC"))?;
-        let dims = if dims.is_empty() {
-            Vec::new()
-        } else {
+        let shape = |dims: &str| -> Result<Vec<usize>, String> {
+            if dims.is_empty() {
+                return Ok(Vec::new());
+            }
             dims.split('x')
                 .map(|d| d.parse::<usize>().map_err(|_| format!("--shape {s}: \"{d}\" is not a size")))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect()
         };
-        b.shapes.insert(name.to_string(), dims);
+        // A sequence input: its elements' shapes, comma-separated ("[]":
+        // empty); an optional input: "none" when it holds nothing.
+        let composite = match dims {
+            "none" => Some(CompositeShape::Absent),
+            "[]" => Some(CompositeShape::Sequence(Vec::new())),
+            d if d.contains(',') => Some(CompositeShape::Sequence(d.split(',').map(shape).collect::<Result<_, _>>()?)),
+            _ => None,
+        };
+        match composite {
+            Some(c) => b.composites.insert(name.to_string(), c).map(|_| ()),
+            None => b.shapes.insert(name.to_string(), shape(dims)?).map(|_| ()),
+        };
     }
     for s in &args.dims {
         let (name, n) = s.rsplit_once('=').ok_or_else(|| format!("--dim {s}: expected SYM=N"))?;

@@ -4,8 +4,8 @@
 //! `onnxc test --via object` checks the artefact users link.
 
 use onnxc::buffer::Placement;
-use onnxc::call::{Interface, RunFn};
-use onnxc::ir::{Graph, Tensor};
+use onnxc::call::{Datum, Interface, RunFn};
+use onnxc::ir::Graph;
 use onnxc::limits::Limits;
 use onnxc::plan::Plan;
 use onnxc::{driver, emit};
@@ -48,7 +48,7 @@ impl ObjectModel {
         Ok(ObjectModel { _lib: lib, _dir: dir, run, interface: Interface::of(graph, plan)? })
     }
 
-    pub fn run(&self, inputs: &[Tensor], placement: Placement) -> Result<Vec<Tensor>, String> {
+    pub fn run(&self, inputs: &[Datum], placement: Placement) -> Result<Vec<Datum>, String> {
         self.interface.call(self.run, inputs, None, placement)
     }
 }

@@ -2,10 +2,11 @@
 //! the model on inputs from files, or on generated ones for timing.
 
 use crate::{LimitArgs, ShapeArgs};
+use onnxc::call::{Datum, IoKind};
 use onnxc::infer::Bindings;
-use onnxc::ir::{Graph, Tensor};
+use onnxc::ir::{Graph, Tensor, ValueId};
 use onnxc::limits::Limits;
-use onnxc::tensor_io::{read_tensor, write_tensor_pb, NamedTensor};
+use onnxc::tensor_io::{read_datum, write_datum_pb, NamedDatum};
 use onnxc::{driver, jit::JitModel};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,7 +15,8 @@ use std::time::Instant;
 #[derive(clap::Args)]
 pub struct RunArgs {
     pub model: PathBuf,
-    /// Input tensors (.pb TensorProto or .npy), matched by name, else by position
+    /// Inputs (.pb TensorProto or .npy; SequenceProto or OptionalProto .pb
+    /// for sequence and optional inputs), matched by name, else by position
     pub inputs: Vec<PathBuf>,
     /// Folder for output_K.pb (default: the current folder)
     #[arg(short = 'o', long = "output-dir", default_value = ".")]
@@ -46,59 +48,71 @@ pub struct BenchArgs {
     pub iters: usize,
 }
 
-/// Orders `given` like the graph's inputs: by name where a tensor has one
+/// Reads the value files `paths`, the k-th as what the graph declares
+/// for its k-th input (or output, with `outputs`).
+pub fn read_values(graph: &Graph, paths: &[PathBuf], outputs: bool) -> Result<Vec<NamedDatum>, String> {
+    let ports: &[ValueId] = if outputs { &graph.outputs } else { &graph.inputs };
+    paths.iter().enumerate().map(|(k, p)| read_datum(p, ports.get(k).and_then(|v| graph.port_types.get(v)))).collect()
+}
+
+/// Orders `given` like the graph's inputs: by name where a value has one
 /// that matches, else by position; also returns the shape bindings.
-pub fn match_inputs(graph: &Graph, given: Vec<NamedTensor>) -> Result<(Vec<Tensor>, Bindings), String> {
+pub fn match_inputs(graph: &Graph, given: Vec<NamedDatum>) -> Result<(Vec<Datum>, Bindings), String> {
     let names: Vec<String> = graph.inputs.iter().map(|&v| graph.value(v).name.clone()).collect();
     if given.len() != names.len() {
         return Err(format!("the model has {} inputs, {} were given", names.len(), given.len()));
     }
     let by_name = given.iter().all(|g| g.name.as_ref().is_some_and(|n| names.contains(n)));
-    let mut slots: Vec<Option<Tensor>> = vec![None; names.len()];
+    let mut slots: Vec<Option<Datum>> = vec![None; names.len()];
     for (k, g) in given.into_iter().enumerate() {
         let at = if by_name { names.iter().position(|n| Some(n) == g.name.as_ref()).unwrap_or(k) } else { k };
         if slots[at].is_some() {
             return Err(format!("input \"{}\" was given twice", names[at]));
         }
-        slots[at] = Some(g.tensor);
+        slots[at] = Some(g.datum);
     }
-    let tensors: Vec<Tensor> = slots.into_iter().flatten().collect();
+    let data: Vec<Datum> = slots.into_iter().flatten().collect();
     let mut bindings = Bindings::default();
-    for (name, t) in names.iter().zip(&tensors) {
-        bindings.shapes.insert(name.clone(), t.shape.clone());
+    for (name, d) in names.iter().zip(&data) {
+        match (d, driver::composite_shape(d)) {
+            (Datum::Tensor(t), _) => {
+                bindings.shapes.insert(name.clone(), t.shape.clone());
+            }
+            (_, Some(shape)) => {
+                bindings.composites.insert(name.clone(), shape);
+            }
+            (d, None) => return Err(format!("input \"{name}\": {} is not supported", d.describe())),
+        }
     }
-    Ok((tensors, bindings))
+    Ok((data, bindings))
 }
 
-/// Imports, binds shapes to the given inputs, and JIT-compiles.
+/// Imports, binds shapes to the given inputs (files), and JIT-compiles.
 pub fn compile_for_inputs(
     model_path: &Path,
-    given: Vec<NamedTensor>,
+    paths: &[PathBuf],
     limits: &Limits,
     portable: bool,
-) -> Result<(JitModel, Vec<Tensor>), String> {
+) -> Result<(JitModel, Vec<Datum>), String> {
     let model = driver::load(model_path, limits).map_err(|e| e.to_string())?;
     let graph = driver::import(model_path, &model, limits).map_err(|e| e.to_string())?;
-    let (tensors, bindings) = match_inputs(&graph, given)?;
-    let (graph, tensors) =
-        driver::finish_mir_for_inputs(model_path, graph, tensors, &bindings, limits).map_err(|e| e.to_string())?;
+    let given = read_values(&graph, paths, false)?;
+    let (data, bindings) = match_inputs(&graph, given)?;
+    let (graph, data) =
+        driver::finish_mir_for_inputs(model_path, graph, data, &bindings, limits).map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(model_path, &graph, &plan, portable, limits).map_err(|e| e.to_string())?;
-    Ok((jit, tensors))
+    Ok((jit, data))
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
-    let given = a.inputs.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
-    let (jit, tensors) = compile_for_inputs(&a.model, given, &super::limits(&a.limits)?, a.portable)?;
-    let outputs = match a.workspace {
-        Some(bytes) => jit.run_in_workspace(&tensors, bytes)?,
-        None => jit.run(&tensors)?,
-    };
+    let (jit, data) = compile_for_inputs(&a.model, &a.inputs, &super::limits(&a.limits)?, a.portable)?;
+    let outputs = jit.run_data(&data, a.workspace, onnxc::buffer::Placement::Heap)?;
     std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
-    for (k, (t, io)) in outputs.iter().zip(&jit.interface().outputs).enumerate() {
+    for (k, (d, io)) in outputs.iter().zip(&jit.interface().outputs).enumerate() {
         let path = a.out_dir.join(format!("output_{k}.pb"));
-        write_tensor_pb(&path, &io.name, t)?;
-        println!("{}: {} {}{:?}", path.display(), io.name, t.dtype, t.shape);
+        write_datum_pb(&path, &io.name, d)?;
+        println!("{}: {} {}", path.display(), io.name, d.describe());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -133,7 +147,10 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         .interface()
         .inputs
         .iter()
-        .map(|io| synthetic_input(io.ty.dtype, &io.ty.known_shape().unwrap_or_default()))
+        .map(|io| match &io.kind {
+            IoKind::Tensor(ty) => synthetic_input(ty.dtype, &ty.known_shape().unwrap_or_default()).map(Datum::Tensor),
+            IoKind::Composite { .. } => Err(format!("bench: input \"{}\" is a sequence or optional", io.name)),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // One workspace for every call, as a caller of the object file keeps it.
     let workspace = jit.interface().workspace(None, onnxc::buffer::Placement::Heap)?;

@@ -3,13 +3,13 @@
 //! exactly `N passed, N failed`.
 
 use super::object_runner::ObjectModel;
-use super::run::match_inputs;
+use super::run::{match_inputs, read_values};
 use crate::LimitArgs;
 use onnxc::buffer::Placement;
+use onnxc::call::Datum;
 use onnxc::driver;
 use onnxc::ir::{DType, Tensor};
 use onnxc::limits::Limits;
-use onnxc::tensor_io::read_tensor;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -101,8 +101,8 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         // Import first: an unsupported model is reported as such, not as
         // input files it cannot read (sequences, optionals...).
         let graph = driver::import(&model_path, &model, limits).map_err(|e| e.to_string())?;
-        let given = numbered(&set, "input_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
-        let expected = numbered(&set, "output_")?.iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>()?;
+        let given = read_values(&graph, &numbered(&set, "input_")?, false)?;
+        let expected = read_values(&graph, &numbered(&set, "output_")?, true)?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
         let (graph, inputs) =
             driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings, limits).map_err(|e| e.to_string())?;
@@ -111,17 +111,33 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         let outputs = match a.via {
             Via::Jit => driver::jit(&model_path, &graph, &plan, a.portable, limits)
                 .map_err(|e| e.to_string())?
-                .run_placed(&inputs, placement)?,
+                .run_data(&inputs, None, placement)?,
             Via::Object => ObjectModel::build(&graph, &plan, a.portable, limits)?.run(&inputs, placement)?,
         };
         if outputs.len() != expected.len() {
             return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
         }
         for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
-            compare(got, &want.tensor, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
+            compare_data(got, &want.datum, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
         }
     }
     Ok(())
+}
+
+/// [`compare`] through sequences and optionals: the same kind, the same
+/// number of tensors, each tensor close.
+pub fn compare_data(got: &Datum, want: &Datum, rtol: f64, atol: f64) -> Result<(), String> {
+    match (got, want) {
+        (Datum::Tensor(g), Datum::Tensor(w)) => compare(g, w, rtol, atol),
+        (Datum::Sequence(g), Datum::Sequence(w)) if g.len() == w.len() => g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .try_for_each(|(i, (g, w))| compare(g, w, rtol, atol).map_err(|e| format!("element {i}: {e}"))),
+        (Datum::Optional(None), Datum::Optional(None)) => Ok(()),
+        (Datum::Optional(Some(g)), Datum::Optional(Some(w))) => compare_data(g, w, rtol, atol),
+        _ => Err(format!("{}, expected {}", got.describe(), want.describe())),
+    }
 }
 
 /// Checks `|got - want| <= atol + rtol * |want|` elementwise (NaN equals

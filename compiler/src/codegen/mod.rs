@@ -16,6 +16,7 @@
 //! the re-exports below.
 
 mod alloc;
+mod composite;
 mod footprint;
 mod nest;
 pub mod status;
@@ -80,6 +81,8 @@ struct Env {
     data_count: usize,
     /// Present when the graph has data-dependent values.
     allocator: Option<alloc::Allocator>,
+    /// Address of each tensor inside a sequence or optional input.
+    elements: HashMap<ValueId, Value>,
     /// Address of each data-dependent value allocated so far in this
     /// function (earlier parts' are in the handover block).
     dynamic: HashMap<ValueId, Value>,
@@ -276,8 +279,12 @@ impl Function<'_> {
             let end = b.ins().iadd(workspace, have);
             alloc::Allocator::new(&mut b, start, end, hook, user)
         });
+        // Every function takes the addresses of the tensors in sequence and
+        // optional inputs; the entry point's checks fail first.
+        let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail)?;
         let carried = std::mem::replace(&mut self.carried, Carried { footprint: Footprint::new(0), data_count: 0 });
         let mut env = Env {
+            elements,
             inputs,
             outputs,
             workspace,
@@ -423,6 +430,8 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
     let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
     match plan.locs[v.index()] {
         Loc::Input(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
+        // Checked on entry, before any node runs.
+        Loc::InputElement => env.elements.get(&v).copied().unwrap_or_else(|| b.ins().iconst(ptr, 0)),
         Loc::Output(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
         Loc::Const => {
             let gv = env.consts[&v];

@@ -19,9 +19,16 @@ pub const DIVISION_BY_ZERO: i32 = abi::STATUS_DIVISION_BY_ZERO;
 /// workspace is too small, the hook returned NULL, or the size overflows).
 pub const OUT_OF_MEMORY: i32 = abi::STATUS_OUT_OF_MEMORY;
 
+/// A sequence or optional input's descriptor is not what the code was
+/// compiled for; the upper bits are the input's index + 1.
+pub const BAD_INPUT: i32 = abi::STATUS_BAD_INPUT;
+
 /// A readable description of a status returned by a compiled model.
-pub fn describe(status: i32, node_names: &[String]) -> String {
+pub fn describe(status: i32, node_names: &[String], input_names: &[String]) -> String {
     let status = Status(status);
+    if let Some(name) = status.input().and_then(|k| input_names.get(k)) {
+        return format!("input \"{name}\": {status}");
+    }
     match status.node().and_then(|i| node_names.get(i)) {
         Some(name) => format!("{name}: {status}"),
         None => status.to_string(),

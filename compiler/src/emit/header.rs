@@ -1,8 +1,9 @@
 //! The C header that describes a compiled model: the context and output
-//! descriptor types, the workspace size, each input's and output's element
-//! type and shape, and the entry point.
+//! descriptor types, the sequence and optional descriptors, the workspace
+//! size, each input's and output's element type and shape (for a sequence
+//! or optional, what it holds as compiled), and the entry point.
 
-use crate::ir::Graph;
+use crate::ir::{Composite, Graph};
 use crate::plan::Plan;
 
 /// The C header for an object compiled with `prefix`.
@@ -51,6 +52,30 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    const uint8_t *data;".into());
     line("    size_t len;".into());
     line("} onnxc_string;".into());
+    line(String::new());
+    line("/* Sequences and optionals. A sequence or optional input is passed as".into());
+    line(" * inputs[k] = &descriptor, filled by the caller (its memory, no heap".into());
+    line(" * needed); the model was compiled for the element count, ranks, dims and".into());
+    line(" * presence listed below and checks them before anything runs (status 7".into());
+    line(" * naming the input otherwise). For a sequence or optional output,".into());
+    line(" * outputs[k] = &descriptor: the model fills it, and everything it points".into());
+    line(" * to (tensor descriptors, dims, element bytes) comes from the allocator".into());
+    line(" * above (the workspace past PREFIX_ARENA_BYTES or ctx->alloc), valid".into());
+    line(" * until that memory is reused. Element bytes are dense and row-major. */".into());
+    line("typedef struct onnxc_tensor {".into());
+    line("    void *data;               /* the element bytes */".into());
+    line("    size_t rank;".into());
+    line("    int64_t *dims;            /* rank dims */".into());
+    line("} onnxc_tensor;".into());
+    line("typedef struct onnxc_sequence {".into());
+    line("    size_t count;".into());
+    line("    onnxc_tensor *elements;   /* count tensors (NULL when count is 0) */".into());
+    line("} onnxc_sequence;".into());
+    line("typedef struct onnxc_optional {".into());
+    line("    size_t has_value;         /* 0: the optional is empty */".into());
+    line("    void *value;              /* an onnxc_tensor * (optional tensor) or an".into());
+    line("                               * onnxc_sequence * (optional sequence) */".into());
+    line("} onnxc_optional;".into());
     line("#endif".into());
     line(String::new());
     line(format!(
@@ -71,6 +96,35 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     for (kind, ids) in [("INPUT", &graph.inputs), ("OUTPUT", &graph.outputs)] {
         for (k, &v) in ids.iter().enumerate() {
             let value = graph.value(v);
+            if let Some(ty) = graph.port_types.get(&v) {
+                let held: Vec<String> = graph
+                    .composite_tensors(v)
+                    .iter()
+                    .map(|&t| graph.value(t).ty.as_ref().map_or("?".into(), |t| t.to_string()))
+                    .collect();
+                let empty = graph.composites.get(&v) == Some(&Composite::Optional(None));
+                let holds = if empty { "nothing".to_string() } else { format!("[{}]", held.join(", ")) };
+                let descriptor = if ty.optional { "onnxc_optional" } else { "onnxc_sequence" };
+                line(format!(
+                    "/* {} {k} \"{}\": {ty}, compiled holding {holds}; {}s[{k}] is an {descriptor} */",
+                    kind.to_lowercase(),
+                    value.name,
+                    kind.to_lowercase()
+                ));
+                line(format!(
+                    "typedef {} {prefix}_{}{k}_t; /* element type */",
+                    ty.dtype.c_name(),
+                    kind.to_lowercase()
+                ));
+                line(format!("#define {upper}_{kind}{k}_{} 1", if ty.optional { "OPTIONAL" } else { "SEQUENCE" }));
+                if ty.optional {
+                    line(format!("#define {upper}_{kind}{k}_HAS_VALUE {}", !empty as u8));
+                }
+                if ty.sequence && !empty {
+                    line(format!("#define {upper}_{kind}{k}_COUNT {}u", held.len()));
+                }
+                continue;
+            }
             let Some(ty) = &value.ty else {
                 continue;
             };
@@ -108,7 +162,9 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line(" * otherwise the low byte is the failure (1 bad context, 2 index out of range,".into());
     line(" * 3 kernel parameters, 4 integer division by zero, 5 out of memory for a".into());
     line(" * data-dependent value or string bytes, 6 a string Cast cannot parse) and".into());
-    line(" * the rest is the failing node's index + 1. */".into());
+    line(" * the rest is the failing node's index + 1; or the low byte is 7 (a".into());
+    line(" * sequence or optional input does not match what it was compiled for)".into());
+    line(" * and the rest is that input's index + 1. */".into());
     line(format!("int32_t {prefix}_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs);"));
     line("\n#ifdef __cplusplus\n}\n#endif".into());
     line("#endif".into());

@@ -6,8 +6,10 @@
 //! error. The one `unsafe` call lives in the generated code, justified by
 //! those types; the user writes none.
 //!
-//! Data-dependent outputs (`onnxc_dynamic_output`) are not offered yet:
-//! such models are rejected with a message pointing to the C ABI.
+//! Data-dependent outputs (`onnxc_dynamic_output`) and sequence or
+//! optional inputs and outputs (`onnxc_sequence`, `onnxc_optional`) are
+//! not offered yet: such models are rejected with a message pointing to
+//! the C ABI.
 
 use crate::ir::{DType, Graph, TensorType, ValueId};
 use crate::plan::Plan;
@@ -60,6 +62,13 @@ fn args(graph: &Graph, ids: &[ValueId], kind: &str, taken: &mut HashSet<String>)
     ids.iter()
         .map(|&v| {
             let value = graph.value(v);
+            if let Some(ty) = graph.port_types.get(&v) {
+                return Err(format!(
+                    "{kind} \"{}\" is {ty}; the Rust API does not offer sequences or optionals yet: call the C \
+                     entry point (`onnxc_sequence`, `onnxc_optional` in the header from `--emit header`)",
+                    value.name
+                ));
+            }
             let ty: &TensorType = value.ty.as_ref().ok_or_else(|| format!("{kind} \"{}\" has no type", value.name))?;
             let shape = ty.known_shape().ok_or_else(|| {
                 if ty.is_dynamic() {

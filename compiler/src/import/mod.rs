@@ -96,14 +96,14 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
     }
     let runtime_inputs: Vec<&ValueInfoProto> = g.input.iter().filter(|i| !scope.contains_key(i.name())).collect();
     for (k, input) in runtime_inputs.into_iter().enumerate() {
-        let ty = match value_type(input) {
-            Ok(ty) => Some(ty),
-            Err(e) => {
-                imp.errors.push(e);
-                None
+        let id = imp.graph.add_value(input.name(), None, ValueDef::Input(k));
+        match port_type(input) {
+            Ok(Port::Tensor(ty)) => imp.graph.value_mut(id).ty = Some(ty),
+            Ok(Port::Composite(ty)) => {
+                imp.graph.port_types.insert(id, ty);
             }
-        };
-        let id = imp.graph.add_value(input.name(), ty, ValueDef::Input(k));
+            Err(e) => imp.errors.push(e),
+        }
         imp.graph.inputs.push(id);
         scope.insert(input.name().to_string(), id);
     }
@@ -115,7 +115,12 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
     }
     for output in &g.output {
         match scope.get(output.name()) {
-            Some(&id) => imp.graph.outputs.push(id),
+            Some(&id) => {
+                if let Ok(Port::Composite(ty)) = port_type(output) {
+                    imp.graph.port_types.insert(id, ty);
+                }
+                imp.graph.outputs.push(id)
+            }
             None => imp.errors.push(format!("graph output \"{}\" is not computed", output.name())),
         }
     }
@@ -136,17 +141,59 @@ fn opset_map(list: &[onnx_proto::OperatorSetIdProto]) -> HashMap<String, i64> {
 }
 
 /// The declared type of a main-graph input or output.
+pub enum Port {
+    Tensor(TensorType),
+    Composite(crate::ir::CompositeType),
+}
+
+/// The declared type of a main-graph input or output: a tensor, a
+/// sequence of tensors, an optional tensor or an optional sequence.
+pub fn port_type(v: &ValueInfoProto) -> Result<Port, String> {
+    use onnx_proto::type_proto::Value as T;
+    let kind = |t: &onnx_proto::TypeProto| t.value.clone();
+    let unsupported = || {
+        format!(
+            "value \"{}\": only tensors, sequences of tensors and optional tensors or sequences are supported yet",
+            v.name()
+        )
+    };
+    let (optional, inner) = match v.r#type.as_ref().and_then(kind) {
+        Some(T::OptionalType(o)) => (true, o.elem_type.as_deref().and_then(kind)),
+        other => (false, other),
+    };
+    let (sequence, tensor) = match inner {
+        Some(T::SequenceType(s)) => (true, s.elem_type.as_deref().and_then(kind)),
+        other => (false, other),
+    };
+    let Some(T::TensorType(t)) = tensor else { return Err(unsupported()) };
+    if !optional && !sequence {
+        return value_type(v).map(Port::Tensor);
+    }
+    let dtype = element_type(v, &t)?;
+    let shape = t.shape.as_ref().map(|s| dims(v, s)).transpose()?;
+    Ok(Port::Composite(crate::ir::CompositeType { optional, sequence, dtype, shape }))
+}
+
+fn element_type(v: &ValueInfoProto, t: &onnx_proto::type_proto::Tensor) -> Result<DType, String> {
+    DType::from_onnx(t.elem_type()).ok_or_else(|| {
+        format!("value \"{}\": element type {} is not supported yet", v.name(), DType::onnx_name(t.elem_type()))
+    })
+}
+
+/// The declared type of a main-graph tensor input or output.
 pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
-    use onnx_proto::tensor_shape_proto::dimension::Value as D;
     use onnx_proto::type_proto::Value as T;
     let Some(T::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err(format!("value \"{}\": only tensor types are supported yet", v.name()));
     };
-    let dtype = DType::from_onnx(t.elem_type()).ok_or_else(|| {
-        format!("value \"{}\": element type {} is not supported yet", v.name(), DType::onnx_name(t.elem_type()))
-    })?;
+    let dtype = element_type(v, t)?;
     let shape = t.shape.as_ref().ok_or_else(|| format!("value \"{}\" has no shape (rank unknown)", v.name()))?;
-    let dims = shape
+    Ok(TensorType { dtype, shape: dims(v, shape)? })
+}
+
+fn dims(v: &ValueInfoProto, shape: &onnx_proto::TensorShapeProto) -> Result<Vec<Dim>, String> {
+    use onnx_proto::tensor_shape_proto::dimension::Value as D;
+    shape
         .dim
         .iter()
         .enumerate()
@@ -156,8 +203,7 @@ pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
             Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::Sym(p.clone())),
             _ => Ok(Dim::Sym(format!("{}:{i}", v.name()))),
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(TensorType { dtype, shape: dims })
+        .collect()
 }
 
 impl<'m> Importer<'m> {
@@ -245,7 +291,7 @@ impl<'m> Importer<'m> {
             return;
         }
         let has_subgraphs = match domain {
-            "" => matches!(node.op_type(), "If" | "Loop" | "Scan"),
+            "" => matches!(node.op_type(), "If" | "Loop" | "Scan" | "SequenceMap"),
             "ai.onnx.preview" => node.op_type() == "FlexAttention",
             _ => false,
         };
@@ -311,7 +357,7 @@ impl<'m> Importer<'m> {
         caller_attrs: &HashMap<&str, &AttributeProto>,
         depth: usize,
     ) -> Result<Op, String> {
-        use crate::ops::control::{If, Loop, Scan};
+        use crate::ops::control::{If, Loop, Scan, SequenceMap};
         use crate::ops::flex_attention::FlexAttention;
         let mut graph = |name: &str| -> Result<Subgraph, String> {
             let g = node
@@ -339,6 +385,7 @@ impl<'m> Importer<'m> {
                 }))
             }
             "Loop" => Ok(Op::Loop(Loop { body: graph("body")? })),
+            "SequenceMap" => Ok(Op::SequenceMap(SequenceMap { body: graph("body")? })),
             _ => {
                 let body = graph("body")?;
                 let attrs = Attrs::new(&node.attribute);

@@ -33,6 +33,11 @@ impl ValueId {
 pub enum ValueDef {
     /// The k-th graph input.
     Input(usize),
+    /// A tensor inside the k-th graph input, a sequence or optional
+    /// (`CompositeType`): element `element` of the sequence, or (`None`)
+    /// the optional's tensor. Its address is read from the caller's
+    /// descriptor, whose count and dims the code checks first.
+    InputElement { input: usize, element: Option<usize> },
     /// Known at compile time: an initializer, a Constant, or a folded result.
     Const(Tensor),
     /// Produced by a node.
@@ -75,6 +80,35 @@ pub struct Graph {
     /// time: they exist only during inference, which resolves every
     /// operator on them into operators on their tensors.
     pub composites: std::collections::HashMap<ValueId, Composite>,
+    /// The declared types of graph inputs and outputs that are sequences
+    /// or optionals (the others are tensors, typed by [`Value::ty`]).
+    pub port_types: std::collections::HashMap<ValueId, CompositeType>,
+}
+
+/// A sequence of tensors, an optional tensor, or an optional sequence of
+/// tensors, as a graph input or output declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompositeType {
+    pub optional: bool,
+    pub sequence: bool,
+    /// The element type of the tensors it holds.
+    pub dtype: DType,
+    /// Their declared dims (may be symbolic), when the rank is declared.
+    pub shape: Option<Vec<Dim>>,
+}
+
+impl fmt::Display for CompositeType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let element = match &self.shape {
+            Some(shape) => TensorType { dtype: self.dtype, shape: shape.clone() }.to_string(),
+            None => format!("{}[?]", self.dtype),
+        };
+        match (self.optional, self.sequence) {
+            (true, true) => write!(f, "optional(seq({element}))"),
+            (true, false) => write!(f, "optional({element})"),
+            _ => write!(f, "seq({element})"),
+        }
+    }
 }
 
 /// A sequence or optional value made of (tensor or composite) values.
@@ -103,6 +137,20 @@ impl Graph {
         match &self.value(id).def {
             ValueDef::Const(t) => Some(t),
             _ => None,
+        }
+    }
+
+    /// The tensors a sequence or optional holds, in order, looking
+    /// through an optional into the sequence it holds; empty for a tensor.
+    pub fn composite_tensors(&self, v: ValueId) -> Vec<ValueId> {
+        match self.composites.get(&v) {
+            None => Vec::new(),
+            Some(Composite::Sequence(items)) => items.clone(),
+            Some(Composite::Optional(None)) => Vec::new(),
+            Some(Composite::Optional(Some(inner))) if self.composites.contains_key(inner) => {
+                self.composite_tensors(*inner)
+            }
+            Some(Composite::Optional(Some(inner))) => vec![*inner],
         }
     }
 

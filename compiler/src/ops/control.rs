@@ -1,4 +1,4 @@
-//! Control flow: If, Loop and Scan, holding their subgraphs.
+//! Control flow: If, Loop, Scan and SequenceMap, holding their subgraphs.
 //!
 //! A subgraph's nodes live in the same value arena as the graph around it
 //! and name outer values by their `ValueId` directly, as the ONNX scoping
@@ -7,7 +7,8 @@
 //! time becomes its branch, If on a run-time condition becomes both
 //! branches in [`Guard`]ed ranges that the code skips or runs, Loop with a
 //! known trip count and a condition that folds each iteration is unrolled,
-//! Scan (whose length is its input's static axis length) too. Any other
+//! Scan (whose length is its input's static axis length) too, and
+//! SequenceMap over its input sequence's compile-time length. Any other
 //! Loop runs at run time: [`LoopStart`] … body … [`LoopEnd`] is a range of
 //! the schedule that the code repeats, its loop-carried values kept in
 //! buffers that live across iterations (so they need one static type), its
@@ -17,7 +18,8 @@
 //! Opset forms: If 1-25 (one form); Loop 1-25 (`M` and `cond` optional
 //! inputs); Scan 9-25 (`scan_input_axes`/`directions`, `scan_output_axes`/
 //! `directions`); Scan 8 (batched, with `sequence_lens`, scan axis 1 after
-//! the batch axis) when every sequence has the full length.
+//! the batch axis) when every sequence has the full length; SequenceMap
+//! 17-25.
 
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
@@ -61,6 +63,15 @@ pub struct Scan {
     pub output_reverse: Vec<bool>,
 }
 
+/// SequenceMap: inputs `(sequence, additional...)`, each additional one a
+/// sequence of the same length or a tensor; body `(element, additional
+/// element or tensor...) -> (value...)`; outputs the sequences of the
+/// body's values, one per output.
+#[derive(Clone, Debug)]
+pub struct SequenceMap {
+    pub body: Subgraph,
+}
+
 /// The subgraphs of a control-flow operator.
 pub trait ControlFlow {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph>;
@@ -73,6 +84,12 @@ impl ControlFlow for If {
 }
 
 impl ControlFlow for Loop {
+    fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
+        vec![&mut self.body]
+    }
+}
+
+impl ControlFlow for SequenceMap {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         vec![&mut self.body]
     }
@@ -100,7 +117,7 @@ macro_rules! expanded_before_inference {
     )*};
 }
 
-expanded_before_inference!(If => "If", Loop => "Loop", Scan => "Scan");
+expanded_before_inference!(If => "If", Loop => "Loop", Scan => "Scan", SequenceMap => "SequenceMap");
 
 /// Opens a guarded range of the schedule: the nodes up to the matching
 /// [`EndGuard`] run only when input 0 (a bool scalar) is `when`. A

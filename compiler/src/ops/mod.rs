@@ -183,6 +183,13 @@ pub trait Operator: std::fmt::Debug {
         false
     }
 
+    /// Most bytes the lowering takes from the run-time allocator besides
+    /// its data-dependent outputs (`None`: no bound); the plan adds them
+    /// to the workspace's dynamic part and provides the allocator.
+    fn run_time_bytes(&self, _cx: &InferCx) -> Option<usize> {
+        Some(0)
+    }
+
     /// True when the lowering computes only f32 of the float types and its
     /// f16/bf16 tensors are to be staged through f32 copies ([`staging`]).
     fn stages_halves(&self) -> bool {
@@ -260,7 +267,9 @@ ops! {
     If(control::If),
     Loop(control::Loop),
     Scan(control::Scan),
+    SequenceMap(control::SequenceMap),
     Sequence(sequence::SequenceOp),
+    WriteComposite(sequence::WriteComposite),
     Guard(control::Guard),
     EndGuard(control::EndGuard),
     LoopStart(control::LoopStart),
@@ -342,11 +351,17 @@ impl Op {
     pub fn allocates_at_run_time(&self) -> bool {
         self.inner().allocates_at_run_time()
     }
+    pub fn run_time_bytes(&self, cx: &InferCx) -> Option<usize> {
+        self.inner().run_time_bytes(cx)
+    }
 
-    /// If, Loop, Scan, FlexAttention and the sequence/optional operators:
+    /// If, Loop, Scan, SequenceMap, FlexAttention and the sequence/optional operators:
     /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
-        matches!(self, Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::Sequence(_) | Op::FlexAttention(_))
+        matches!(
+            self,
+            Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::SequenceMap(_) | Op::Sequence(_) | Op::FlexAttention(_)
+        )
     }
 
     /// The subgraphs of If, Loop, Scan and FlexAttention; `None` for other
@@ -357,6 +372,7 @@ impl Op {
             Op::If(op) => Some(op.subgraphs_mut()),
             Op::Loop(op) => Some(op.subgraphs_mut()),
             Op::Scan(op) => Some(op.subgraphs_mut()),
+            Op::SequenceMap(op) => Some(op.subgraphs_mut()),
             Op::FlexAttention(op) => Some(op.subgraphs_mut()),
             _ => None,
         }

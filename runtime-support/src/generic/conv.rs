@@ -755,8 +755,8 @@ mod tests {
         check(case2d(6, 6, 6, (5, 6), (3, 3), 2, 1, [1, 1, 1, 1])); // depthwise
         check(case2d(4, 4, 4, (7, 8), (3, 3), 1, 2, [2, 1, 0, 3])); // depthwise, dilated
         check(case2d(3, 3, 3, (5, 5), (5, 5), 3, 1, [4, 4, 4, 4])); // depthwise, mostly padding
-        // Depthwise with a leading padding so wide that tap 0 reaches the
-        // input only past the last output column (found by fuzzing).
+                                                                    // Depthwise with a leading padding so wide that tap 0 reaches the
+                                                                    // input only past the last output column (found by fuzzing).
         check(case2d(2, 2, 2, (1, 1), (3, 3), 1, 1, [6, 6, 0, 0]));
         check(case2d(5, 7, 1, (6, 5), (1, 1), 1, 1, [0, 0, 0, 0])); // pointwise
         check(case2d(2, 3, 1, (4, 4), (1, 1), 2, 1, [0, 0, 0, 0])); // strided 1x1
