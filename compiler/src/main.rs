@@ -87,6 +87,15 @@ enum Command {
 const SUBCOMMANDS: &[&str] = &["compile", "check", "info", "run", "test", "bench", "help"];
 
 fn main() -> ExitCode {
+    // Like other command-line tools, end quietly when the reader of our
+    // output goes away (`onnxc info m.onnx | head`) instead of panicking in
+    // `println!` on the broken pipe.
+    // SAFETY: restoring a signal's default disposition at start-up, before
+    // any thread exists.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let mut args: Vec<String> = std::env::args().collect();
     // `onnxc MODEL -o OUT.o` means `onnxc compile MODEL -o OUT.o`.
     if let Some(first) = args.get(1) {

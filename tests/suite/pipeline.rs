@@ -217,3 +217,23 @@ fn packed_int4_tensors_move_cast_and_are_checked() {
     let err = crate::common::run_model(&t, &[int4_tensor("x", &[2, 2], &[0x21, 0x43])]).expect_err("rejected");
     assert!(err.stderr.contains("Transpose on INT4 tensors is not supported yet"), "{}", err.stderr);
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_onnxc_quietly() {
+    // `onnxc info model.onnx | head -c 1`: the pipe closes after the first
+    // line, while info still compiles the model to print the rest; that
+    // must not be a panic.
+    let densenet = crate::common::data_dir().join("light/densenet121/model.onnx");
+    let mut child = std::process::Command::new(crate::common::onnxc())
+        .args(["info".as_ref(), densenet.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start onnxc");
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("some output");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("onnxc ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
