@@ -361,15 +361,7 @@ impl Expansion<'_, '_> {
         let mut carried = required(&node.inputs[node.inputs.len().min(2)..])?;
         let body = &op.body;
         let n = carried.len();
-        if body.inputs.len() != n + 2 || body.outputs.len() < n + 1 || node.outputs.len() != body.outputs.len() - 1 {
-            return Err(Failure::Message(format!(
-                "the body takes {} inputs and returns {}, the node has {} loop-carried values and {} outputs",
-                body.inputs.len(),
-                body.outputs.len(),
-                n,
-                node.outputs.len()
-            )));
-        }
+        check_loop_signature(node, body, n)?;
         let mut scanned: Vec<Vec<ValueId>> = vec![Vec::new(); body.outputs.len() - 1 - n];
         let mut i = 0usize;
         while cond && trip_count.is_none_or(|m| i < m) {
@@ -418,15 +410,7 @@ impl Expansion<'_, '_> {
         let carried = required(&node.inputs[node.inputs.len().min(2)..])?;
         let body = &op.body;
         let n = carried.len();
-        if body.inputs.len() != n + 2 || body.outputs.len() < n + 1 || node.outputs.len() != body.outputs.len() - 1 {
-            return Err(Failure::Message(format!(
-                "the body takes {} inputs and returns {}, the node has {} loop-carried values and {} outputs",
-                body.inputs.len(),
-                body.outputs.len(),
-                n,
-                node.outputs.len()
-            )));
-        }
+        check_loop_signature(node, body, n)?;
         if carried.iter().any(|v| self.graph.composites.contains_key(v)) {
             return Err(unsupported("sequences or optionals as loop-carried values are only compiled unrolled"));
         }
@@ -736,6 +720,22 @@ pub(crate) enum Failure {
     /// Something (named) that would have to be known at compile time
     /// depends on run-time data through these values.
     RunTime(String, Vec<ValueId>),
+}
+
+/// Fails unless Loop `node`'s body takes `(iteration, cond, v...)` and
+/// returns `(cond, v..., scan...)` for its `n` loop-carried values and
+/// the node has one output per body output after the condition.
+fn check_loop_signature(node: &Node, body: &Subgraph, n: usize) -> Result<(), Failure> {
+    if body.inputs.len() != n + 2 || body.outputs.len() < n + 1 || node.outputs.len() != body.outputs.len() - 1 {
+        return Err(Failure::Message(format!(
+            "the body takes {} inputs and returns {}, the node has {} loop-carried values and {} outputs",
+            body.inputs.len(),
+            body.outputs.len(),
+            n,
+            node.outputs.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The values of inputs that must all be present.

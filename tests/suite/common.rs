@@ -190,3 +190,22 @@ pub fn header_number(header: &Path, name: &str) -> usize {
         .and_then(|n| n.trim_end_matches('u').parse().ok())
         .unwrap_or_else(|| panic!("{} defines no number {name}:\n{text}", header.display()))
 }
+
+/// Builds `tests/suite/c/{program}.c` with the `model.h` and `model.a` in
+/// `dir` (plus `-lm`), runs it, and fails unless it printed just "ok".
+pub fn run_c_program(dir: &Path, program: &str) {
+    let exe = dir.join(program);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/suite/c/{program}.c"));
+    let mut cc = Command::new("cc");
+    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
+        .arg(dir)
+        .arg(source)
+        .arg(dir.join("model.a"))
+        .arg("-lm")
+        .arg("-o")
+        .arg(&exe);
+    let built = run_with_timeout(cc, Duration::from_secs(120)).expect("run cc");
+    assert!(succeeded(&built), "cc failed: {}", built.stderr);
+    let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
+    assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
+}

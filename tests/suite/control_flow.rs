@@ -196,22 +196,27 @@ fn an_if_on_a_run_time_condition_compiles_and_runs_only_the_taken_branch() {
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
     assert!(succeeded(&out), "a run-time If must compile: {}", out.stderr);
 
-    let cond = |v: i32| TensorProto {
-        name: Some("c".into()),
-        dims: vec![1],
-        data_type: Some(9),
-        int32_data: vec![v],
-        ..Default::default()
-    };
     let x = floats("x", &[2], &[1.5, -2.0]);
-    let outputs = run_model(&m, &[cond(1), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let outputs =
+        run_model(&m, &[condition(true), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), [-1.5, 2.0]);
-    let failed = run_model(&m, &[cond(0), x]).expect_err("the else branch gathers out of range");
+    let failed = run_model(&m, &[condition(false), x]).expect_err("the else branch gathers out of range");
     assert!(
         failed.stderr.contains("out_of_range") && failed.stderr.contains("index out of range"),
         "{}",
         failed.stderr
     );
+}
+
+/// The bool input `c` ([1]) of the run-time If tests.
+fn condition(v: bool) -> TensorProto {
+    TensorProto {
+        name: Some("c".into()),
+        dims: vec![1],
+        data_type: Some(9),
+        int32_data: vec![v as i32],
+        ..Default::default()
+    }
 }
 
 /// `a = x + x + ... + x` (`n` additions) in a chain of `n` nodes named
@@ -257,19 +262,13 @@ fn a_long_schedule_runs_as_parts_that_hand_on_guards_and_allocations() {
     );
     m.graph.as_mut().expect("graph").initializer.push(int64s("five", &[], &[5]));
 
-    let cond = |v: i32| TensorProto {
-        name: Some("c".into()),
-        dims: vec![1],
-        data_type: Some(9),
-        int32_data: vec![v],
-        ..Default::default()
-    };
     let x = floats("x", &[4], &[1.0, 0.0, -2.0, 0.5]);
-    let outputs = run_model(&m, &[cond(1), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let outputs =
+        run_model(&m, &[condition(true), x.clone()]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), [601.0, 0.0, -1202.0, 300.5]);
     assert_eq!(i64s(&outputs[1]), [0, 2, 3], "NonZero(x), allocated in the first part");
     assert_eq!(i64s(&outputs[2]), [0, 3], "NonZero(relu(y)), allocated in the last part");
-    let failed = run_model(&m, &[cond(0), x]).expect_err("the else branch gathers out of range");
+    let failed = run_model(&m, &[condition(false), x]).expect_err("the else branch gathers out of range");
     assert!(
         failed.stderr.contains("out_of_range") && failed.stderr.contains("index out of range"),
         "{}",

@@ -4,13 +4,11 @@
 //! reported, and running out of room a status naming the node — through the
 //! CLI and through the C ABI of the real object file.
 
-use crate::common::{onnxc_in, run_with_timeout, succeeded, write_model};
+use crate::common::{onnxc_in, run_c_program, succeeded, write_model};
 use crate::models::{floats, model, node, typed_value, value};
 use onnx_proto::*;
 use prost::Message;
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
 fn write_tensor(dir: &Path, file: &str, t: TensorProto) {
     std::fs::write(dir.join(file), t.encode_to_vec()).expect("write input");
@@ -125,19 +123,7 @@ fn c_callers_get_data_dependent_outputs_from_the_workspace_or_their_hook() {
     write_model(dir.path(), "model.onnx", &nonzero_model());
     let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o", "--emit", "header,archive"]);
     assert!(succeeded(&compiled), "{}", compiled.stderr);
-    let exe = dir.path().join("dynamic_outputs");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/c/dynamic_outputs.c");
-    let mut cc = Command::new("cc");
-    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
-        .arg(dir.path())
-        .arg(source)
-        .arg(dir.path().join("model.a"))
-        .arg("-o")
-        .arg(&exe);
-    let built = run_with_timeout(cc, Duration::from_secs(120)).expect("run cc");
-    assert!(succeeded(&built), "cc failed: {}", built.stderr);
-    let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
-    assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
+    run_c_program(dir.path(), "dynamic_outputs");
 }
 
 #[test]

@@ -4,13 +4,10 @@
 //! CLI, and passed through the C ABI's descriptors by a C caller that
 //! also sees a mismatching descriptor refused with status 7.
 
-use crate::common::{onnxc_in, run_with_timeout, succeeded, write_model};
+use crate::common::{onnxc_in, run_c_program, succeeded, write_model};
 use crate::models::{f32s, floats, int_attr, model, node, value};
 use onnx_proto::*;
 use prost::Message;
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
 /// A graph input or output of type seq(float[?]) or optional(float[?]).
 fn composite_value(name: &str, optional: bool) -> ValueInfoProto {
@@ -121,18 +118,5 @@ fn c_callers_pass_and_receive_sequences() {
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
     assert!(header.contains("#define MODEL_INPUT0_SEQUENCE 1") && header.contains("typedef struct onnxc_sequence"));
-    let exe = dir.path().join("sequences");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/c/sequences.c");
-    let mut cc = Command::new("cc");
-    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
-        .arg(dir.path())
-        .arg(source)
-        .arg(dir.path().join("model.a"))
-        .arg("-lm")
-        .arg("-o")
-        .arg(&exe);
-    let built = run_with_timeout(cc, Duration::from_secs(120)).expect("run cc");
-    assert!(succeeded(&built), "cc failed: {}", built.stderr);
-    let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
-    assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
+    run_c_program(dir.path(), "sequences");
 }

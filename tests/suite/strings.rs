@@ -4,12 +4,9 @@
 //! string in read-only data, a data-dependent string output, and the
 //! run-time bytes running out as a status.
 
-use crate::common::{onnxc_in, run_model, run_with_timeout, succeeded, write_model};
+use crate::common::{onnxc_in, run_c_program, run_model, succeeded, write_model};
 use crate::models::{f32s, floats, int_attr, model, node, typed_value};
 use onnx_proto::*;
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
 const STRING: i32 = 8;
 
@@ -106,19 +103,7 @@ fn string_records_through_the_c_abi() {
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
     assert!(header.contains("typedef onnxc_string model_input0_t;"), "{header}");
-    let exe = dir.path().join("strings");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/c/strings.c");
-    let mut cc = Command::new("cc");
-    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
-        .arg(dir.path())
-        .arg(source)
-        .arg(dir.path().join("model.a"))
-        .arg("-o")
-        .arg(&exe);
-    let built = run_with_timeout(cc, Duration::from_secs(120)).expect("run cc");
-    assert!(succeeded(&built), "cc failed: {}", built.stderr);
-    let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
-    assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
+    run_c_program(dir.path(), "strings");
 }
 
 #[test]
