@@ -17,6 +17,7 @@ pub mod flex_attention;
 pub mod gather;
 pub mod linalg;
 pub mod loss;
+pub mod ml_encoders;
 pub mod norm;
 pub mod pool;
 pub mod portable_math;
@@ -300,6 +301,9 @@ ops! {
     StringSplit(strings::StringSplit),
     RegexFullMatch(strings::RegexFullMatch),
     TfIdfVectorizer(strings::TfIdfVectorizer),
+    LabelEncoder(ml_encoders::LabelEncoder),
+    CategoryMapper(ml_encoders::CategoryMapper),
+    CategoryOneHot(ml_encoders::CategoryOneHot),
 }
 
 impl Op {
@@ -569,6 +573,9 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
     ("ai.onnx.ml", "Binarizer", elementwise::import),
+    ("ai.onnx.ml", "CategoryMapper", ml_encoders::import_category_mapper),
+    ("ai.onnx.ml", "LabelEncoder", ml_encoders::import_label_encoder),
+    ("ai.onnx.ml", "OneHotEncoder", ml_encoders::import_one_hot_encoder),
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Adam", training::import),

@@ -30,6 +30,7 @@ pub mod indexing;
 pub mod loss;
 pub mod math;
 pub mod minifloat;
+pub mod ml;
 pub mod norm;
 pub mod packed;
 pub mod pool;

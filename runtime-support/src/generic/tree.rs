@@ -213,7 +213,7 @@ fn walk<T: Real>(nodes: &[TreeNode], sets: &[f64], root: i64, x: &[T]) -> Option
 }
 
 /// The spec's post transforms over one row of scores (computed in f64).
-fn post_transform<T: Real>(kind: i64, scores: &mut [T]) {
+pub(crate) fn post_transform<T: Real>(kind: i64, scores: &mut [T]) {
     let map =
         |scores: &mut [T], f: &dyn Fn(f64) -> f64| scores.iter_mut().for_each(|s| *s = T::from_f64(f(s.to_f64())));
     match kind {
