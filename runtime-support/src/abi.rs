@@ -282,14 +282,14 @@ kernel_table! {
     onnxc_nll_loss_f32(*const NllLossParams, *const f32, *const u8, *const f32, *mut f32) -> i32;
     onnxc_nll_loss_f64(*const NllLossParams, *const f64, *const u8, *const f64, *mut f64) -> i32;
     onnxc_optimizer_step_f32(*const OptimizerParams, *const u8, *const i64, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32) -> i32;
-    onnxc_tree_ensemble_f32(*const TreeParams, *const TreeNode, *const TreeLeaf, *const TreeContribution, *const f64, *const i64, *const f32, *mut f32) -> i32;
+    onnxc_tree_ensemble_f32(*const TreeParams, *const TreeNode, *const TreeLeaf, *const TreeContribution, *const f64, *const i64, *const f64, *const f32, *mut f32) -> i32;
     onnxc_label_encode(*const LabelEncodeParams, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8) -> i32;
     onnxc_ml_one_hot(*const CategoryOneHotParams, *const u8, *const u8, *const i64, *const u8, *mut f32) -> i32;
     onnxc_ml_linear(*const MlLinearParams, *const f64, *const f64, *const u8, *mut f32) -> i32;
     onnxc_ml_classify(*const ClassifyParams, *const f64, *const i64, *const f32, *mut i64, *mut f32) -> i32;
     onnxc_ml_pick_labels(*const PickLabelsParams, *const i64, *const i64, *const StringRef, *const u8, *mut u8) -> i32;
     onnxc_ml_features(*const FeaturesParams, *const f64, *const f64, *const u8, *mut u8) -> i32;
-    onnxc_tree_ensemble_f64(*const TreeParams, *const TreeNode, *const TreeLeaf, *const TreeContribution, *const f64, *const i64, *const f64, *mut f64) -> i32;
+    onnxc_tree_ensemble_f64(*const TreeParams, *const TreeNode, *const TreeLeaf, *const TreeContribution, *const f64, *const i64, *const f64, *const f64, *mut f64) -> i32;
     onnxc_optimizer_step_f64(*const OptimizerParams, *const u8, *const i64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;
     onnxc_resize_prepare(*const ResizeParams, *const ResizeSizing, *const f32, *const i64, i64, *mut ResizeParams) -> i32;
