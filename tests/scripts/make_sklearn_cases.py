@@ -80,6 +80,8 @@ def cases():
     yield "gb_regressor", GradientBoostingRegressor(n_estimators=8, max_depth=3, random_state=0), regression()
     yield "svc_rbf", SVC(probability=True, random_state=0), iris()
     yield "svc_linear_binary", SVC(kernel="linear", probability=True, random_state=0), binary()
+    yield "svc_poly_scores", SVC(kernel="poly", degree=2), iris()
+    yield "svc_sigmoid_binary_scores", SVC(kernel="sigmoid", gamma=0.05), binary()
     yield "svr_rbf", SVR(C=10.0), regression()
     yield "svr_poly", SVR(kernel="poly", degree=2, C=1.0), regression()
     yield "linear_regression", LinearRegression(), regression()

@@ -109,23 +109,27 @@ impl ClassifierFinish {
         let base = cx.table(&self.base_values)?;
         let scored = cx.table(&self.scored)?;
         cx.call_checked("onnxc_ml_classify", &[p, base, scored, raw, index, z])?;
-        if !cx.has_output(0) {
-            return Ok(());
-        }
-        let (kind, ints, refs, blob) = match &self.labels {
-            ClassLabels::Ints(v) => (LABELS_INT, v.clone(), Vec::new(), Vec::new()),
-            ClassLabels::Strings(v) => {
-                let (refs, blob) = string_table(v);
-                (LABELS_STRING, Vec::new(), refs, blob)
-            }
-        };
-        let p =
-            PickLabelsParams { count: rows as i64, labels: self.labels.len() as i64, kind, blob: blob.len() as i64 };
-        let p = cx.params(&p)?;
-        let ints = cx.table(&ints)?;
-        let refs = cx.table(&refs)?;
-        let blob = cx.data_bytes(&blob)?;
-        let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_ml_pick_labels", &[p, index, ints, refs, blob, y])
+        lower_labels(cx, &self.labels, index, rows)
     }
+}
+
+/// Output 0 (when wanted): the labels of the class indices at `index`.
+pub fn lower_labels(cx: &mut Lower, labels: &ClassLabels, index: Value, rows: usize) -> Result<(), String> {
+    if !cx.has_output(0) {
+        return Ok(());
+    }
+    let (kind, ints, refs, blob) = match labels {
+        ClassLabels::Ints(v) => (LABELS_INT, v.clone(), Vec::new(), Vec::new()),
+        ClassLabels::Strings(v) => {
+            let (refs, blob) = string_table(v);
+            (LABELS_STRING, Vec::new(), refs, blob)
+        }
+    };
+    let p = PickLabelsParams { count: rows as i64, labels: labels.len() as i64, kind, blob: blob.len() as i64 };
+    let p = cx.params(&p)?;
+    let ints = cx.table(&ints)?;
+    let refs = cx.table(&refs)?;
+    let blob = cx.data_bytes(&blob)?;
+    let y = cx.output_ptr(0)?;
+    cx.call_checked("onnxc_ml_pick_labels", &[p, index, ints, refs, blob, y])
 }

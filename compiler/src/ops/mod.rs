@@ -20,6 +20,7 @@ pub mod loss;
 pub mod ml_classify;
 pub mod ml_encoders;
 pub mod ml_linear;
+pub mod ml_svm;
 pub mod ml_trees;
 pub mod norm;
 pub mod pool;
@@ -311,6 +312,8 @@ ops! {
     LinearRegressor(ml_linear::LinearRegressor),
     LinearClassifier(ml_linear::LinearClassifier),
     FeatureTransform(ml_linear::FeatureTransform),
+    SvmRegressor(ml_svm::SvmRegressor),
+    SvmClassifier(ml_svm::SvmClassifier),
 }
 
 impl Op {
@@ -588,6 +591,8 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "Normalizer", ml_linear::import_normalizer),
     ("ai.onnx.ml", "OneHotEncoder", ml_encoders::import_one_hot_encoder),
     ("ai.onnx.ml", "Scaler", ml_linear::import_scaler),
+    ("ai.onnx.ml", "SVMClassifier", ml_svm::import_svm_classifier),
+    ("ai.onnx.ml", "SVMRegressor", ml_svm::import_svm_regressor),
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
     ("ai.onnx.ml", "TreeEnsembleClassifier", ml_trees::import_classifier),
     ("ai.onnx.ml", "TreeEnsembleRegressor", ml_trees::import_regressor),
