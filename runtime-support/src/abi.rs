@@ -292,6 +292,7 @@ kernel_table! {
     onnxc_svm_kernels(*const SvmKernelParams, *const f32, *const u8, *mut f32) -> i32;
     onnxc_svm_regress(*const SvmRegressParams, *const f32, *const f32, *mut f32) -> i32;
     onnxc_svm_classify(*const SvmClassifyParams, *const i64, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut i64, *mut f32) -> i32;
+    onnxc_ml_vectorize(*const VectorizeParams, *const u8, *mut f32) -> i32;
     onnxc_tree_ensemble_f64(*const TreeParams, *const TreeNode, *const TreeLeaf, *const TreeContribution, *const f64, *const i64, *const f64, *const f64, *mut f64) -> i32;
     onnxc_optimizer_step_f64(*const OptimizerParams, *const u8, *const i64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_resize_f32(*const ResizeParams, *const f32, *mut f32, *mut u8) -> i32;

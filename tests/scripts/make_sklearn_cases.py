@@ -7,7 +7,9 @@ output_K.pb}: small models trained on tiny deterministic data (iris, which
 scikit-learn ships, and make_classification/make_regression with fixed
 seeds), the expected outputs computed by ONNX Runtime on held-out rows.
 Classifiers are converted without ZipMap, so their outputs are a label
-tensor and a probability tensor. Run by tests/make_sklearn_data.sh.
+tensor and a probability tensor. The ml_* cases are single ai.onnx.ml
+nodes in forms the converters do not emit (string keys and labels, other
+input types), also checked against ONNX Runtime. Run by tests/make_sklearn_data.sh.
 """
 
 import os
@@ -16,7 +18,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from skl2onnx import to_onnx
 from sklearn.compose import ColumnTransformer
 from sklearn.datasets import load_iris, make_classification, make_regression
@@ -73,6 +75,10 @@ def with_gaps(data):
 
 def cases():
     yield "rf_classifier", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0), iris()
+    x, y, test = iris()
+    flowers = np.array(["setosa", "versicolor", "virginica"], dtype=object)
+    yield "rf_classifier_strings", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=1), (x, flowers[y], test)
+    yield "logistic_regression_strings", LogisticRegression(max_iter=500), (x, flowers[y], test)
     yield "rf_classifier_binary", RandomForestClassifier(n_estimators=4, max_depth=3, random_state=0), binary()
     yield "rf_regressor", RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0), regression()
     yield "gb_classifier", GradientBoostingClassifier(n_estimators=6, max_depth=2, random_state=0), iris()
@@ -99,24 +105,83 @@ def cases():
     ), with_gaps(regression())
 
 
-def write_case(root, name, model, data):
+def convert(model, data):
+    """Fits `model`, converts it; returns the ONNX model and its test feeds."""
     x, y, test = data
     model.fit(x, y)
-    options = {id(model): {"zipmap": False}}
-    if isinstance(model, Pipeline):
-        options = {id(model.steps[-1][1]): {"zipmap": False}} if hasattr(model.steps[-1][1], "classes_") else {}
-    elif not hasattr(model, "classes_"):
-        options = {}
+    last = model.steps[-1][1] if isinstance(model, Pipeline) else model
+    options = {id(last): {"zipmap": False}} if hasattr(last, "classes_") else {}
     onx = to_onnx(model, x[:1], options=options, target_opset=TARGET_OPSET)
+    return onx, {onx.graph.input[0].name: test}
+
+
+def ml_node(op, inputs, outputs, **attrs):
+    """A model of one ai.onnx.ml node; inputs/outputs are (name, type, shape)."""
+    node = helper.make_node(op, [i[0] for i in inputs], [o[0] for o in outputs], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph(
+        [node],
+        op,
+        [helper.make_tensor_value_info(*i) for i in inputs],
+        [helper.make_tensor_value_info(*o) for o in outputs],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def ml_node_cases():
+    """Single ai.onnx.ml nodes in forms the converters above do not emit."""
+    f32, f64, i64, text = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.STRING
+    rng = np.random.default_rng(5)
+    words = np.array(["cat", "dog", "fish", "owl"], dtype=object)
+    yield "ml_category_mapper_to_int", ml_node(
+        "CategoryMapper", [("x", text, [4])], [("y", i64, [4])],
+        cats_strings=["cat", "dog", "fish"], cats_int64s=[3, 1, 7], default_int64=-5,
+    ), {"x": words}
+    yield "ml_category_mapper_to_string", ml_node(
+        "CategoryMapper", [("x", i64, [5])], [("y", text, [5])],
+        cats_strings=["cat", "dog", "fish"], cats_int64s=[3, 1, 7],
+    ), {"x": np.array([7, 2, 3, 1, -1], dtype=np.int64)}
+    yield "ml_label_encoder_float_to_string", ml_node(
+        "LabelEncoder", [("x", f32, [2, 3])], [("y", text, [2, 3])],
+        keys_floats=[0.5, -1.0, 2.25], values_strings=["half", "minus one", "more"], default_string="none",
+    ), {"x": np.array([[0.5, 2.25, 3.0], [-1.0, 0.0, 0.5]], dtype=np.float32)}
+    yield "ml_label_encoder_int_to_float", ml_node(
+        "LabelEncoder", [("x", i64, [6])], [("y", f32, [6])],
+        keys_int64s=[10, -3, 99], values_floats=[1.5, -2.0, 0.25], default_float=7.0,
+    ), {"x": np.array([99, 10, 0, -3, 10, 5], dtype=np.int64)}
+    yield "ml_one_hot_strings", ml_node(
+        "OneHotEncoder", [("x", text, [2, 2])], [("y", f32, [2, 2, 3])], cats_strings=["owl", "cat", "dog"], zeros=1,
+    ), {"x": words.reshape(2, 2)}
+    yield "ml_normalizer_max", ml_node(
+        "Normalizer", [("x", f32, [3, 4])], [("y", f32, [3, 4])], norm="MAX",
+    ), {"x": rng.normal(size=(3, 4)).astype(np.float32)}
+    yield "ml_scaler_double", ml_node(
+        "Scaler", [("x", f64, [3, 2])], [("y", f32, [3, 2])], offset=[0.5, -0.25], scale=[2.0, -1.0],
+    ), {"x": rng.normal(size=(3, 2))}
+    yield "ml_feature_vectorizer", ml_node(
+        "FeatureVectorizer", [("a", i64, [3, 2]), ("b", i64, [3, 3]), ("c", i64, [3, 1])], [("y", f32, [3, 6])],
+        inputdimensions=[2, 2, 2],
+    ), {
+        "a": np.array([[1, -2], [3, 4], [5, 6]], dtype=np.int64),
+        "b": np.arange(9, dtype=np.int64).reshape(3, 3),
+        "c": np.array([[7], [8], [9]], dtype=np.int64),
+    }
+    yield "ml_linear_classifier_one_score", ml_node(
+        "LinearClassifier", [("x", f32, [4, 2])], [("label", text, [4]), ("scores", f32, [4, 2])],
+        coefficients=[1.0, -2.0], intercepts=[0.5], classlabels_strings=["no", "yes"], post_transform="LOGISTIC",
+    ), {"x": rng.normal(size=(4, 2)).astype(np.float32)}
+
+
+def write_case(root, name, onx, feeds):
     folder = os.path.join(root, name)
     data_dir = os.path.join(folder, "test_data_set_0")
     os.makedirs(data_dir, exist_ok=True)
     onnx.save(onx, os.path.join(folder, "model.onnx"))
     session = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    (input_info,) = session.get_inputs()
-    outputs = session.run(None, {input_info.name: test})
-    with open(os.path.join(data_dir, "input_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(test, input_info.name).SerializeToString())
+    outputs = session.run(None, feeds)
+    for k, info in enumerate(session.get_inputs()):
+        with open(os.path.join(data_dir, f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(feeds[info.name], info.name).SerializeToString())
     for k, (info, value) in enumerate(zip(session.get_outputs(), outputs)):
         with open(os.path.join(data_dir, f"output_{k}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(np.asarray(value), info.name).SerializeToString())
@@ -126,7 +191,10 @@ def main():
     root = sys.argv[1]
     os.makedirs(root, exist_ok=True)
     for name, model, data in cases():
-        write_case(root, name, model, data)
+        write_case(root, name, *convert(model, data))
+        print(name)
+    for name, onx, feeds in ml_node_cases():
+        write_case(root, name, onx, feeds)
         print(name)
 
 

@@ -28,4 +28,5 @@ mod pipeline;
 mod random;
 mod reproducible;
 mod runtime_faults;
+mod sklearn;
 mod strings;

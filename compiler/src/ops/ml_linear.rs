@@ -1,19 +1,23 @@
 //! ai.onnx.ml linear models: LinearRegressor and LinearClassifier, and the
 //! per-feature transforms that surround them in converted pipelines:
-//! Scaler, Normalizer and Imputer.
+//! Scaler, Normalizer, Imputer, and FeatureVectorizer (tensor inputs).
 //!
 //! Coefficients, intercepts, offsets and the like go to read-only data as
 //! f64; the kernels (`onnxc_runtime::generic::ml`) read the input in its
 //! own type and compute in f64. LinearClassifier's scores go through the
 //! shared classifier step ([`ClassifierFinish`]); with one score column and
-//! two labels the scores are `(1 - s, s)` and the label is class 1 when
-//! `s > 0`, as in ONNX Runtime. A single-target LinearRegressor applies no
+//! two labels the scores are `(1 - s, s)` (`s` after LOGISTIC, the only
+//! transform applied there) and the label is class 1 when the raw score is
+//! positive, as in ONNX Runtime. A single-target LinearRegressor applies no
 //! post transform but PROBIT (ONNX Runtime).
 //!
 //! Type constraints (ONNX): X is float, double, int64 or int32, `[N, F]` or
 //! `[F]` (one row). LinearRegressor gives float `[N, targets]`;
 //! LinearClassifier int64 or string labels `[N]` and float scores; Scaler
 //! and Normalizer float of X's shape; Imputer (float or int64) X's type.
+//! FeatureVectorizer takes any number of such inputs `[N, C_i]` and gives
+//! float `[N, sum(inputdimensions)]`: each input's first
+//! `inputdimensions[i]` columns, zeros where it has fewer.
 
 use super::ml_classify::{post_transform, round8, ClassLabels, ClassifierFinish};
 use super::{InferCx, Inferred, Op, Operator};
@@ -21,8 +25,8 @@ use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::generic::ml::{
-    ClassifyParams, FeaturesParams, MlLinearParams, CLASSIFY_ARGMAX, CLASSIFY_LINEAR_BINARY, FEATURES_IMPUTE,
-    FEATURES_NORMALIZE_L1, FEATURES_NORMALIZE_L2, FEATURES_NORMALIZE_MAX, FEATURES_SCALE,
+    ClassifyParams, FeaturesParams, MlLinearParams, VectorizeParams, CLASSIFY_ARGMAX, CLASSIFY_LINEAR_BINARY,
+    FEATURES_IMPUTE, FEATURES_NORMALIZE_L1, FEATURES_NORMALIZE_L2, FEATURES_NORMALIZE_MAX, FEATURES_SCALE,
 };
 use onnxc_runtime::generic::tree::{POST_NONE, POST_PROBIT};
 
@@ -212,6 +216,9 @@ pub fn import_scaler(cx: &mut NodeImport) -> Result<Op, String> {
         Ok(cx.attrs.floats(name)?.unwrap_or_default().into_iter().map(f64::from).collect())
     };
     let (a, b) = (list("offset")?, list("scale")?);
+    if a.len() != b.len() {
+        return Err(format!("attribute \"offset\" has {} values, \"scale\" {}", a.len(), b.len()));
+    }
     Ok(Op::FeatureTransform(FeatureTransform { mode: FEATURES_SCALE, a, b, replaced: 0.0 }))
 }
 
@@ -279,5 +286,71 @@ impl Operator for FeatureTransform {
         let b = cx.table(&self.b)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked("onnxc_ml_features", &[p, a, b, x, y])
+    }
+}
+
+/// FeatureVectorizer.
+#[derive(Clone, Debug)]
+pub struct FeatureVectorizer {
+    /// Columns each input fills.
+    pub dimensions: Vec<usize>,
+}
+
+pub fn import_feature_vectorizer(cx: &mut NodeImport) -> Result<Op, String> {
+    let dims = cx.attrs.ints("inputdimensions")?.ok_or("attribute \"inputdimensions\" is required")?;
+    let dimensions = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("attribute \"inputdimensions\" has {d}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if dimensions.len() != cx.inputs.len() {
+        return Err(format!("\"inputdimensions\" has {} values for {} inputs", dimensions.len(), cx.inputs.len()));
+    }
+    Ok(Op::FeatureVectorizer(FeatureVectorizer { dimensions }))
+}
+
+impl Operator for FeatureVectorizer {
+    fn name(&self) -> &'static str {
+        "FeatureVectorizer"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let mut rows = None;
+        for i in 0..self.dimensions.len() {
+            let x = cx.input(i)?;
+            if !NUMBERS.contains(&x.dtype) {
+                return Err(format!("input {i} is {}, expected float, double, int64 or int32", x.dtype));
+            }
+            let r = match *x.shape {
+                [_] => 1,
+                [r, _] => r,
+                _ => return Err(format!("input {i} has shape {:?}, expected [N, C] or [C]", x.shape)),
+            };
+            if rows.replace(r).is_some_and(|before| before != r) {
+                return Err(format!("input {i} has {r} rows, the inputs before it {}", rows.unwrap_or(0)));
+            }
+        }
+        let columns = self.dimensions.iter().sum();
+        Ok(vec![Inferred::new(DType::F32, vec![rows.unwrap_or(1), columns])])
+    }
+
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, out_shape) = cx.output_type(0)?;
+        let mut offset = 0;
+        for (i, &take) in self.dimensions.iter().enumerate() {
+            let (dtype, shape) = cx.input_type(i)?;
+            let p = VectorizeParams {
+                rows: out_shape[0] as i64,
+                in_columns: shape.last().copied().unwrap_or(0) as i64,
+                take: take as i64,
+                out_columns: out_shape[1] as i64,
+                offset: offset as i64,
+                x_elem: dtype.onnx_code() as i64,
+            };
+            offset += take;
+            let p = cx.params(&p)?;
+            let (x, y) = (cx.input_ptr(i)?, cx.output_ptr(0)?);
+            cx.call_checked("onnxc_ml_vectorize", &[p, x, y])?;
+        }
+        Ok(())
     }
 }

@@ -312,6 +312,7 @@ ops! {
     LinearRegressor(ml_linear::LinearRegressor),
     LinearClassifier(ml_linear::LinearClassifier),
     FeatureTransform(ml_linear::FeatureTransform),
+    FeatureVectorizer(ml_linear::FeatureVectorizer),
     SvmRegressor(ml_svm::SvmRegressor),
     SvmClassifier(ml_svm::SvmClassifier),
 }
@@ -584,6 +585,7 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
     ("ai.onnx.ml", "Binarizer", elementwise::import),
     ("ai.onnx.ml", "CategoryMapper", ml_encoders::import_category_mapper),
+    ("ai.onnx.ml", "FeatureVectorizer", ml_linear::import_feature_vectorizer),
     ("ai.onnx.ml", "Imputer", ml_linear::import_imputer),
     ("ai.onnx.ml", "LabelEncoder", ml_encoders::import_label_encoder),
     ("ai.onnx.ml", "LinearClassifier", ml_linear::import_linear_classifier),

@@ -336,9 +336,13 @@ pub unsafe extern "C" fn onnxc_ml_classify(
                 best.map_or(0, |(k, _)| k)
             }
             CLASSIFY_LINEAR_BINARY => {
-                let v = row[0];
-                out.copy_from_slice(&[1.0 - v, v]);
-                (v > 0.0) as usize
+                // Only LOGISTIC applies to the one score (ONNX Runtime).
+                let mut v = [row[0]];
+                if p.post_transform == POST_LOGISTIC {
+                    post_transform(POST_LOGISTIC, &mut v);
+                }
+                out.copy_from_slice(&[1.0 - v[0], v[0]]);
+                (row[0] > 0.0) as usize
             }
             _ => tree_binary(p, base, row, out),
         };
@@ -529,6 +533,39 @@ pub unsafe extern "C" fn onnxc_ml_features(
                 ELEM_F64 => *(y as *mut f64).add(i) = out,
                 _ => *(y as *mut f32).add(i) = out as f32,
             }
+        }
+    }
+    STATUS_OK
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct VectorizeParams {
+    pub rows: i64,
+    /// Columns of `x`.
+    pub in_columns: i64,
+    /// Columns this input fills in `y`: `x`'s first ones, then zeros.
+    pub take: i64,
+    pub out_columns: i64,
+    /// `y` column of this input's first.
+    pub offset: i64,
+    pub x_elem: i64,
+}
+
+/// FeatureVectorizer, one input: `y[r, offset + c] = x[r, c]` as f32 for
+/// `c < take` (0 past `x`'s columns).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_ml_vectorize(p: *const VectorizeParams, x: *const u8, y: *mut f32) -> i32 {
+    let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
+    let sizes = [p.rows, p.in_columns, p.take, p.out_columns, p.offset];
+    if sizes.iter().any(|&n| n < 0) || p.offset.checked_add(p.take).is_none_or(|end| end > p.out_columns) {
+        return STATUS_INVALID_PARAMS;
+    }
+    let (columns, take) = (p.in_columns as usize, p.take as usize);
+    for r in 0..p.rows as usize {
+        let out = core::slice::from_raw_parts_mut(y.add(r * p.out_columns as usize + p.offset as usize), take);
+        for (c, o) in out.iter_mut().enumerate() {
+            *o = if c < columns { load_number(x, p.x_elem, r * columns + c) as f32 } else { 0.0 };
         }
     }
     STATUS_OK
@@ -833,5 +870,169 @@ fn couple(classes: usize, scores: &[f32], prob_a: &[f32], prob_b: &[f32], work: 
                 p[j] /= 1.0 + diff;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(key_kind: i64, x_elem: i64, count: usize, keys: usize, nan_entry: i64, key_blob: usize) -> LookupParams {
+        LookupParams { count: count as i64, key_kind, x_elem, keys: keys as i64, nan_entry, key_blob: key_blob as i64 }
+    }
+
+    #[test]
+    fn label_encoder_finds_sorted_keys_and_falls_back_to_the_default() {
+        // keys 3, 7, 10 → values 30, 70, 100; default -1.
+        let keys = [3i64, 7, 10];
+        let values = [30i64, 70, 100, -1];
+        let x = [7i32, 4, 10, 3];
+        let p = LabelEncodeParams {
+            lookup: lookup(KEY_INT, ELEM_I32, 4, 3, -1, 0),
+            value_kind: VALUE_BYTES,
+            value_size: 8,
+            value_blob: 0,
+        };
+        let mut y = [0i64; 4];
+        let status = unsafe {
+            onnxc_label_encode(
+                &p,
+                keys.as_ptr().cast(),
+                [].as_ptr(),
+                values.as_ptr().cast(),
+                [].as_ptr(),
+                x.as_ptr().cast(),
+                y.as_mut_ptr().cast(),
+            )
+        };
+        assert_eq!((status, y), (STATUS_OK, [70, -1, 100, 30]));
+
+        // Float keys 0.5, 2.0 and NaN (entry 2) → strings "a", "b", "nan", default "?".
+        let keys = [0.5f64, 2.0];
+        let blob = b"abnan?";
+        let refs = [
+            StringRef { offset: 0, len: 1 },
+            StringRef { offset: 1, len: 1 },
+            StringRef { offset: 2, len: 3 },
+            StringRef { offset: 5, len: 1 },
+        ];
+        let x = [2.0f32, f32::NAN, 1.0, 0.5];
+        let p = LabelEncodeParams {
+            lookup: lookup(KEY_FLOAT, ELEM_F32, 4, 2, 2, 0),
+            value_kind: VALUE_STRING,
+            value_size: 16,
+            value_blob: blob.len() as i64,
+        };
+        let mut y = [OnnxString { data: core::ptr::null(), len: 0 }; 4];
+        let status = unsafe {
+            onnxc_label_encode(
+                &p,
+                keys.as_ptr().cast(),
+                [].as_ptr(),
+                refs.as_ptr().cast(),
+                blob.as_ptr(),
+                x.as_ptr().cast(),
+                y.as_mut_ptr().cast(),
+            )
+        };
+        assert_eq!(status, STATUS_OK);
+        let text: [&[u8]; 4] = y.map(|s| unsafe { core::slice::from_raw_parts(s.data, s.len) });
+        assert_eq!(text, [&b"b"[..], b"nan", b"?", b"a"]);
+    }
+
+    #[test]
+    fn a_string_key_outside_its_blob_is_refused() {
+        let refs = [StringRef { offset: 2, len: 5 }];
+        let p = LabelEncodeParams {
+            lookup: lookup(KEY_STRING, 8, 0, 1, -1, 3),
+            value_kind: VALUE_BYTES,
+            value_size: 8,
+            value_blob: 0,
+        };
+        let status = unsafe {
+            onnxc_label_encode(
+                &p,
+                refs.as_ptr().cast(),
+                b"abc".as_ptr(),
+                [0i64; 2].as_ptr().cast(),
+                [].as_ptr(),
+                [].as_ptr(),
+                [].as_mut_ptr(),
+            )
+        };
+        assert_eq!(status, STATUS_INVALID_PARAMS);
+    }
+
+    #[test]
+    fn two_tree_classes_follow_onnx_runtime() {
+        // One class id with positive weights (a random forest's form): the
+        // score is class 1's probability.
+        let p = ClassifyParams {
+            rows: 2,
+            classes: 2,
+            mode: CLASSIFY_TREE_BINARY,
+            post_transform: POST_NONE,
+            single_class: 1,
+            all_positive: 1,
+            ..Default::default()
+        };
+        let s = [0.75f32, 0.0, 0.25, 0.0];
+        let (mut label, mut z) = ([0i64; 2], [0f32; 4]);
+        let status = unsafe {
+            onnxc_ml_classify(&p, [].as_ptr(), [1i64, 0].as_ptr(), s.as_ptr(), label.as_mut_ptr(), z.as_mut_ptr())
+        };
+        assert_eq!((status, label, z), (STATUS_OK, [1, 0], [0.25, 0.75, 0.75, 0.25]));
+        // Mixed signs and LOGISTIC (gradient boosting): a base value, then
+        // the logistic of -s and s.
+        let p = ClassifyParams { rows: 1, post_transform: POST_LOGISTIC, base_len: 1, all_positive: 0, ..p };
+        let status = unsafe {
+            onnxc_ml_classify(
+                &p,
+                [0.5].as_ptr(),
+                [1i64, 0].as_ptr(),
+                [-1.5f32, 0.0].as_ptr(),
+                label.as_mut_ptr(),
+                z.as_mut_ptr(),
+            )
+        };
+        let expected = 1.0 / (1.0 + libm::exp(1.0)) as f32;
+        assert_eq!((status, label[0]), (STATUS_OK, 0));
+        assert!((z[1] - expected).abs() < 1e-7 && (z[0] + z[1] - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn feature_transforms() {
+        let x = [3.0f32, -4.0, f32::NAN, 1.0];
+        let mut y = [0f32; 4];
+        let mut run = |mode, a: &[f64], b: &[f64], replaced| {
+            let p = FeaturesParams {
+                rows: 2,
+                features: 2,
+                x_elem: ELEM_F32,
+                y_elem: ELEM_F32,
+                mode,
+                a_len: a.len() as i64,
+                b_len: b.len() as i64,
+                replaced,
+            };
+            let status =
+                unsafe { onnxc_ml_features(&p, a.as_ptr(), b.as_ptr(), x.as_ptr().cast(), y.as_mut_ptr().cast()) };
+            assert_eq!(status, STATUS_OK);
+            y
+        };
+        let l2 = run(FEATURES_NORMALIZE_L2, &[], &[], 0.0);
+        assert!((l2[0] - 0.6).abs() < 1e-7 && (l2[1] + 0.8).abs() < 1e-7);
+        assert_eq!(run(FEATURES_IMPUTE, &[9.0, 8.0], &[], f64::NAN), [3.0, -4.0, 9.0, 1.0]);
+        assert_eq!(run(FEATURES_SCALE, &[1.0], &[2.0, 0.5], 0.0)[..2], [4.0, -2.5]);
+    }
+
+    #[test]
+    fn pairwise_coupling_gives_probabilities() {
+        let mut work = [0f32; 27];
+        let mut p = [0f32; 3];
+        couple(3, &[1.0, -0.5, 2.0], &[-2.0; 3], &[0.0; 3], &mut work, &mut p);
+        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{p:?}");
+        assert!(p.iter().all(|&v| v > 0.0 && v < 1.0));
+        assert_eq!(first_max(&[1.0, 3.0, 3.0]), 1);
     }
 }
