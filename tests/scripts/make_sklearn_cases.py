@@ -144,7 +144,7 @@ def ml_node_cases():
     yield "ml_label_encoder_float_to_string", ml_node(
         "LabelEncoder", [("x", f32, [2, 3])], [("y", text, [2, 3])],
         keys_floats=[0.5, -1.0, 2.25], values_strings=["half", "minus one", "more"], default_string="none",
-    ), {"x": np.array([[0.5, 2.25, 3.0], [-1.0, 0.0, 0.5]], dtype=np.float32)}
+    ), {"x": np.array([[0.5, 2.25, 3.0], [-1.0, np.nan, 0.5]], dtype=np.float32)}
     yield "ml_label_encoder_int_to_float", ml_node(
         "LabelEncoder", [("x", i64, [6])], [("y", f32, [6])],
         keys_int64s=[10, -3, 99], values_floats=[1.5, -2.0, 0.25], default_float=7.0,

@@ -50,7 +50,7 @@ impl ClassLabels {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         match self {
             ClassLabels::Ints(v) => v.len(),
             ClassLabels::Strings(v) => v.len(),
@@ -125,7 +125,7 @@ pub fn lower_labels(cx: &mut Lower, labels: &ClassLabels, index: Value, rows: us
             (LABELS_STRING, Vec::new(), refs, blob)
         }
     };
-    let p = PickLabelsParams { count: rows as i64, labels: labels.len() as i64, kind, blob: blob.len() as i64 };
+    let p = PickLabelsParams { count: rows as i64, labels: labels.count() as i64, kind, blob: blob.len() as i64 };
     let p = cx.params(&p)?;
     let ints = cx.table(&ints)?;
     let refs = cx.table(&refs)?;

@@ -359,7 +359,7 @@ pub fn import_one_hot_encoder(cx: &mut NodeImport) -> Result<Op, String> {
         }
         _ => return Err("exactly one of the attributes \"cats_int64s\" and \"cats_strings\" is required".into()),
     };
-    if keys.len() == 0 {
+    if keys.is_empty() {
         return Err("the categories are empty".into());
     }
     let keys = KeyTable::new(&keys, "cats")?;

@@ -75,7 +75,7 @@ impl LinearScores {
         if !intercepts.is_empty() && intercepts.len() != targets {
             return Err(format!("attribute \"intercepts\" has {} values, expected {targets}", intercepts.len()));
         }
-        if targets == 0 || coefficients.len() % targets != 0 {
+        if targets == 0 || !coefficients.len().is_multiple_of(targets) {
             return Err(format!("{} coefficients do not make {targets} rows", coefficients.len()));
         }
         Ok(LinearScores { coefficients, intercepts, targets })
@@ -157,11 +157,11 @@ pub fn import_linear_classifier(cx: &mut NodeImport) -> Result<Op, String> {
     let classes = a.floats("intercepts")?.map_or(0, |v| v.len());
     let post = post_transform(a)?;
     let binary = classes == 1;
-    if binary && (labels.len() != 2 || post == POST_PROBIT) {
+    if binary && (labels.count() != 2 || post == POST_PROBIT) {
         return Err("one score column is supported with two class labels and no PROBIT transform".into());
     }
-    if !binary && labels.len() != classes {
-        return Err(format!("there are {classes} intercepts but {} class labels", labels.len()));
+    if !binary && labels.count() != classes {
+        return Err(format!("there are {classes} intercepts but {} class labels", labels.count()));
     }
     let scores = LinearScores::import(cx, classes)?;
     let params = ClassifyParams {

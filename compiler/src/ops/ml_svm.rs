@@ -66,7 +66,7 @@ impl SvmKernel {
             3 => [params[0], params[1], params[2]].map(f64::from),
             n => return Err(format!("attribute \"kernel_params\" has {n} values, expected 3 (gamma, coef0, degree)")),
         };
-        if count == 0 || vectors.len() % count != 0 {
+        if count == 0 || !vectors.len().is_multiple_of(count) {
             return Err(format!("{} vector values do not make {count} vectors", vectors.len()));
         }
         let features = vectors.len() / count;
@@ -197,7 +197,7 @@ pub struct SvmClassifier {
 pub fn import_svm_classifier(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
     let labels = ClassLabels::import(a, "classlabels_ints")?;
-    let classes = labels.len();
+    let classes = labels.count();
     if classes < 2 {
         return Err(format!("there are {classes} class labels, expected at least 2"));
     }
@@ -265,7 +265,7 @@ pub fn import_svm_classifier(cx: &mut NodeImport) -> Result<Op, String> {
 
 impl SvmClassifier {
     fn work_bytes(&self) -> usize {
-        round8(svm_work_len(self.labels.len()) * 4)
+        round8(svm_work_len(self.labels.count()) * 4)
     }
 }
 

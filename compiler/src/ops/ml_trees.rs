@@ -220,7 +220,7 @@ pub struct TreeClassifier {
 pub fn import_classifier(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
     let labels = ClassLabels::import(a, "classlabels_int64s")?;
-    let classes = labels.len();
+    let classes = labels.count();
     if classes < 2 {
         return Err(format!("there are {classes} class labels, expected at least 2"));
     }

@@ -47,7 +47,8 @@ pub struct LookupParams {
     /// Element code of `x` (ints: i16/i32/i64; floats: f16/f32/f64).
     pub x_elem: i64,
     pub keys: i64,
-    /// `KEY_FLOAT`: the entry a NaN element maps to, or -1.
+    /// `KEY_FLOAT`: the entry a NaN element maps to (`keys`, the one past
+    /// the sorted keys), or -1.
     pub nan_entry: i64,
     /// Bytes in the key blob.
     pub key_blob: i64,
@@ -62,7 +63,7 @@ struct Keys<'a> {
 
 impl Keys<'_> {
     unsafe fn new<'a>(p: &'a LookupParams, table: *const u8, blob: *const u8) -> Option<Keys<'a>> {
-        if p.count < 0 || p.keys < 0 || p.key_blob < 0 {
+        if p.count < 0 || p.keys < 0 || p.key_blob < 0 || p.nan_entry != -1 && p.nan_entry != p.keys {
             return None;
         }
         let keys = Keys { p, table, blob: slice(blob, p.key_blob) };
@@ -135,9 +136,9 @@ pub const VALUE_STRING: i64 = 1;
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct LabelEncodeParams {
     pub lookup: LookupParams,
-    /// `VALUE_BYTES`: `values` holds `keys + 1` elements of `value_size`
-    /// bytes (the last is the default); `VALUE_STRING`: `keys + 1`
-    /// [`StringRef`]s into the value blob.
+    /// `VALUE_BYTES`: `values` holds one element of `value_size` bytes per
+    /// entry (the sorted keys, the NaN key if any) and the default last;
+    /// `VALUE_STRING`: as many [`StringRef`]s into the value blob.
     pub value_kind: i64,
     pub value_size: i64,
     pub value_blob: i64,
@@ -157,7 +158,8 @@ pub unsafe extern "C" fn onnxc_label_encode(
 ) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
     let Some(lookup) = Keys::new(&p.lookup, keys, key_blob) else { return STATUS_INVALID_PARAMS };
-    let entries = p.lookup.keys as usize + 1;
+    // The sorted keys, the NaN key if there is one, then the default.
+    let entries = p.lookup.keys as usize + (p.lookup.nan_entry >= 0) as usize + 1;
     let blob = slice(value_blob, p.value_blob);
     if p.value_kind == VALUE_STRING {
         let refs = slice(values as *const StringRef, entries as i64);
