@@ -115,7 +115,7 @@ def convert(model, data):
     return onx, {onx.graph.input[0].name: test}
 
 
-def ml_node(op, inputs, outputs, **attrs):
+def ml_node(op, inputs, outputs, ml_opset=3, **attrs):
     """A model of one ai.onnx.ml node; inputs/outputs are (name, type, shape)."""
     node = helper.make_node(op, [i[0] for i in inputs], [o[0] for o in outputs], domain="ai.onnx.ml", **attrs)
     graph = helper.make_graph(
@@ -124,7 +124,7 @@ def ml_node(op, inputs, outputs, **attrs):
         [helper.make_tensor_value_info(*i) for i in inputs],
         [helper.make_tensor_value_info(*o) for o in outputs],
     )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", ml_opset)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=8)
 
 
@@ -149,6 +149,14 @@ def ml_node_cases():
         "LabelEncoder", [("x", i64, [6])], [("y", f32, [6])],
         keys_int64s=[10, -3, 99], values_floats=[1.5, -2.0, 0.25], default_float=7.0,
     ), {"x": np.array([99, 10, 0, -3, 10, 5], dtype=np.int64)}
+    yield "ml_label_encoder_opset1_to_int", ml_node(
+        "LabelEncoder", [("x", text, [4])], [("y", i64, [4])], ml_opset=1,
+        classes_strings=["dog", "cat", "fish"], default_int64=-7,
+    ), {"x": words}
+    yield "ml_label_encoder_opset1_to_string", ml_node(
+        "LabelEncoder", [("x", i64, [4])], [("y", text, [4])], ml_opset=1,
+        classes_strings=["dog", "cat", "fish"], default_string="?",
+    ), {"x": np.array([2, 0, 3, 1], dtype=np.int64)}
     yield "ml_one_hot_strings", ml_node(
         "OneHotEncoder", [("x", text, [2, 2])], [("y", f32, [2, 2, 3])], cats_strings=["owl", "cat", "dog"], zeros=1,
     ), {"x": words.reshape(2, 2)}

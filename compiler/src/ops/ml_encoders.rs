@@ -1,4 +1,4 @@
-//! ai.onnx.ml keyed encoders: LabelEncoder (opsets 2 and 4), CategoryMapper
+//! ai.onnx.ml keyed encoders: LabelEncoder (opsets 1, 2 and 4), CategoryMapper
 //! and OneHotEncoder, all lookups of an element among keys known at
 //! compile time.
 //!
@@ -12,7 +12,8 @@
 //! Type constraints (ONNX): LabelEncoder maps string, int64 or float (opset
 //! 4 also int32, int16, double through `keys_tensor`/`values_tensor`) to any
 //! of those; the input's type is the keys'. CategoryMapper maps string ↔
-//! int64 (by position in `cats_strings`/`cats_int64s`). OneHotEncoder takes
+//! int64 (by position in `cats_strings`/`cats_int64s`), as does
+//! LabelEncoder 1 (string ↔ position in `classes_strings`). OneHotEncoder takes
 //! int64, int32, float, double or string `[N]` or `[N, C]` and gives f32
 //! with one more dim of `len(cats)`; elements that are no category give a
 //! zero row (`zeros=1`) or fail the node (status 2).
@@ -231,10 +232,10 @@ fn default_value(cx: &NodeImport, dtype: DType) -> Result<Tensor, String> {
 
 pub fn import_label_encoder(cx: &mut NodeImport) -> Result<Op, String> {
     if cx.opset < 2 {
-        return Err(format!(
-            "LabelEncoder opset {} (classes_strings) is not supported yet; opsets 2 and 4 are",
-            cx.opset
-        ));
+        // Opset 1: strings ↔ their positions in `classes_strings`.
+        let classes = cx.attrs.strings("classes_strings")?.ok_or("attribute \"classes_strings\" is required")?;
+        let positions = (0..classes.len() as i64).collect();
+        return string_int_mapping(cx, classes, positions, ["classes_strings", "classes_strings"]);
     }
     let keys = list_attr(cx, "keys")?.ok_or("one of the attributes \"keys_*\" is required")?;
     let values = list_attr(cx, "values")?.ok_or("one of the attributes \"values_*\" is required")?;
@@ -252,34 +253,32 @@ pub fn import_label_encoder(cx: &mut NodeImport) -> Result<Op, String> {
 
 pub fn import_category_mapper(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
-    let strings: Vec<Vec<u8>> = a
-        .strings("cats_strings")?
-        .ok_or("attribute \"cats_strings\" is required")?
-        .into_iter()
-        .map(String::into_bytes)
-        .collect();
+    let strings = a.strings("cats_strings")?.ok_or("attribute \"cats_strings\" is required")?;
     let ints = a.ints("cats_int64s")?.ok_or("attribute \"cats_int64s\" is required")?;
     if strings.len() != ints.len() {
         return Err(format!("\"cats_strings\" has {} values, \"cats_int64s\" {}", strings.len(), ints.len()));
     }
+    string_int_mapping(cx, strings, ints, ["cats_strings", "cats_int64s"])
+}
+
+/// A CategoryMapper over `strings[i] ↔ ints[i]` (attribute names for
+/// errors), with `default_string` ("_Unused") and `default_int64` (-1).
+fn string_int_mapping(cx: &NodeImport, strings: Vec<String>, ints: Vec<i64>, names: [&str; 2]) -> Result<Op, String> {
+    let a = &cx.attrs;
     let default_string = a.string_or("default_string", "_Unused")?.into_bytes();
     let default_int = a.int_or("default_int64", -1)?;
     let n = ints.len();
-    let strings = Tensor::from_strings(vec![n], strings).ok_or("bad cats_strings")?;
+    let strings = Tensor::from_strings(vec![n], strings.into_iter().map(String::into_bytes).collect())
+        .ok_or("the string list does not match its length")?;
     let ints = Tensor::from_i64s(vec![n], &ints);
-    let both = [(&strings, &ints), (&ints, &strings)];
-    let mut directions = Vec::new();
-    for (keys, values) in both {
-        let table = KeyTable::new(keys, if keys.dtype == DType::String { "cats_strings" } else { "cats_int64s" })?;
-        let default = if values.dtype == DType::String {
-            Tensor::from_strings(vec![1], vec![default_string.clone()]).ok_or("bad default_string")?
-        } else {
-            Tensor::from_i64s(vec![1], &[default_int])
-        };
+    let direction = |keys: &Tensor, values: &Tensor, name: &str, default: Tensor| -> Result<LabelEncoder, String> {
+        let table = KeyTable::new(keys, name)?;
         let values = entry_values(&table, values, default);
-        directions.push(LabelEncoder { keys: table, values });
-    }
-    let [to_int, to_string] = <[LabelEncoder; 2]>::try_from(directions).map_err(|_| "internal: two directions")?;
+        Ok(LabelEncoder { keys: table, values })
+    };
+    let default_string = Tensor::from_strings(vec![1], vec![default_string]).ok_or("bad default_string")?;
+    let to_int = direction(&strings, &ints, names[0], Tensor::from_i64s(vec![1], &[default_int]))?;
+    let to_string = direction(&ints, &strings, names[1], default_string)?;
     Ok(Op::CategoryMapper(CategoryMapper { to_int, to_string }))
 }
 
@@ -386,23 +385,16 @@ impl Operator for CategoryOneHot {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let (mut lookup, keys, key_blob) = self.keys.lower(cx, shape.iter().product())?;
-        if dtype.is_float() {
+        let count = shape.iter().product();
+        let (lookup, keys, key_blob) = match (&self.keys.keys, dtype.is_float()) {
             // Float inputs meet the int64 categories as floats.
-            let SortedKeys::Ints(ints) = &self.keys.keys else {
-                return Err("float input with string categories".into());
-            };
-            lookup.key_kind = KEY_FLOAT;
-            let floats: Vec<f64> = ints.iter().map(|&v| v as f64).collect();
-            let keys = cx.table(&floats)?;
-            return self.call(cx, lookup, keys, key_blob);
-        }
-        self.call(cx, lookup, keys, key_blob)
-    }
-}
-
-impl CategoryOneHot {
-    fn call(&self, cx: &mut Lower, lookup: LookupParams, keys: Value, key_blob: Value) -> Result<(), String> {
+            (SortedKeys::Ints(ints), true) => {
+                let floats: Vec<f64> = ints.iter().map(|&v| v as f64).collect();
+                let table = KeyTable { keys: SortedKeys::Floats(floats), ..self.keys.clone() };
+                table.lower(cx, count)?
+            }
+            _ => self.keys.lower(cx, count)?,
+        };
         let positions: Vec<i64> = self.keys.positions.iter().map(|&p| p as i64).collect();
         let p = cx.params(&CategoryOneHotParams { lookup, zeros: self.zeros as i64 })?;
         let positions = cx.table(&positions)?;
