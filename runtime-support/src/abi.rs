@@ -29,6 +29,7 @@ use crate::generic::resize::*;
 use crate::generic::roi::*;
 use crate::generic::softmax::*;
 use crate::generic::strings::*;
+use crate::generic::svm::*;
 use crate::generic::training::*;
 use crate::generic::tree::*;
 use crate::model::OnnxString;

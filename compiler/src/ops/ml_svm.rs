@@ -24,7 +24,7 @@ use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::generic::ml::{
+use onnxc_runtime::generic::svm::{
     svm_work_len, SvmClassifyParams, SvmKernelParams, SvmRegressParams, SVM_LINEAR, SVM_MODE_LINEAR, SVM_MODE_SVC,
     SVM_POLY, SVM_RBF, SVM_SIGMOID,
 };

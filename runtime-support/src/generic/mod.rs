@@ -42,6 +42,7 @@ pub mod resize;
 pub mod roi;
 pub mod softmax;
 pub mod strings;
+pub mod svm;
 pub mod training;
 pub mod tree;
 
