@@ -10,6 +10,8 @@ step() { echo "==> $*" >&2; }
 
 step "making test data (bash tests/make_data.sh)"
 bash tests/make_data.sh
+step "making the scikit-learn cases (bash tests/make_sklearn_data.sh)"
+bash tests/make_sklearn_data.sh
 step "installing the cross toolchains the cross-target tests run (tests/scripts/install_cross_tools.sh)"
 bash tests/scripts/install_cross_tools.sh
 step "building (cargo build --release)"

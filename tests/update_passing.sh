@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ratchet up tests/conformance/passing.txt: run the release onnxc over every
 # case in tests/data/{node,simple,pytorch-converted,pytorch-operator,light,
-# light-random} and merge each case that passes into the list (union with
+# light-random,sklearn} and merge each case that passes into the list (union with
 # what is there, sorted; never removes a line). Review the diff and commit it.
 #
 #   cargo build --release && bash tests/update_passing.sh
@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ONNXC="${ONNXC:-$ROOT/target/release/onnxc}"
 DATA="$ROOT/tests/data"
 LIST="$ROOT/tests/conformance/passing.txt"
-FOLDERS=(node simple pytorch-converted pytorch-operator light light-random)
+FOLDERS=(node simple pytorch-converted pytorch-operator light light-random sklearn)
 BATCH="${BATCH:-100}"
 VIA="${VIA:-jit object}"
 TIMEOUT="${TIMEOUT:-1800}"
@@ -33,9 +33,11 @@ trap 'rm -rf "$tmp"' EXIT
 run_cases() {
     local via="$1" folder="$2" rc=0 name
     shift 2
-    # whole models: rtol 1e-3 / atol 1e-4 against ONNX Runtime (as in tests/suite/conformance.rs)
+    # whole models: rtol 1e-3 / atol 1e-4 against ONNX Runtime, scikit-learn
+    # models atol 1e-5 (as in tests/suite/conformance.rs)
     local -a tol=()
     [[ "$folder" == light* ]] && tol=(--atol 1e-4)
+    [[ "$folder" == sklearn ]] && tol=(--atol 1e-5)
     (cd "$DATA/$folder" && timeout "$TIMEOUT" "$ONNXC" test --via "$via" "${tol[@]}" "$@") \
         > "$tmp/out" 2> "$tmp/err" || rc=$?
     # "PASS name" / "FAIL name: why", name possibly a path: keep its last

@@ -6,7 +6,8 @@
 //!
 //! Rules:
 //! - model: `ir_version` set and in 3..=14; `opset_import` non-empty, each
-//!   domain once (`""` and `"ai.onnx"` are the same), each entry has a
+//!   domain once (`""` and `"ai.onnx"` are the same; an exact repeat is
+//!   accepted), each entry has a
 //!   version; every node's domain is imported (functions use their own
 //!   `opset_import`, or the model's when theirs is empty), unless the node
 //!   calls a model-local function.
@@ -84,7 +85,7 @@ pub enum CheckErrorKind {
     IrVersion(i64),
     #[error("opset_import is empty")]
     NoOpsetImport,
-    #[error("opset_import lists domain {0:?} more than once")]
+    #[error("opset_import lists domain {0:?} more than once, with different versions")]
     DuplicateOpset(String),
     #[error("opset_import entry for domain {0:?} has no version")]
     OpsetNoVersion(String),
@@ -290,17 +291,19 @@ impl Checker {
 
     /// Checks an opset_import list; returns the (normalized) domains it imports.
     fn opsets(&mut self, list: &[OperatorSetIdProto], owner: &str) -> HashSet<String> {
-        let mut domains = HashSet::new();
+        // An exact repeat (same domain, same version) says nothing new:
+        // skl2onnx writes them and onnx's checker accepts them.
+        let mut versions = HashMap::new();
         for o in list {
             let d = norm_domain(o.domain()).to_string();
             if o.version.is_none() {
                 self.push(owner, CheckErrorKind::OpsetNoVersion(o.domain().to_string()));
             }
-            if !domains.insert(d.clone()) {
+            if versions.insert(d.clone(), o.version).is_some_and(|v| v != o.version) {
                 self.push(owner, CheckErrorKind::DuplicateOpset(d));
             }
         }
-        domains
+        versions.into_keys().collect()
     }
 
     fn function(&mut self, f: &FunctionProto, model_domains: &HashSet<String>) {

@@ -24,19 +24,23 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Whole models accumulate float rounding over hundreds of layers: they are
-/// compared with ONNX Runtime at rtol 1e-3 / atol 1e-4; every other folder
-/// uses `onnxc test`'s defaults (the ONNX backend's rtol 1e-3 / atol 1e-7).
+/// compared with ONNX Runtime at rtol 1e-3 / atol 1e-4; the scikit-learn
+/// models at atol 1e-5 (`sklearn.rs`); every other folder uses `onnxc
+/// test`'s defaults (the ONNX backend's rtol 1e-3 / atol 1e-7).
 /// `tests/update_passing.sh` applies the same rule.
 fn tolerance_args(folder: &str) -> &'static [&'static str] {
     if folder.starts_with("light") {
         &["--atol", "1e-4"]
+    } else if folder == "sklearn" {
+        crate::sklearn::TOLERANCE
     } else {
         &[]
     }
 }
 
 /// Top-level folders of tests/data that hold cases.
-pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random"];
+pub const FOLDERS: &[&str] =
+    &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "sklearn"];
 
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;

@@ -29,4 +29,5 @@ mod random;
 mod reproducible;
 mod runtime_faults;
 mod sequences;
+mod sklearn;
 mod strings;

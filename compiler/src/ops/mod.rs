@@ -17,6 +17,11 @@ pub mod flex_attention;
 pub mod gather;
 pub mod linalg;
 pub mod loss;
+pub mod ml_classify;
+pub mod ml_encoders;
+pub mod ml_linear;
+pub mod ml_svm;
+pub mod ml_trees;
 pub mod norm;
 pub mod pool;
 pub mod portable_math;
@@ -311,6 +316,16 @@ ops! {
     StringSplit(strings::StringSplit),
     RegexFullMatch(strings::RegexFullMatch),
     TfIdfVectorizer(strings::TfIdfVectorizer),
+    LabelEncoder(ml_encoders::LabelEncoder),
+    CategoryMapper(ml_encoders::CategoryMapper),
+    CategoryOneHot(ml_encoders::CategoryOneHot),
+    TreeClassifier(ml_trees::TreeClassifier),
+    LinearRegressor(ml_linear::LinearRegressor),
+    LinearClassifier(ml_linear::LinearClassifier),
+    FeatureTransform(ml_linear::FeatureTransform),
+    FeatureVectorizer(ml_linear::FeatureVectorizer),
+    SvmRegressor(ml_svm::SvmRegressor),
+    SvmClassifier(ml_svm::SvmClassifier),
 }
 
 impl Op {
@@ -587,7 +602,20 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
     ("ai.onnx.ml", "Binarizer", elementwise::import),
+    ("ai.onnx.ml", "CategoryMapper", ml_encoders::import_category_mapper),
+    ("ai.onnx.ml", "FeatureVectorizer", ml_linear::import_feature_vectorizer),
+    ("ai.onnx.ml", "Imputer", ml_linear::import_imputer),
+    ("ai.onnx.ml", "LabelEncoder", ml_encoders::import_label_encoder),
+    ("ai.onnx.ml", "LinearClassifier", ml_linear::import_linear_classifier),
+    ("ai.onnx.ml", "LinearRegressor", ml_linear::import_linear_regressor),
+    ("ai.onnx.ml", "Normalizer", ml_linear::import_normalizer),
+    ("ai.onnx.ml", "OneHotEncoder", ml_encoders::import_one_hot_encoder),
+    ("ai.onnx.ml", "Scaler", ml_linear::import_scaler),
+    ("ai.onnx.ml", "SVMClassifier", ml_svm::import_svm_classifier),
+    ("ai.onnx.ml", "SVMRegressor", ml_svm::import_svm_regressor),
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
+    ("ai.onnx.ml", "TreeEnsembleClassifier", ml_trees::import_classifier),
+    ("ai.onnx.ml", "TreeEnsembleRegressor", ml_trees::import_regressor),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Adam", training::import),
     ("ai.onnx.preview.training", "Momentum", training::import),

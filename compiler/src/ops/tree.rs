@@ -13,7 +13,7 @@
 //! tree (the spec's degenerate case).
 
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::generic::tree::{
@@ -34,6 +34,9 @@ pub struct TreeEnsemble {
     pub post_transform: i64,
     /// Largest feature index a node reads.
     pub max_feature: Option<usize>,
+    /// Added to each target's score before the post transform (empty, or
+    /// one per target; the older ai.onnx.ml tree operators' `base_values`).
+    pub base_values: Vec<f64>,
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
@@ -162,12 +165,13 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         aggregate,
         post_transform,
         max_feature,
+        base_values: Vec::new(),
     }))
 }
 
 /// Fails when following branches from some root comes back to a node on the
 /// current path (the kernel would otherwise stop such a walk at run time).
-fn check_acyclic(nodes: &[TreeNode], roots: &[i64]) -> Result<(), String> {
+pub(crate) fn check_acyclic(nodes: &[TreeNode], roots: &[i64]) -> Result<(), String> {
     const NEW: u8 = 0;
     const ON_PATH: u8 = 1;
     const DONE: u8 = 2;
@@ -204,6 +208,37 @@ fn check_acyclic(nodes: &[TreeNode], roots: &[i64]) -> Result<(), String> {
     Ok(())
 }
 
+impl TreeEnsemble {
+    /// The kernel call computing `y` (`[rows, targets]`) from `x` (`shape`,
+    /// `[rows, features]` of `dtype`).
+    pub fn emit(&self, cx: &mut Lower, dtype: DType, shape: &[usize], x: Value, y: Value) -> Result<(), String> {
+        let extreme = if dtype == DType::F64 { f64::MAX } else { f64::from(f32::MAX) };
+        let p = TreeParams {
+            rows: shape[0] as i64,
+            features: shape[1] as i64,
+            targets: self.targets as i64,
+            trees: self.roots.len() as i64,
+            nodes: self.nodes.len() as i64,
+            leaves: self.leaves.len() as i64,
+            contributions: self.contributions.len() as i64,
+            set_values: self.sets.len() as i64,
+            aggregate: self.aggregate,
+            post_transform: self.post_transform,
+            extreme,
+            base_values: self.base_values.len() as i64,
+        };
+        let params = cx.params(&p)?;
+        let nodes = cx.table(&self.nodes)?;
+        let leaves = cx.table(&self.leaves)?;
+        let contributions = cx.table(&self.contributions)?;
+        let sets = cx.table(&self.sets)?;
+        let roots = cx.table(&self.roots)?;
+        let base_values = cx.table(&self.base_values)?;
+        let args = [params, nodes, leaves, contributions, sets, roots, base_values, x, y];
+        cx.call_checked(&kernel_for("onnxc_tree_ensemble", dtype), &args)
+    }
+}
+
 impl Operator for TreeEnsemble {
     fn name(&self) -> &'static str {
         "TreeEnsemble"
@@ -225,30 +260,8 @@ impl Operator for TreeEnsemble {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let extreme = if dtype == DType::F64 { f64::MAX } else { f64::from(f32::MAX) };
-        let p = TreeParams {
-            rows: shape[0] as i64,
-            features: shape[1] as i64,
-            targets: self.targets as i64,
-            trees: self.roots.len() as i64,
-            nodes: self.nodes.len() as i64,
-            leaves: self.leaves.len() as i64,
-            contributions: self.contributions.len() as i64,
-            set_values: self.sets.len() as i64,
-            aggregate: self.aggregate,
-            post_transform: self.post_transform,
-            extreme,
-        };
-        let params = cx.params(&p)?;
-        let nodes = cx.table(&self.nodes)?;
-        let leaves = cx.table(&self.leaves)?;
-        let contributions = cx.table(&self.contributions)?;
-        let sets = cx.table(&self.sets)?;
-        let roots = cx.table(&self.roots)?;
-        let x = cx.input_ptr(0)?;
-        let y = cx.output_ptr(0)?;
-        let args = [params, nodes, leaves, contributions, sets, roots, x, y];
-        cx.call_checked(&kernel_for("onnxc_tree_ensemble", dtype), &args)
+        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        self.emit(cx, dtype, &shape, x, y)
     }
 
     fn stages_halves(&self) -> bool {

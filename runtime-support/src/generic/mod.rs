@@ -30,6 +30,7 @@ pub mod indexing;
 pub mod loss;
 pub mod math;
 pub mod minifloat;
+pub mod ml;
 pub mod norm;
 pub mod packed;
 pub mod pool;
@@ -41,6 +42,7 @@ pub mod resize;
 pub mod roi;
 pub mod softmax;
 pub mod strings;
+pub mod svm;
 pub mod training;
 pub mod tree;
 

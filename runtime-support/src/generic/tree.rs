@@ -84,10 +84,15 @@ pub struct TreeParams {
     /// Start value of a MIN (its negation: of a MAX) aggregation: the
     /// largest finite value of the output type.
     pub extreme: f64,
+    /// Entries of `base_values` (0 or `targets`), added to the aggregated
+    /// scores before the post transform (the older TreeEnsembleRegressor's
+    /// and TreeEnsembleClassifier's `base_values`).
+    pub base_values: i64,
 }
 
 /// `x` is `[rows, features]`, `y` `[rows, targets]`; `nodes`, `leaves`,
-/// `contributions`, `sets` and `roots` are the tables [`TreeParams`] counts.
+/// `contributions`, `sets`, `roots` and `base_values` are the tables
+/// [`TreeParams`] counts.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_tree_ensemble_f32(
     p: *const TreeParams,
@@ -96,10 +101,11 @@ pub unsafe extern "C" fn onnxc_tree_ensemble_f32(
     contributions: *const TreeContribution,
     sets: *const f64,
     roots: *const i64,
+    base_values: *const f64,
     x: *const f32,
     y: *mut f32,
 ) -> i32 {
-    tree_ensemble(p, Tables { nodes, leaves, contributions, sets, roots }, x, y)
+    tree_ensemble(p, Tables { nodes, leaves, contributions, sets, roots, base_values }, x, y)
 }
 
 /// [`onnxc_tree_ensemble_f32`] for `f64`.
@@ -111,10 +117,11 @@ pub unsafe extern "C" fn onnxc_tree_ensemble_f64(
     contributions: *const TreeContribution,
     sets: *const f64,
     roots: *const i64,
+    base_values: *const f64,
     x: *const f64,
     y: *mut f64,
 ) -> i32 {
-    tree_ensemble(p, Tables { nodes, leaves, contributions, sets, roots }, x, y)
+    tree_ensemble(p, Tables { nodes, leaves, contributions, sets, roots, base_values }, x, y)
 }
 
 struct Tables {
@@ -123,14 +130,16 @@ struct Tables {
     contributions: *const TreeContribution,
     sets: *const f64,
     roots: *const i64,
+    base_values: *const f64,
 }
 
 unsafe fn tree_ensemble<T: Real>(p: *const TreeParams, t: Tables, x: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
     let counts = [p.rows, p.features, p.targets, p.trees, p.nodes, p.leaves, p.contributions, p.set_values];
-    if counts.iter().any(|&n| n < 0) {
+    if counts.iter().any(|&n| n < 0) || p.base_values != 0 && p.base_values != p.targets {
         return STATUS_INVALID_PARAMS;
     }
+    let base_values = slice(t.base_values, p.base_values);
     let nodes = slice(t.nodes, p.nodes);
     let leaves = slice(t.leaves, p.leaves);
     let contributions = slice(t.contributions, p.contributions);
@@ -165,6 +174,9 @@ unsafe fn tree_ensemble<T: Real>(p: *const TreeParams, t: Tables, x: *const T, y
                     _ => *slot + w,
                 };
             }
+        }
+        for (score, &base) in scores.iter_mut().zip(base_values) {
+            *score = *score + T::from_f64(base);
         }
         post_transform(p.post_transform, scores);
     }
@@ -213,7 +225,7 @@ fn walk<T: Real>(nodes: &[TreeNode], sets: &[f64], root: i64, x: &[T]) -> Option
 }
 
 /// The spec's post transforms over one row of scores (computed in f64).
-fn post_transform<T: Real>(kind: i64, scores: &mut [T]) {
+pub(crate) fn post_transform<T: Real>(kind: i64, scores: &mut [T]) {
     let map =
         |scores: &mut [T], f: &dyn Fn(f64) -> f64| scores.iter_mut().for_each(|s| *s = T::from_f64(f(s.to_f64())));
     match kind {
@@ -294,6 +306,7 @@ mod tests {
             aggregate,
             post_transform: post,
             extreme: f32::MAX as f64,
+            base_values: 0,
         };
         let mut y = [0f32; 2];
         let status = unsafe {
@@ -304,6 +317,7 @@ mod tests {
                 contributions.as_ptr(),
                 sets.as_ptr(),
                 roots.as_ptr(),
+                [].as_ptr(),
                 x.as_ptr(),
                 y.as_mut_ptr(),
             )

@@ -8,9 +8,11 @@
 //! The cases live by theme: `structure.rs` (protobuf, IR version, opsets,
 //! graph and subgraph rules, functions), `tensors.rs` (tensor data and
 //! external data), `sizes.rs` (huge values, attributes inconsistent with
-//! their tensors, window arithmetic).
+//! their tensors, window arithmetic), `ml.rs` (ai.onnx.ml attributes that
+//! do not fit together).
 
 mod inotify;
+mod ml;
 mod sizes;
 mod structure;
 mod tensors;
@@ -81,6 +83,7 @@ fn all_cases() -> Vec<Case> {
     let mut cases = structure::cases();
     cases.extend(tensors::cases());
     cases.extend(sizes::cases());
+    cases.extend(ml::cases());
     cases
 }
 
