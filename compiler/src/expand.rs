@@ -50,6 +50,7 @@ impl Expansion<'_, '_> {
             Op::Sequence(op) => self.expand_sequence(&node, op),
             Op::Elementwise(_) => self.alias_composite(&node),
             Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
+            Op::Gradient(op) => crate::ops::gradient::expand(self, &node, op),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {

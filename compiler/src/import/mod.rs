@@ -34,6 +34,7 @@ pub struct NodeImport<'a> {
     pub inputs: Vec<Option<ValueId>>,
     pub output_count: usize,
     graph: &'a mut Graph,
+    scope: &'a Scope,
 }
 
 impl NodeImport<'_> {
@@ -46,6 +47,12 @@ impl NodeImport<'_> {
     /// The compile-time value of input `i`, if it is a constant.
     pub fn const_input(&self, i: usize) -> Option<&crate::ir::Tensor> {
         self.inputs.get(i).copied().flatten().and_then(|v| self.graph.const_value(v))
+    }
+
+    /// The value `name` refers to where the node stands (for operators whose
+    /// attributes name values, like Gradient's `y`).
+    pub fn value_named(&self, name: &str) -> Option<ValueId> {
+        self.scope.get(name).copied()
     }
 
     /// The index this node gets among the imported graph's nodes: an
@@ -318,6 +325,7 @@ impl<'m> Importer<'m> {
             inputs,
             output_count: node.output.len(),
             graph: &mut self.graph,
+            scope,
         };
         match importer(&mut cx) {
             Ok(op) => {

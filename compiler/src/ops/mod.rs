@@ -15,6 +15,7 @@ pub mod einsum;
 pub mod elementwise;
 pub mod flex_attention;
 pub mod gather;
+pub mod gradient;
 pub mod linalg;
 pub mod loss;
 pub mod ml_classify;
@@ -311,6 +312,7 @@ ops! {
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
     FlexAttention(flex_attention::FlexAttention),
+    Gradient(gradient::Gradient),
     StringConcat(strings::StringConcat),
     StringNormalizer(strings::StringNormalizer),
     StringSplit(strings::StringSplit),
@@ -375,7 +377,13 @@ impl Op {
     pub fn is_control_flow(&self) -> bool {
         matches!(
             self,
-            Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::SequenceMap(_) | Op::Sequence(_) | Op::FlexAttention(_)
+            Op::If(_)
+                | Op::Loop(_)
+                | Op::Scan(_)
+                | Op::SequenceMap(_)
+                | Op::Sequence(_)
+                | Op::FlexAttention(_)
+                | Op::Gradient(_)
         )
     }
 
@@ -617,6 +625,7 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "TreeEnsembleClassifier", ml_trees::import_classifier),
     ("ai.onnx.ml", "TreeEnsembleRegressor", ml_trees::import_regressor),
     ("ai.onnx.preview.training", "Adagrad", training::import),
+    ("ai.onnx.preview.training", "Gradient", gradient::import),
     ("ai.onnx.preview.training", "Adam", training::import),
     ("ai.onnx.preview.training", "Momentum", training::import),
 ];

@@ -7,8 +7,8 @@
 //! Adam `V1..Vn` then `H1..Hn`); outputs the new `X`s, then the new states
 //! in the same order. `n` follows from the input count. Each tensor is one
 //! call of `onnxc_optimizer_step_{f32,f64}`, whose comment has the update
-//! rules. The gradient operator of this domain (`Gradient`) is not here: it
-//! needs automatic differentiation of the graph, which onnxc does not do.
+//! rules. The domain's `Gradient` is expanded into its backward pass
+//! during inference (`gradient.rs`).
 
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
