@@ -20,6 +20,16 @@ pub enum Datum {
     Tensor(Tensor),
     Sequence(Vec<Tensor>),
     Optional(Option<Box<Datum>>),
+    /// A sequence of maps (ZipMap's output).
+    Maps(Vec<Map>),
+}
+
+/// One map: its keys (int64 or string) and the value of each, two
+/// one-dimensional tensors of the same length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Map {
+    pub keys: Tensor,
+    pub values: Tensor,
 }
 
 impl Datum {
@@ -38,6 +48,7 @@ impl Datum {
             Datum::Sequence(items) => format!("seq({})", items.len()),
             Datum::Optional(None) => "optional(none)".into(),
             Datum::Optional(Some(d)) => format!("optional({})", d.describe()),
+            Datum::Maps(maps) => format!("seq({} maps)", maps.len()),
         }
     }
 }
@@ -247,6 +258,7 @@ fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Resul
             let at = if items.is_empty() { 0 } else { words(&elements, keep)? };
             words(&[items.len(), at], keep)
         }
+        Datum::Maps(_) => Err("sequences of maps are not model inputs".into()),
         Datum::Optional(None) => words(&[0, 0], keep),
         Datum::Optional(Some(inner)) => {
             let value = match &**inner {
@@ -484,6 +496,28 @@ unsafe fn read_composite(
         let elements = word(seq, 1) as *const usize;
         shapes.iter().enumerate().map(|(i, s)| tensor(elements.wrapping_add(3 * i), s)).collect()
     };
+    if let Some(key) = ty.map_key {
+        let [keys, values] = held.unwrap_or_default() else { return Err(bad("a map layout")) };
+        let (columns, rows) = crate::ops::sequence::map_rows(values).ok_or_else(|| bad("a map layout"))?;
+        if word(desc, 0) != rows || keys != &[columns] {
+            return Err(bad("a map count"));
+        }
+        let records = word(desc, 1) as *const usize;
+        return (0..rows)
+            .map(|i| {
+                let map = records.wrapping_add(3 * i);
+                if word(map, 0) != columns {
+                    return Err(bad("a map size"));
+                }
+                // SAFETY: see above; the model wrote `columns` keys and values.
+                let keys = unsafe { read_bytes(word(map, 1) as *const u8, key, vec![columns], name) }?;
+                // SAFETY: as for the keys.
+                let values = unsafe { read_bytes(word(map, 2) as *const u8, ty.dtype, vec![columns], name) }?;
+                Ok(Map { keys, values })
+            })
+            .collect::<Result<_, _>>()
+            .map(Datum::Maps);
+    }
     if !ty.optional {
         return sequence(desc, held.unwrap_or_default()).map(Datum::Sequence);
     }

@@ -50,6 +50,7 @@ impl Expansion<'_, '_> {
             Op::Sequence(op) => self.expand_sequence(&node, op),
             Op::Elementwise(_) => self.alias_composite(&node),
             Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
+            Op::ZipMap(op) => crate::ops::maps::expand(self, &node, op),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {
@@ -535,6 +536,7 @@ impl Expansion<'_, '_> {
             .map(|v| match self.graph.composites.get(v) {
                 Some(Composite::Sequence(items)) => Ok(Some(items.clone())),
                 Some(Composite::Optional(_)) => Err(Failure::Message("an input is an optional".into())),
+                Some(Composite::MapRows { .. }) => Err(Failure::Message("an input is a sequence of maps".into())),
                 None => Ok(None),
             })
             .collect::<Result<_, _>>()?;

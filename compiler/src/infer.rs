@@ -13,7 +13,7 @@
 //! that, foldable nodes run at run time); the compile clock is checked at
 //! every node.
 
-use crate::ir::{Composite, Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::{InferCx, InputInfo};
 use std::collections::{HashMap, HashSet};
@@ -98,6 +98,7 @@ fn write_composite_outputs(graph: &mut Graph) {
             optional: ty.optional,
             sequence: ty.sequence,
             empty: composite == Composite::Optional(None),
+            maps: matches!(composite, Composite::MapRows { .. }),
         };
         let inputs = graph.composite_tensors(v).into_iter().map(Some).collect();
         graph.composites.insert(out, composite);
@@ -114,12 +115,22 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
     let tensors = |items: &[ValueId]| items.iter().all(|i| !graph.composites.contains_key(i));
     let fits = match graph.composites.get(&v) {
         None => return Ok(()),
+        Some(Composite::MapRows { keys, .. }) => {
+            let key = graph.value(*keys).ty.as_ref().map(|t| t.dtype);
+            return match graph.port_types.get(&v) {
+                Some(d) if d.map_key.is_some() && d.map_key == key && d.dtype == DType::F32 => Ok(()),
+                Some(d) => {
+                    Err(format!("graph output \"{name}\" is declared {d}, but the graph computes a sequence of maps"))
+                }
+                None => Err(format!("graph output \"{name}\" is a sequence of maps but is declared a tensor")),
+            };
+        }
         Some(Composite::Sequence(items)) => tensors(items),
         Some(Composite::Optional(None)) => true,
         Some(Composite::Optional(Some(inner))) => match graph.composites.get(inner) {
             None => true,
             Some(Composite::Sequence(items)) => tensors(items),
-            Some(Composite::Optional(_)) => false,
+            Some(Composite::Optional(_) | Composite::MapRows { .. }) => false,
         },
     };
     if !fits {
@@ -134,7 +145,7 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
     };
     let computed_optional = matches!(graph.composites.get(&v), Some(Composite::Optional(_)));
     match declared {
-        Some(d) if d.optional == computed_optional && d.sequence == computed_sequence => Ok(()),
+        Some(d) if d.map_key.is_none() && d.optional == computed_optional && d.sequence == computed_sequence => Ok(()),
         Some(d) => Err(format!("graph output \"{name}\" is declared {d}, but the graph computes another kind")),
         None => Err(format!("graph output \"{name}\" is a sequence or optional but is declared a tensor")),
     }
@@ -407,6 +418,9 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
 fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &Bindings) -> Result<(), String> {
     let Some(ty) = graph.port_types.get(&input).cloned() else { return Ok(()) };
     let name = graph.value(input).name.clone();
+    if ty.map_key.is_some() {
+        return Err(format!("input \"{name}\" is {ty}: maps are compiled as graph outputs only yet"));
+    }
     let declared_static =
         ty.shape.as_ref().and_then(|s| TensorType { dtype: ty.dtype, shape: s.clone() }.known_shape());
     let single = bindings.shapes.get(&name).map(|s| match ty.sequence {

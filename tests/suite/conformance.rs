@@ -36,7 +36,8 @@ fn tolerance_args(folder: &str) -> &'static [&'static str] {
 }
 
 /// Top-level folders of tests/data that hold cases.
-pub const FOLDERS: &[&str] = &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random"];
+pub const FOLDERS: &[&str] =
+    &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "maps"];
 
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;

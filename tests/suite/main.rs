@@ -23,6 +23,7 @@ mod dynamic;
 mod end_to_end;
 mod freestanding;
 mod fusion;
+mod maps;
 mod models;
 mod pipeline;
 mod random;

@@ -29,6 +29,9 @@ pub(super) fn check_inputs(
         let desc = check.load(inputs, k);
         check.fail_if_null(desc);
         match composite {
+            Composite::MapRows { .. } => {
+                return Err(CodegenError::Module(format!("input {k} is a sequence of maps, which inputs cannot be")))
+            }
             Composite::Sequence(items) => check.sequence(graph, desc, items, &mut addresses)?,
             Composite::Optional(held) => {
                 let has = check.load(desc, 0);

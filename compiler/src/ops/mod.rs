@@ -17,6 +17,7 @@ pub mod flex_attention;
 pub mod gather;
 pub mod linalg;
 pub mod loss;
+pub mod maps;
 pub mod norm;
 pub mod pool;
 pub mod portable_math;
@@ -305,6 +306,7 @@ ops! {
     TrainingDropout(random::TrainingDropout),
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
+    ZipMap(maps::ZipMap),
     FlexAttention(flex_attention::FlexAttention),
     StringConcat(strings::StringConcat),
     StringNormalizer(strings::StringNormalizer),
@@ -355,12 +357,18 @@ impl Op {
         self.inner().run_time_bytes(cx)
     }
 
-    /// If, Loop, Scan, SequenceMap, FlexAttention and the sequence/optional operators:
+    /// If, Loop, Scan, SequenceMap, FlexAttention, ZipMap and the sequence/optional operators:
     /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
         matches!(
             self,
-            Op::If(_) | Op::Loop(_) | Op::Scan(_) | Op::SequenceMap(_) | Op::Sequence(_) | Op::FlexAttention(_)
+            Op::If(_)
+                | Op::Loop(_)
+                | Op::Scan(_)
+                | Op::SequenceMap(_)
+                | Op::Sequence(_)
+                | Op::FlexAttention(_)
+                | Op::ZipMap(_)
         )
     }
 
@@ -588,6 +596,7 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
     ("ai.onnx.ml", "Binarizer", elementwise::import),
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
+    ("ai.onnx.ml", "ZipMap", maps::import),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Adam", training::import),
     ("ai.onnx.preview.training", "Momentum", training::import),

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Make test cases for map values (ai.onnx.ml ZipMap): small models built here
+with onnx.helper, reference outputs from ONNX Runtime.
+
+Usage: make_map_cases.py OUT_DIR     (OUT_DIR is normally tests/data)
+
+Writes OUT_DIR/maps/<case>/ in the backend-test layout:
+  model.onnx
+  test_data_set_0/input_K.pb     TensorProto, numpy default_rng(7) values
+  test_data_set_0/output_K.pb    ONNX Runtime's result (CPUExecutionProvider,
+                                 one thread): a SequenceProto of MapProtos
+                                 (values one scalar tensor each, as
+                                 numpy_helper.from_dict writes them) for a
+                                 seq(map) output, else a TensorProto
+
+Cases:
+  zipmap_int64     probabilities float[3, 4] -> ZipMap classlabels_int64s
+  zipmap_strings   Softmax(x float[2, 3]) -> ZipMap classlabels_strings, and
+                   ArgMax of the same scores as a second (tensor) output
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+
+def seq_of_maps(name, key_type):
+    value = helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+    return helper.make_value_info(name, helper.make_sequence_type_proto(helper.make_map_type_proto(key_type, value)))
+
+
+def zipmap(labels):
+    if isinstance(labels[0], str):
+        return helper.make_node("ZipMap", ["p"], ["maps"], domain="ai.onnx.ml", classlabels_strings=labels)
+    return helper.make_node("ZipMap", ["p"], ["maps"], domain="ai.onnx.ml", classlabels_int64s=labels)
+
+
+def model(nodes, inputs, outputs):
+    graph = helper.make_graph(nodes, "maps", inputs, outputs)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    m = helper.make_model(graph, opset_imports=opsets, producer_name="onnxc make_map_cases.py")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def cases(rng):
+    labels = [10, -2, 7, 3]
+    m = model(
+        [zipmap(labels)],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [3, 4])],
+        [seq_of_maps("maps", TensorProto.INT64)],
+    )
+    yield "zipmap_int64", m, {"p": rng.random((3, 4), dtype=np.float32)}
+
+    labels = ["cat", "dog", "ünïcode"]
+    m = model(
+        [
+            helper.make_node("Softmax", ["x"], ["p"], axis=1),
+            zipmap(labels),
+            helper.make_node("ArgMax", ["p"], ["best"], axis=1, keepdims=0),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [seq_of_maps("maps", TensorProto.STRING), helper.make_tensor_value_info("best", TensorProto.INT64, [2])],
+    )
+    yield "zipmap_strings", m, {"x": rng.standard_normal((2, 3), dtype=np.float32)}
+
+
+def map_proto(d):
+    """A MapProto as numpy_helper.from_dict writes it (one scalar tensor per
+    value), built by hand: from_dict cannot type string keys."""
+    m = onnx.MapProto()
+    keys = list(d.keys())
+    if isinstance(keys[0], str):
+        m.key_type = TensorProto.STRING
+        m.string_keys.extend(k.encode() for k in keys)
+    else:
+        m.key_type = TensorProto.INT64
+        m.keys.extend(keys)
+    m.values.CopyFrom(numpy_helper.from_list([np.float32(v) for v in d.values()]))
+    return m
+
+
+def write_output(path, name, value):
+    if isinstance(value, list):
+        proto = onnx.SequenceProto(name=name, elem_type=onnx.SequenceProto.MAP)
+        proto.map_values.extend(map_proto(d) for d in value)
+    else:
+        proto = numpy_helper.from_array(np.asarray(value), name)
+    path.write_bytes(proto.SerializeToString())
+
+
+def main():
+    out = Path(sys.argv[1]) / "maps"
+    rng = np.random.default_rng(7)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    for name, m, feeds in cases(rng):
+        case = out / name
+        data = case / "test_data_set_0"
+        data.mkdir(parents=True, exist_ok=True)
+        (case / "model.onnx").write_bytes(m.SerializeToString())
+        session = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        for k, (input_name, value) in enumerate(feeds.items()):
+            (data / f"input_{k}.pb").write_bytes(numpy_helper.from_array(value, input_name).SerializeToString())
+        results = session.run(None, feeds)
+        for k, (output, value) in enumerate(zip(session.get_outputs(), results)):
+            write_output(data / f"output_{k}.pb", output.name, value)
+        print(f"wrote {case}")
+
+
+if __name__ == "__main__":
+    main()
