@@ -245,11 +245,11 @@ fn write_maps(cx: &mut Lower, desc: Value) -> Result<(), String> {
     let records_bytes = cx.iconst((rows * MAP_WORDS) as i64 * p);
     let records = cx.alloc_scratch(records_bytes)?;
     let count = cx.iconst(columns as i64);
-    for row in 0..rows {
-        let record = cx.b.ins().iadd_imm_s(records, (row * MAP_WORDS) as i64 * p);
-        let row_values = cx.b.ins().iadd_imm_s(values, (row * row_bytes) as i64);
-        store_words(cx, record, &[count, keys, row_values]);
-    }
+    let rows_level = crate::codegen::Level::new(rows, vec![MAP_WORDS as i64 * p, row_bytes as i64]);
+    cx.nest(&[rows_level], &[records, values], &mut |cx, _, at| {
+        store_words(cx, at[0], &[count, keys, at[1]]);
+        Ok(())
+    })?;
     let n = cx.iconst(rows as i64);
     store_words(cx, desc, &[n, records]);
     Ok(())
