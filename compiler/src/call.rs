@@ -22,6 +22,8 @@ pub enum Datum {
     Optional(Option<Box<Datum>>),
     /// A sequence of maps (ZipMap's output).
     Maps(Vec<Map>),
+    /// One map (DictVectorizer's input).
+    Map(Map),
 }
 
 /// One map: its keys (int64 or string) and the value of each, two
@@ -49,6 +51,7 @@ impl Datum {
             Datum::Optional(None) => "optional(none)".into(),
             Datum::Optional(Some(d)) => format!("optional({})", d.describe()),
             Datum::Maps(maps) => format!("seq({} maps)", maps.len()),
+            Datum::Map(m) => format!("map({}, {}; {} entries)", m.keys.dtype, m.values.dtype, m.keys.len()),
         }
     }
 }
@@ -204,6 +207,13 @@ impl Interface {
 fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
     let fits = match (&io.kind, d) {
         (IoKind::Tensor(ty), Datum::Tensor(t)) => *ty == TensorType::known(t.dtype, &t.shape),
+        (IoKind::Composite { ty, .. }, Datum::Map(m)) => {
+            !ty.sequence
+                && ty.map_key == Some(m.keys.dtype)
+                && m.values.dtype == ty.dtype
+                && m.values.len() == m.keys.len()
+        }
+        (IoKind::Composite { ty, .. }, _) if ty.map_key.is_some() => false,
         (IoKind::Composite { ty, .. }, d) => {
             let tensors_of = |items: &[Tensor]| items.iter().all(|t| t.dtype == ty.dtype);
             match (ty.optional, ty.sequence, d) {
@@ -231,7 +241,7 @@ fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
 }
 
 /// The address to pass for `d`: a tensor's bytes, or a descriptor
-/// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`) built in
+/// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`, `onnxc_map`) built in
 /// buffers from `placement`, all kept in `keep`.
 fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
     let words = |w: &[usize], keep: &mut Vec<Buffer>| -> Result<usize, String> {
@@ -259,6 +269,11 @@ fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Resul
             words(&[items.len(), at], keep)
         }
         Datum::Maps(_) => Err("sequences of maps are not model inputs".into()),
+        Datum::Map(m) => {
+            let keys = place_tensor(&m.keys, placement, keep)?;
+            let values = place_tensor(&m.values, placement, keep)?;
+            words(&[m.keys.len(), keys, values], keep)
+        }
         Datum::Optional(None) => words(&[0, 0], keep),
         Datum::Optional(Some(inner)) => {
             let value = match &**inner {

@@ -118,7 +118,7 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
         Some(Composite::MapRows { keys, .. }) => {
             let key = graph.value(*keys).ty.as_ref().map(|t| t.dtype);
             return match graph.port_types.get(&v) {
-                Some(d) if d.map_key.is_some() && d.map_key == key && d.dtype == DType::F32 => Ok(()),
+                Some(d) if d.sequence && d.map_key.is_some() && d.map_key == key && d.dtype == DType::F32 => Ok(()),
                 Some(d) => {
                     Err(format!("graph output \"{name}\" is declared {d}, but the graph computes a sequence of maps"))
                 }
@@ -410,6 +410,43 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
     }
 }
 
+/// Makes map input `k` (`map(key, value)`, not in a sequence) a
+/// [`Composite::MapRows`] of two `ValueDef::InputElement` tensors, its
+/// keys and values, with the entry count its binding gives (`--shape m=5`
+/// or the actual input); the code checks the caller's `onnxc_map` against it.
+fn bind_map_input(
+    graph: &mut Graph,
+    k: usize,
+    input: ValueId,
+    key: DType,
+    ty: &crate::ir::CompositeType,
+    bindings: &Bindings,
+) -> Result<(), String> {
+    let name = graph.value(input).name.clone();
+    if ty.sequence {
+        return Err(format!("input \"{name}\" is {ty}: sequences of maps are compiled as graph outputs only"));
+    }
+    let given = bindings
+        .composites
+        .get(&name)
+        .cloned()
+        .or_else(|| bindings.shapes.get(&name).cloned().map(CompositeShape::Tensor));
+    let Some(CompositeShape::Tensor(dims)) = given else {
+        return Err(format!("input \"{name}\" is {ty}: give its entry count, e.g. --shape {name}=5"));
+    };
+    let [entries] = dims[..] else {
+        return Err(format!("input \"{name}\" is {ty}: its binding must be one entry count, got {dims:?}"));
+    };
+    let mut part = |label: &str, element: usize, dtype: DType| {
+        let def = ValueDef::InputElement { input: k, element: Some(element) };
+        graph.add_value(format!("{name}.{label}"), Some(TensorType::known(dtype, &[entries])), def)
+    };
+    let keys = part("keys", 0, key);
+    let values = part("values", 1, ty.dtype);
+    graph.composites.insert(input, Composite::MapRows { keys, values });
+    Ok(())
+}
+
 /// Makes sequence or optional input `k` the compile-time composite its
 /// binding describes: one `ValueDef::InputElement` value per tensor it
 /// holds. Without a binding a sequence is refused (its length is never
@@ -418,8 +455,8 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
 fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &Bindings) -> Result<(), String> {
     let Some(ty) = graph.port_types.get(&input).cloned() else { return Ok(()) };
     let name = graph.value(input).name.clone();
-    if ty.map_key.is_some() {
-        return Err(format!("input \"{name}\" is {ty}: maps are compiled as graph outputs only yet"));
+    if let Some(key) = ty.map_key {
+        return bind_map_input(graph, k, input, key, &ty, bindings);
     }
     let declared_static =
         ty.shape.as_ref().and_then(|s| TensorType { dtype: ty.dtype, shape: s.clone() }.known_shape());

@@ -13,10 +13,16 @@ Writes OUT_DIR/maps/<case>/ in the backend-test layout:
                                  numpy_helper.from_dict writes them) for a
                                  seq(map) output, else a TensorProto
 
+  test_data_set_0/input_K.pb     a MapProto for a map input
+
 Cases:
   zipmap_int64     probabilities float[3, 4] -> ZipMap classlabels_int64s
   zipmap_strings   Softmax(x float[2, 3]) -> ZipMap classlabels_strings, and
                    ArgMax of the same scores as a second (tensor) output
+  dictvectorizer_* map(int64, float), map(string, float) (ONNX Runtime's Python
+                   binding feeds maps of float values only)
+                   -> DictVectorizer (keys missing from the vocabulary and
+                   vocabulary words missing from the map included)
 """
 
 import sys
@@ -69,11 +75,27 @@ def cases(rng):
     )
     yield "zipmap_strings", m, {"x": rng.standard_normal((2, 3), dtype=np.float32)}
 
+    for key, vocabulary, value_type, entries in [
+        (TensorProto.INT64, [3, 1, 9, 4, -5], TensorProto.FLOAT, {1: 2.5, 9: -1.0, 7: 5.0, -5: 0.25}),
+        (TensorProto.STRING, ["b", "a", "zz", "ü"], TensorProto.FLOAT, {"zz": 1.5, "q": 2.0, "ü": -3.0}),
+    ]:
+        attribute = "string_vocabulary" if key == TensorProto.STRING else "int64_vocabulary"
+        vectorize = helper.make_node("DictVectorizer", ["m"], ["y"], domain="ai.onnx.ml", **{attribute: vocabulary})
+        value = helper.make_tensor_type_proto(value_type, None)
+        m = model(
+            [vectorize],
+            [helper.make_value_info("m", helper.make_map_type_proto(key, value))],
+            [helper.make_tensor_value_info("y", value_type, [1, len(vocabulary)])],
+        )
+        numpy_type = helper.tensor_dtype_to_np_dtype(value_type)
+        name = f"dictvectorizer_{TensorProto.DataType.Name(key).lower()}_{TensorProto.DataType.Name(value_type).lower()}"
+        yield name, m, {"m": {k: numpy_type.type(v) for k, v in entries.items()}}
 
-def map_proto(d):
+
+def map_proto(d, name=""):
     """A MapProto as numpy_helper.from_dict writes it (one scalar tensor per
     value), built by hand: from_dict cannot type string keys."""
-    m = onnx.MapProto()
+    m = onnx.MapProto(name=name)
     keys = list(d.keys())
     if isinstance(keys[0], str):
         m.key_type = TensorProto.STRING
@@ -81,14 +103,14 @@ def map_proto(d):
     else:
         m.key_type = TensorProto.INT64
         m.keys.extend(keys)
-    m.values.CopyFrom(numpy_helper.from_list([np.float32(v) for v in d.values()]))
+    m.values.CopyFrom(numpy_helper.from_list([np.asarray(v) for v in d.values()]))
     return m
 
 
 def write_output(path, name, value):
     if isinstance(value, list):
         proto = onnx.SequenceProto(name=name, elem_type=onnx.SequenceProto.MAP)
-        proto.map_values.extend(map_proto(d) for d in value)
+        proto.map_values.extend(map_proto({k: np.float32(v) for k, v in d.items()}) for d in value)
     else:
         proto = numpy_helper.from_array(np.asarray(value), name)
     path.write_bytes(proto.SerializeToString())
@@ -106,7 +128,8 @@ def main():
         (case / "model.onnx").write_bytes(m.SerializeToString())
         session = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
         for k, (input_name, value) in enumerate(feeds.items()):
-            (data / f"input_{k}.pb").write_bytes(numpy_helper.from_array(value, input_name).SerializeToString())
+            proto = map_proto(value, input_name) if isinstance(value, dict) else numpy_helper.from_array(value, input_name)
+            (data / f"input_{k}.pb").write_bytes(proto.SerializeToString())
         results = session.run(None, feeds)
         for k, (output, value) in enumerate(zip(session.get_outputs(), results)):
             write_output(data / f"output_{k}.pb", output.name, value)

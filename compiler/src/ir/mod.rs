@@ -95,8 +95,9 @@ pub struct CompositeType {
     pub dtype: DType,
     /// Their declared dims (may be symbolic), when the rank is declared.
     pub shape: Option<Vec<Dim>>,
-    /// A sequence of maps from keys of this type (int64 or string) to
-    /// `dtype` values, instead of tensors (ai.onnx.ml's ZipMap output).
+    /// A map (or, with `sequence`, a sequence of maps) from keys of this
+    /// type (int64 or string) to `dtype` values, instead of tensors
+    /// (ai.onnx.ml's ZipMap output, DictVectorizer's input).
     pub map_key: Option<DType>,
 }
 
@@ -106,8 +107,10 @@ impl fmt::Display for CompositeType {
             Some(shape) => TensorType { dtype: self.dtype, shape: shape.clone() }.to_string(),
             None => format!("{}[?]", self.dtype),
         };
-        if let Some(key) = self.map_key {
-            return write!(f, "seq(map({key}, {}))", self.dtype);
+        match (self.map_key, self.sequence) {
+            (Some(key), true) => return write!(f, "seq(map({key}, {}))", self.dtype),
+            (Some(key), false) => return write!(f, "map({key}, {})", self.dtype),
+            _ => {}
         }
         match (self.optional, self.sequence) {
             (true, true) => write!(f, "optional(seq({element}))"),
@@ -123,8 +126,9 @@ pub enum Composite {
     Sequence(Vec<ValueId>),
     Optional(Option<ValueId>),
     /// A sequence of maps, one per row of `values` (a `[N, C]` tensor, or
-    /// `[C]` for one map), each from the `C` elements of `keys` (a
-    /// constant) to that row's elements: ZipMap's output.
+    /// `[C]` for one map), each from the `C` elements of `keys` to that
+    /// row's elements: ZipMap's output (keys a constant), or a map graph
+    /// input (`[C]` keys and values given by the caller).
     MapRows {
         keys: ValueId,
         values: ValueId,

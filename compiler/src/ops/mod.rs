@@ -307,6 +307,8 @@ ops! {
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
     ZipMap(maps::ZipMap),
+    DictVectorizer(maps::DictVectorizer),
+    VocabularyLookup(maps::VocabularyLookup),
     FlexAttention(flex_attention::FlexAttention),
     StringConcat(strings::StringConcat),
     StringNormalizer(strings::StringNormalizer),
@@ -357,7 +359,7 @@ impl Op {
         self.inner().run_time_bytes(cx)
     }
 
-    /// If, Loop, Scan, SequenceMap, FlexAttention, ZipMap and the sequence/optional operators:
+    /// If, Loop, Scan, SequenceMap, FlexAttention, ZipMap, DictVectorizer and the sequence/optional operators:
     /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
         matches!(
@@ -369,6 +371,7 @@ impl Op {
                 | Op::Sequence(_)
                 | Op::FlexAttention(_)
                 | Op::ZipMap(_)
+                | Op::DictVectorizer(_)
         )
     }
 
@@ -597,6 +600,7 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "Binarizer", elementwise::import),
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
     ("ai.onnx.ml", "ZipMap", maps::import),
+    ("ai.onnx.ml", "DictVectorizer", maps::import_dict_vectorizer),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Adam", training::import),
     ("ai.onnx.preview.training", "Momentum", training::import),
