@@ -1,8 +1,10 @@
-//! Sequences of maps (ai.onnx.ml ZipMap) as graph outputs: compared with
-//! ONNX Runtime through the CLI (tests/data/maps, made by
-//! tests/scripts/make_map_cases.py), read by a C caller through the
-//! `onnxc_sequence`/`onnxc_map` descriptors, and refused where they are
-//! not compiled (a mismatching declared type, the Rust API).
+//! Maps (ai.onnx.ml): ZipMap's sequences of maps as graph outputs and
+//! DictVectorizer's map inputs, compared with ONNX Runtime through the CLI
+//! (tests/data/maps, made by tests/scripts/make_map_cases.py), passed
+//! through the `onnxc_sequence`/`onnxc_map` descriptors by a C caller
+//! (which also sees a mismatching map refused with status 7), and refused
+//! where they are not compiled (a mismatching declared type, the Rust API,
+//! a map input without an entry count).
 
 use crate::common::{data_dir, onnxc, onnxc_in, run_with_timeout, succeeded, write_model};
 use crate::models::{ints_attr, model, node, value};
@@ -52,6 +54,31 @@ fn zipmap_model(string_labels: bool, declared_key: i32) -> ModelProto {
     m
 }
 
+/// m: map(int64, float) -> y = DictVectorizer(m), vocabulary (3, 1, 9).
+fn dict_vectorizer_model() -> ModelProto {
+    let mut vectorize = node("DictVectorizer", "vectorize", &["m"], &["y"]);
+    vectorize.domain = Some("ai.onnx.ml".into());
+    vectorize.attribute.push(ints_attr("int64_vocabulary", &[3, 1, 9]));
+    let float = TypeProto {
+        value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: Some(1), shape: None })),
+        ..Default::default()
+    };
+    let map = ValueInfoProto {
+        name: Some("m".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                key_type: Some(7),
+                value_type: Some(Box::new(float)),
+            }))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut m = model(vec![vectorize], vec![map], vec![value("y", Some(&[1, 3]))]);
+    m.opset_import.push(OperatorSetIdProto { domain: Some("ai.onnx.ml".into()), version: Some(3) });
+    m
+}
+
 #[test]
 fn zipmap_matches_onnx_runtime_through_jit_and_object() {
     let cases = data_dir().join("maps");
@@ -68,7 +95,7 @@ fn zipmap_matches_onnx_runtime_through_jit_and_object() {
 }
 
 #[test]
-fn a_declared_key_type_must_match_the_labels_and_rust_points_to_c() {
+fn mismatching_or_unbound_maps_are_refused_and_rust_points_to_c() {
     let dir = tempfile::tempdir().expect("temporary folder");
     write_model(dir.path(), "model.onnx", &zipmap_model(true, 7));
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
@@ -76,10 +103,13 @@ fn a_declared_key_type_must_match_the_labels_and_rust_points_to_c() {
     write_model(dir.path(), "model.onnx", &zipmap_model(true, 8));
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--emit", "rust"]);
     assert!(!succeeded(&out) && out.stderr.contains("onnxc_map"), "{}", out.stderr);
+    write_model(dir.path(), "model.onnx", &dict_vectorizer_model());
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
+    assert!(!succeeded(&out) && out.stderr.contains("--shape m="), "{}", out.stderr);
 }
 
 #[test]
-fn c_callers_read_maps() {
+fn c_callers_pass_and_read_maps() {
     let dir = tempfile::tempdir().expect("temporary folder");
     for (labels, name) in [(true, "strings"), (false, "ints")] {
         write_model(dir.path(), &format!("{name}.onnx"), &zipmap_model(labels, if labels { 8 } else { 7 }));
@@ -96,6 +126,10 @@ fn c_callers_read_maps() {
         let compiled = onnxc_in(dir.path(), &args);
         assert!(succeeded(&compiled), "{}", compiled.stderr);
     }
+    write_model(dir.path(), "vectorize.onnx", &dict_vectorizer_model());
+    let args = ["compile", "vectorize.onnx", "-o", "vectorize.o", "--name", "vectorize", "--emit", "header,archive"];
+    let compiled = onnxc_in(dir.path(), &[&args[..], &["--shape", "m=2"]].concat());
+    assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("strings.h")).expect("header");
     assert!(header.contains("#define STRINGS_OUTPUT0_MAPS 1") && header.contains("typedef struct onnxc_map"));
     let exe = dir.path().join("maps");
@@ -106,6 +140,7 @@ fn c_callers_read_maps() {
         .arg(source)
         .arg(dir.path().join("strings.a"))
         .arg(dir.path().join("ints.a"))
+        .arg(dir.path().join("vectorize.a"))
         .arg("-lm")
         .arg("-o")
         .arg(&exe);

@@ -1,4 +1,8 @@
-/* Reads sequences of maps (ai.onnx.ml ZipMap's output) through the C ABI:
+/* Passes maps through the C ABI. A map input: vectorize.h, m: map(int64,
+ * float) compiled for 2 entries -> y = DictVectorizer(m) over the
+ * vocabulary (3, 1, 9); a map with 3 entries or a NULL keys array gives
+ * status 7 naming input 0.
+ * Reads sequences of maps (ai.onnx.ml ZipMap's output):
  * two models compiled from x: float[2, 3] -> ZipMap(x), one with string
  * labels ("a", "bb", "ccc"), one with int64 labels (5, 6, 7). The model
  * fills the output's onnxc_sequence; its elements are onnxc_map records
@@ -7,6 +11,7 @@
  * "ok". */
 #include "ints.h"
 #include "strings.h"
+#include "vectorize.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +33,7 @@ static const char *check_values(const onnxc_sequence *maps, size_t expected_coun
 }
 
 int main(void) {
-    static _Alignas(64) unsigned char workspace[STRINGS_WORKSPACE_BYTES + INTS_WORKSPACE_BYTES];
+    static _Alignas(64) unsigned char workspace[STRINGS_WORKSPACE_BYTES + INTS_WORKSPACE_BYTES + VECTORIZE_WORKSPACE_BYTES];
     onnxc_context ctx = {workspace, sizeof workspace, NULL, NULL};
     const void *inputs[] = {x};
     int failures = 0;
@@ -70,6 +75,27 @@ int main(void) {
         printf("ints: %s (status %d)\n", problem, status);
         failures++;
     }
+    int64_t keys[2] = {9, 4};
+    float values[2] = {2.5f, -1.0f};
+    onnxc_map m = {VECTORIZE_INPUT0_MAP_ENTRIES, keys, values};
+    const void *map_inputs[] = {&m};
+    float y[3] = {7, 7, 7};
+    void *map_outputs[] = {y};
+    status = vectorize_run(&ctx, map_inputs, map_outputs);
+    if (status != 0 || y[0] != 0.0f || y[1] != 0.0f || y[2] != 2.5f) {
+        printf("vectorize: status %d, y %g %g %g\n", status, y[0], y[1], y[2]);
+        failures++;
+    }
+    m.count = 3; /* the model must not read a third entry */
+    status = vectorize_run(&ctx, map_inputs, map_outputs);
+    m.count = 2;
+    m.keys = NULL;
+    int32_t null_status = vectorize_run(&ctx, map_inputs, map_outputs);
+    if (status != (1 << 8 | 7) || null_status != (1 << 8 | 7)) {
+        printf("vectorize: refused with %d and %d\n", status, null_status);
+        failures++;
+    }
+
     if (failures == 0) {
         printf("ok\n");
     }
