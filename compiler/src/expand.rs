@@ -52,6 +52,7 @@ impl Expansion<'_, '_> {
             Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
             Op::ZipMap(op) => crate::ops::maps::expand(self, &node, op),
             Op::DictVectorizer(op) => crate::ops::maps::expand_dict_vectorizer(self, &node, op),
+            Op::CastMap(op) => crate::ops::maps::expand_cast_map(self, &node, op),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {

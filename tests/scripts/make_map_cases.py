@@ -21,6 +21,8 @@ Cases:
                    ArgMax of the same scores as a second (tensor) output
   dictvectorizer_* map(int64, float), map(string, float) (ONNX Runtime's Python
                    binding feeds maps of float values only)
+  castmap_*        map(int64, float) -> CastMap DENSE to float, SPARSE to
+                   int64 with max_map 10 (key 12 past it, skipped)
                    -> DictVectorizer (keys missing from the vocabulary and
                    vocabulary words missing from the map included)
 """
@@ -90,6 +92,23 @@ def cases(rng):
         numpy_type = helper.tensor_dtype_to_np_dtype(value_type)
         name = f"dictvectorizer_{TensorProto.DataType.Name(key).lower()}_{TensorProto.DataType.Name(value_type).lower()}"
         yield name, m, {"m": {k: numpy_type.type(v) for k, v in entries.items()}}
+
+    entries = {9: 2.5, 1: -1.75, 4: 5.0, 0: 0.5, 12: 3.0}
+    for cast_to, form, out_type, width in [
+        ("TO_FLOAT", "DENSE", TensorProto.FLOAT, len(entries)),
+        ("TO_INT64", "SPARSE", TensorProto.INT64, 10),
+    ]:
+        attributes = {"cast_to": cast_to, "map_form": form}
+        if form == "SPARSE":
+            attributes["max_map"] = width
+        cast = helper.make_node("CastMap", ["m"], ["y"], domain="ai.onnx.ml", **attributes)
+        value = helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+        m = model(
+            [cast],
+            [helper.make_value_info("m", helper.make_map_type_proto(TensorProto.INT64, value))],
+            [helper.make_tensor_value_info("y", out_type, [1, width])],
+        )
+        yield f"castmap_{form.lower()}_{cast_to[3:].lower()}", m, {"m": {k: np.float32(v) for k, v in entries.items()}}
 
 
 def map_proto(d, name=""):

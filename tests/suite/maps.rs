@@ -1,5 +1,5 @@
 //! Maps (ai.onnx.ml): ZipMap's sequences of maps as graph outputs and
-//! DictVectorizer's map inputs, compared with ONNX Runtime through the CLI
+//! DictVectorizer's and CastMap's map inputs, compared with ONNX Runtime through the CLI
 //! (tests/data/maps, made by tests/scripts/make_map_cases.py), passed
 //! through the `onnxc_sequence`/`onnxc_map` descriptors by a C caller
 //! (which also sees a mismatching map refused with status 7), and refused
@@ -92,6 +92,28 @@ fn zipmap_matches_onnx_runtime_through_jit_and_object() {
         let last = stdout.lines().last().unwrap_or_default();
         assert!(out.status.success() && last.ends_with(" passed, 0 failed") && !last.starts_with("0 "), "{stdout}");
     }
+}
+
+#[test]
+fn castmap_sparse_refuses_a_negative_key_at_run_time() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let scalar = |v: f32| crate::models::floats("", &[], &[v]);
+    let map = MapProto {
+        name: Some("m".into()),
+        key_type: Some(7),
+        keys: vec![3, -2],
+        values: Some(SequenceProto {
+            elem_type: Some(1),
+            tensor_values: vec![scalar(1.0), scalar(2.0)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    std::fs::write(dir.path().join("m.pb"), prost::Message::encode_to_vec(&map)).expect("write");
+    let model = data_dir().join("maps/castmap_sparse_int64/model.onnx");
+    let model = model.to_str().expect("a UTF-8 path");
+    let out = onnxc_in(dir.path(), &["run", model, "m.pb", "-o", "out"]);
+    assert!(!succeeded(&out) && out.stderr.contains("(CastMap): index out of range"), "{}", out.stderr);
 }
 
 #[test]

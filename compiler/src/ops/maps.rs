@@ -3,6 +3,9 @@
 //! `classlabels_strings`) become a sequence of `N` maps from label to
 //! score. DictVectorizer: a map graph input becomes a `[1, V]` tensor, the
 //! value of each of `V` vocabulary keys (0 where the map lacks it).
+//! CastMap: a `map(int64, float)` graph input becomes its values in key
+//! order (`DENSE`, `[1, n]`) or at their keys (`SPARSE`, `[1, max_map]`),
+//! as float or int64.
 //!
 //! A map never reaches code generation as a value: like a sequence
 //! (`crate::ops::sequence`), ZipMap is resolved during inference into a
@@ -74,6 +77,140 @@ impl Operator for ZipMap {
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     let labels = labels(cx, "classlabels_int64s", "classlabels_strings")?;
     Ok(Op::ZipMap(ZipMap { labels }))
+}
+
+pub fn import_cast_map(cx: &mut NodeImport) -> Result<Op, String> {
+    let to = match cx.attrs.string("cast_to")?.as_deref().unwrap_or("TO_FLOAT") {
+        "TO_FLOAT" => DType::F32,
+        "TO_INT64" => DType::I64,
+        other => return Err(format!("cast_to {other:?} is not compiled yet (TO_FLOAT and TO_INT64 are)")),
+    };
+    let form = match cx.attrs.string("map_form")?.as_deref().unwrap_or("DENSE") {
+        "DENSE" => None,
+        "SPARSE" => {
+            let max = cx.attrs.int_or("max_map", 1)?;
+            Some(usize::try_from(max).ok().filter(|&m| m > 0).ok_or(format!("max_map {max} is not positive"))?)
+        }
+        other => return Err(format!("map_form {other:?} is neither DENSE nor SPARSE")),
+    };
+    Ok(Op::CastMap(CastMap(CastMapEntries { to, sparse_size: form })))
+}
+
+/// CastMap as imported: resolved before inference into
+/// [`CastMapEntries`] on the input map's keys and values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CastMap(pub CastMapEntries);
+
+impl Operator for CastMap {
+    fn name(&self) -> &'static str {
+        "CastMap"
+    }
+
+    fn infer(&self, _cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        Err("CastMap is resolved before inference".into())
+    }
+
+    fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
+        Err("CastMap is resolved before code generation".into())
+    }
+}
+
+/// CastMap on a map's keys and values (inputs 0 and 1): `to` is the
+/// output type, `sparse_size` SPARSE's `max_map` (`None`: DENSE).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CastMapEntries {
+    pub to: DType,
+    pub sparse_size: Option<usize>,
+}
+
+impl Operator for CastMapEntries {
+    fn name(&self) -> &'static str {
+        "CastMap"
+    }
+
+    fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let (keys, values) = (cx.input(0)?, cx.input(1)?);
+        if keys.dtype != DType::I64 || values.dtype != DType::F32 || keys.shape.len() != 1 || keys.shape != values.shape
+        {
+            return Err(format!(
+                "input 0 must be one map(int64, float) graph input (got {} keys, {} values)",
+                keys.dtype, values.dtype
+            ));
+        }
+        Ok(vec![Inferred::new(self.to, vec![1, self.sparse_size.unwrap_or(keys.shape[0])])])
+    }
+
+    /// DENSE: each value goes to its key's rank among the keys (how many
+    /// keys are smaller), found by one pass over the keys per entry; SPARSE:
+    /// to its key, keys past `max_map` skipped and a negative key a status.
+    /// Slots no entry fills stay 0.
+    fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        let (_, shape) = cx.input_type(0)?;
+        let entries = shape[0];
+        let flags = MemFlagsData::trusted();
+        let (keys, values, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        let (ty, slots) = if self.to == DType::I64 { (types::I64, 8) } else { (types::F32, 4) };
+        let zero = if self.to == DType::I64 { cx.b.ins().iconst(types::I64, 0) } else { cx.b.ins().f32const(0.0) };
+        let size = self.sparse_size.unwrap_or(entries);
+        cx.nest(&[Level::new(size, vec![slots])], &[y], &mut |cx, _, at| {
+            cx.b.ins().store(flags, zero, at[0], 0);
+            Ok(())
+        })?;
+        let to = self.to;
+        let sparse_size = self.sparse_size;
+        cx.nest(&[Level::new(entries, vec![8, 4])], &[keys, values], &mut |cx, _, at| {
+            let key = cx.b.ins().load(types::I64, flags, at[0], 0);
+            let value = cx.b.ins().load(types::F32, flags, at[1], 0);
+            let value = if to == DType::I64 { cx.b.ins().fcvt_to_sint_sat(types::I64, value) } else { value };
+            let slot = match sparse_size {
+                Some(max) => {
+                    let negative = cx.b.ins().icmp_imm_s(IntCC::SignedLessThan, key, 0);
+                    cx.fail_if(negative, crate::codegen::status::INDEX_OUT_OF_RANGE);
+                    // Keys past the end write to the last slot's current
+                    // value instead: a store that changes nothing.
+                    let inside = cx.b.ins().icmp_imm_s(IntCC::SignedLessThan, key, max as i64);
+                    let last = cx.b.ins().iconst(types::I64, max as i64 - 1);
+                    let slot = cx.b.ins().select(inside, key, last);
+                    let at_slot = cx.b.ins().imul_imm_s(slot, slots);
+                    let address = cx.b.ins().iadd(y, at_slot);
+                    let old = cx.b.ins().load(ty, flags, address, 0);
+                    let value = cx.b.ins().select(inside, value, old);
+                    cx.b.ins().store(flags, value, address, 0);
+                    return Ok(());
+                }
+                None => {
+                    let init = cx.b.ins().iconst(types::I64, 0);
+                    let ranks =
+                        cx.fold_nest(&[Level::new(entries, vec![8])], &[keys], &[init], &mut |cx, _, p, acc| {
+                            let other = cx.b.ins().load(types::I64, flags, p[0], 0);
+                            let smaller = cx.b.ins().icmp(IntCC::SignedLessThan, other, key);
+                            let one = cx.b.ins().uextend(types::I64, smaller);
+                            Ok(vec![cx.b.ins().iadd(acc[0], one)])
+                        })?;
+                    ranks[0]
+                }
+            };
+            let at_slot = cx.b.ins().imul_imm_s(slot, slots);
+            let address = cx.b.ins().iadd(y, at_slot);
+            cx.b.ins().store(flags, value, address, 0);
+            Ok(())
+        })
+    }
+}
+
+/// CastMap's input map as its keys and values.
+pub(crate) fn expand_cast_map(x: &mut Expansion, node: &Node, op: &CastMap) -> Result<(), Failure> {
+    let map = node.inputs.first().copied().flatten().ok_or(Failure::Message("input 0 is required".into()))?;
+    let Some(Composite::MapRows { keys, values }) = x.graph.composites.get(&map).cloned() else {
+        return Err(Failure::Message("input 0 is not a map graph input".into()));
+    };
+    let lowered = Node {
+        name: node.name.clone(),
+        op: Op::CastMapEntries(op.0.clone()),
+        inputs: vec![Some(keys), Some(values)],
+        outputs: node.outputs.clone(),
+    };
+    x.run(vec![lowered])
 }
 
 pub fn import_dict_vectorizer(cx: &mut NodeImport) -> Result<Op, String> {

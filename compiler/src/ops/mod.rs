@@ -309,6 +309,8 @@ ops! {
     ZipMap(maps::ZipMap),
     DictVectorizer(maps::DictVectorizer),
     VocabularyLookup(maps::VocabularyLookup),
+    CastMap(maps::CastMap),
+    CastMapEntries(maps::CastMapEntries),
     FlexAttention(flex_attention::FlexAttention),
     StringConcat(strings::StringConcat),
     StringNormalizer(strings::StringNormalizer),
@@ -372,6 +374,7 @@ impl Op {
                 | Op::FlexAttention(_)
                 | Op::ZipMap(_)
                 | Op::DictVectorizer(_)
+                | Op::CastMap(_)
         )
     }
 
@@ -601,6 +604,7 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
     ("ai.onnx.ml", "ZipMap", maps::import),
     ("ai.onnx.ml", "DictVectorizer", maps::import_dict_vectorizer),
+    ("ai.onnx.ml", "CastMap", maps::import_cast_map),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Adam", training::import),
     ("ai.onnx.preview.training", "Momentum", training::import),
