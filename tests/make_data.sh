@@ -17,12 +17,13 @@ VENV="$TESTS/.venv"
 DATA="$TESTS/data"
 PYTHON="${PYTHON:-python3}"
 PINS=(onnx==1.23.2 numpy==2.4.6 onnxruntime==1.31.1)
-FOLDERS=(node simple pytorch-converted pytorch-operator light light-random examples)
+FOLDERS=(node simple pytorch-converted pytorch-operator light light-random examples maps)
 
 log() { echo "make_data: $*" >&2; }
 
 key="$(cat "$TESTS/make_data.sh" "$TESTS/scripts/make_node_cases.py" \
-        "$TESTS/scripts/make_light_cases.py" "$TESTS/scripts/make_example_models.py" <(printf '%s\n' "${PINS[@]}") \
+        "$TESTS/scripts/make_light_cases.py" "$TESTS/scripts/make_example_models.py" \
+        "$TESTS/scripts/make_map_cases.py" <(printf '%s\n' "${PINS[@]}") \
        | sha256sum | cut -d' ' -f1)"
 
 up_to_date() {
@@ -60,6 +61,9 @@ log "writing light-model cases, also with random weights (reference outputs from
 
 log "writing the example models"
 "$VENV/bin/python" "$TESTS/scripts/make_example_models.py" "$DATA"
+
+log "writing map-value cases (ZipMap; reference outputs from ONNX Runtime)"
+"$VENV/bin/python" "$TESTS/scripts/make_map_cases.py" "$DATA"
 
 echo "$key" > "$DATA/.stamp"
 log "done in $((SECONDS - start)) s: $(du -sh "$DATA" | cut -f1) in tests/data"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ratchet up tests/conformance/passing.txt: run the release onnxc over every
 # case in tests/data/{node,simple,pytorch-converted,pytorch-operator,light,
-# light-random,sklearn} and merge each case that passes into the list (union with
+# light-random,sklearn,maps} and merge each case that passes into the list (union with
 # what is there, sorted; never removes a line). Review the diff and commit it.
 #
 #   cargo build --release && bash tests/update_passing.sh
@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ONNXC="${ONNXC:-$ROOT/target/release/onnxc}"
 DATA="$ROOT/tests/data"
 LIST="$ROOT/tests/conformance/passing.txt"
-FOLDERS=(node simple pytorch-converted pytorch-operator light light-random sklearn)
+FOLDERS=(node simple pytorch-converted pytorch-operator light light-random sklearn maps)
 BATCH="${BATCH:-100}"
 VIA="${VIA:-jit object}"
 TIMEOUT="${TIMEOUT:-1800}"

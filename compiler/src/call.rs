@@ -20,6 +20,18 @@ pub enum Datum {
     Tensor(Tensor),
     Sequence(Vec<Tensor>),
     Optional(Option<Box<Datum>>),
+    /// A sequence of maps (ZipMap's output).
+    Maps(Vec<Map>),
+    /// One map (DictVectorizer's input).
+    Map(Map),
+}
+
+/// One map: its keys (int64 or string) and the value of each, two
+/// one-dimensional tensors of the same length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Map {
+    pub keys: Tensor,
+    pub values: Tensor,
 }
 
 impl Datum {
@@ -38,6 +50,8 @@ impl Datum {
             Datum::Sequence(items) => format!("seq({})", items.len()),
             Datum::Optional(None) => "optional(none)".into(),
             Datum::Optional(Some(d)) => format!("optional({})", d.describe()),
+            Datum::Maps(maps) => format!("seq({} maps)", maps.len()),
+            Datum::Map(m) => format!("map({}, {}; {} entries)", m.keys.dtype, m.values.dtype, m.keys.len()),
         }
     }
 }
@@ -193,6 +207,13 @@ impl Interface {
 fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
     let fits = match (&io.kind, d) {
         (IoKind::Tensor(ty), Datum::Tensor(t)) => *ty == TensorType::known(t.dtype, &t.shape),
+        (IoKind::Composite { ty, .. }, Datum::Map(m)) => {
+            !ty.sequence
+                && ty.map_key == Some(m.keys.dtype)
+                && m.values.dtype == ty.dtype
+                && m.values.len() == m.keys.len()
+        }
+        (IoKind::Composite { ty, .. }, _) if ty.map_key.is_some() => false,
         (IoKind::Composite { ty, .. }, d) => {
             let tensors_of = |items: &[Tensor]| items.iter().all(|t| t.dtype == ty.dtype);
             match (ty.optional, ty.sequence, d) {
@@ -220,7 +241,7 @@ fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
 }
 
 /// The address to pass for `d`: a tensor's bytes, or a descriptor
-/// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`) built in
+/// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`, `onnxc_map`) built in
 /// buffers from `placement`, all kept in `keep`.
 fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
     let words = |w: &[usize], keep: &mut Vec<Buffer>| -> Result<usize, String> {
@@ -246,6 +267,12 @@ fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Resul
             }
             let at = if items.is_empty() { 0 } else { words(&elements, keep)? };
             words(&[items.len(), at], keep)
+        }
+        Datum::Maps(_) => Err("sequences of maps are not model inputs".into()),
+        Datum::Map(m) => {
+            let keys = place_tensor(&m.keys, placement, keep)?;
+            let values = place_tensor(&m.values, placement, keep)?;
+            words(&[m.keys.len(), keys, values], keep)
         }
         Datum::Optional(None) => words(&[0, 0], keep),
         Datum::Optional(Some(inner)) => {
@@ -484,6 +511,28 @@ unsafe fn read_composite(
         let elements = word(seq, 1) as *const usize;
         shapes.iter().enumerate().map(|(i, s)| tensor(elements.wrapping_add(3 * i), s)).collect()
     };
+    if let Some(key) = ty.map_key {
+        let [keys, values] = held.unwrap_or_default() else { return Err(bad("a map layout")) };
+        let (columns, rows) = crate::ops::sequence::map_rows(values).ok_or_else(|| bad("a map layout"))?;
+        if word(desc, 0) != rows || keys != &[columns] {
+            return Err(bad("a map count"));
+        }
+        let records = word(desc, 1) as *const usize;
+        return (0..rows)
+            .map(|i| {
+                let map = records.wrapping_add(3 * i);
+                if word(map, 0) != columns {
+                    return Err(bad("a map size"));
+                }
+                // SAFETY: see above; the model wrote `columns` keys and values.
+                let keys = unsafe { read_bytes(word(map, 1) as *const u8, key, vec![columns], name) }?;
+                // SAFETY: as for the keys.
+                let values = unsafe { read_bytes(word(map, 2) as *const u8, ty.dtype, vec![columns], name) }?;
+                Ok(Map { keys, values })
+            })
+            .collect::<Result<_, _>>()
+            .map(Datum::Maps);
+    }
     if !ty.optional {
         return sequence(desc, held.unwrap_or_default()).map(Datum::Sequence);
     }

@@ -140,13 +140,14 @@ pub fn composite_shape(d: &Datum) -> Option<crate::infer::CompositeShape> {
     use crate::infer::CompositeShape;
     let shapes = |items: &[crate::ir::Tensor]| items.iter().map(|t| t.shape.clone()).collect();
     Some(match d {
-        Datum::Tensor(_) => return None,
+        Datum::Tensor(_) | Datum::Maps(_) => return None,
+        Datum::Map(m) => CompositeShape::Tensor(vec![m.keys.len()]),
         Datum::Sequence(items) => CompositeShape::Sequence(shapes(items)),
         Datum::Optional(None) => CompositeShape::Absent,
         Datum::Optional(Some(inner)) => match &**inner {
             Datum::Tensor(t) => CompositeShape::Tensor(t.shape.clone()),
             Datum::Sequence(items) => CompositeShape::Sequence(shapes(items)),
-            Datum::Optional(_) => return None,
+            Datum::Optional(_) | Datum::Maps(_) | Datum::Map(_) => return None,
         },
     })
 }

@@ -13,7 +13,7 @@
 //! that, foldable nodes run at run time); the compile clock is checked at
 //! every node.
 
-use crate::ir::{Composite, Dim, Graph, Node, TensorType, ValueDef, ValueId};
+use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::{InferCx, InputInfo};
 use std::collections::{HashMap, HashSet};
@@ -98,6 +98,7 @@ fn write_composite_outputs(graph: &mut Graph) {
             optional: ty.optional,
             sequence: ty.sequence,
             empty: composite == Composite::Optional(None),
+            maps: matches!(composite, Composite::MapRows { .. }),
         };
         let inputs = graph.composite_tensors(v).into_iter().map(Some).collect();
         graph.composites.insert(out, composite);
@@ -114,12 +115,22 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
     let tensors = |items: &[ValueId]| items.iter().all(|i| !graph.composites.contains_key(i));
     let fits = match graph.composites.get(&v) {
         None => return Ok(()),
+        Some(Composite::MapRows { keys, .. }) => {
+            let key = graph.value(*keys).ty.as_ref().map(|t| t.dtype);
+            return match graph.port_types.get(&v) {
+                Some(d) if d.sequence && d.map_key.is_some() && d.map_key == key && d.dtype == DType::F32 => Ok(()),
+                Some(d) => {
+                    Err(format!("graph output \"{name}\" is declared {d}, but the graph computes a sequence of maps"))
+                }
+                None => Err(format!("graph output \"{name}\" is a sequence of maps but is declared a tensor")),
+            };
+        }
         Some(Composite::Sequence(items)) => tensors(items),
         Some(Composite::Optional(None)) => true,
         Some(Composite::Optional(Some(inner))) => match graph.composites.get(inner) {
             None => true,
             Some(Composite::Sequence(items)) => tensors(items),
-            Some(Composite::Optional(_)) => false,
+            Some(Composite::Optional(_) | Composite::MapRows { .. }) => false,
         },
     };
     if !fits {
@@ -134,7 +145,7 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
     };
     let computed_optional = matches!(graph.composites.get(&v), Some(Composite::Optional(_)));
     match declared {
-        Some(d) if d.optional == computed_optional && d.sequence == computed_sequence => Ok(()),
+        Some(d) if d.map_key.is_none() && d.optional == computed_optional && d.sequence == computed_sequence => Ok(()),
         Some(d) => Err(format!("graph output \"{name}\" is declared {d}, but the graph computes another kind")),
         None => Err(format!("graph output \"{name}\" is a sequence or optional but is declared a tensor")),
     }
@@ -399,6 +410,43 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
     }
 }
 
+/// Makes map input `k` (`map(key, value)`, not in a sequence) a
+/// [`Composite::MapRows`] of two `ValueDef::InputElement` tensors, its
+/// keys and values, with the entry count its binding gives (`--shape m=5`
+/// or the actual input); the code checks the caller's `onnxc_map` against it.
+fn bind_map_input(
+    graph: &mut Graph,
+    k: usize,
+    input: ValueId,
+    key: DType,
+    ty: &crate::ir::CompositeType,
+    bindings: &Bindings,
+) -> Result<(), String> {
+    let name = graph.value(input).name.clone();
+    if ty.sequence {
+        return Err(format!("input \"{name}\" is {ty}: sequences of maps are compiled as graph outputs only"));
+    }
+    let given = bindings
+        .composites
+        .get(&name)
+        .cloned()
+        .or_else(|| bindings.shapes.get(&name).cloned().map(CompositeShape::Tensor));
+    let Some(CompositeShape::Tensor(dims)) = given else {
+        return Err(format!("input \"{name}\" is {ty}: give its entry count, e.g. --shape {name}=5"));
+    };
+    let [entries] = dims[..] else {
+        return Err(format!("input \"{name}\" is {ty}: its binding must be one entry count, got {dims:?}"));
+    };
+    let mut part = |label: &str, element: usize, dtype: DType| {
+        let def = ValueDef::InputElement { input: k, element: Some(element) };
+        graph.add_value(format!("{name}.{label}"), Some(TensorType::known(dtype, &[entries])), def)
+    };
+    let keys = part("keys", 0, key);
+    let values = part("values", 1, ty.dtype);
+    graph.composites.insert(input, Composite::MapRows { keys, values });
+    Ok(())
+}
+
 /// Makes sequence or optional input `k` the compile-time composite its
 /// binding describes: one `ValueDef::InputElement` value per tensor it
 /// holds. Without a binding a sequence is refused (its length is never
@@ -407,6 +455,9 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
 fn bind_composite_input(graph: &mut Graph, k: usize, input: ValueId, bindings: &Bindings) -> Result<(), String> {
     let Some(ty) = graph.port_types.get(&input).cloned() else { return Ok(()) };
     let name = graph.value(input).name.clone();
+    if let Some(key) = ty.map_key {
+        return bind_map_input(graph, k, input, key, &ty, bindings);
+    }
     let declared_static =
         ty.shape.as_ref().and_then(|s| TensorType { dtype: ty.dtype, shape: s.clone() }.known_shape());
     let single = bindings.shapes.get(&name).map(|s| match ty.sequence {

@@ -1,14 +1,15 @@
 //! Reading and writing values for `run` and `test`: ONNX `TensorProto`
 //! files (`.pb`) and numpy `.npy` files (little-endian, C order) for
 //! tensors, and the backend test data's `SequenceProto` and
-//! `OptionalProto` files for sequences and optionals of tensors. A `.pb`
+//! `OptionalProto` files for sequences and optionals of tensors (and
+//! sequences of `MapProto`s for sequences of maps). A `.pb`
 //! file does not say which message it holds, so the reader is told what
 //! the model declares at that position.
 
-use crate::call::Datum;
+use crate::call::{Datum, Map};
 use crate::import::tensor::{tensor_from_proto, tensor_to_proto};
 use crate::ir::{CompositeType, DType, Tensor};
-use onnx_proto::{OptionalProto, SequenceProto};
+use onnx_proto::{MapProto, OptionalProto, SequenceProto};
 use prost::Message;
 use std::path::Path;
 
@@ -21,6 +22,7 @@ pub struct NamedDatum {
 /// `elem_type` of `SequenceProto` and `OptionalProto`: a tensor, a sequence.
 const ELEM_TENSOR: i32 = 1;
 const ELEM_SEQUENCE: i32 = 3;
+const ELEM_MAP: i32 = 4;
 
 /// Reads a tensor, or (`composite`: what the model declares there) a
 /// sequence or optional.
@@ -42,6 +44,14 @@ pub fn read_datum(path: &Path, composite: Option<&CompositeType>) -> Result<Name
                 OptionalProto::decode(bytes.as_slice()).map_err(|e| at(format!("not an OptionalProto: {e}")))?;
             Ok(named(proto.name(), optional_from_proto(&proto).map_err(at)?))
         }
+        Some(ty) if ty.map_key.is_some() && !ty.sequence => {
+            let proto = MapProto::decode(bytes.as_slice()).map_err(|e| at(format!("not a MapProto: {e}")))?;
+            Ok(named(proto.name(), Datum::Map(map_from_proto(&proto).map_err(at)?)))
+        }
+        Some(ty) if ty.map_key.is_some() => {
+            let proto = SequenceProto::decode(bytes.as_slice()).map_err(|e| at(format!("not a SequenceProto: {e}")))?;
+            Ok(named(proto.name(), Datum::Maps(maps_from_proto(&proto).map_err(at)?)))
+        }
         Some(_) => {
             let proto = SequenceProto::decode(bytes.as_slice()).map_err(|e| at(format!("not a SequenceProto: {e}")))?;
             Ok(named(proto.name(), Datum::Sequence(sequence_from_proto(&proto).map_err(at)?)))
@@ -58,6 +68,65 @@ fn sequence_from_proto(p: &SequenceProto) -> Result<Vec<Tensor>, String> {
         return Err("only sequences of tensors are supported".into());
     }
     p.tensor_values.iter().map(tensor_from_proto).collect()
+}
+
+/// A sequence of `MapProto`s, each as its keys and its values (the
+/// values' tensors concatenated: `from_dict` writes one scalar tensor per
+/// entry).
+fn maps_from_proto(p: &SequenceProto) -> Result<Vec<Map>, String> {
+    if !p.tensor_values.is_empty() || !matches!(p.elem_type(), 0 | ELEM_MAP) {
+        return Err("not a sequence of maps".into());
+    }
+    p.map_values.iter().map(map_from_proto).collect()
+}
+
+/// A `MapProto`'s keys and values.
+fn map_from_proto(m: &MapProto) -> Result<Map, String> {
+    let n = m.keys.len().max(m.string_keys.len());
+    let keys = match DType::from_onnx(m.key_type()) {
+        Some(DType::String) => Tensor::from_strings(vec![n], m.string_keys.clone()),
+        Some(DType::I64) => Some(Tensor::from_i64s(vec![n], &m.keys)),
+        _ => None,
+    }
+    .ok_or("map keys must be int64 or strings")?;
+    let parts = m.values.as_ref().map(sequence_from_proto).transpose()?.unwrap_or_default();
+    let dtype = parts.first().map_or(DType::F32, |t| t.dtype);
+    if parts.iter().any(|t| t.dtype != dtype || t.dtype == DType::String) {
+        return Err("map values must be numeric tensors of one type".into());
+    }
+    let data: Vec<u8> = parts.iter().flat_map(|t| t.data.iter().copied()).collect();
+    let count = parts.iter().map(|t| t.len()).sum();
+    let values = Tensor::from_bytes(dtype, vec![count], data).ok_or("map values do not fit their type")?;
+    if count != n {
+        return Err(format!("a map has {n} keys and {count} values"));
+    }
+    Ok(Map { keys, values })
+}
+
+fn maps_to_proto(name: &str, maps: &[Map]) -> SequenceProto {
+    SequenceProto {
+        name: Some(name.to_string()),
+        elem_type: Some(ELEM_MAP),
+        map_values: maps.iter().map(|m| map_to_proto("", m)).collect(),
+        ..Default::default()
+    }
+}
+
+fn map_to_proto(name: &str, m: &Map) -> MapProto {
+    let mut p = MapProto {
+        name: Some(name.to_string()).filter(|n| !n.is_empty()),
+        key_type: Some(m.keys.dtype.onnx_code()),
+        ..Default::default()
+    };
+    match m.keys.dtype {
+        DType::String => p.string_keys = m.keys.strings.clone(),
+        _ => p.keys = (0..m.keys.len()).map(|i| m.keys.get_i64(i)).collect(),
+    }
+    let size = m.values.dtype.size();
+    let scalars =
+        m.values.data.chunks_exact(size).filter_map(|b| Tensor::from_bytes(m.values.dtype, vec![], b.to_vec()));
+    p.values = Some(sequence_to_proto("", &scalars.collect::<Vec<_>>()));
+    p
 }
 
 fn optional_from_proto(p: &OptionalProto) -> Result<Datum, String> {
@@ -84,6 +153,8 @@ pub fn write_datum_pb(path: &Path, name: &str, d: &Datum) -> Result<(), String> 
     let bytes = match d {
         Datum::Tensor(t) => tensor_to_proto(name, t).encode_to_vec(),
         Datum::Sequence(items) => sequence_to_proto(name, items).encode_to_vec(),
+        Datum::Maps(maps) => maps_to_proto(name, maps).encode_to_vec(),
+        Datum::Map(m) => map_to_proto(name, m).encode_to_vec(),
         Datum::Optional(inner) => {
             let mut p = OptionalProto { name: Some(name.to_string()), elem_type: Some(0), ..Default::default() };
             match inner.as_deref() {
@@ -96,7 +167,9 @@ pub fn write_datum_pb(path: &Path, name: &str, d: &Datum) -> Result<(), String> 
                     p.elem_type = Some(ELEM_SEQUENCE);
                     p.sequence_value = Some(sequence_to_proto("", items));
                 }
-                Some(Datum::Optional(_)) => return Err(format!("{}: nested optionals", path.display())),
+                Some(Datum::Optional(_) | Datum::Maps(_) | Datum::Map(_)) => {
+                    return Err(format!("{}: optionals of this kind are not written", path.display()))
+                }
             }
             p.encode_to_vec()
         }

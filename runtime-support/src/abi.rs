@@ -54,7 +54,7 @@ pub const STATUS_DIVISION_BY_ZERO: i32 = 4;
 pub const STATUS_OUT_OF_MEMORY: i32 = 5;
 /// Cast from string met a string that is not a number of the target type.
 pub const STATUS_NOT_A_NUMBER: i32 = 6;
-/// A sequence or optional input's descriptor does not match what the
+/// A sequence, optional or map input's descriptor does not match what the
 /// model was compiled for (presence, element count, rank or dims, or a
 /// NULL address); the status's upper bits are the input's index + 1.
 pub const STATUS_BAD_INPUT: i32 = 7;

@@ -19,7 +19,7 @@ import onnx
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "sklearn"]
+FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "sklearn", "maps"]
 TOLERANCE = {"light": ["--atol", "1e-4"], "light-random": ["--atol", "1e-4"], "sklearn": ["--atol", "1e-5"]}
 
 

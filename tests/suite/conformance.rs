@@ -40,7 +40,7 @@ fn tolerance_args(folder: &str) -> &'static [&'static str] {
 
 /// Top-level folders of tests/data that hold cases.
 pub const FOLDERS: &[&str] =
-    &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "sklearn"];
+    &["node", "simple", "pytorch-converted", "pytorch-operator", "light", "light-random", "sklearn", "maps"];
 
 /// Every `OBJECT_STRIDE`-th listed case is also run with `--via object`.
 const OBJECT_STRIDE: usize = 5;

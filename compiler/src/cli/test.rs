@@ -6,7 +6,7 @@ use super::object_runner::ObjectModel;
 use super::run::{match_inputs, read_values};
 use crate::LimitArgs;
 use onnxc::buffer::Placement;
-use onnxc::call::Datum;
+use onnxc::call::{Datum, Map};
 use onnxc::driver;
 use onnxc::ir::{DType, Tensor};
 use onnxc::limits::Limits;
@@ -124,8 +124,9 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
     Ok(())
 }
 
-/// [`compare`] through sequences and optionals: the same kind, the same
-/// number of tensors, each tensor close.
+/// [`compare`] through sequences, optionals and sequences of maps: the
+/// same kind, the same number of tensors, each tensor close (map keys
+/// equal, in the same order).
 pub fn compare_data(got: &Datum, want: &Datum, rtol: f64, atol: f64) -> Result<(), String> {
     match (got, want) {
         (Datum::Tensor(g), Datum::Tensor(w)) => compare(g, w, rtol, atol),
@@ -134,10 +135,43 @@ pub fn compare_data(got: &Datum, want: &Datum, rtol: f64, atol: f64) -> Result<(
             .zip(w)
             .enumerate()
             .try_for_each(|(i, (g, w))| compare(g, w, rtol, atol).map_err(|e| format!("element {i}: {e}"))),
+        (Datum::Maps(g), Datum::Maps(w)) if g.len() == w.len() => {
+            g.iter().zip(w).enumerate().try_for_each(|(i, (g, w))| {
+                let (g, w) = (sorted(g).ok_or("a map is malformed")?, sorted(w).ok_or("a map is malformed")?);
+                compare(&g.keys, &w.keys, 0.0, 0.0)
+                    .and_then(|()| compare(&g.values, &w.values, rtol, atol))
+                    .map_err(|e| format!("map {i}: {e}"))
+            })
+        }
         (Datum::Optional(None), Datum::Optional(None)) => Ok(()),
         (Datum::Optional(Some(g)), Datum::Optional(Some(w))) => compare_data(g, w, rtol, atol),
         _ => Err(format!("{}, expected {}", got.describe(), want.describe())),
     }
+}
+
+/// A map's entries in key order: maps have no order of their own (ONNX
+/// Runtime returns them sorted, ZipMap writes them in label order).
+fn sorted(m: &Map) -> Option<Map> {
+    let n = m.keys.len();
+    let key = |i: usize| match m.keys.dtype {
+        DType::String => (0, m.keys.strings.get(i).map_or(&[][..], |s| s.as_slice())),
+        _ => (m.keys.get_i64(i), &[][..]),
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    let permute = |t: &Tensor| -> Option<Tensor> {
+        if t.dtype == DType::String {
+            return Tensor::from_strings(
+                vec![n],
+                order.iter().map(|&i| t.strings.get(i).cloned()).collect::<Option<_>>()?,
+            );
+        }
+        let size = t.dtype.size();
+        let data = order.iter().map(|&i| t.data.get(i * size..(i + 1) * size)).collect::<Option<Vec<_>>>()?.concat();
+        Tensor::from_bytes(t.dtype, vec![n], data)
+    };
+    (m.values.len() == n).then_some(())?;
+    Some(Map { keys: permute(&m.keys)?, values: permute(&m.values)? })
 }
 
 /// Checks `|got - want| <= atol + rtol * |want|` elementwise (NaN equals

@@ -1,5 +1,5 @@
-//! Sequence and optional graph inputs, checked on entry. The caller
-//! passes `inputs[k]` as an `onnxc_sequence` or `onnxc_optional`
+//! Sequence, optional and map graph inputs, checked on entry. The caller
+//! passes `inputs[k]` as an `onnxc_sequence`, `onnxc_optional` or `onnxc_map`
 //! descriptor (see the header); the code was specialised to the element
 //! count, shapes and presence given at compile time, so before any node
 //! runs it compares the descriptor with them — presence, count, each
@@ -29,6 +29,7 @@ pub(super) fn check_inputs(
         let desc = check.load(inputs, k);
         check.fail_if_null(desc);
         match composite {
+            Composite::MapRows { keys, values } => check.map(graph, desc, [*keys, *values], &mut addresses)?,
             Composite::Sequence(items) => check.sequence(graph, desc, items, &mut addresses)?,
             Composite::Optional(held) => {
                 let has = check.load(desc, 0);
@@ -106,6 +107,31 @@ impl Check<'_, '_> {
             let offset = (i * TENSOR_WORDS * self.ptr.bytes() as usize) as i64;
             let tensor = self.b.ins().iadd_imm_s(elements, offset);
             self.tensor(graph, tensor, item, addresses)?;
+        }
+        Ok(())
+    }
+
+    /// An `onnxc_map` at `m` (count, keys, values) with as many entries as
+    /// `parts`, its keys and values tensors, hold.
+    fn map(
+        &mut self,
+        graph: &Graph,
+        m: Value,
+        parts: [ValueId; 2],
+        addresses: &mut HashMap<ValueId, Value>,
+    ) -> Result<(), CodegenError> {
+        let entries = match graph.concrete(parts[0]) {
+            Some((_, shape)) => shape.first().copied().unwrap_or(0),
+            None => return Err(CodegenError::Module("a map input has no known entry count".into())),
+        };
+        let count = self.load(m, 0);
+        self.fail_unless_equal(count, entries as i64);
+        for (word, part) in [1, 2].into_iter().zip(parts) {
+            let data = self.load(m, word);
+            if entries > 0 {
+                self.fail_if_null(data);
+            }
+            addresses.insert(part, data);
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ pub const DIVISION_BY_ZERO: i32 = abi::STATUS_DIVISION_BY_ZERO;
 /// workspace is too small, the hook returned NULL, or the size overflows).
 pub const OUT_OF_MEMORY: i32 = abi::STATUS_OUT_OF_MEMORY;
 
-/// A sequence or optional input's descriptor is not what the code was
+/// A sequence, optional or map input's descriptor is not what the code was
 /// compiled for; the upper bits are the input's index + 1.
 pub const BAD_INPUT: i32 = abi::STATUS_BAD_INPUT;
 

@@ -76,6 +76,16 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    void *value;              /* an onnxc_tensor * (optional tensor) or an".into());
     line("                               * onnxc_sequence * (optional sequence) */".into());
     line("} onnxc_optional;".into());
+    line("/* A sequence of maps (ai.onnx.ml ZipMap's output) is an onnxc_sequence".into());
+    line(" * whose elements point to count onnxc_map records instead (cast them).".into());
+    line(" * The keys are the same for every map, in the model's label order. A map".into());
+    line(" * input (ai.onnx.ml DictVectorizer's) is an onnxc_map the caller fills,".into());
+    line(" * with the entry count it was compiled for (status 7 otherwise). */".into());
+    line("typedef struct onnxc_map {".into());
+    line("    size_t count;".into());
+    line("    void *keys;               /* count int64_t or onnxc_string keys */".into());
+    line("    void *values;             /* count values, the i-th for the i-th key */".into());
+    line("} onnxc_map;".into());
     line("#endif".into());
     line(String::new());
     line(format!(
@@ -96,6 +106,39 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     for (kind, ids) in [("INPUT", &graph.inputs), ("OUTPUT", &graph.outputs)] {
         for (k, &v) in ids.iter().enumerate() {
             let value = graph.value(v);
+            if let (Some(ty), Some(Composite::MapRows { keys, values })) =
+                (graph.port_types.get(&v), graph.composites.get(&v))
+            {
+                let (Some((key, columns)), Some((_, values))) = (graph.concrete(*keys), graph.concrete(*values)) else {
+                    continue;
+                };
+                let (entries, maps) = crate::ops::sequence::map_rows(&values).unwrap_or_default();
+                let lower = kind.to_lowercase();
+                if !ty.sequence {
+                    line(format!(
+                        "/* {lower} {k} \"{}\": {ty}, compiled for {entries} entries; {lower}s[{k}] is an onnxc_map */",
+                        value.name
+                    ));
+                    line(format!("typedef {} {prefix}_{lower}{k}_key_t;", key.c_name()));
+                    line(format!("typedef {} {prefix}_{lower}{k}_t; /* value type */", ty.dtype.c_name()));
+                    line(format!("#define {upper}_{kind}{k}_MAP 1"));
+                    line(format!("#define {upper}_{kind}{k}_MAP_ENTRIES {entries}u"));
+                    continue;
+                }
+                line(format!(
+                    "/* {} {k} \"{}\": {ty}, compiled holding {maps} maps of {entries} entries; {}s[{k}] is an \
+                     onnxc_sequence of onnxc_map */",
+                    kind.to_lowercase(),
+                    value.name,
+                    kind.to_lowercase()
+                ));
+                line(format!("typedef {} {prefix}_{lower}{k}_key_t;", key.c_name()));
+                line(format!("typedef {} {prefix}_{lower}{k}_t; /* value type */", ty.dtype.c_name()));
+                line(format!("#define {upper}_{kind}{k}_MAPS 1"));
+                line(format!("#define {upper}_{kind}{k}_COUNT {maps}u"));
+                line(format!("#define {upper}_{kind}{k}_MAP_ENTRIES {}u", columns.first().copied().unwrap_or(0)));
+                continue;
+            }
             if let Some(ty) = graph.port_types.get(&v) {
                 let held: Vec<String> = graph
                     .composite_tensors(v)

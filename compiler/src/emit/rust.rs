@@ -7,7 +7,8 @@
 //! those types; the user writes none.
 //!
 //! Data-dependent outputs (`onnxc_dynamic_output`) and sequence or
-//! optional inputs and outputs (`onnxc_sequence`, `onnxc_optional`) are
+//! optional inputs and outputs and sequences of maps (`onnxc_sequence`,
+//! `onnxc_optional`, `onnxc_map`) are
 //! not offered yet: such models are rejected with a message pointing to
 //! the C ABI.
 
@@ -64,8 +65,9 @@ fn args(graph: &Graph, ids: &[ValueId], kind: &str, taken: &mut HashSet<String>)
             let value = graph.value(v);
             if let Some(ty) = graph.port_types.get(&v) {
                 return Err(format!(
-                    "{kind} \"{}\" is {ty}; the Rust API does not offer sequences or optionals yet: call the C \
-                     entry point (`onnxc_sequence`, `onnxc_optional` in the header from `--emit header`)",
+                    "{kind} \"{}\" is {ty}; the Rust API does not offer sequences, maps or optionals yet: call the \
+                     C entry point (`onnxc_sequence`, `onnxc_optional`, `onnxc_map` in the header from `--emit \
+                     header`)",
                     value.name
                 ));
             }

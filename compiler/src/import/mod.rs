@@ -164,6 +164,9 @@ pub fn port_type(v: &ValueInfoProto) -> Result<Port, String> {
             v.name()
         )
     };
+    if let Some(T::MapType(m)) = v.r#type.as_ref().and_then(kind) {
+        return map_type(v, &m, false).map(Port::Composite);
+    }
     let (optional, inner) = match v.r#type.as_ref().and_then(kind) {
         Some(T::OptionalType(o)) => (true, o.elem_type.as_deref().and_then(kind)),
         other => (false, other),
@@ -172,13 +175,38 @@ pub fn port_type(v: &ValueInfoProto) -> Result<Port, String> {
         Some(T::SequenceType(s)) => (true, s.elem_type.as_deref().and_then(kind)),
         other => (false, other),
     };
+    if let (false, true, Some(T::MapType(m))) = (optional, sequence, &tensor) {
+        return map_type(v, m, true).map(Port::Composite);
+    }
     let Some(T::TensorType(t)) = tensor else { return Err(unsupported()) };
     if !optional && !sequence {
         return value_type(v).map(Port::Tensor);
     }
     let dtype = element_type(v, &t)?;
     let shape = t.shape.as_ref().map(|s| dims(v, s)).transpose()?;
-    Ok(Port::Composite(crate::ir::CompositeType { optional, sequence, dtype, shape }))
+    Ok(Port::Composite(crate::ir::CompositeType { optional, sequence, dtype, shape, map_key: None }))
+}
+
+/// A map (`map(int64|string, tensor(T))`, DictVectorizer's input) or a
+/// sequence of them (what ZipMap makes): its key type and value type.
+fn map_type(
+    v: &ValueInfoProto,
+    m: &onnx_proto::type_proto::Map,
+    sequence: bool,
+) -> Result<crate::ir::CompositeType, String> {
+    use onnx_proto::type_proto::Value as T;
+    let key = DType::from_onnx(m.key_type()).filter(|k| matches!(k, DType::I64 | DType::String));
+    let value = match m.value_type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(T::TensorType(t)) => Some(element_type(v, t)?),
+        _ => None,
+    };
+    let (Some(key), Some(dtype)) = (key, value) else {
+        return Err(format!(
+            "value \"{}\": a sequence of maps must map int64 or string keys to tensor values",
+            v.name()
+        ));
+    };
+    Ok(crate::ir::CompositeType { optional: false, sequence, dtype, shape: None, map_key: Some(key) })
 }
 
 fn element_type(v: &ValueInfoProto, t: &onnx_proto::type_proto::Tensor) -> Result<DType, String> {

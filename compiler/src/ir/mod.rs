@@ -95,6 +95,10 @@ pub struct CompositeType {
     pub dtype: DType,
     /// Their declared dims (may be symbolic), when the rank is declared.
     pub shape: Option<Vec<Dim>>,
+    /// A map (or, with `sequence`, a sequence of maps) from keys of this
+    /// type (int64 or string) to `dtype` values, instead of tensors
+    /// (ai.onnx.ml's ZipMap output, DictVectorizer's input).
+    pub map_key: Option<DType>,
 }
 
 impl fmt::Display for CompositeType {
@@ -103,6 +107,11 @@ impl fmt::Display for CompositeType {
             Some(shape) => TensorType { dtype: self.dtype, shape: shape.clone() }.to_string(),
             None => format!("{}[?]", self.dtype),
         };
+        match (self.map_key, self.sequence) {
+            (Some(key), true) => return write!(f, "seq(map({key}, {}))", self.dtype),
+            (Some(key), false) => return write!(f, "map({key}, {})", self.dtype),
+            _ => {}
+        }
         match (self.optional, self.sequence) {
             (true, true) => write!(f, "optional(seq({element}))"),
             (true, false) => write!(f, "optional({element})"),
@@ -116,6 +125,14 @@ impl fmt::Display for CompositeType {
 pub enum Composite {
     Sequence(Vec<ValueId>),
     Optional(Option<ValueId>),
+    /// A sequence of maps, one per row of `values` (a `[N, C]` tensor, or
+    /// `[C]` for one map), each from the `C` elements of `keys` to that
+    /// row's elements: ZipMap's output (keys a constant), or a map graph
+    /// input (`[C]` keys and values given by the caller).
+    MapRows {
+        keys: ValueId,
+        values: ValueId,
+    },
 }
 
 impl Graph {
@@ -141,7 +158,8 @@ impl Graph {
     }
 
     /// The tensors a sequence or optional holds, in order, looking
-    /// through an optional into the sequence it holds; empty for a tensor.
+    /// through an optional into the sequence it holds (the keys and the
+    /// values of a sequence of maps); empty for a tensor.
     pub fn composite_tensors(&self, v: ValueId) -> Vec<ValueId> {
         match self.composites.get(&v) {
             None => Vec::new(),
@@ -151,6 +169,7 @@ impl Graph {
                 self.composite_tensors(*inner)
             }
             Some(Composite::Optional(Some(inner))) => vec![*inner],
+            Some(Composite::MapRows { keys, values }) => vec![*keys, *values],
         }
     }
 

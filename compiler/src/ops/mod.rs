@@ -18,6 +18,7 @@ pub mod gather;
 pub mod gradient;
 pub mod linalg;
 pub mod loss;
+pub mod maps;
 pub mod ml_classify;
 pub mod ml_encoders;
 pub mod ml_linear;
@@ -311,6 +312,11 @@ ops! {
     TrainingDropout(random::TrainingDropout),
     Optimizer(training::Optimizer),
     TreeEnsemble(tree::TreeEnsemble),
+    ZipMap(maps::ZipMap),
+    DictVectorizer(maps::DictVectorizer),
+    VocabularyLookup(maps::VocabularyLookup),
+    CastMap(maps::CastMap),
+    CastMapEntries(maps::CastMapEntries),
     FlexAttention(flex_attention::FlexAttention),
     Gradient(gradient::Gradient),
     StringConcat(strings::StringConcat),
@@ -372,7 +378,7 @@ impl Op {
         self.inner().run_time_bytes(cx)
     }
 
-    /// If, Loop, Scan, SequenceMap, FlexAttention and the sequence/optional operators:
+    /// If, Loop, Scan, SequenceMap, FlexAttention, ZipMap, DictVectorizer and the sequence/optional operators:
     /// resolved by inference into ordinary operators.
     pub fn is_control_flow(&self) -> bool {
         matches!(
@@ -384,6 +390,9 @@ impl Op {
                 | Op::Sequence(_)
                 | Op::FlexAttention(_)
                 | Op::Gradient(_)
+                | Op::ZipMap(_)
+                | Op::DictVectorizer(_)
+                | Op::CastMap(_)
         )
     }
 
@@ -624,6 +633,9 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "TreeEnsemble", tree::import),
     ("ai.onnx.ml", "TreeEnsembleClassifier", ml_trees::import_classifier),
     ("ai.onnx.ml", "TreeEnsembleRegressor", ml_trees::import_regressor),
+    ("ai.onnx.ml", "ZipMap", maps::import),
+    ("ai.onnx.ml", "DictVectorizer", maps::import_dict_vectorizer),
+    ("ai.onnx.ml", "CastMap", maps::import_cast_map),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Gradient", gradient::import),
     ("ai.onnx.preview.training", "Adam", training::import),

@@ -96,6 +96,10 @@ pub struct WriteComposite {
     pub sequence: bool,
     /// An optional that holds nothing (then there are no inputs).
     pub empty: bool,
+    /// A sequence of maps ([`crate::ir::Composite::MapRows`]): the inputs
+    /// are the keys `[C]` and the values `[N, C]` or `[C]`, and the
+    /// elements are `onnxc_map` records, one per row.
+    pub maps: bool,
 }
 
 impl Operator for WriteComposite {
@@ -119,6 +123,14 @@ impl Operator for WriteComposite {
         }
         let p = std::mem::size_of::<usize>();
         let aligned = |n: usize| n.checked_next_multiple_of(crate::plan::ALIGN);
+        if self.maps {
+            let [Some(keys), Some(values)] = cx.inputs.as_slice() else { return None };
+            let (_, rows) = map_rows(values.shape)?;
+            let keys = keys.dtype.bytes_for(crate::ir::shape::element_count(keys.shape)?)?;
+            let values = values.dtype.bytes_for(crate::ir::shape::element_count(values.shape)?)?;
+            let records = rows.checked_mul(MAP_WORDS * p)?;
+            return [keys, values, records].iter().try_fold(0usize, |t, &b| t.checked_add(aligned(b.max(1))?));
+        }
         let mut total = 0usize;
         let mut descriptors = if self.optional && self.sequence { SEQUENCE_WORDS * p } else { 0 };
         for input in &cx.inputs {
@@ -138,6 +150,9 @@ impl Operator for WriteComposite {
             let zero = cx.iconst(0);
             store_words(cx, desc, &[zero, zero]);
             return Ok(());
+        }
+        if self.maps {
+            return write_maps(cx, desc);
         }
         let n = cx.input_count();
         let shapes: Vec<_> = (0..n)
@@ -188,11 +203,57 @@ impl Operator for WriteComposite {
     }
 }
 
-/// Pointer-sized words of `onnxc_tensor` (data, rank, dims) and
-/// `onnxc_sequence` (count, elements); `onnxc_optional` is
-/// (has_value, value).
+/// Pointer-sized words of `onnxc_tensor` (data, rank, dims),
+/// `onnxc_sequence` (count, elements) and `onnxc_map` (count, keys,
+/// values); `onnxc_optional` is (has_value, value).
 pub const TENSOR_WORDS: usize = 3;
 pub const SEQUENCE_WORDS: usize = 2;
+pub const MAP_WORDS: usize = 3;
+
+/// The columns and rows of a map sequence's values: `[N, C]` is `N` maps
+/// of `C` entries, `[C]` one map.
+pub fn map_rows(shape: &[usize]) -> Option<(usize, usize)> {
+    match *shape {
+        [c] => Some((c, 1)),
+        [n, c] => Some((c, n)),
+        _ => None,
+    }
+}
+
+/// The caller's `onnxc_sequence` at `desc` gets one `onnxc_map` per row:
+/// the keys and values are copied once into allocator memory, every map
+/// pointing at the shared keys and at its own row.
+fn write_maps(cx: &mut Lower, desc: Value) -> Result<(), String> {
+    let p = cx.ptr_type().bytes() as i64;
+    let (key_type, keys_shape) = cx.input_type(0)?;
+    let (value_type, values_shape) = cx.input_type(1)?;
+    let (columns, rows) = map_rows(&values_shape).ok_or("the values are neither [N, C] nor [C]")?;
+    if keys_shape != [columns] {
+        return Err(format!("{} keys for maps of {columns} entries", keys_shape.len()));
+    }
+    let copy = |cx: &mut Lower, i: usize, bytes: usize| -> Result<Value, String> {
+        let size = cx.iconst(bytes.max(1) as i64);
+        let data = cx.alloc_scratch(size)?;
+        let src = cx.input_ptr(i)?;
+        cx.copy_bytes(data, src, bytes);
+        Ok(data)
+    };
+    let too_large = || "the map values are too large".to_string();
+    let keys = copy(cx, 0, key_type.bytes_for(columns).ok_or_else(too_large)?)?;
+    let row_bytes = value_type.bytes_for(columns).ok_or_else(too_large)?;
+    let values = copy(cx, 1, row_bytes.checked_mul(rows).ok_or_else(too_large)?)?;
+    let records_bytes = cx.iconst((rows * MAP_WORDS) as i64 * p);
+    let records = cx.alloc_scratch(records_bytes)?;
+    let count = cx.iconst(columns as i64);
+    let rows_level = crate::codegen::Level::new(rows, vec![MAP_WORDS as i64 * p, row_bytes as i64]);
+    cx.nest(&[rows_level], &[records, values], &mut |cx, _, at| {
+        store_words(cx, at[0], &[count, keys, at[1]]);
+        Ok(())
+    })?;
+    let n = cx.iconst(rows as i64);
+    store_words(cx, desc, &[n, records]);
+    Ok(())
+}
 
 fn store_words(cx: &mut Lower, at: Value, words: &[Value]) {
     let p = cx.ptr_type().bytes() as i32;
