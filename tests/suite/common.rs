@@ -191,16 +191,17 @@ pub fn header_number(header: &Path, name: &str) -> usize {
         .unwrap_or_else(|| panic!("{} defines no number {name}:\n{text}", header.display()))
 }
 
-/// Builds `tests/suite/c/{program}.c` with the `model.h` and `model.a` in
-/// `dir` (plus `-lm`), runs it, and fails unless it printed just "ok".
-pub fn run_c_program(dir: &Path, program: &str) {
+/// Builds `tests/suite/c/{program}.c` with the headers and the
+/// `archives` in `dir` (plus `-lm`), runs it, and fails unless it printed
+/// just "ok".
+pub fn run_c_program(dir: &Path, program: &str, archives: &[&str]) {
     let exe = dir.join(program);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/suite/c/{program}.c"));
     let mut cc = Command::new("cc");
     cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
         .arg(dir)
         .arg(source)
-        .arg(dir.join("model.a"))
+        .args(archives.iter().map(|a| dir.join(a)))
         .arg("-lm")
         .arg("-o")
         .arg(&exe);

@@ -123,7 +123,7 @@ fn c_callers_get_data_dependent_outputs_from_the_workspace_or_their_hook() {
     write_model(dir.path(), "model.onnx", &nonzero_model());
     let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o", "--emit", "header,archive"]);
     assert!(succeeded(&compiled), "{}", compiled.stderr);
-    run_c_program(dir.path(), "dynamic_outputs");
+    run_c_program(dir.path(), "dynamic_outputs", &["model.a"]);
 }
 
 #[test]

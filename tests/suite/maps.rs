@@ -6,12 +6,10 @@
 //! where they are not compiled (a mismatching declared type, the Rust API,
 //! a map input without an entry count).
 
-use crate::common::{data_dir, onnxc, onnxc_in, run_with_timeout, succeeded, write_model};
+use crate::common::{data_dir, onnxc, onnxc_in, run_c_program, succeeded, write_model};
 use crate::models::{ints_attr, model, node, value};
 use onnx_proto::*;
-use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 /// x: float[2, 3] -> maps = ZipMap(x) with string labels ("a", "bb",
 /// "ccc") or int64 labels (5, 6, 7), declared seq(map(key_type, float)).
@@ -154,20 +152,5 @@ fn c_callers_pass_and_read_maps() {
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("strings.h")).expect("header");
     assert!(header.contains("#define STRINGS_OUTPUT0_MAPS 1") && header.contains("typedef struct onnxc_map"));
-    let exe = dir.path().join("maps");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/c/maps.c");
-    let mut cc = Command::new("cc");
-    cc.args(["-std=c11", "-O2", "-Wall", "-Werror", "-I"])
-        .arg(dir.path())
-        .arg(source)
-        .arg(dir.path().join("strings.a"))
-        .arg(dir.path().join("ints.a"))
-        .arg(dir.path().join("vectorize.a"))
-        .arg("-lm")
-        .arg("-o")
-        .arg(&exe);
-    let built = run_with_timeout(cc, Duration::from_secs(120)).expect("run cc");
-    assert!(succeeded(&built), "cc failed: {}", built.stderr);
-    let ran = run_with_timeout(Command::new(&exe), Duration::from_secs(60)).expect("run the program");
-    assert!(succeeded(&ran) && ran.stdout.trim() == "ok", "{}{}", ran.stdout, ran.stderr);
+    run_c_program(dir.path(), "maps", &["strings.a", "ints.a", "vectorize.a"]);
 }

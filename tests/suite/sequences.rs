@@ -118,5 +118,5 @@ fn c_callers_pass_and_receive_sequences() {
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
     assert!(header.contains("#define MODEL_INPUT0_SEQUENCE 1") && header.contains("typedef struct onnxc_sequence"));
-    run_c_program(dir.path(), "sequences");
+    run_c_program(dir.path(), "sequences", &["model.a"]);
 }

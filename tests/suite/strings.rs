@@ -103,7 +103,7 @@ fn string_records_through_the_c_abi() {
     assert!(succeeded(&compiled), "{}", compiled.stderr);
     let header = std::fs::read_to_string(dir.path().join("model.h")).expect("header");
     assert!(header.contains("typedef onnxc_string model_input0_t;"), "{header}");
-    run_c_program(dir.path(), "strings");
+    run_c_program(dir.path(), "strings", &["model.a"]);
 }
 
 #[test]

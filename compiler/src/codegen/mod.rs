@@ -143,6 +143,7 @@ pub fn define_model<M: Module>(
             parts.push(id);
         }
     }
+    unclosed_guards(open_guards)?;
     limits.check_time("code generation").map_err(CodegenError::Limit)?;
     let body = if parts.is_empty() { Body::Whole } else { Body::Entry { parts: &parts } };
     function.define(module, func_id, body)?;
@@ -331,14 +332,8 @@ impl Function<'_> {
                     b.ins().store(MemFlagsData::trusted(), next, workspace, h.word_offset(0) as i32);
                 }
             }
-            Body::Whole if open_guards > 0 => {
-                return Err(CodegenError::Module(format!("{open_guards} guarded ranges are not closed")));
-            }
-            Body::Whole => {}
+            Body::Whole => unclosed_guards(open_guards)?,
             Body::Entry { parts } => {
-                if open_guards > 0 {
-                    return Err(CodegenError::Module(format!("{open_guards} guarded ranges are not closed")));
-                }
                 for &part in parts {
                     let callee = module.declare_func_in_func(part, b.func);
                     let call = b.ins().call(callee, &[context, inputs, outputs]);
@@ -372,6 +367,14 @@ impl Function<'_> {
         self.carried = Carried { footprint, data_count: env.data_count };
         module.clear_context(&mut self.ctx);
         Ok(open_guards)
+    }
+}
+
+/// Fails when the schedule ends with guarded ranges still open.
+fn unclosed_guards(open: usize) -> Result<(), CodegenError> {
+    match open {
+        0 => Ok(()),
+        n => Err(CodegenError::Module(format!("{n} guarded ranges are not closed"))),
     }
 }
 

@@ -89,20 +89,20 @@ pub(crate) fn expand(x: &mut Expansion, node: &Node, op: &Gradient) -> Result<()
         let name = format!("{}/d_{}", node.name, n.name);
         match (func, a, b) {
             (Func::Identity, Some(a), _) => contributions.push((a, g)),
-            (Func::Neg, Some(a), _) => contributions.push((a, unary(x, &name, Func::Neg, g)?)),
+            (Func::Neg, Some(a), _) => contributions.push((a, apply(x, &name, NEG, &[g])?)),
             (Func::Add, Some(a), Some(b)) => contributions.extend([(a, g), (b, g)]),
-            (Func::Sub, Some(a), Some(b)) => contributions.extend([(a, g), (b, unary(x, &name, Func::Neg, g)?)]),
+            (Func::Sub, Some(a), Some(b)) => contributions.extend([(a, g), (b, apply(x, &name, NEG, &[g])?)]),
             (Func::Mul, Some(a), Some(b)) => {
-                contributions.push((a, binary(x, &format!("{name}/a"), Func::Mul, g, b)?));
-                contributions.push((b, binary(x, &format!("{name}/b"), Func::Mul, g, a)?));
+                contributions.push((a, apply(x, &format!("{name}/a"), MUL, &[g, b])?));
+                contributions.push((b, apply(x, &format!("{name}/b"), MUL, &[g, a])?));
             }
             (Func::Div, Some(a), Some(b)) => {
                 // d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b.
-                contributions.push((a, binary(x, &format!("{name}/a"), Func::Div, g, b)?));
+                contributions.push((a, apply(x, &format!("{name}/a"), DIV, &[g, b])?));
                 let quotient = n.outputs[0];
-                let over_b = binary(x, &format!("{name}/q"), Func::Div, quotient, b)?;
-                let scaled = binary(x, &format!("{name}/b"), Func::Mul, g, over_b)?;
-                contributions.push((b, unary(x, &format!("{name}/b"), Func::Neg, scaled)?));
+                let over_b = apply(x, &format!("{name}/q"), DIV, &[quotient, b])?;
+                let scaled = apply(x, &format!("{name}/b"), MUL, &[g, over_b])?;
+                contributions.push((b, apply(x, &format!("{name}/b"), NEG, &[scaled])?));
             }
             _ => return Err(unsupported(n, &n.op)),
         }
@@ -112,7 +112,7 @@ pub(crate) fn expand(x: &mut Expansion, node: &Node, op: &Gradient) -> Result<()
             }
             let fitted = unbroadcast(x, &name, contribution, v)?;
             let total = match grads.get(&v) {
-                Some(&earlier) => binary(x, &format!("{name}/sum"), Func::Add, earlier, fitted)?,
+                Some(&earlier) => apply(x, &format!("{name}/sum"), ADD, &[earlier, fitted])?,
                 None => fitted,
             };
             grads.insert(v, total);
@@ -156,25 +156,16 @@ fn unsupported(n: &Node, op: &Op) -> Failure {
     ))
 }
 
-fn elementwise(func: Func) -> Op {
-    let op_type = match func {
-        Func::Add => "Add",
-        Func::Mul => "Mul",
-        Func::Div => "Div",
-        _ => "Neg",
-    };
-    Op::Elementwise(Elementwise { op_type, func })
-}
+const ADD: Elementwise = Elementwise { op_type: "Add", func: Func::Add };
+const MUL: Elementwise = Elementwise { op_type: "Mul", func: Func::Mul };
+const DIV: Elementwise = Elementwise { op_type: "Div", func: Func::Div };
+const NEG: Elementwise = Elementwise { op_type: "Neg", func: Func::Neg };
 
-fn unary(x: &mut Expansion, name: &str, func: Func, a: ValueId) -> Result<ValueId, Failure> {
+/// A new node `op(inputs)`; returns its output.
+fn apply(x: &mut Expansion, name: &str, op: Elementwise, inputs: &[ValueId]) -> Result<ValueId, Failure> {
     let out = x.fresh(name);
-    x.run(vec![Node { name: name.into(), op: elementwise(func), inputs: vec![Some(a)], outputs: vec![out] }])?;
-    Ok(out)
-}
-
-fn binary(x: &mut Expansion, name: &str, func: Func, a: ValueId, b: ValueId) -> Result<ValueId, Failure> {
-    let out = x.fresh(name);
-    x.run(vec![Node { name: name.into(), op: elementwise(func), inputs: vec![Some(a), Some(b)], outputs: vec![out] }])?;
+    let inputs = inputs.iter().map(|&v| Some(v)).collect();
+    x.run(vec![Node { name: name.into(), op: Op::Elementwise(op), inputs, outputs: vec![out] }])?;
     Ok(out)
 }
 

@@ -62,29 +62,16 @@ fn activation_of(graph: &Graph, op: &Op, inputs: &[Option<ValueId>]) -> Option<A
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Node, Tensor, TensorType, ValueDef};
-    use crate::ops::conv::{Conv, Window};
+    use crate::ir::{Node, ValueDef};
     use crate::ops::elementwise::Elementwise;
-
-    fn value(g: &mut Graph, name: &str, shape: &[usize], def: ValueDef) -> ValueId {
-        g.add_value(name, Some(TensorType::known(DType::F32, shape)), def)
-    }
+    use crate::passes::test_graph::{conv_1x1, value};
 
     /// x → Conv → Relu → y, plus a second reader of the conv output when `shared`.
     fn graph(shared: bool) -> Graph {
         let mut g = Graph::default();
         let x = value(&mut g, "x", &[1, 1, 2, 2], ValueDef::Input(0));
-        let w = value(&mut g, "w", &[1, 1, 1, 1], ValueDef::Const(Tensor::from_f32s(vec![1, 1, 1, 1], &[1.0])));
-        let c = value(&mut g, "c", &[1, 1, 2, 2], ValueDef::Computed);
+        let c = conv_1x1(&mut g, x, 1.0);
         let y = value(&mut g, "y", &[1, 1, 2, 2], ValueDef::Computed);
-        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let conv = Conv { window, group: 1, activation: Activation::None, residual: false };
-        g.nodes.push(Node {
-            name: "conv".into(),
-            op: Op::Conv(conv),
-            inputs: vec![Some(x), Some(w)],
-            outputs: vec![c],
-        });
         let relu = Elementwise { op_type: "Relu", func: Func::Relu };
         g.nodes.push(Node { name: "relu".into(), op: Op::Elementwise(relu), inputs: vec![Some(c)], outputs: vec![y] });
         g.inputs.push(x);

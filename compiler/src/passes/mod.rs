@@ -10,6 +10,8 @@ use std::collections::{HashMap, HashSet};
 mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
+#[cfg(test)]
+mod test_graph;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
