@@ -140,7 +140,7 @@ impl Build {
         let prefix = emit::c_identifier(self.name.as_deref().or(stem.as_deref()).unwrap_or("model"));
 
         let limits = crate::limits::Limits::default();
-        let (graph, plan) = driver::compile(&self.model, &self.bindings, self.max_ram, &limits)
+        let (graph, plan) = driver::compile(&self.model, &self.bindings, self.max_ram, &limits, self.portable)
             .map_err(|e| BuildError(e.to_string()))?;
         let module = emit::rust_module(&graph, &plan, &prefix).map_err(|e| BuildError(format!("{model}: {e}")))?;
         let object = emit::object(&graph, &plan, &triple, &prefix, self.portable, &limits)

@@ -51,21 +51,29 @@ pub fn import(path: &Path, model: &onnx_proto::ModelProto, limits: &Limits) -> R
     crate::import::import_model(model, limits).map_err(|errors| Error::Import { file: path.to_path_buf(), errors })
 }
 
-/// Stages 3–5: mid-IR with static shapes, constants folded, passes run.
+/// Stages 3–5: mid-IR with static shapes, constants folded, passes run
+/// (for `portable` code, which calls no kernels, if true).
 pub fn lower_to_mir(
     path: &Path,
     model: &onnx_proto::ModelProto,
     bindings: &Bindings,
     limits: &Limits,
+    portable: bool,
 ) -> Result<Graph, Error> {
-    finish_mir(path, import(path, model, limits)?, bindings, limits)
+    finish_mir(path, import(path, model, limits)?, bindings, limits, portable)
 }
 
 /// Stages 4–5 on an imported graph.
-pub fn finish_mir(path: &Path, mut graph: Graph, bindings: &Bindings, limits: &Limits) -> Result<Graph, Error> {
+pub fn finish_mir(
+    path: &Path,
+    mut graph: Graph,
+    bindings: &Bindings,
+    limits: &Limits,
+    portable: bool,
+) -> Result<Graph, Error> {
     crate::infer::infer(&mut graph, bindings, limits)
         .map_err(|errors| Error::Infer { file: path.to_path_buf(), errors })?;
-    crate::passes::run(&mut graph);
+    crate::passes::run(&mut graph, portable);
     Ok(graph)
 }
 
@@ -80,13 +88,14 @@ pub fn finish_mir_for_inputs(
     mut given: Vec<crate::call::Datum>,
     bindings: &Bindings,
     limits: &Limits,
+    portable: bool,
 ) -> Result<(Graph, Vec<crate::call::Datum>), Error> {
     let mut bindings = bindings.clone();
     loop {
         let mut attempt = graph.clone();
         match crate::infer::infer(&mut attempt, &bindings, limits) {
             Ok(()) => {
-                crate::passes::run(&mut attempt);
+                crate::passes::run(&mut attempt, portable);
                 return Ok((attempt, given));
             }
             Err(errors) if !errors.wanted_inputs.is_empty() => {
@@ -164,9 +173,10 @@ pub fn compile(
     bindings: &Bindings,
     max_ram: Option<usize>,
     limits: &Limits,
+    portable: bool,
 ) -> Result<(Graph, Plan), Error> {
     let model = load(path, limits)?;
-    let graph = lower_to_mir(path, &model, bindings, limits)?;
+    let graph = lower_to_mir(path, &model, bindings, limits, portable)?;
     let plan = plan(path, &graph)?;
     match (max_ram, plan.sufficient_workspace_bytes()) {
         (Some(budget), needed) if needed.is_none_or(|n| n > budget) => {

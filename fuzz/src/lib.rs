@@ -82,7 +82,7 @@ fn pipeline(
     }
     onnxc::infer::infer(&mut graph, &bindings, limits).map_err(|e| e.to_string())?;
     if optimise {
-        onnxc::passes::run(&mut graph);
+        onnxc::passes::run(&mut graph, false);
     } else {
         // Both drop dead nodes, so a failing node nobody reads fails neither.
         onnxc::passes::eliminate_dead_nodes(&mut graph);

@@ -11,6 +11,13 @@
 //!   ResNet-50 convolution shapes (M = out channels, K = in channels * taps,
 //!   N = output pixels), each with every kernel this CPU supports.
 //!
+//! * `sgemm-prepacked/<kernel>/<M>x<K>x<N>`: the same products with A
+//!   packed ahead of time (`sgemm_prepacked_with`), as convolution weights
+//!   are, the bias added per finished tile row.
+//! * `conv/<weights>/<layer>`: `onnxc_conv_f32` on ResNet-50 layers (batch 1),
+//!   with the weights as given (im2col into scratch, then sgemm) and packed
+//!   ahead of time (im2col generated into the B panels), fastest kernel.
+//!
 //! Time is the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not
 //! wall time: the machine is shared, and CPU time leaves out the periods
 //! other processes hold the core (it still includes their cache damage).
@@ -19,7 +26,10 @@
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use onnxc_runtime::{sgemm_with, GemmKernel, MatMut, MatRef};
+use onnxc_runtime::{
+    conv_packed_weights_elems, conv_scratch_elems, onnxc_conv_f32, onnxc_pack_conv_weights_f32, pack_a, packed_a_len,
+    sgemm_prepacked_with, sgemm_with, ConvParams, GemmKernel, MatMut, MatRef, STATUS_OK,
+};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -147,40 +157,107 @@ fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn bench_sgemm(c: &mut Crit) {
-    let mut g = c.benchmark_group("sgemm");
+/// The kernels to bench: those this CPU has, narrowed by `$GEMM_KERNELS`
+/// (comma-separated names) when set.
+fn kernels() -> Vec<GemmKernel> {
     let only = std::env::var("GEMM_KERNELS").ok();
-    for kernel in GemmKernel::ALL {
-        if !kernel.available() {
-            eprintln!("skipping sgemm/{}: not supported by this CPU", kernel.name());
-            continue;
-        }
-        if only.as_deref().is_some_and(|o| !o.split(',').any(|k| k == kernel.name())) {
-            continue;
-        }
-        for &(m, k, n) in SHAPES {
-            if kernel == GemmKernel::Generic && m * k * n > 200_000_000 {
-                continue; // the scalar reference takes too long per iteration
+    GemmKernel::ALL
+        .into_iter()
+        .filter(|kernel| {
+            let wanted = only.as_deref().is_none_or(|o| o.split(',').any(|k| k == kernel.name()));
+            if !kernel.available() {
+                eprintln!("skipping {}: not supported by this CPU", kernel.name());
             }
-            let a = rand_vec(m * k, 1);
-            let b = rand_vec(k * n, 2);
-            let bias = rand_vec(m, 3);
-            let mut y = vec![0.0f32; m * n];
-            g.throughput(Throughput::Elements((2 * m * k * n) as u64));
-            g.bench_function(BenchmarkId::new(kernel.name(), format!("{m}x{k}x{n}")), |bch| {
+            wanted && kernel.available()
+        })
+        .collect()
+}
+
+/// Benches `Y = A * B + bias` for every kernel and shape, A packed per call
+/// (`sgemm`) or ahead of time (`sgemm-prepacked`).
+fn bench_sgemm(c: &mut Crit) {
+    for prepacked in [false, true] {
+        let mut g = c.benchmark_group(if prepacked { "sgemm-prepacked" } else { "sgemm" });
+        for kernel in kernels() {
+            for &(m, k, n) in SHAPES {
+                if kernel == GemmKernel::Generic && m * k * n > 200_000_000 {
+                    continue; // the scalar reference takes too long per iteration
+                }
+                let a = rand_vec(m * k, 1);
+                let b = rand_vec(k * n, 2);
+                let bias = rand_vec(m, 3);
+                let mut y = vec![0.0f32; m * n];
+                let mut packed = vec![0.0f32; packed_a_len(m, k)];
+                let am = MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 };
+                let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
+                unsafe { pack_a(m, k, am, packed.as_mut_ptr()) };
+                let finish = |i: usize, _: usize, row: &mut [f32]| row.iter_mut().for_each(|v| *v += bias[i]);
+                g.throughput(Throughput::Elements((2 * m * k * n) as u64));
+                g.bench_function(BenchmarkId::new(kernel.name(), format!("{m}x{k}x{n}")), |bch| {
+                    bch.iter(|| unsafe {
+                        let ym = MatMut { ptr: y.as_mut_ptr(), rs: n as isize, cs: 1 };
+                        if prepacked {
+                            sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, ym, &finish);
+                        } else {
+                            let c = Some(MatRef { ptr: bias.as_ptr(), rs: 1, cs: 0 });
+                            sgemm_with(kernel, m, n, k, 1.0, am, bm, 1.0, c, ym);
+                        }
+                        black_box(&mut y);
+                    })
+                });
+            }
+        }
+        g.finish();
+    }
+}
+
+/// ResNet-50 convolutions: (name, in channels, out channels, input size,
+/// kernel size, stride).
+const CONVS: &[(&str, usize, usize, usize, usize, usize)] = &[
+    ("stem-7x7s2", 3, 64, 224, 7, 2),
+    ("layer1-3x3", 64, 64, 56, 3, 1),
+    ("layer1-1x1", 64, 256, 56, 1, 1),
+    ("layer2-3x3s2", 128, 128, 56, 3, 2),
+    ("layer3-3x3", 256, 256, 14, 3, 1),
+    ("layer4-3x3", 512, 512, 7, 3, 1),
+    ("layer4-1x1", 2048, 512, 7, 1, 1),
+];
+
+fn bench_conv(c: &mut Crit) {
+    let mut g = c.benchmark_group("conv");
+    for &(name, cin, cout, size, kernel, stride) in CONVS {
+        let pad = kernel / 2;
+        let out = (size + 2 * pad - kernel) / stride + 1;
+        let mut p = ConvParams {
+            batch: 1,
+            in_channels: cin as i64,
+            out_channels: cout as i64,
+            group: 1,
+            spatial_rank: 2,
+            ..Default::default()
+        };
+        p.in_spatial[..2].fill(size as i64);
+        p.out_spatial[..2].fill(out as i64);
+        p.kernel[..2].fill(kernel as i64);
+        p.strides[..2].fill(stride as i64);
+        p.dilations[..2].fill(1);
+        p.pads_begin[..2].fill(pad as i64);
+        let x = rand_vec(cin * size * size, 1);
+        let w = rand_vec(cout * cin * kernel * kernel, 2);
+        let bias = rand_vec(cout, 3);
+        let mut y = vec![0.0f32; cout * out * out];
+        let packed_params = ConvParams { packed_weights: 1, ..p };
+        let mut packed = vec![0.0f32; conv_packed_weights_elems(&p)];
+        assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+        g.throughput(Throughput::Elements((2 * cout * cin * kernel * kernel * out * out) as u64));
+        for (layout, params, weights) in [("as-given", p, &w), ("prepacked", packed_params, &packed)] {
+            let mut scratch = vec![0.0f32; conv_scratch_elems(&params)];
+            g.bench_function(BenchmarkId::new(layout, name), |bch| {
                 bch.iter(|| unsafe {
-                    sgemm_with(
-                        kernel,
-                        m,
-                        n,
-                        k,
-                        1.0,
-                        MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 },
-                        MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 },
-                        1.0,
-                        Some(MatRef { ptr: bias.as_ptr(), rs: 1, cs: 0 }),
-                        MatMut { ptr: y.as_mut_ptr(), rs: n as isize, cs: 1 },
-                    );
+                    let (xp, wp, bp) = (x.as_ptr(), weights.as_ptr(), bias.as_ptr());
+                    let status =
+                        onnxc_conv_f32(&params, xp, wp, bp, std::ptr::null(), y.as_mut_ptr(), scratch.as_mut_ptr());
+                    assert_eq!(status, STATUS_OK);
                     black_box(&mut y);
                 })
             });
@@ -192,6 +269,6 @@ fn bench_sgemm(c: &mut Crit) {
 criterion_group! {
     name = benches;
     config = Criterion::default().with_measurement(ThreadCpuTime);
-    targets = bench_peak, bench_sgemm
+    targets = bench_peak, bench_sgemm, bench_conv
 }
 criterion_main!(benches);

@@ -32,7 +32,8 @@ fn compile_case(dir: &Path) -> (JitModel, Vec<Tensor>) {
         bindings.shapes.insert(graph.value(v).name.clone(), t.shape.clone());
     }
     let inputs = inputs.into_iter().map(Datum::Tensor).collect();
-    let (graph, inputs) = driver::finish_mir_for_inputs(&path, graph, inputs, &bindings, &limits).expect("infer");
+    let (graph, inputs) =
+        driver::finish_mir_for_inputs(&path, graph, inputs, &bindings, &limits, false).expect("infer");
     let inputs = inputs.into_iter().map(|d| d.into_tensor().expect("a tensor")).collect();
     let plan = driver::plan(&path, &graph).expect("plan");
     (driver::jit(&path, &graph, &plan, false, &limits).expect("jit"), inputs)

@@ -50,7 +50,8 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
     let portable = a.portable || emit::needs_portable(&triple);
     let bindings = super::bindings(&a.shapes)?;
     let limits = super::limits(&a.limits)?;
-    let (graph, plan) = driver::compile(&a.model, &bindings, a.max_ram, &limits).map_err(|e| e.to_string())?;
+    let (graph, plan) =
+        driver::compile(&a.model, &bindings, a.max_ram, &limits, portable).map_err(|e| e.to_string())?;
     let prefix = emit::c_identifier(a.name.as_deref().unwrap_or("model"));
     let wants = |e: &str| a.emit.iter().any(|x| x == e);
     let write = |ext: &str, bytes: &[u8]| -> Result<(), String> {

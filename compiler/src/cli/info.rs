@@ -58,7 +58,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
         println!("parameters (initializer elements): {params}");
     }
     let bindings = super::bindings(shapes)?;
-    match driver::lower_to_mir(model_path, &model, &bindings, &limits) {
+    match driver::lower_to_mir(model_path, &model, &bindings, &limits, false) {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
             match driver::plan(model_path, &graph) {

@@ -98,8 +98,8 @@ pub fn compile_for_inputs(
     let graph = driver::import(model_path, &model, limits).map_err(|e| e.to_string())?;
     let given = read_values(&graph, paths, false)?;
     let (data, bindings) = match_inputs(&graph, given)?;
-    let (graph, data) =
-        driver::finish_mir_for_inputs(model_path, graph, data, &bindings, limits).map_err(|e| e.to_string())?;
+    let (graph, data) = driver::finish_mir_for_inputs(model_path, graph, data, &bindings, limits, portable)
+        .map_err(|e| e.to_string())?;
     let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(model_path, &graph, &plan, portable, limits).map_err(|e| e.to_string())?;
     Ok((jit, data))
@@ -140,7 +140,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let bindings = super::bindings(&a.shapes)?;
     let limits = super::limits(&a.limits)?;
     let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
-    let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits).map_err(|e| e.to_string())?;
+    let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits, false).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
     let jit = driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?;
     let inputs = jit

@@ -104,8 +104,8 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
         let given = read_values(&graph, &numbered(&set, "input_")?, false)?;
         let expected = read_values(&graph, &numbered(&set, "output_")?, true)?;
         let (inputs, bindings) = match_inputs(&graph, given)?;
-        let (graph, inputs) =
-            driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings, limits).map_err(|e| e.to_string())?;
+        let (graph, inputs) = driver::finish_mir_for_inputs(&model_path, graph, inputs, &bindings, limits, a.portable)
+            .map_err(|e| e.to_string())?;
         let plan = driver::plan(&model_path, &graph).map_err(|e| e.to_string())?;
         let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
         let outputs = match a.via {

@@ -144,4 +144,10 @@ impl Tensor {
     pub fn to_f64s(&self) -> Vec<f64> {
         (0..self.len()).map(|i| self.get_f64(i)).collect()
     }
+
+    /// The values of an f32 tensor (`None` for other types).
+    pub fn to_f32s(&self) -> Option<Vec<f32>> {
+        (self.dtype == DType::F32)
+            .then(|| self.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
 }

@@ -257,6 +257,10 @@ pub struct Conv {
     /// Input 3 (shaped like the output) is added before the activation; set
     /// by `passes::fuse_conv_add`.
     pub residual: bool,
+    /// The weights' `[M, C/group, kernel...]` shape when input 1 holds them
+    /// packed for the kernel (a 1-D f32 constant); set by
+    /// `passes::pack_conv_weights`.
+    pub packed_weights: Option<Vec<usize>>,
 }
 
 /// An activation applied in the convolution's epilogue.
@@ -300,7 +304,13 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv { window, group: parse_count(cx, "group")?, activation: Activation::None, residual: false })
+        Ok(Conv {
+            window,
+            group: parse_count(cx, "group")?,
+            activation: Activation::None,
+            residual: false,
+            packed_weights: None,
+        })
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -341,6 +351,7 @@ impl Conv {
             act_a: self.activation.params().0,
             act_b: self.activation.params().1,
             residual: self.residual as i64,
+            packed_weights: self.packed_weights.is_some() as i64,
         })
     }
 
@@ -400,6 +411,9 @@ trait ConvKernel {
         let (_, w) = cx.input_type(1)?;
         let p = self.conv_params(&x, &w)?;
         if cx.portable() && Self::DIRECT_LOOPS {
+            if p.packed_weights == 1 {
+                return Err("the weights were packed for the kernel library, which portable code does not call".into());
+            }
             return super::window_loops::conv(cx, dtype, &p);
         }
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
@@ -444,7 +458,7 @@ impl ConvKernel for Conv {
     const RESIDUAL_ARG: bool = true;
     const DIRECT_LOOPS: bool = true;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
-        self.params(x, w)
+        self.params(x, self.packed_weights.as_deref().unwrap_or(w))
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_scratch_elems(p)
@@ -461,7 +475,13 @@ pub struct DeformConv {
 
 pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let window = Window::parse(&cx.attrs)?;
-    let conv = Conv { window, group: parse_count(cx, "group")?, activation: Activation::None, residual: false };
+    let conv = Conv {
+        window,
+        group: parse_count(cx, "group")?,
+        activation: Activation::None,
+        residual: false,
+        packed_weights: None,
+    };
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }
 

@@ -7,7 +7,7 @@
 //! convolution's result is read by the BatchNormalization alone, and that
 //! is in inference mode (training normalises with the batch's statistics).
 
-use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
+use crate::ir::{Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::Op;
 use std::collections::HashMap;
 
@@ -55,24 +55,19 @@ fn add_const(graph: &mut Graph, name: String, t: Tensor) -> ValueId {
     graph.add_value(name, Some(ty), ValueDef::Const(t))
 }
 
-fn f32s(t: &Tensor) -> Option<Vec<f32>> {
-    (t.dtype == DType::F32)
-        .then(|| t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-}
-
 /// New weights and bias, or `None` when shapes or types do not fit.
 fn folded(w: &Tensor, b: Option<&Tensor>, stats: &[&Tensor], epsilon: f32) -> Option<(Tensor, Tensor)> {
     let m = *w.shape.first()?;
     let [scale, bias, mean, var] = stats else { return None };
-    let columns: Vec<Vec<f32>> = [*scale, *bias, *mean, *var].iter().map(|t| f32s(t)).collect::<Option<_>>()?;
+    let columns: Vec<Vec<f32>> = [*scale, *bias, *mean, *var].iter().map(|t| t.to_f32s()).collect::<Option<_>>()?;
     if columns.iter().any(|c| c.len() != m) {
         return None;
     }
     let conv_bias = match b {
-        Some(b) => f32s(b).filter(|v| v.len() == m)?,
+        Some(b) => b.to_f32s().filter(|v| v.len() == m)?,
         None => vec![0.0; m],
     };
-    let weights = f32s(w)?;
+    let weights = w.to_f32s()?;
     let per_channel = weights.len() / m.max(1);
     let k: Vec<f32> = (0..m).map(|c| columns[0][c] / (columns[3][c] + epsilon).sqrt()).collect();
     let new_w: Vec<f32> = weights.iter().enumerate().map(|(i, &v)| v * k[i / per_channel.max(1)]).collect();

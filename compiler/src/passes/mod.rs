@@ -10,19 +10,25 @@ use std::collections::{HashMap, HashSet};
 mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
+mod pack_conv_weights;
 #[cfg(test)]
 mod test_graph;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
+pub use pack_conv_weights::pack_conv_weights;
 
-/// Every rewrite, in order.
-pub fn run(graph: &mut Graph) {
+/// Every rewrite, in order. `portable` code calls no kernels, so nothing
+/// is laid out for them (weights stay in the ONNX layout).
+pub fn run(graph: &mut Graph, portable: bool) {
     eliminate_dead_nodes(graph);
     fold_batchnorm_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
+    if !portable {
+        pack_conv_weights(graph);
+    }
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
 }

@@ -20,6 +20,7 @@
 
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
+use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked, BSource, MAX_BLOCK_COLUMNS};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -52,6 +53,10 @@ pub struct ConvParams {
     /// output) is added to the result before the activation (a fused
     /// residual Add), else 0.
     pub residual: i64,
+    /// Conv (f32) only: 1 when `w` holds the weights packed by
+    /// [`onnxc_pack_conv_weights_f32`] (only where
+    /// [`conv_takes_packed_weights`]), else 0.
+    pub packed_weights: i64,
 }
 
 pub const EPILOGUE_NONE: i64 = 0;
@@ -141,88 +146,145 @@ pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
 /// needs for these params (0 for pointwise convolutions and invalid params).
 pub fn conv_scratch_elems(p: &ConvParams) -> usize {
     match validate(p) {
-        Some(s) if !s.pointwise => s.c_per_group * s.taps * s.out_size,
+        Some(s) if !s.pointwise && p.packed_weights == 0 => s.c_per_group * s.taps * s.out_size,
         _ => 0,
+    }
+}
+
+/// The im2col matrix of one group of one image, generated on demand: row
+/// `c * taps + t` holds input channel `c` under kernel tap `t` (row-major
+/// over the kernel dims), column `j` output position `j` (row-major); a
+/// tap outside the input reads 0.
+pub(crate) struct Im2col<T> {
+    x: *const T,
+    rank: usize,
+    taps: usize,
+    in_size: usize,
+    in_dims: [usize; MAX_RANK],
+    in_strides: [isize; MAX_RANK],
+    out_dims: [usize; MAX_RANK],
+    kernel: [usize; MAX_RANK],
+    strides: [isize; MAX_RANK],
+    dilations: [isize; MAX_RANK],
+    pads: [isize; MAX_RANK],
+}
+
+impl<T: Real> Im2col<T> {
+    /// The matrix of the group whose first input channel starts at `x`.
+    pub(crate) fn new(p: &ConvParams, s: &ConvShape, x: *const T) -> Self {
+        let in_dims = to_usize(&p.in_spatial);
+        let mut in_strides = [0isize; MAX_RANK];
+        let mut step = 1isize;
+        for d in (0..s.rank).rev() {
+            in_strides[d] = step;
+            step *= in_dims[d] as isize;
+        }
+        Im2col {
+            x,
+            rank: s.rank,
+            taps: s.taps,
+            in_size: s.in_size,
+            in_dims,
+            in_strides,
+            out_dims: to_usize(&p.out_spatial),
+            kernel: to_usize(&p.kernel),
+            strides: p.strides.map(|v| v as isize),
+            dilations: p.dilations.map(|v| v as isize),
+            pads: p.pads_begin.map(|v| v as isize),
+        }
+    }
+
+    /// Writes `row`'s columns `j0..j0 + len` to `dst`, walking the output
+    /// positions a line (last output dim) at a time: per line the range of
+    /// columns whose input is inside the image is computed once, copied (or
+    /// gathered with the stride), and the rest zero-filled.
+    pub(crate) unsafe fn row_segment(&self, row: usize, j0: usize, len: usize, dst: *mut T) {
+        let last = self.rank - 1;
+        let (c, mut t) = (row / self.taps, row % self.taps);
+        let mut k = [0usize; MAX_RANK];
+        for d in (0..self.rank).rev() {
+            k[d] = t % self.kernel[d];
+            t /= self.kernel[d];
+        }
+        let mut o = [0usize; MAX_RANK];
+        let mut rest = j0;
+        for d in (0..self.rank).rev() {
+            o[d] = rest % self.out_dims[d];
+            rest /= self.out_dims[d];
+        }
+        let xc = self.x.add(c * self.in_size);
+        let (s_last, width) = (self.strides[last], self.out_dims[last]);
+        let first = k[last] as isize * self.dilations[last] - self.pads[last];
+        let in_last = self.in_dims[last] as isize;
+        let mut written = 0;
+        while written < len {
+            let mut base = 0isize;
+            let mut inside = true;
+            for d in 0..last {
+                let pos = o[d] as isize * self.strides[d] - self.pads[d] + k[d] as isize * self.dilations[d];
+                inside &= pos >= 0 && pos < self.in_dims[d] as isize;
+                base += pos * self.in_strides[d];
+            }
+            // Output columns [lo, hi) of this line read inside the row.
+            let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width as isize) as usize };
+            let hi = if !inside || in_last - 1 - first < 0 {
+                lo
+            } else {
+                (((in_last - 1 - first) / s_last + 1) as usize).clamp(lo, width)
+            };
+            let (from, to) = (o[last], width.min(o[last] + len - written));
+            let out = core::slice::from_raw_parts_mut(dst.add(written), to - from);
+            let (lo, hi) = (lo.clamp(from, to), hi.clamp(from, to));
+            out[..lo - from].fill(T::ZERO);
+            out[hi - from..].fill(T::ZERO);
+            if hi > lo {
+                let src = xc.offset(base + lo as isize * s_last + first);
+                let inner = &mut out[lo - from..hi - from];
+                if s_last == 1 {
+                    inner.copy_from_slice(core::slice::from_raw_parts(src, hi - lo));
+                } else {
+                    for (i, v) in inner.iter_mut().enumerate() {
+                        *v = *src.offset(i as isize * s_last);
+                    }
+                }
+            }
+            written += to - from;
+            // Next line (row-major over the outer output dims).
+            o[last] = 0;
+            for d in (0..last).rev() {
+                o[d] += 1;
+                if o[d] < self.out_dims[d] {
+                    break;
+                }
+                o[d] = 0;
+            }
+        }
+    }
+}
+
+/// The im2col matrix, packed straight into B panels through a row buffer.
+impl BSource for Im2col<f32> {
+    #[inline(always)]
+    unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+        let mut line = core::mem::MaybeUninit::<[f32; MAX_BLOCK_COLUMNS]>::uninit();
+        let line = line.as_mut_ptr() as *mut f32;
+        for l in 0..kc {
+            self.row_segment(row0 + l, col0, nc, line);
+            for (p, j) in (0..nc).step_by(nr).enumerate() {
+                let cols = nr.min(nc - j);
+                let panel_row = dst.add((p * kc + l) * nr);
+                core::ptr::copy_nonoverlapping(line.add(j), panel_row, cols);
+                core::slice::from_raw_parts_mut(panel_row.add(cols), nr - cols).fill(0.0);
+            }
+        }
     }
 }
 
 /// Writes the im2col matrix of one group of one image into `col`.
 unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T) {
-    let r = s.rank;
-    let in_dims = to_usize(&p.in_spatial);
-    let out_dims = to_usize(&p.out_spatial);
-    let kdims = to_usize(&p.kernel);
-    let mut in_strides = [0isize; MAX_RANK];
-    let mut st = 1isize;
-    for d in (0..r).rev() {
-        in_strides[d] = st;
-        st *= in_dims[d] as isize;
-    }
-    let last = r - 1;
-    let (s_last, dil_last, pad_last) =
-        (p.strides[last] as isize, p.dilations[last] as isize, p.pads_begin[last] as isize);
-    let in_last = in_dims[last] as isize;
-    let mut row = col;
-    for c in 0..s.c_per_group {
-        let xc = x.add(c * s.in_size);
-        let mut k = [0usize; MAX_RANK];
-        for _ in 0..s.taps {
-            // One row: this (channel, tap) over every output position. Walk
-            // the outer output dims explicitly and the last one in a tight loop.
-            let mut o = [0usize; MAX_RANK];
-            let mut dst = row;
-            for _ in 0..s.out_size / out_dims[last] {
-                let mut base = 0isize;
-                let mut inside = true;
-                for d in 0..last {
-                    let pos = o[d] as isize * p.strides[d] as isize - p.pads_begin[d] as isize
-                        + k[d] as isize * p.dilations[d] as isize;
-                    if pos < 0 || pos >= in_dims[d] as isize {
-                        inside = false;
-                    }
-                    base += pos * in_strides[d];
-                }
-                // Output columns [lo, hi) read inside the row; the rest are padding.
-                let first = k[last] as isize * dil_last - pad_last;
-                let width = out_dims[last] as isize;
-                let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width) };
-                let hi = if !inside || in_last - 1 - first < 0 {
-                    lo
-                } else {
-                    ((in_last - 1 - first) / s_last + 1).clamp(lo, width)
-                };
-                let out = core::slice::from_raw_parts_mut(dst, out_dims[last]);
-                out[..lo as usize].fill(T::ZERO);
-                out[hi as usize..].fill(T::ZERO);
-                if hi > lo {
-                    let src = xc.offset(base + lo * s_last + first);
-                    if s_last == 1 {
-                        core::ptr::copy_nonoverlapping(src, dst.offset(lo), (hi - lo) as usize);
-                    } else {
-                        for (i, v) in out[lo as usize..hi as usize].iter_mut().enumerate() {
-                            *v = *src.offset(i as isize * s_last);
-                        }
-                    }
-                }
-                dst = dst.add(out_dims[last]);
-                // Next position over the outer output dims (row-major).
-                for d in (0..last).rev() {
-                    o[d] += 1;
-                    if o[d] < out_dims[d] {
-                        break;
-                    }
-                    o[d] = 0;
-                }
-            }
-            row = row.add(s.out_size);
-            for d in (0..r).rev() {
-                k[d] += 1;
-                if k[d] < kdims[d] {
-                    break;
-                }
-                k[d] = 0;
-            }
-        }
+    let matrix = Im2col::new(p, s, x);
+    for row in 0..s.c_per_group * s.taps {
+        matrix.row_segment(row, 0, s.out_size, col.add(row * s.out_size));
     }
 }
 
@@ -239,10 +301,17 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     y: *mut f32,
     scratch: *mut f32,
 ) -> i32 {
-    conv(p, x, w, bias, residual, y, scratch)
+    match prepare(p, residual) {
+        Ok((p, s, residual)) if p.packed_weights == 1 => {
+            conv_prepacked(p, &s, x, w, bias, residual, y);
+            STATUS_OK
+        }
+        Err(status) => status,
+        Ok(_) => conv(p, x, w, bias, residual, y, scratch),
+    }
 }
 
-/// [`onnxc_conv_f32`] for `f64`.
+/// [`onnxc_conv_f32`] for `f64` (which never takes packed weights).
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_conv_f64(
     p: *const ConvParams,
@@ -256,6 +325,114 @@ pub unsafe extern "C" fn onnxc_conv_f64(
     conv(p, x, w, bias, residual, y, scratch)
 }
 
+/// The checked params of a Conv call, its shape and its residual operand;
+/// `Err` is the status to return at once (`STATUS_OK` when there is no
+/// output to compute).
+unsafe fn prepare<'a, T>(
+    p: *const ConvParams,
+    residual: *const T,
+) -> Result<(&'a ConvParams, ConvShape, Option<*const T>), i32> {
+    let p = p.as_ref().ok_or(STATUS_INVALID_PARAMS)?;
+    let s = validate(p).ok_or(STATUS_INVALID_PARAMS)?;
+    if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) || !(0..=1).contains(&p.packed_weights) {
+        return Err(STATUS_INVALID_PARAMS);
+    }
+    if p.packed_weights == 1 && is_depthwise_2d(&s) {
+        return Err(STATUS_INVALID_PARAMS);
+    }
+    let residual = match p.residual {
+        0 => None,
+        1 if !residual.is_null() => Some(residual),
+        _ => return Err(STATUS_INVALID_PARAMS),
+    };
+    if s.out_size == 0 || s.m_per_group == 0 {
+        return Err(STATUS_OK);
+    }
+    Ok((p, s, residual))
+}
+
+/// Whether the direct depthwise kernel runs (one input and one output
+/// channel per group, 2-D).
+fn is_depthwise_2d(s: &ConvShape) -> bool {
+    s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1
+}
+
+/// Whether [`onnxc_conv_f32`] can take these params with pre-packed weights
+/// (valid, and the convolution runs as a gemm).
+pub fn conv_takes_packed_weights(p: &ConvParams) -> bool {
+    validate(p).is_some_and(|s| !is_depthwise_2d(&s))
+}
+
+/// Floats of the weights packed by [`onnxc_pack_conv_weights_f32`] (0 when
+/// the params cannot take packed weights).
+pub fn conv_packed_weights_elems(p: &ConvParams) -> usize {
+    match validate(p) {
+        Some(s) if !is_depthwise_2d(&s) => p.group as usize * packed_a_len(s.m_per_group, s.c_per_group * s.taps),
+        _ => 0,
+    }
+}
+
+/// Packs Conv weights `[out_channels, in_channels/group, kernel...]` for
+/// [`onnxc_conv_f32`] with `packed_weights` 1: group after group, each
+/// group's `[out/group, in/group * taps]` matrix as gemm A panels
+/// ([`pack_a`]). `dst` holds [`conv_packed_weights_elems`] floats. The
+/// compiler calls this at compile time on constant weights.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pack_conv_weights_f32(p: *const ConvParams, w: *const f32, dst: *mut f32) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(s) = validate(p).filter(|s| !is_depthwise_2d(s)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let kdim = s.c_per_group * s.taps;
+    let per_group = packed_a_len(s.m_per_group, kdim);
+    for g in 0..p.group as usize {
+        let a = MatRef { ptr: w.add(g * s.m_per_group * kdim), rs: kdim as isize, cs: 1 };
+        pack_a(s.m_per_group, kdim, a, dst.add(g * per_group));
+    }
+    STATUS_OK
+}
+
+/// f32 convolution on weights packed by [`onnxc_pack_conv_weights_f32`]: per
+/// image and group one [`sgemm_prepacked`] whose B is the input (pointwise)
+/// or its im2col matrix packed on the fly, the bias, residual and
+/// activation applied per finished tile row. Needs no scratch.
+unsafe fn conv_prepacked(
+    p: &ConvParams,
+    s: &ConvShape,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: Option<*const f32>,
+    y: *mut f32,
+) {
+    let kdim = s.c_per_group * s.taps;
+    let per_group = packed_a_len(s.m_per_group, kdim);
+    let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
+    for n in 0..p.batch as usize {
+        for g in 0..p.group as usize {
+            let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
+            let first_channel = n * cout + g * s.m_per_group;
+            let out = MatMut { ptr: y.add(first_channel * s.out_size), rs: s.out_size as isize, cs: 1 };
+            let finish = |i: usize, j0: usize, row: &mut [f32]| {
+                if !bias.is_null() {
+                    let b = *bias.add(g * s.m_per_group + i);
+                    row.iter_mut().for_each(|v| *v += b);
+                }
+                epilogue(p, residual.map(|r| r.add((first_channel + i) * s.out_size + j0)), row);
+            };
+            let a = w.add(g * per_group);
+            if s.pointwise {
+                let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
+                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish);
+            } else {
+                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &Im2col::new(p, s, xg), out, &finish);
+            }
+        }
+    }
+}
+
 unsafe fn conv<T: GemmElem>(
     p: *const ConvParams,
     x: *const T,
@@ -265,24 +442,14 @@ unsafe fn conv<T: GemmElem>(
     y: *mut T,
     scratch: *mut T,
 ) -> i32 {
-    let Some(p) = p.as_ref() else {
-        return STATUS_INVALID_PARAMS;
+    let (p, s, residual) = match prepare(p, residual) {
+        Ok(ready) => ready,
+        Err(status) => return status,
     };
-    let Some(s) = validate(p) else {
-        return STATUS_INVALID_PARAMS;
-    };
-    if s.out_size == 0 || s.m_per_group == 0 {
-        return STATUS_OK;
-    }
-    if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) {
+    if p.packed_weights == 1 {
         return STATUS_INVALID_PARAMS;
     }
-    let residual = match p.residual {
-        0 => None,
-        1 if !residual.is_null() => Some(residual),
-        _ => return STATUS_INVALID_PARAMS,
-    };
-    if s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1 {
+    if is_depthwise_2d(&s) {
         depthwise_2d(p, &s, x, w, bias, residual, y);
         return STATUS_OK;
     }
@@ -682,26 +849,35 @@ mod tests {
         let w = rand_vec(c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(), 2);
         let bias = rand_vec(c.cout, 3);
         let out_n = c.batch * c.cout * (0..r).map(|d| p.out_spatial[d] as usize).product::<usize>();
-        let mut scratch = vec![f32::NAN; conv_scratch_elems(&p)];
-        for b in [Some(&bias[..]), None] {
-            let want = reference(&p, &x, &w, b);
-            let mut got = vec![f32::NAN; out_n];
-            let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
-            let st = unsafe {
-                onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, null(), got.as_mut_ptr(), scratch.as_mut_ptr())
-            };
-            assert_eq!(st, STATUS_OK);
-            assert_close(&got, &want, 1e-4);
-            // A fused residual Add + Relu: bit-identical to the conv, then the Add, then the Relu.
-            let residual = rand_vec(out_n, 5);
-            let want: Vec<f32> =
-                got.iter().zip(&residual).map(|(&c, &r)| if c + r < 0.0 { 0.0 } else { c + r }).collect();
-            let fused = ConvParams { residual: 1, activation: EPILOGUE_RELU, ..p };
-            let st = unsafe {
-                let (rp, sp) = (residual.as_ptr(), scratch.as_mut_ptr());
-                onnxc_conv_f32(&fused, x.as_ptr(), w.as_ptr(), bp, rp, got.as_mut_ptr(), sp)
-            };
-            assert_eq!((st, got), (STATUS_OK, want));
+        // As given, and (where the kernel takes them) with pre-packed weights.
+        let mut packed_w = vec![f32::NAN; conv_packed_weights_elems(&p)];
+        let packed = ConvParams { packed_weights: 1, ..p };
+        if conv_takes_packed_weights(&p) {
+            assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&p, w.as_ptr(), packed_w.as_mut_ptr()) }, STATUS_OK);
+        }
+        let layouts = [(p, &w), (packed, &packed_w)];
+        for (p, w) in layouts.into_iter().take(if conv_takes_packed_weights(&p) { 2 } else { 1 }) {
+            let mut scratch = vec![f32::NAN; conv_scratch_elems(&p)];
+            for b in [Some(&bias[..]), None] {
+                let want = reference(&p, &x, &layouts[0].1[..], b);
+                let mut got = vec![f32::NAN; out_n];
+                let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
+                let st = unsafe {
+                    onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, null(), got.as_mut_ptr(), scratch.as_mut_ptr())
+                };
+                assert_eq!(st, STATUS_OK);
+                assert_close(&got, &want, 1e-4);
+                // A fused residual Add + Relu: bit-identical to the conv, then the Add, then the Relu.
+                let residual = rand_vec(out_n, 5);
+                let want: Vec<f32> =
+                    got.iter().zip(&residual).map(|(&c, &r)| if c + r < 0.0 { 0.0 } else { c + r }).collect();
+                let fused = ConvParams { residual: 1, activation: EPILOGUE_RELU, ..p };
+                let st = unsafe {
+                    let (rp, sp) = (residual.as_ptr(), scratch.as_mut_ptr());
+                    onnxc_conv_f32(&fused, x.as_ptr(), w.as_ptr(), bp, rp, got.as_mut_ptr(), sp)
+                };
+                assert_eq!((st, got), (STATUS_OK, want));
+            }
         }
         // f64: the same im2col with the portable gemm, to f64 precision.
         let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();

@@ -364,7 +364,7 @@ unsafe fn gemm_batched(
 pub enum GemmKernel {
     /// Portable blocked gemm with the scalar 8x8 micro-kernel: the reference.
     Generic = 1,
-    /// x86-64 AVX2+FMA, 6x16 micro-kernel.
+    /// x86-64 AVX2+FMA, 4x24 micro-kernel.
     Avx2Fma = 2,
     /// x86-64 AVX-512F, 8x32 micro-kernel.
     Avx512 = 3,
@@ -497,12 +497,19 @@ const TILE_BUF: usize = 16 * 32;
 #[repr(C, align(64))]
 struct Aligned<const N: usize>([f32; N]);
 
+/// Rows of one packed A panel, for every micro-kernel: `panel[l * PANEL_ROWS + i]`.
+/// One layout for all kernels lets the compiler pack weights ahead of time
+/// without knowing which kernel the CPU will pick; a kernel with fewer rows
+/// per tile covers a panel in several tiles.
+pub const PANEL_ROWS: usize = 8;
+
 /// A register-blocked micro-kernel and its blocking parameters.
 ///
-/// The driver packs A into `MR`-row panels (`panel[l * MR + i]`) and B into
-/// `NR`-column panels (`panel[l * NR + j]`), both zero-padded at the edges.
+/// The driver packs A into [`PANEL_ROWS`]-row panels (`panel[l * PANEL_ROWS + i]`)
+/// and B into `NR`-column panels (`panel[l * NR + j]`), both zero-padded at
+/// the edges.
 pub trait MicroKernel {
-    /// Rows per tile (at most 16).
+    /// Rows per tile (divides [`PANEL_ROWS`]).
     const MR: usize;
     /// Columns per tile (at most 32).
     const NR: usize;
@@ -511,14 +518,38 @@ pub trait MicroKernel {
     /// Deepest depth slice (`KC`; `KC * NR` at most [`B_BUF`]): one B panel sized for L1.
     const KC: usize;
 
-    /// Multiplies one `MR x kc` A panel by one `kc x NR` B panel and stores
-    /// the full tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the previous
+    /// Multiplies `MR` rows of one A panel (`a[l * PANEL_ROWS + i]`, `kc`
+    /// deep) by one `kc x NR` B panel and stores the full tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the previous
     /// `y[i*rs + j]` when `accumulate`.
     ///
     /// # Safety
-    /// The panels hold `kc * MR` and `kc * NR` floats; the tile of `y` is
+    /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the tile of `y` is
     /// writable (and readable when `accumulate`), columns unit-stride.
     unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool);
+}
+
+/// The portable micro-kernel ([`micro_kernel`], 8x8) in the SIMD drivers'
+/// structure, so pre-packed weights run on every target.
+pub struct Portable;
+
+impl MicroKernel for Portable {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const A_BLOCK: usize = 16 * 1024;
+    const KC: usize = KC;
+
+    #[inline(always)]
+    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
+        const { assert!(MR == PANEL_ROWS) };
+        let mut acc = [[0.0f32; NR]; MR];
+        micro_kernel(core::slice::from_raw_parts(a, kc * MR), core::slice::from_raw_parts(b, kc * NR), &mut acc);
+        for (i, acc_row) in acc.iter().enumerate() {
+            let row = core::slice::from_raw_parts_mut(y.offset(i as isize * rs), NR);
+            for (d, &v) in row.iter_mut().zip(acc_row) {
+                *d = if accumulate { *d + alpha * v } else { alpha * v };
+            }
+        }
+    }
 }
 
 /// `y = alpha * a * b + beta * c` with micro-kernel `K`; same contract as
@@ -550,8 +581,8 @@ pub unsafe fn blocked<K: MicroKernel>(
 ) {
     let (mr, nr) = (K::MR, K::NR);
     const {
-        assert!(K::KC * K::NR <= B_BUF && K::A_BLOCK <= A_BUF && K::A_BLOCK >= K::KC * K::MR);
-        assert!(K::MR * K::NR <= TILE_BUF);
+        assert!(K::KC * K::NR <= B_BUF && K::A_BLOCK <= A_BUF && K::A_BLOCK >= K::KC * PANEL_ROWS);
+        assert!(K::MR * K::NR <= TILE_BUF && PANEL_ROWS.is_multiple_of(K::MR));
     }
     if m == 0 || n == 0 {
         return;
@@ -569,7 +600,7 @@ pub unsafe fn blocked<K: MicroKernel>(
 
     // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
     let kc_max = k.div_ceil(k.div_ceil(K::KC));
-    let mc_max = (K::A_BLOCK / kc_max / mr * mr).max(mr);
+    let mc_max = (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS);
     let nc_max = B_BUF / kc_max / nr * nr;
     let direct_y = y.cs == 1;
     for ic in (0..m).step_by(mc_max) {
@@ -577,7 +608,7 @@ pub unsafe fn blocked<K: MicroKernel>(
         let panels = mc.div_ceil(mr);
         for pc in (0..k).step_by(kc_max) {
             let kc = kc_max.min(k - pc);
-            pack_a_panels(mc, kc, a, ic, pc, mr, a_pack);
+            pack_a_panels(mc, kc, a, ic, pc, a_pack);
             let first = pc == 0;
             for jb in (0..n).step_by(nc_max) {
                 let nc = nc_max.min(n - jb);
@@ -588,7 +619,7 @@ pub unsafe fn blocked<K: MicroKernel>(
                     for ip in 0..panels {
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
-                        let a_panel = a_pack.add(ip * mr * kc);
+                        let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
                         if direct_y && rows == mr && cols == nr {
                             let acc = match (first, c) {
                                 (true, Some(c)) => {
@@ -624,10 +655,11 @@ unsafe fn bias_only<T: Real>(m: usize, n: usize, beta: T, c: Option<MatRef<T>>, 
     }
 }
 
-/// Packs `a[row0.., col0..]` (`mc x kc`) into `mr`-row panels stored
-/// depth-major (`panel[l * mr + i]`), rows past `mc` zero.
+/// Packs `a[row0.., col0..]` (`mc x kc`) into [`PANEL_ROWS`]-row panels
+/// stored depth-major (`panel[l * PANEL_ROWS + i]`), rows past `mc` zero.
 #[inline(always)]
-unsafe fn pack_a_panels(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, mr: usize, dst: *mut f32) {
+pub(crate) unsafe fn pack_a_panels(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usize, dst: *mut f32) {
+    let mr = PANEL_ROWS;
     let mut out = dst;
     for p in (0..mc).step_by(mr) {
         let rows = mr.min(mc - p);
@@ -662,7 +694,7 @@ unsafe fn pack_a_panels(mc: usize, kc: usize, a: MatRef, row0: usize, col0: usiz
 /// (see [`pack_b_panel`]). A unit-stride B is copied row by row across all
 /// full panels, so each source row is read as one contiguous run.
 #[inline(always)]
-unsafe fn pack_b_block(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+pub(crate) unsafe fn pack_b_block(kc: usize, nc: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
     let full = if b.cs == 1 { nc / nr } else { 0 };
     if full > 0 {
         let base = b.ptr.offset(row0 as isize * b.rs + col0 as isize);

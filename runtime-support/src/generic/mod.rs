@@ -34,6 +34,7 @@ pub mod ml;
 pub mod norm;
 pub mod packed;
 pub mod pool;
+pub mod prepacked;
 pub mod quant;
 pub mod random;
 pub mod real;

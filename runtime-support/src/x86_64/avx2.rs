@@ -1,15 +1,18 @@
-//! AVX2+FMA sgemm micro-kernel: `6 x 16` tiles, two ymm accumulators per row.
+//! AVX2+FMA sgemm micro-kernel: `4 x 24` tiles, three ymm accumulators per row.
 //!
-//! 12 accumulators + 2 B vectors + 1 broadcast fill 15 of the 16 ymm
-//! registers; per depth step 2 loads of B and 6 broadcasts of A feed 12 FMAs.
+//! 12 accumulators + 3 B vectors + 1 broadcast fill the 16 ymm registers;
+//! per depth step 3 loads of B and 4 broadcasts of A feed 12 FMAs. Four
+//! rows divide the 8-row A panels ([`PANEL_ROWS`]) that weights are packed
+//! in ahead of time, so a panel is two tiles.
 
-use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel};
+use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::prepacked::{prepacked, BSource};
 use core::arch::x86_64::*;
 
 /// Rows per tile.
-pub const MR: usize = 6;
-/// Columns per tile (two ymm vectors).
-pub const NR: usize = 16;
+pub const MR: usize = 4;
+/// Columns per tile (three ymm vectors).
+pub const NR: usize = 24;
 
 /// The AVX2+FMA micro-kernel (see the module doc).
 pub struct Avx2Fma;
@@ -29,33 +32,27 @@ impl MicroKernel for Avx2Fma {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
-    let mut acc0 = [_mm256_setzero_ps(); MR];
-    let mut acc1 = [_mm256_setzero_ps(); MR];
+    let mut acc = [[_mm256_setzero_ps(); 3]; MR];
     let (mut a, mut b) = (a, b);
     for _ in 0..kc {
-        let b0 = _mm256_loadu_ps(b);
-        let b1 = _mm256_loadu_ps(b.add(8));
-        for i in 0..MR {
+        let bv = [_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)), _mm256_loadu_ps(b.add(16))];
+        for (i, row) in acc.iter_mut().enumerate() {
             let ai = _mm256_broadcast_ss(&*a.add(i));
-            acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-            acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+            for (r, &v) in row.iter_mut().zip(&bv) {
+                *r = _mm256_fmadd_ps(ai, v, *r);
+            }
         }
-        a = a.add(MR);
+        a = a.add(PANEL_ROWS);
         b = b.add(NR);
     }
     let al = _mm256_set1_ps(alpha);
-    for i in 0..MR {
-        let row = y.offset(i as isize * rs);
-        let (v0, v1) = if accumulate {
-            (
-                _mm256_fmadd_ps(acc0[i], al, _mm256_loadu_ps(row)),
-                _mm256_fmadd_ps(acc1[i], al, _mm256_loadu_ps(row.add(8))),
-            )
-        } else {
-            (_mm256_mul_ps(acc0[i], al), _mm256_mul_ps(acc1[i], al))
-        };
-        _mm256_storeu_ps(row, v0);
-        _mm256_storeu_ps(row.add(8), v1);
+    for (i, row) in acc.iter().enumerate() {
+        let out = y.offset(i as isize * rs);
+        for (q, &v) in row.iter().enumerate() {
+            let dst = out.add(8 * q);
+            let v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
+            _mm256_storeu_ps(dst, v);
+        }
     }
 }
 
@@ -78,4 +75,22 @@ pub unsafe fn sgemm(
     y: MatMut,
 ) {
     blocked::<Avx2Fma>(m, n, k, alpha, a, b, beta, c, y)
+}
+
+/// [`crate::generic::prepacked::prepacked`] with this micro-kernel.
+///
+/// # Safety
+/// As `prepacked`; the CPU and OS must support the kernel's features
+/// ([`super::cpu_features`]).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+) {
+    prepacked::<Avx2Fma, B, F>(m, n, k, a, b, y, finish)
 }

@@ -7,7 +7,8 @@
 //! the 4-cycle FMA latency on two FMA ports — plus 2 B registers, well under
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
-use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel};
+use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::prepacked::{prepacked, BSource};
 use core::arch::x86_64::*;
 
 /// Rows per tile.
@@ -62,7 +63,7 @@ unsafe fn tile<const R: usize>(
             acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
             acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
         }
-        a = a.add(R);
+        a = a.add(PANEL_ROWS);
         b = b.add(NR);
     }
     let al = _mm512_set1_ps(alpha);
@@ -100,4 +101,22 @@ pub unsafe fn sgemm(
     y: MatMut,
 ) {
     blocked::<Avx512>(m, n, k, alpha, a, b, beta, c, y)
+}
+
+/// [`crate::generic::prepacked::prepacked`] with this micro-kernel.
+///
+/// # Safety
+/// As `prepacked`; the CPU and OS must support the kernel's features
+/// ([`super::cpu_features`]).
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+) {
+    prepacked::<Avx512, B, F>(m, n, k, a, b, y, finish)
 }

@@ -1,0 +1,228 @@
+//! Gemm with the A operand packed ahead of time (convolution weights).
+//!
+//! [`crate::generic::gemm::blocked`] packs A and B on every call. When A is a
+//! constant (a convolution's filters) the compiler packs it once, at compile
+//! time, with [`pack_a`] — this very code — into [`PANEL_ROWS`]-row panels,
+//! each `k` deep and depth-major (`panel[l * PANEL_ROWS + i]`), and stores
+//! the panels in the object's read-only data. A depth slice of a panel is
+//! then one contiguous run, so any slicing the driver picks reads it in place.
+//!
+//! The driver here ([`prepacked`]) therefore only packs B, and packs each B
+//! block exactly once: its loops are B blocks (`NC` columns), depth slices
+//! (`KC`), A blocks (`MC` rows, read in place from the packed weights), the
+//! `NR`-wide B panels of the block (into L1), and the A panels. B arrives
+//! through a [`BSource`], so a convolution's im2col matrix is generated
+//! straight into packed panels and never materialised in the workspace.
+//!
+//! When a tile has seen its last depth slice, `finish` runs on each of its
+//! rows while they are still in L1: the bias, a residual and the activation
+//! of a convolution, without another pass over the output.
+
+use super::gemm::{pack_a_panels, pack_b_block, GemmKernel, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+
+/// Floats of the packed B block (256 KiB of stack, sits in L2).
+const B_BUF: usize = 64 * 1024;
+/// Widest B block: bounds the row buffer a [`BSource`] may use.
+pub const MAX_BLOCK_COLUMNS: usize = 2048;
+/// Floats of the largest tile (edge tiles are computed into a stack tile).
+const TILE_BUF: usize = 16 * 32;
+
+#[repr(C, align(64))]
+struct Aligned<const N: usize>([f32; N]);
+
+/// Floats of `m x k` packed by [`pack_a`] (rows padded to whole panels).
+pub fn packed_a_len(m: usize, k: usize) -> usize {
+    m.div_ceil(PANEL_ROWS) * PANEL_ROWS * k
+}
+
+/// Packs `a` (`m x k`) into `dst` ([`packed_a_len`] floats): panels of
+/// [`PANEL_ROWS`] rows, each depth-major over all `k`, rows past `m` zero.
+///
+/// # Safety
+/// Every element of `a` must be readable and `dst` hold `packed_a_len(m, k)` floats.
+pub unsafe fn pack_a(m: usize, k: usize, a: MatRef, dst: *mut f32) {
+    pack_a_panels(m, k, a, 0, 0, dst);
+}
+
+/// Where the B operand comes from: anything that can write a block of it as
+/// consecutive `nr`-column panels, depth-major (`panel[l * nr + j]`),
+/// columns past the matrix zero.
+pub trait BSource {
+    /// Packs rows `row0..row0 + kc` and columns `col0..col0 + nc` (`nc` at
+    /// most [`MAX_BLOCK_COLUMNS`]) into `dst` (`nc.div_ceil(nr) * nr * kc` floats).
+    ///
+    /// # Safety
+    /// The rows and columns are inside the matrix; `dst` is writable.
+    unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32);
+}
+
+/// A strided matrix in memory.
+impl BSource for MatRef {
+    #[inline(always)]
+    unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+        pack_b_block(kc, nc, *self, row0, col0, nr, dst)
+    }
+}
+
+/// `y = a * b`, then `finish(i, j0, row)` on every finished row segment
+/// `y[i][j0..j0 + row.len()]`, with `a` packed by [`pack_a`] and micro-kernel
+/// `K`. `y` is unit-stride in columns.
+///
+/// # Safety
+/// `a` holds `packed_a_len(m, k)` floats; `b` is `k x n`; `y`'s `m x n`
+/// elements are writable and overlap neither. Meant to be inlined into a
+/// `#[target_feature]` entry point (see [`sgemm_prepacked`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+) {
+    let (mr, nr) = (K::MR, K::NR);
+    const {
+        assert!(K::KC * K::NR <= B_BUF && K::MR * K::NR <= TILE_BUF && PANEL_ROWS.is_multiple_of(K::MR));
+    }
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        for i in 0..m {
+            let row = core::slice::from_raw_parts_mut(y.ptr.offset(i as isize * y.rs), n);
+            row.fill(0.0);
+            finish(i, 0, row);
+        }
+        return;
+    }
+    let mut b_buf = core::mem::MaybeUninit::<Aligned<B_BUF>>::uninit();
+    let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
+    let b_pack = b_buf.as_mut_ptr() as *mut f32;
+    let tile = t_buf.as_mut_ptr() as *mut f32;
+
+    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
+    let kc_max = k.div_ceil(k.div_ceil(K::KC));
+    let nc_max = (B_BUF / kc_max / nr * nr).clamp(nr, MAX_BLOCK_COLUMNS / nr * nr);
+    let mc_max = (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS);
+    for jb in (0..n).step_by(nc_max) {
+        let nc = nc_max.min(n - jb);
+        for pc in (0..k).step_by(kc_max) {
+            let kc = kc_max.min(k - pc);
+            let (first, last) = (pc == 0, pc + kc == k);
+            b.pack(kc, nc, pc, jb, nr, b_pack);
+            for ic in (0..m).step_by(mc_max) {
+                let mc = mc_max.min(m - ic);
+                for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
+                    let cols = nr.min(n - jc);
+                    let b_panel = b_pack.add(jp * kc * nr);
+                    for i0 in (ic..ic + mc).step_by(mr) {
+                        let rows = mr.min(m - i0);
+                        let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
+                        let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
+                        if rows == mr && cols == nr {
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
+                        } else {
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                            for i in 0..rows {
+                                let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
+                                let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
+                                if first {
+                                    dst.copy_from_slice(src);
+                                } else {
+                                    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+                                }
+                            }
+                        }
+                        if last {
+                            for i in 0..rows {
+                                finish(i0 + i, jc, core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`prepacked`] with the fastest micro-kernel this CPU has
+/// ([`GemmKernel::best`]).
+///
+/// # Safety
+/// As [`prepacked`].
+pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+) {
+    sgemm_prepacked_with(GemmKernel::best(), m, n, k, a, b, y, finish)
+}
+
+/// [`sgemm_prepacked`] with a chosen implementation; one the CPU lacks falls
+/// back to the portable one.
+///
+/// # Safety
+/// As [`prepacked`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_prepacked_with<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    kernel: GemmKernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+) {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm_prepacked(m, n, k, a, b, y, finish),
+        #[cfg(target_arch = "x86_64")]
+        GemmKernel::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm_prepacked(m, n, k, a, b, y, finish),
+        _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{assert_close, rand_vec};
+    use std::vec;
+
+    /// Every kernel, with edge tiles in both directions, several depth
+    /// slices and B blocks, against a naive product plus a row-tagged finish.
+    #[test]
+    fn matches_naive_product() {
+        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
+            for (m, n, k) in [(1, 1, 1), (8, 32, 16), (13, 37, 5), (70, 2100, 9), (17, 45, 700), (3, 5, 0)] {
+                let a = rand_vec(m * k, 3);
+                let b = rand_vec(k * n, 4);
+                let mut want = vec![0.0f32; m * n];
+                for i in 0..m {
+                    for j in 0..n {
+                        let s: f64 = (0..k).map(|l| a[i * k + l] as f64 * b[l * n + j] as f64).sum();
+                        want[i * n + j] = s as f32 + i as f32;
+                    }
+                }
+                let mut packed = vec![f32::NAN; packed_a_len(m, k)];
+                let mut got = vec![f32::NAN; m * n];
+                let finish = |i: usize, _j0: usize, row: &mut [f32]| row.iter_mut().for_each(|v| *v += i as f32);
+                unsafe {
+                    pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr());
+                    let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
+                    let y = MatMut { ptr: got.as_mut_ptr(), rs: n as isize, cs: 1 };
+                    sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, y, &finish);
+                }
+                assert_close(&got, &want, 1e-4);
+            }
+        }
+    }
+}
