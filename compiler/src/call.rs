@@ -12,6 +12,7 @@ use crate::plan::Plan;
 
 pub use onnxc_runtime::model::RunFn;
 use onnxc_runtime::model::{AllocFn, Context, DynamicOutput, OnnxString};
+use onnxc_runtime::Parallel;
 
 /// A value passed to or returned by a model: a tensor, a sequence of
 /// tensors, or an optional tensor or sequence.
@@ -152,7 +153,7 @@ impl Interface {
             (None, _) => (self.plan_workspace_bytes, true),
         };
         let buffer = placement.zeroed(bytes, 64).map_err(|e| format!("workspace: {e}"))?;
-        Ok(Workspace { buffer, use_hook })
+        Ok(Workspace { buffer, use_hook, parallel: Parallel::SERIAL })
     }
 
     /// [`Interface::call`] in a workspace made by [`Interface::workspace`]
@@ -179,6 +180,7 @@ impl Interface {
             workspace_bytes,
             alloc: use_hook.then_some(hook as AllocFn),
             alloc_user: &mut arena as *mut HookArena as *mut u8,
+            parallel: workspace.parallel,
         };
         // Every buffer the inputs' addresses point into, kept for the call.
         let mut keep: Vec<Buffer> = Vec::new();
@@ -311,6 +313,17 @@ fn place_tensor(t: &Tensor, placement: Placement, keep: &mut Vec<Buffer>) -> Res
 pub struct Workspace {
     buffer: Buffer,
     use_hook: bool,
+    /// The kernels' `parallel_for` (serial unless [`Workspace::set_parallel`]).
+    parallel: Parallel,
+}
+
+impl Workspace {
+    /// Calls through this workspace run the kernels' tasks with `parallel`
+    /// (e.g. `onnxc_threads::ThreadPool::parallel`), which must
+    /// stay valid while it is used.
+    pub fn set_parallel(&mut self, parallel: Parallel) {
+        self.parallel = parallel;
+    }
 }
 
 /// The `onnxc_string` records of string tensor `t`, pointing at its bytes

@@ -39,6 +39,8 @@ struct Context {
     workspace_bytes: usize,
     alloc: usize,
     alloc_user: usize,
+    parallel_for: usize,
+    parallel_user: usize,
 }
 
 extern "C" {
@@ -74,7 +76,7 @@ global_asm!(".globl _start", "_start:", "xor ebp, ebp", "and rsp, -16", "call on
 
 #[no_mangle]
 extern "C" fn onnxc_freestanding_main() -> ! {
-    let ctx = Context { workspace: (&raw mut WORKSPACE).cast(), workspace_bytes: WORKSPACE_BYTES, alloc: 0, alloc_user: 0 };
+    let ctx = Context { workspace: (&raw mut WORKSPACE).cast(), workspace_bytes: WORKSPACE_BYTES, alloc: 0, alloc_user: 0, parallel_for: 0, parallel_user: 0 };
     let inputs = [INPUT.0.as_ptr()];
     let outputs = [(&raw mut OUTPUT).cast::<u8>()];
     // SAFETY: buffers of the compiled sizes; the workspace is 64-byte aligned.

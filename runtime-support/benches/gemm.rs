@@ -31,6 +31,7 @@ use onnxc_runtime::{
     sgemm_prepacked_with, sgemm_with, ConvParams, GemmKernel, MatMut, MatRef, STATUS_OK,
 };
 use std::hint::black_box;
+use std::ptr::null;
 use std::time::Duration;
 
 /// CPU time of the calling thread.
@@ -197,7 +198,7 @@ fn bench_sgemm(c: &mut Crit) {
                     bch.iter(|| unsafe {
                         let ym = MatMut { ptr: y.as_mut_ptr(), rs: n as isize, cs: 1 };
                         if prepacked {
-                            sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, ym, &finish);
+                            sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, ym, &finish, null());
                         } else {
                             let c = Some(MatRef { ptr: bias.as_ptr(), rs: 1, cs: 0 });
                             sgemm_with(kernel, m, n, k, 1.0, am, bm, 1.0, c, ym);
@@ -256,7 +257,7 @@ fn bench_conv(c: &mut Crit) {
                 bch.iter(|| unsafe {
                     let (xp, wp, bp) = (x.as_ptr(), weights.as_ptr(), bias.as_ptr());
                     let status =
-                        onnxc_conv_f32(&params, xp, wp, bp, std::ptr::null(), y.as_mut_ptr(), scratch.as_mut_ptr());
+                        onnxc_conv_f32(&params, xp, wp, bp, null(), y.as_mut_ptr(), scratch.as_mut_ptr(), null());
                     assert_eq!(status, STATUS_OK);
                     black_box(&mut y);
                 })

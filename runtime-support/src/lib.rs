@@ -25,6 +25,7 @@ pub mod abi;
 #[allow(clippy::missing_safety_doc)] // the shared contract is in `generic`'s module doc
 pub mod generic;
 pub mod model;
+pub mod parallel;
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::missing_safety_doc)]
 pub mod x86_64;
@@ -52,6 +53,7 @@ pub use generic::resize::*;
 pub use generic::roi::*;
 pub use generic::softmax::*;
 pub use generic::strings::*;
+pub use parallel::*;
 
 pub use generic::linalg::*;
 pub use generic::rnn::*;

@@ -8,6 +8,7 @@
 //! means one definition of the layout and one wording of every failure.
 
 use crate::abi::*;
+use crate::parallel::Parallel;
 use core::fmt;
 
 /// `onnxc_context` of the generated C header: everything a model needs
@@ -23,6 +24,9 @@ pub struct Context {
     pub alloc: Option<AllocFn>,
     /// Passed to `alloc`.
     pub alloc_user: *mut u8,
+    /// `parallel_for` and `parallel_user`: how kernels run their tasks on
+    /// several threads ([`crate::parallel`]); no hook runs them in turn.
+    pub parallel: Parallel,
 }
 
 impl Context {
@@ -33,6 +37,7 @@ impl Context {
             workspace_bytes: workspace.len(),
             alloc: None,
             alloc_user: core::ptr::null_mut(),
+            parallel: Parallel::SERIAL,
         }
     }
 }

@@ -5,6 +5,9 @@
 //! a data-dependent output (Compress, memory from the workspace at run
 //! time) and random operators (seeded and unseeded). The CNN's object file,
 //! linked into a C program (`c/threads.c`), is called from threads too.
+//! And the kernels' own threads (the context's `parallel_for`) never change
+//! a bit: CNNs run with thread pools of 1 to 3 threads and with a hook that
+//! runs the tasks in reverse give the serial result.
 
 use crate::common::{data_dir, onnxc, repo_root, run_ok, write_model};
 use crate::models::{float_attr, int_attr, ints_attr, model, node, typed_value};
@@ -14,6 +17,8 @@ use onnxc::ir::Tensor;
 use onnxc::jit::JitModel;
 use onnxc::limits::Limits;
 use onnxc::{driver, tensor_io};
+use onnxc_runtime::parallel::{Parallel, TaskFn};
+use onnxc_threads::ThreadPool;
 use std::path::Path;
 
 /// JIT-compiles `dir/model.onnx` for the inputs of `dir/test_data_set_0`.
@@ -114,4 +119,35 @@ fn object_called_from_c_threads_gives_identical_bits() {
     run_ok(cc, "cc");
     let stdout = run_ok(std::process::Command::new(&exe), "the threads program");
     assert!(stdout.contains("0 of 20 concurrent calls differ"), "unexpected output: {stdout}");
+}
+
+/// A `parallel_for` that runs the tasks last to first on the calling thread.
+unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: TaskFn, env: *mut u8) {
+    for i in (0..count).rev() {
+        unsafe { task(env, i) };
+    }
+}
+
+#[test]
+fn kernel_threads_give_identical_bits() {
+    let data = data_dir();
+    for name in ["light-random/resnet50", "light-random/shufflenet", "light-random/squeezenet"] {
+        let (model, inputs) = compile_case(&data.join(name));
+        let inputs: Vec<Datum> = inputs.into_iter().map(Datum::Tensor).collect();
+        let run = |parallel: Parallel| {
+            let mut workspace = model.interface().workspace(None, onnxc::buffer::Placement::Heap).expect("workspace");
+            workspace.set_parallel(parallel);
+            let outputs = model.run_in(&inputs, &workspace).unwrap_or_else(|e| panic!("{name}: {e}"));
+            bits(&outputs.into_iter().map(|d| d.into_tensor().expect("a tensor")).collect::<Vec<_>>())
+        };
+        let serial = run(Parallel::SERIAL);
+        let hostile = run(Parallel { run: Some(reversed), user: std::ptr::null_mut() });
+        assert!(hostile == serial, "{name}: tasks run in reverse differ from the serial run");
+        for threads in 1..=3 {
+            let pool = ThreadPool::new(threads).expect("threads");
+            for round in 0..3 {
+                assert!(run(pool.parallel()) == serial, "{name}: {threads} threads, round {round} differs");
+            }
+        }
+    }
 }

@@ -8,6 +8,7 @@ use onnxc::ir::{Graph, Tensor, ValueId};
 use onnxc::limits::Limits;
 use onnxc::tensor_io::{read_datum, write_datum_pb, NamedDatum};
 use onnxc::{driver, jit::JitModel};
+use onnxc_threads::ThreadPool;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -40,7 +41,8 @@ pub struct BenchArgs {
     pub shapes: ShapeArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Worker threads (only 1 is implemented so far)
+    /// Threads the kernels split their work over (a persistent pool; the
+    /// calling thread is one of them)
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Timed runs after warm-up
@@ -134,8 +136,8 @@ fn synthetic_input(dtype: onnxc::ir::DType, shape: &[usize]) -> Result<Tensor, S
 }
 
 pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
-    if a.threads != 1 {
-        return Err("--threads: only 1 thread is implemented so far".into());
+    if a.threads == 0 {
+        return Err("--threads: at least 1".into());
     }
     let bindings = super::bindings(&a.shapes)?;
     let limits = super::limits(&a.limits)?;
@@ -153,7 +155,9 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     // One workspace for every call, as a caller of the object file keeps it.
-    let workspace = jit.interface().workspace(None, onnxc::buffer::Placement::Heap)?;
+    let mut workspace = jit.interface().workspace(None, onnxc::buffer::Placement::Heap)?;
+    let pool = ThreadPool::new(a.threads).map_err(|e| format!("--threads {}: {e}", a.threads))?;
+    workspace.set_parallel(pool.parallel());
     // The first call pays what a program pays on its first inference
     // (fresh workspace pages, cold caches): onnxc leaves no other start-up work.
     let start = Instant::now();

@@ -60,12 +60,14 @@ struct ContextLayout {
     workspace_bytes: i32,
     alloc: i32,
     alloc_user: i32,
+    /// `parallel_for` and `parallel_user`, which kernels get the address of.
+    parallel: i32,
 }
 
 impl ContextLayout {
     fn for_pointer(ptr: Type) -> ContextLayout {
         let p = ptr.bytes() as i32;
-        ContextLayout { workspace: 0, workspace_bytes: p, alloc: 2 * p, alloc_user: 3 * p }
+        ContextLayout { workspace: 0, workspace_bytes: p, alloc: 2 * p, alloc_user: 3 * p, parallel: 4 * p }
     }
 }
 
@@ -74,6 +76,8 @@ struct Env {
     inputs: Value,
     outputs: Value,
     workspace: Value,
+    /// The context's `parallel_for` hook pair, for kernels that split work.
+    parallel: Value,
     fail: Block,
     funcs: HashMap<String, FuncRef>,
     consts: HashMap<ValueId, GlobalValue>,
@@ -284,11 +288,13 @@ impl Function<'_> {
         // optional inputs; the entry point's checks fail first.
         let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail)?;
         let carried = std::mem::replace(&mut self.carried, Carried { footprint: Footprint::new(0), data_count: 0 });
+        let parallel = b.ins().iadd_imm_s(context, layout.parallel as i64);
         let mut env = Env {
             elements,
             inputs,
             outputs,
             workspace,
+            parallel,
             fail,
             funcs: HashMap::new(),
             consts,
@@ -605,6 +611,12 @@ impl<'f> Lower<'_, 'f> {
 
     /// Address of this node's scratch area (planned from `scratch_bytes`),
     /// past any part handed out by [`Lower::reserve_scratch`].
+    /// The address of the context's `parallel_for` hook pair
+    /// (`onnxc_runtime::Parallel`), for kernels that split their work.
+    pub fn parallel_ptr(&self) -> Value {
+        self.env.parallel
+    }
+
     pub fn scratch_ptr(&mut self) -> Result<Value, String> {
         let off = self.plan.scratch[self.index].ok_or("no scratch area was planned")?;
         Ok(self.b.ins().iadd_imm_s(self.env.workspace, (off + self.staged.scratch_used) as i64))

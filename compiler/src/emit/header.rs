@@ -33,6 +33,13 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("     * it has none (the model then fails with status 5). */".into());
     line("    void *(*alloc)(void *user, size_t bytes, size_t align);".into());
     line("    void *alloc_user;         /* passed to alloc */".into());
+    line("    /* Runs task(env, i) for every i in [0, count) and returns when all".into());
+    line("     * have run, on as many threads as it likes (each thread needs 512 KiB".into());
+    line("     * of stack for the kernels); NULL runs them in turn on the calling".into());
+    line("     * thread. Results are bit-identical either way. libonnxc_runtime".into());
+    line("     * built with its std feature provides onnxc_thread_pool_parallel_for. */".into());
+    line("    void (*parallel_for)(void *user, size_t count, void (*task)(void *env, size_t i), void *env);".into());
+    line("    void *parallel_user;      /* passed to parallel_for */".into());
     line("} onnxc_context;".into());
     line(String::new());
     line("/* outputs[k] of an output whose shape depends on the data points to one".into());

@@ -368,6 +368,8 @@ trait ConvKernel {
     const KERNEL: &'static str;
     /// Whether the kernel takes a residual operand (input 3, after the bias).
     const RESIDUAL_ARG: bool = false;
+    /// Whether the kernel takes the context's `parallel_for` (last argument).
+    const PARALLEL_ARG: bool = false;
     /// True when portable mode lowers it as direct loops
     /// ([`super::window_loops`]); otherwise portable mode refuses it.
     const DIRECT_LOOPS: bool;
@@ -426,6 +428,9 @@ trait ConvKernel {
             args.push(cx.opt_input_ptr(3));
         }
         args.extend([cx.output_ptr(0)?, scratch]);
+        if Self::PARALLEL_ARG {
+            args.push(cx.parallel_ptr());
+        }
         cx.call_checked(&kernel_for(Self::KERNEL, dtype), &args)
     }
 }
@@ -456,6 +461,7 @@ macro_rules! conv_operator {
 impl ConvKernel for Conv {
     const KERNEL: &'static str = "onnxc_conv";
     const RESIDUAL_ARG: bool = true;
+    const PARALLEL_ARG: bool = true;
     const DIRECT_LOOPS: bool = true;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, self.packed_weights.as_deref().unwrap_or(w))

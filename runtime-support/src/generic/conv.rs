@@ -24,6 +24,7 @@ use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked, BSource, MAX_BLOCK
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::parallel::{share, Parallel};
 
 /// Parameters of [`onnxc_conv_f32`]: input `[batch, in_channels,
 /// in_spatial...]`, weights `[out_channels, in_channels/group, kernel...]`,
@@ -300,14 +301,15 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     residual: *const f32,
     y: *mut f32,
     scratch: *mut f32,
+    parallel: *const Parallel,
 ) -> i32 {
     match prepare(p, residual) {
         Ok((p, s, residual)) if p.packed_weights == 1 => {
-            conv_prepacked(p, &s, x, w, bias, residual, y);
+            conv_prepacked(p, &s, x, w, bias, residual, y, parallel);
             STATUS_OK
         }
         Err(status) => status,
-        Ok(_) => conv(p, x, w, bias, residual, y, scratch),
+        Ok(_) => conv(p, x, w, bias, residual, y, scratch, parallel),
     }
 }
 
@@ -321,8 +323,9 @@ pub unsafe extern "C" fn onnxc_conv_f64(
     residual: *const f64,
     y: *mut f64,
     scratch: *mut f64,
+    parallel: *const Parallel,
 ) -> i32 {
-    conv(p, x, w, bias, residual, y, scratch)
+    conv(p, x, w, bias, residual, y, scratch, parallel)
 }
 
 /// The checked params of a Conv call, its shape and its residual operand;
@@ -397,7 +400,9 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_f32(p: *const ConvParams, w: *c
 /// f32 convolution on weights packed by [`onnxc_pack_conv_weights_f32`]: per
 /// image and group one [`sgemm_prepacked`] whose B is the input (pointwise)
 /// or its im2col matrix packed on the fly, the bias, residual and
-/// activation applied per finished tile row. Needs no scratch.
+/// activation applied per finished tile row, the work split over
+/// `parallel`. Needs no scratch.
+#[allow(clippy::too_many_arguments)]
 unsafe fn conv_prepacked(
     p: &ConvParams,
     s: &ConvShape,
@@ -406,6 +411,7 @@ unsafe fn conv_prepacked(
     bias: *const f32,
     residual: Option<*const f32>,
     y: *mut f32,
+    parallel: *const Parallel,
 ) {
     let kdim = s.c_per_group * s.taps;
     let per_group = packed_a_len(s.m_per_group, kdim);
@@ -425,14 +431,19 @@ unsafe fn conv_prepacked(
             let a = w.add(g * per_group);
             if s.pointwise {
                 let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
-                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish);
+                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
             } else {
-                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &Im2col::new(p, s, xg), out, &finish);
+                let im2col = Im2col::new(p, s, xg);
+                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &im2col, out, &finish, parallel);
             }
         }
     }
 }
 
+/// The convolution on weights as given: the direct depthwise kernel (its
+/// channels split over `parallel`), or im2col into `scratch` and a gemm per
+/// image and group.
+#[allow(clippy::too_many_arguments)]
 unsafe fn conv<T: GemmElem>(
     p: *const ConvParams,
     x: *const T,
@@ -441,6 +452,7 @@ unsafe fn conv<T: GemmElem>(
     residual: *const T,
     y: *mut T,
     scratch: *mut T,
+    parallel: *const Parallel,
 ) -> i32 {
     let (p, s, residual) = match prepare(p, residual) {
         Ok(ready) => ready,
@@ -450,7 +462,7 @@ unsafe fn conv<T: GemmElem>(
         return STATUS_INVALID_PARAMS;
     }
     if is_depthwise_2d(&s) {
-        depthwise_2d(p, &s, x, w, bias, residual, y);
+        depthwise_2d(p, &s, x, w, bias, residual, y, parallel);
         return STATUS_OK;
     }
     let kdim = s.c_per_group * s.taps;
@@ -483,6 +495,7 @@ unsafe fn conv<T: GemmElem>(
 /// input column is inside the image is computed once, and the row update
 /// over it is a strided multiply-add that vectorises. A GEMM per channel
 /// (M = 1, K = taps) would spend its time packing.
+#[allow(clippy::too_many_arguments)]
 unsafe fn depthwise_2d<T: GemmElem>(
     p: &ConvParams,
     s: &ConvShape,
@@ -491,6 +504,7 @@ unsafe fn depthwise_2d<T: GemmElem>(
     bias: *const T,
     residual: Option<*const T>,
     y: *mut T,
+    parallel: *const Parallel,
 ) {
     let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
     let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
@@ -508,7 +522,7 @@ unsafe fn depthwise_2d<T: GemmElem>(
         (lo as usize, (hi.max(lo)) as usize)
     };
     let channels = (p.batch * p.out_channels) as usize;
-    for nc in 0..channels {
+    let depthwise_channel = |nc: usize| {
         let c = nc % p.out_channels as usize;
         let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
         let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
@@ -534,8 +548,13 @@ unsafe fn depthwise_2d<T: GemmElem>(
             }
         }
         epilogue(p, residual.map(|r| r.add(nc * s.out_size)), out);
-    }
+    };
+    let parts = channels.min(CHANNEL_TASKS);
+    Parallel::for_each(parallel, parts, |part| share(channels, parts, part).for_each(depthwise_channel));
 }
+
+/// Tasks the depthwise kernel splits its channels into.
+const CHANNEL_TASKS: usize = 8;
 
 /// Validation of the transposed direction: like [`validate`], but the
 /// padding may be negative (an output larger than the natural one) and the
@@ -863,7 +882,16 @@ mod tests {
                 let mut got = vec![f32::NAN; out_n];
                 let bp = b.map_or(core::ptr::null(), |b| b.as_ptr());
                 let st = unsafe {
-                    onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bp, null(), got.as_mut_ptr(), scratch.as_mut_ptr())
+                    onnxc_conv_f32(
+                        &p,
+                        x.as_ptr(),
+                        w.as_ptr(),
+                        bp,
+                        null(),
+                        got.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                        null(),
+                    )
                 };
                 assert_eq!(st, STATUS_OK);
                 assert_close(&got, &want, 1e-4);
@@ -874,7 +902,7 @@ mod tests {
                 let fused = ConvParams { residual: 1, activation: EPILOGUE_RELU, ..p };
                 let st = unsafe {
                     let (rp, sp) = (residual.as_ptr(), scratch.as_mut_ptr());
-                    onnxc_conv_f32(&fused, x.as_ptr(), w.as_ptr(), bp, rp, got.as_mut_ptr(), sp)
+                    onnxc_conv_f32(&fused, x.as_ptr(), w.as_ptr(), bp, rp, got.as_mut_ptr(), sp, null())
                 };
                 assert_eq!((st, got), (STATUS_OK, want));
             }
@@ -893,6 +921,7 @@ mod tests {
                 null(),
                 got.as_mut_ptr(),
                 scratch64.as_mut_ptr(),
+                null(),
             )
         };
         assert_eq!(st, STATUS_OK);
@@ -977,17 +1006,18 @@ mod tests {
         bad.group = 4; // 6 output channels not divisible by 4
         assert_eq!(conv_scratch_elems(&bad), 0);
         let z = core::ptr::null_mut();
-        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z, null()) }, STATUS_INVALID_PARAMS);
         bad = p;
         bad.spatial_rank = 7;
-        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z) }, STATUS_INVALID_PARAMS);
+        assert_eq!(unsafe { onnxc_conv_f32(&bad, z, z, z, z, z, z, null()) }, STATUS_INVALID_PARAMS);
         // A residual Add without the residual operand, or an unknown flag.
         let (x, w, mut y) = ([0.0f32; 4 * 81 * 2], [0.0f32; 6 * 2 * 9], [0.0f32; 6 * 49 * 2]);
         let mut scratch = vec![0.0f32; conv_scratch_elems(&p)];
         for flag in [1, 2] {
             bad = ConvParams { residual: flag, ..p };
-            let st =
-                unsafe { onnxc_conv_f32(&bad, x.as_ptr(), w.as_ptr(), z, z, y.as_mut_ptr(), scratch.as_mut_ptr()) };
+            let st = unsafe {
+                onnxc_conv_f32(&bad, x.as_ptr(), w.as_ptr(), z, z, y.as_mut_ptr(), scratch.as_mut_ptr(), null())
+            };
             assert_eq!(st, STATUS_INVALID_PARAMS);
         }
     }

@@ -19,6 +19,8 @@
 //! of a convolution, without another pass over the output.
 
 use super::gemm::{pack_a_panels, pack_b_block, GemmKernel, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::parallel::{share, Parallel};
+use core::ops::Range;
 
 /// Floats of the packed B block (256 KiB of stack, sits in L2).
 const B_BUF: usize = 64 * 1024;
@@ -66,12 +68,17 @@ impl BSource for MatRef {
 
 /// `y = a * b`, then `finish(i, j0, row)` on every finished row segment
 /// `y[i][j0..j0 + row.len()]`, with `a` packed by [`pack_a`] and micro-kernel
-/// `K`. `y` is unit-stride in columns.
+/// `K`. `y` is unit-stride in columns. The work is split into tasks run
+/// through `parallel` (see [`crate::parallel`]): column blocks, and when
+/// there are few, ranges of A panels as well; each task packs its own B
+/// block, and no output depends on how the work was split.
 ///
 /// # Safety
 /// `a` holds `packed_a_len(m, k)` floats; `b` is `k x n`; `y`'s `m x n`
-/// elements are writable and overlap neither. Meant to be inlined into a
-/// `#[target_feature]` entry point (see [`sgemm_prepacked`]).
+/// elements are writable and overlap neither; `finish` and `b` may be used
+/// from several threads at once; `parallel` as [`Parallel::for_each`].
+/// Meant to be inlined into a `#[target_feature]` entry point (see
+/// [`sgemm_prepacked`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
@@ -82,8 +89,8 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f3
     b: &B,
     y: MatMut,
     finish: &F,
+    parallel: *const Parallel,
 ) {
-    let (mr, nr) = (K::MR, K::NR);
     const {
         assert!(K::KC * K::NR <= B_BUF && K::MR * K::NR <= TILE_BUF && PANEL_ROWS.is_multiple_of(K::MR));
     }
@@ -98,48 +105,83 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f3
         }
         return;
     }
+    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
+    let kc_max = k.div_ceil(k.div_ceil(K::KC));
+    let nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
+    let blocking = Blocking { kc_max, mc_max: (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS) };
+    let column_blocks = n.div_ceil(nc_max);
+    let panels = m.div_ceil(PANEL_ROWS);
+    let row_parts = TASKS.div_ceil(column_blocks).min(panels);
+    Parallel::for_each(parallel, column_blocks * row_parts, |task| {
+        let panel_range = share(panels, row_parts, task % row_parts);
+        let rows = panel_range.start * PANEL_ROWS..m.min(panel_range.end * PANEL_ROWS);
+        let jb = task / row_parts * nc_max;
+        block::<K, B, F>(&blocking, m, n, k, a, b, y, finish, jb..n.min(jb + nc_max), rows);
+    });
+}
+
+/// Tasks [`prepacked`] aims for (enough to balance a few threads).
+const TASKS: usize = 8;
+
+/// Depth-slice and row-block sizes of one product.
+struct Blocking {
+    kc_max: usize,
+    mc_max: usize,
+}
+
+/// One task of [`prepacked`]: output rows `rows` (whole A panels) of
+/// column block `columns`. Loops: depth slices (the B block packed once
+/// per slice), A blocks, B panels (into L1), A panels.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
+    blocking: &Blocking,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+    columns: Range<usize>,
+    rows: Range<usize>,
+) {
+    let (mr, nr) = (K::MR, K::NR);
     let mut b_buf = core::mem::MaybeUninit::<Aligned<B_BUF>>::uninit();
     let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
     let b_pack = b_buf.as_mut_ptr() as *mut f32;
     let tile = t_buf.as_mut_ptr() as *mut f32;
-
-    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
-    let kc_max = k.div_ceil(k.div_ceil(K::KC));
-    let nc_max = (B_BUF / kc_max / nr * nr).clamp(nr, MAX_BLOCK_COLUMNS / nr * nr);
-    let mc_max = (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS);
-    for jb in (0..n).step_by(nc_max) {
-        let nc = nc_max.min(n - jb);
-        for pc in (0..k).step_by(kc_max) {
-            let kc = kc_max.min(k - pc);
-            let (first, last) = (pc == 0, pc + kc == k);
-            b.pack(kc, nc, pc, jb, nr, b_pack);
-            for ic in (0..m).step_by(mc_max) {
-                let mc = mc_max.min(m - ic);
-                for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
-                    let cols = nr.min(n - jc);
-                    let b_panel = b_pack.add(jp * kc * nr);
-                    for i0 in (ic..ic + mc).step_by(mr) {
-                        let rows = mr.min(m - i0);
-                        let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
-                        let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                        if rows == mr && cols == nr {
-                            K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
-                        } else {
-                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
-                            for i in 0..rows {
-                                let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
-                                let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
-                                if first {
-                                    dst.copy_from_slice(src);
-                                } else {
-                                    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
-                                }
+    let (jb, nc) = (columns.start, columns.len());
+    for pc in (0..k).step_by(blocking.kc_max) {
+        let kc = blocking.kc_max.min(k - pc);
+        let (first, last) = (pc == 0, pc + kc == k);
+        b.pack(kc, nc, pc, jb, nr, b_pack);
+        for ic in rows.clone().step_by(blocking.mc_max) {
+            let mc = blocking.mc_max.min(rows.end - ic);
+            for (jp, jc) in columns.clone().step_by(nr).enumerate() {
+                let cols = nr.min(n - jc);
+                let b_panel = b_pack.add(jp * kc * nr);
+                for i0 in (ic..ic + mc).step_by(mr) {
+                    let valid_rows = mr.min(m - i0);
+                    let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
+                    let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
+                    if valid_rows == mr && cols == nr {
+                        K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
+                    } else {
+                        K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                        for i in 0..valid_rows {
+                            let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
+                            let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
+                            if first {
+                                dst.copy_from_slice(src);
+                            } else {
+                                dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
                             }
                         }
-                        if last {
-                            for i in 0..rows {
-                                finish(i0 + i, jc, core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols));
-                            }
+                    }
+                    if last {
+                        for i in 0..valid_rows {
+                            finish(i0 + i, jc, core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols));
                         }
                     }
                 }
@@ -153,6 +195,7 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f3
 ///
 /// # Safety
 /// As [`prepacked`].
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     m: usize,
     n: usize,
@@ -161,8 +204,9 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     b: &B,
     y: MatMut,
     finish: &F,
+    parallel: *const Parallel,
 ) {
-    sgemm_prepacked_with(GemmKernel::best(), m, n, k, a, b, y, finish)
+    sgemm_prepacked_with(GemmKernel::best(), m, n, k, a, b, y, finish, parallel)
 }
 
 /// [`sgemm_prepacked`] with a chosen implementation; one the CPU lacks falls
@@ -180,13 +224,18 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     b: &B,
     y: MatMut,
     finish: &F,
+    parallel: *const Parallel,
 ) {
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm_prepacked(m, n, k, a, b, y, finish),
+        GemmKernel::Avx512 if kernel.available() => {
+            crate::x86_64::avx512::sgemm_prepacked(m, n, k, a, b, y, finish, parallel)
+        }
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm_prepacked(m, n, k, a, b, y, finish),
-        _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish),
+        GemmKernel::Avx2Fma if kernel.available() => {
+            crate::x86_64::avx2::sgemm_prepacked(m, n, k, a, b, y, finish, parallel)
+        }
+        _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish, parallel),
     }
 }
 
@@ -197,8 +246,16 @@ mod tests {
     use crate::generic::test_util::{assert_close, rand_vec};
     use std::vec;
 
+    /// A `parallel_for` that runs the tasks last to first.
+    unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {
+        for i in (0..count).rev() {
+            task(env, i);
+        }
+    }
+
     /// Every kernel, with edge tiles in both directions, several depth
-    /// slices and B blocks, against a naive product plus a row-tagged finish.
+    /// slices and B blocks, against a naive product plus a row-tagged
+    /// finish; the tasks run in reverse give the same bits.
     #[test]
     fn matches_naive_product() {
         for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
@@ -213,15 +270,19 @@ mod tests {
                     }
                 }
                 let mut packed = vec![f32::NAN; packed_a_len(m, k)];
-                let mut got = vec![f32::NAN; m * n];
                 let finish = |i: usize, _j0: usize, row: &mut [f32]| row.iter_mut().for_each(|v| *v += i as f32);
-                unsafe {
-                    pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr());
+                unsafe { pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr()) };
+                let run = |parallel: Parallel| {
+                    let mut got = vec![f32::NAN; m * n];
                     let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
                     let y = MatMut { ptr: got.as_mut_ptr(), rs: n as isize, cs: 1 };
-                    sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, y, &finish);
-                }
+                    unsafe { sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, y, &finish, &parallel) };
+                    got
+                };
+                let got = run(Parallel::SERIAL);
                 assert_close(&got, &want, 1e-4);
+                let shuffled = run(Parallel { run: Some(reversed), user: core::ptr::null_mut() });
+                assert!(got.iter().zip(&shuffled).all(|(a, b)| a.to_bits() == b.to_bits()));
             }
         }
     }

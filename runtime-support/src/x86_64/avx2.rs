@@ -7,6 +7,7 @@
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
 use crate::generic::prepacked::{prepacked, BSource};
+use crate::parallel::Parallel;
 use core::arch::x86_64::*;
 
 /// Rows per tile.
@@ -83,6 +84,7 @@ pub unsafe fn sgemm(
 /// As `prepacked`; the CPU and OS must support the kernel's features
 /// ([`super::cpu_features`]).
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     m: usize,
     n: usize,
@@ -91,6 +93,7 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     b: &B,
     y: MatMut,
     finish: &F,
+    parallel: *const Parallel,
 ) {
-    prepacked::<Avx2Fma, B, F>(m, n, k, a, b, y, finish)
+    prepacked::<Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
 }
