@@ -44,6 +44,7 @@ pub use generic::minifloat::*;
 pub use generic::norm::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
+pub use generic::qproduct::{integer_product, ByteKernel, IntMatrix};
 pub use generic::quant::*;
 pub use generic::random::*;
 pub use generic::reduce::*;

@@ -146,8 +146,10 @@ pub fn conv_scratch_elems(p: &ConvParams) -> usize {
     }
 }
 
-/// Writes the im2col matrix of one group of one image into `col`.
-unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T) {
+/// Writes the im2col matrix of one group of one image into `col`, padding
+/// as `pad` (0 for the float kernels; the quantized ones pass the input's
+/// zero point, `generic::quant`).
+pub(crate) unsafe fn im2col<T: Copy>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T, pad: T) {
     let r = s.rank;
     let in_dims = to_usize(&p.in_spatial);
     let out_dims = to_usize(&p.out_spatial);
@@ -192,8 +194,8 @@ unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut 
                     ((in_last - 1 - first) / s_last + 1).clamp(lo, width)
                 };
                 let out = core::slice::from_raw_parts_mut(dst, out_dims[last]);
-                out[..lo as usize].fill(T::ZERO);
-                out[hi as usize..].fill(T::ZERO);
+                out[..lo as usize].fill(pad);
+                out[hi as usize..].fill(pad);
                 if hi > lo {
                     let src = xc.offset(base + lo * s_last + first);
                     if s_last == 1 {
@@ -295,7 +297,7 @@ unsafe fn conv<T: GemmElem>(
             let b = if s.pointwise {
                 MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 }
             } else {
-                im2col(p, &s, xg, scratch);
+                im2col(p, &s, xg, scratch, T::ZERO);
                 MatRef { ptr: scratch, rs: s.out_size as isize, cs: 1 }
             };
             let a = MatRef { ptr: w.add(g * s.m_per_group * kdim), rs: kdim as isize, cs: 1 };

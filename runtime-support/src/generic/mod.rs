@@ -34,6 +34,7 @@ pub mod ml;
 pub mod norm;
 pub mod packed;
 pub mod pool;
+pub mod qproduct;
 pub mod quant;
 pub mod random;
 pub mod real;
