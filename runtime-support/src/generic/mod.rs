@@ -125,6 +125,19 @@ pub(crate) mod test_util {
             .collect()
     }
 
+    /// A deterministic byte stream (xorshift) for integer operands.
+    pub fn rand_bytes(len: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed.max(1);
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    }
+
     /// Row-major coordinates of flat index `flat` over `dims`.
     pub fn unravel(mut flat: usize, dims: &[usize]) -> [usize; 8] {
         let mut out = [0usize; 8];

@@ -210,28 +210,16 @@ unsafe fn portable_u8i8([m, k, n]: [usize; 3], a: *const u8, a_flip: u8, b: *con
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     extern crate std;
     use super::*;
+    use crate::generic::test_util::rand_bytes as bytes;
     use std::vec;
     use std::vec::Vec;
 
-    /// A small deterministic byte stream (xorshift) for test operands.
-    pub(crate) fn bytes(len: usize, seed: u32) -> Vec<u8> {
-        let mut x = seed.max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect()
-    }
-
     /// The kernels this CPU has (each one checked separately, not only the
     /// best).
-    fn kernels() -> Vec<ByteKernel> {
+    pub(crate) fn kernels() -> Vec<ByteKernel> {
         ByteKernel::ALL.into_iter().filter(|k| k.available()).collect()
     }
 
@@ -317,8 +305,20 @@ mod tests {
         let a: [u16; 4] = [1, 2, 3, 4];
         let b: [i16; 4] = [-5, 6, 7, -8];
         let zb = [1i16];
-        let am = IntMatrix { data: a.as_ptr() as *const u8, dtype: ELEM_U16, zp: core::ptr::null(), zp_indexed: false, zp_first: 0 };
-        let bm = IntMatrix { data: b.as_ptr() as *const u8, dtype: ELEM_I16, zp: zb.as_ptr() as *const u8, zp_indexed: false, zp_first: 0 };
+        let am = IntMatrix {
+            data: a.as_ptr() as *const u8,
+            dtype: ELEM_U16,
+            zp: core::ptr::null(),
+            zp_indexed: false,
+            zp_first: 0,
+        };
+        let bm = IntMatrix {
+            data: b.as_ptr() as *const u8,
+            dtype: ELEM_I16,
+            zp: zb.as_ptr() as *const u8,
+            zp_indexed: false,
+            zp_first: 0,
+        };
         let mut acc = [0i32; 4];
         unsafe { integer_product(ByteKernel::best(), [2, 2, 2], am, bm, acc.as_mut_ptr()) };
         // [[1,2],[3,4]] x [[-6,5],[6,-9]]

@@ -517,8 +517,161 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::abi::ELEM_F32;
+    use crate::generic::test_util::{rand_bytes, unravel};
     use std::vec;
     use std::vec::Vec;
+
+    /// The convolution of ONNX's definition: padded taps skipped (`X - x_zp`
+    /// padded with 0), the per-channel weight zero point of channel `m`.
+    #[allow(clippy::too_many_arguments)]
+    fn direct_qconv(
+        p: &ConvParams,
+        [xq, wq]: [QOperand; 2],
+        x: &[u8],
+        w: &[u8],
+        x_zp: &[u8],
+        w_zp: &[u8],
+        bias: Option<&[i32]>,
+    ) -> Vec<i32> {
+        let r = p.spatial_rank as usize;
+        let dims = |f: &[i64; MAX_RANK]| f[..r].iter().map(|&v| v as usize).collect::<Vec<_>>();
+        let (inp, outp, kern) = (dims(&p.in_spatial), dims(&p.out_spatial), dims(&p.kernel));
+        let size = |d: &[usize]| d.iter().product::<usize>();
+        let (in_size, out_size, taps) = (size(&inp), size(&outp), size(&kern));
+        let (cin, cout, group) = (p.in_channels as usize, p.out_channels as usize, p.group as usize);
+        let (cg, mg) = (cin / group, cout / group);
+        let int = |data: &[u8], i: usize, dtype: i64| unsafe { load_int(data.as_ptr(), i, dtype).unwrap() };
+        let zx = if x_zp.is_empty() { 0 } else { int(x_zp, 0, xq.dtype) };
+        let mut acc = vec![0i32; p.batch as usize * cout * out_size];
+        for n in 0..p.batch as usize {
+            for m in 0..cout {
+                let zw = if w_zp.is_empty() { 0 } else { int(w_zp, if wq.zp_indexed != 0 { m } else { 0 }, wq.dtype) };
+                for out in 0..out_size {
+                    let o = unravel(out, &outp);
+                    let mut sum = bias.map_or(0, |b| b[m]);
+                    for t in 0..taps {
+                        let k = unravel(t, &kern);
+                        let mut at = 0usize;
+                        let inside = (0..r).all(|d| {
+                            let pos = (o[d] * p.strides[d] as usize + k[d] * p.dilations[d] as usize) as i64
+                                - p.pads_begin[d];
+                            at = at * inp[d] + pos.max(0) as usize;
+                            (0..inp[d] as i64).contains(&pos)
+                        });
+                        for c in (0..cg).filter(|_| inside) {
+                            let xv = int(x, (n * cin + m / mg * cg + c) * in_size + at, xq.dtype) - zx;
+                            let wv = int(w, (m * cg + c) * taps + t, wq.dtype) - zw;
+                            sum = sum.wrapping_add(xv.wrapping_mul(wv));
+                        }
+                    }
+                    acc[(n * cout + m) * out_size + out] = sum;
+                }
+            }
+        }
+        acc
+    }
+
+    /// (channels in, out, group, input, kernel, strides, dilations, pads
+    /// begin, pads end).
+    type ConvCase<'a> =
+        (usize, usize, usize, &'a [usize], &'a [usize], &'a [usize], &'a [usize], &'a [usize], &'a [usize]);
+
+    fn conv_params((cin, cout, group, input, kernel, strides, dilations, begin, end): ConvCase) -> ConvParams {
+        let mut p = ConvParams {
+            batch: 2,
+            in_channels: cin as i64,
+            out_channels: cout as i64,
+            group: group as i64,
+            spatial_rank: input.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..input.len() {
+            let span = dilations[d] * (kernel[d] - 1) + 1;
+            p.out_spatial[d] = ((input[d] + begin[d] + end[d] - span) / strides[d] + 1) as i64;
+            (p.in_spatial[d], p.kernel[d], p.strides[d]) = (input[d] as i64, kernel[d] as i64, strides[d] as i64);
+            (p.dilations[d], p.pads_begin[d]) = (dilations[d] as i64, begin[d] as i64);
+        }
+        p
+    }
+
+    #[test]
+    fn qconv_matches_the_direct_loops_with_every_kernel() {
+        let cases: [ConvCase; 8] = [
+            (3, 4, 1, &[7, 9], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]),
+            (4, 6, 2, &[9, 8], &[3, 2], &[2, 1], &[2, 1], &[2, 0], &[1, 3]),
+            (6, 6, 6, &[5, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1], &[1, 1]), // depthwise
+            (5, 7, 1, &[6, 5], &[1, 1], &[1, 1], &[1, 1], &[0, 0], &[0, 0]), // pointwise
+            (2, 3, 1, &[3, 3], &[3, 3], &[3, 3], &[1, 1], &[3, 3], &[3, 3]), // windows all padding
+            (3, 2, 1, &[17], &[4], &[3], &[2], &[2], &[1]),
+            (4, 4, 2, &[5, 4, 6], &[2, 3, 3], &[1, 2, 1], &[1, 1, 2], &[1, 1, 0], &[0, 1, 2]),
+            (8, 20, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]),
+        ];
+        let types =
+            [(ELEM_U8, ELEM_I8), (ELEM_U8, ELEM_U8), (ELEM_I8, ELEM_I8), (ELEM_I8, ELEM_U8), (ELEM_U16, ELEM_I16)];
+        for (seed, case) in cases.into_iter().enumerate() {
+            let p = conv_params(case);
+            let (cin, cout, group, input, kernel, ..) = case;
+            let bytes_of = |t: i64| int_bytes(t).unwrap();
+            let out_size: usize = (0..input.len()).map(|d| p.out_spatial[d] as usize).product();
+            let bias: Vec<i32> =
+                rand_bytes(4 * cout, 9).chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+            for (x_type, w_type) in types {
+                let (ex, ew) = (bytes_of(x_type), bytes_of(w_type));
+                let x = rand_bytes(2 * cin * input.iter().product::<usize>() * ex, 1 + seed as u32);
+                let w = rand_bytes(cout * cin / group * kernel.iter().product::<usize>() * ew, 2 + seed as u32);
+                let (x_zp, w_zp) = (rand_bytes(ex, 3), rand_bytes(cout * ew, 4));
+                let mut scratch = vec![0u8; qconv_scratch_bytes(&p, x_type)];
+                for (indexed, with_zp, with_bias) in [(0, true, true), (1, true, false), (0, false, false)] {
+                    let ops =
+                        [QOperand { dtype: x_type, zp_indexed: 0 }, QOperand { dtype: w_type, zp_indexed: indexed }];
+                    let (xz, wz): (&[u8], &[u8]) = if with_zp { (&x_zp, &w_zp) } else { (&[], &[]) };
+                    let bias = with_bias.then_some(&bias[..]);
+                    let want = direct_qconv(&p, ops, &x, &w, xz, wz, bias);
+                    for kernel in crate::generic::qproduct::tests::kernels() {
+                        let mut got = vec![i32::MIN; 2 * cout * out_size];
+                        let ptr = |v: &[u8]| if v.is_empty() { core::ptr::null() } else { v.as_ptr() };
+                        let status = unsafe {
+                            qconv_with(
+                                kernel,
+                                &p,
+                                &ops,
+                                x.as_ptr(),
+                                w.as_ptr(),
+                                ptr(xz),
+                                ptr(wz),
+                                bias.map_or(core::ptr::null(), |b| b.as_ptr()),
+                                got.as_mut_ptr(),
+                                scratch.as_mut_ptr(),
+                            )
+                        };
+                        assert_eq!(status, STATUS_OK);
+                        assert_eq!(
+                            got,
+                            want,
+                            "case {seed}, {} types {x_type}/{w_type}, indexed {indexed}",
+                            kernel.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn qconv_refuses_a_missing_scratch_and_an_indexed_input_zero_point() {
+        let p = conv_params((1, 1, 1, &[4, 4], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]));
+        let ops = [QOperand { dtype: ELEM_U8, zp_indexed: 0 }, QOperand { dtype: ELEM_I8, zp_indexed: 0 }];
+        let (x, w, mut acc) = ([0u8; 32], [0u8; 9], [0i32; 32]);
+        let z = core::ptr::null();
+        let run = |ops: &[QOperand; 2], scratch: *mut u8, acc: &mut [i32]| unsafe {
+            onnxc_qconv(&p, ops, x.as_ptr(), w.as_ptr(), z, z, z as *const i32, acc.as_mut_ptr(), scratch)
+        };
+        assert_eq!(run(&ops, core::ptr::null_mut(), &mut acc), STATUS_INVALID_PARAMS);
+        let mut scratch = vec![0u8; qconv_scratch_bytes(&p, ELEM_U8)];
+        let indexed = [QOperand { zp_indexed: 1, ..ops[0] }, ops[1]];
+        assert_eq!(run(&indexed, scratch.as_mut_ptr(), &mut acc), STATUS_INVALID_PARAMS);
+        assert_eq!(run(&ops, scratch.as_mut_ptr(), &mut acc), STATUS_OK);
+    }
 
     #[test]
     fn quantize_rounds_half_to_even_and_saturates() {
