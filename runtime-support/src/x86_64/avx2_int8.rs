@@ -163,9 +163,9 @@ unsafe fn broadcast_quad(p: *const u8, left: usize) -> __m256i {
 /// to i16) by quads of depth steps: word `g·32 + col` holds rows
 /// `(4g, 4g+1)` of column `col` as an i16 pair, word `g·32 + 16 + col`
 /// rows `(4g+2, 4g+3)`. Padding (columns past `width`, rows past `depth`)
-/// is 0, which adds 0.
+/// is 0, which adds 0. Whole quads of all 16 columns go by vectors.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[target_feature(enable = "avx2")]
 unsafe fn pack_b(
     packed: &mut [i32],
     b: *const u8,
@@ -183,10 +183,27 @@ unsafe fn pack_b(
             0
         }
     };
+    let flips = _mm_set1_epi8(flip as i8);
+    let row = |q: usize| {
+        let bytes = _mm_loadu_si128(b.add((q0 + q) * n + c0) as *const __m128i);
+        _mm256_cvtepi8_epi16(_mm_xor_si128(bytes, flips))
+    };
     for g in 0..depth.div_ceil(4) {
         let words = &mut packed[g * QUAD_WORDS..(g + 1) * QUAD_WORDS];
+        let q = 4 * g;
+        if width == COLS && q + 4 <= depth {
+            for (half, t) in [(0, q), (COLS, q + 2)] {
+                let (first, second) = (row(t), row(t + 1));
+                // In-lane interleaves give columns 0-3 and 8-11 (low),
+                // 4-7 and 12-15 (high); the lane permutes put them in order.
+                let (low, high) = (_mm256_unpacklo_epi16(first, second), _mm256_unpackhi_epi16(first, second));
+                let out = words.as_mut_ptr().add(half) as *mut __m256i;
+                _mm256_storeu_si256(out, _mm256_permute2x128_si256::<0x20>(low, high));
+                _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256::<0x31>(low, high));
+            }
+            continue;
+        }
         for col in 0..COLS {
-            let q = 4 * g;
             words[col] = (at(q, col) as u32 | (at(q + 1, col) as u32) << 16) as i32;
             words[COLS + col] = (at(q + 2, col) as u32 | (at(q + 3, col) as u32) << 16) as i32;
         }
