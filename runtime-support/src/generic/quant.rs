@@ -67,6 +67,16 @@ unsafe fn store_saturated(p: *mut u8, i: usize, dtype: i64, v: f64) {
     }
 }
 
+/// `libm::rint(v)` as far as [`store_saturated`] into `range` can tell:
+/// clamping to one past the range first changes nothing after the store's
+/// clamp (NaN stays NaN, stored as 0), and keeps `|v| < 2^51`, where adding
+/// and subtracting `1.5 · 2^52` rounds to nearest, ties to even (the
+/// default rounding mode), in two additions instead of a library call.
+fn rint_in_range(v: f64, (lo, hi): (f64, f64)) -> f64 {
+    const ROUNDER: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    (v.clamp(lo - 1.0, hi + 1.0) + ROUNDER) - ROUNDER
+}
+
 /// Element `i` of a float8 or (packed) float4 tensor, widened to f32.
 unsafe fn load_minifloat(p: *const u8, i: usize, dtype: i64) -> f32 {
     let bits = load_packed(p, i, dtype).unwrap_or_else(|| *p.add(i) as i32);
@@ -487,25 +497,31 @@ pub unsafe extern "C" fn onnxc_requantize(
     let Some(ys) = load_f32(y_scale, 0, p.scale_dtype) else {
         return STATUS_INVALID_PARAMS;
     };
-    if int_range(p.y_dtype).is_none() {
+    let Some(range) = int_range(p.y_dtype) else {
         return STATUS_INVALID_PARAMS;
-    }
+    };
     let zero = if y_zp.is_null() { 0 } else { load_int(y_zp, 0, p.y_dtype).unwrap_or(0) };
     let dt = p.scale_dtype;
+    // The combined scale of row `j`, column `i`; computed once per row
+    // unless B's scale is per column.
+    let scale_at = |j: usize, i: usize| {
+        let sa = load_f32(a_scale, if p.a_indexed != 0 { j } else { 0 }, dt).unwrap_or(0.0);
+        let at = match p.b_index {
+            1 => j,
+            2 => i,
+            _ => 0,
+        };
+        let sb = load_f32(b_scale, at, dt).unwrap_or(0.0);
+        round_to(round_to(sa * sb, dt) / ys, dt) as f64
+    };
     for o in 0..outer {
         for j in 0..len {
-            let sa = load_f32(a_scale, if p.a_indexed != 0 { j } else { 0 }, dt).unwrap_or(0.0);
+            let row_scale = (p.b_index != 2).then(|| scale_at(j, 0));
+            let base = (o * len + j) * inner;
             for i in 0..inner {
-                let at = match p.b_index {
-                    1 => j,
-                    2 => i,
-                    _ => 0,
-                };
-                let sb = load_f32(b_scale, at, dt).unwrap_or(0.0);
-                let scale = round_to(round_to(sa * sb, dt) / ys, dt);
-                let e = (o * len + j) * inner + i;
-                let v = *acc.add(e) as f64 * scale as f64 + zero as f64;
-                store_saturated(y, e, p.y_dtype, libm::rint(v));
+                let scale = row_scale.unwrap_or_else(|| scale_at(j, i));
+                let v = *acc.add(base + i) as f64 * scale + zero as f64;
+                store_saturated(y, base + i, p.y_dtype, rint_in_range(v, range));
             }
         }
     }
@@ -671,6 +687,27 @@ mod tests {
         let indexed = [QOperand { zp_indexed: 1, ..ops[0] }, ops[1]];
         assert_eq!(run(&indexed, scratch.as_mut_ptr(), &mut acc), STATUS_INVALID_PARAMS);
         assert_eq!(run(&ops, scratch.as_mut_ptr(), &mut acc), STATUS_OK);
+    }
+
+    #[test]
+    fn rint_in_range_stores_what_rint_stores() {
+        let mut values = vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -1e300, 2f64.powi(53) + 2.0];
+        // Every tie and its neighbours around both ends of each range.
+        for t in -70_000..70_000 {
+            let v = t as f64 * 0.5;
+            values.extend([v, v + 1e-9, v - 1e-9, v * 1.000_000_1]);
+        }
+        for dtype in [ELEM_U8, ELEM_I8, ELEM_U16, ELEM_I16] {
+            let range = int_range(dtype).unwrap();
+            for &v in &values {
+                let (mut want, mut got) = ([0u8; 2], [0u8; 2]);
+                unsafe {
+                    store_saturated(want.as_mut_ptr(), 0, dtype, libm::rint(v));
+                    store_saturated(got.as_mut_ptr(), 0, dtype, rint_in_range(v, range));
+                }
+                assert_eq!(got, want, "{v} as type {dtype}");
+            }
+        }
     }
 
     #[test]
