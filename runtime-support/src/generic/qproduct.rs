@@ -276,11 +276,12 @@ pub(crate) mod tests {
 
     #[test]
     fn every_kernel_is_exact_on_extreme_values() {
-        // All 255 times all 0x80 (-128 as i8, 128 as u8) and all 0x7f,
-        // with zero points at both ends of the range, over depths long
-        // enough that the i32 sums wrap (255 * 128 * 70000 > 2^31).
-        for &(m, k, n) in &[(3, 70_001, 5), (5, 1027, 19)] {
-            let a = vec![255u8; m * k];
+        // All 0xff (255 as u8, -1 as i8) or all 0x80 (128, -128) times
+        // all 0x80, 0x7f (127), 0x00 or 0xff, with zero points at both
+        // ends of the range, over depths long enough that the i32 sums wrap
+        // (255 * 128 * 70000 > 2^31).
+        for (&(m, k, n), a_fill) in [(3, 70_001, 5), (5, 1027, 19)].iter().flat_map(|s| [(s, 0xffu8), (s, 0x80)]) {
+            let a = vec![a_fill; m * k];
             for fill in [0x80u8, 0x7f, 0x00, 0xff] {
                 let b = vec![fill; k * n];
                 for (za, zb) in [(0u8, 0u8), (255, 0x80), (0x80, 0x7f)] {

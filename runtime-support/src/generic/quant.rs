@@ -334,7 +334,7 @@ pub unsafe extern "C" fn onnxc_qmatmul(
         let offset =
             |strides: &[i64; MAX_RANK]| idx[..rank].iter().zip(strides).map(|(&i, &s)| i * s as usize).sum::<usize>();
         let operand = |data: *const u8, at: usize, q: &QOperand, zp: *const u8| IntMatrix {
-            data: data.add(at),
+            data: data.wrapping_add(at),
             dtype: q.dtype,
             zp,
             zp_indexed: q.zp_indexed != 0,
