@@ -175,13 +175,18 @@ unsafe fn byte_product(kernel: ByteKernel, [m, k, n]: [usize; 3], a: &IntMatrix,
                 *s = s.wrapping_add((v ^ b_flip) as i8 as i32);
             }
         }
+        // `ZB` by column, read once per chunk.
+        let mut col_zeros = [0i32; 256];
+        let zbs = &mut col_zeros[..width];
+        for (j, zb) in zbs.iter_mut().enumerate() {
+            *zb = b.zero(c0 + j).wrapping_sub(ob);
+        }
         for r in 0..m {
             let row = core::slice::from_raw_parts(a_bytes.add(r * k), k);
             let row_sum = row.iter().fold(0i32, |s, &v| s.wrapping_add((v ^ a_flip) as i32));
             let za = a.zero(r).wrapping_add(oa);
             let out = core::slice::from_raw_parts_mut(acc.add(r * n + c0), width);
-            for (j, (o, &col_sum)) in out.iter_mut().zip(sums.iter()).enumerate() {
-                let zb = b.zero(c0 + j).wrapping_sub(ob);
+            for ((o, &col_sum), &zb) in out.iter_mut().zip(sums.iter()).zip(zbs.iter()) {
                 *o = o
                     .wrapping_sub(zb.wrapping_mul(row_sum))
                     .wrapping_sub(za.wrapping_mul(col_sum))
