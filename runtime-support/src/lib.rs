@@ -46,6 +46,7 @@ pub use generic::norm::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::prepacked::*;
+pub use generic::qproduct::{integer_product, ByteKernel, IntMatrix};
 pub use generic::quant::*;
 pub use generic::random::*;
 pub use generic::reduce::*;

@@ -7,7 +7,8 @@
 //! themselves), or float8/float4 (rounded per Cast's rules, `saturate`
 //! included, with the zero point added as a float); the float side is f32, f16 or bf16 (QuantizeLinear also takes i32), with
 //! scales of the float type. The integer products accumulate in i32 after
-//! subtracting zero points (`onnxc_qmatmul`, `onnxc_qconv`); the QLinear
+//! subtracting zero points (`onnxc_qmatmul`, `onnxc_qconv`, the latter with
+//! its im2col matrix in the node's scratch after the accumulators); the QLinear
 //! forms then requantize those accumulators into the output type
 //! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
 
@@ -18,7 +19,9 @@ use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::DType;
-use onnxc_runtime::{QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE};
+use onnxc_runtime::{
+    qconv_scratch_bytes, QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE,
+};
 
 /// The types the integer products take.
 fn is_quantized(dtype: DType) -> bool {
@@ -329,6 +332,17 @@ impl IntegerProduct {
         Ok((problem, shape, requant))
     }
 
+    /// Scratch bytes of the QLinear forms' i32 accumulators and of a
+    /// convolution's im2col matrix (`onnxc_qconv`).
+    fn scratch_parts(&self, problem: &Problem, shape: &[usize]) -> [usize; 2] {
+        let acc = if self.slots.requant.is_some() { shape.iter().product::<usize>() * 4 } else { 0 };
+        let columns = match problem {
+            Problem::Conv(p, [x, _]) => qconv_scratch_bytes(p, x.dtype),
+            Problem::MatMul(_) => 0,
+        };
+        [acc, columns]
+    }
+
     fn out_dtype(&self, t: &[Option<(DType, &[usize])>]) -> DType {
         match self.slots.requant {
             Some([.., y_zp]) => t.get(y_zp).copied().flatten().map_or(DType::U8, |(d, _)| d),
@@ -398,20 +412,22 @@ impl Operator for IntegerProduct {
         Ok(vec![Inferred::new(self.out_dtype(&t), shape)])
     }
 
-    /// The i32 accumulators of the QLinear forms.
+    /// The i32 accumulators of the QLinear forms, then a convolution's
+    /// im2col matrix.
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        match self.slots.requant {
-            Some(_) => self.problem(&types(cx)).map_or(0, |(_, shape, _)| shape.iter().product::<usize>() * 4),
-            None => 0,
-        }
+        self.problem(&types(cx)).map_or(0, |(problem, shape, _)| {
+            let [acc, columns] = self.scratch_parts(&problem, &shape);
+            acc + columns
+        })
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let owned = lower_types(cx);
         let t = borrowed(&owned);
-        let (problem, _, requant) = self.problem(&t)?;
+        let (problem, shape, requant) = self.problem(&t)?;
         let s = self.slots;
-        let acc = if s.requant.is_some() { cx.scratch_ptr()? } else { cx.output_ptr(0)? };
+        let [acc_bytes, column_bytes] = self.scratch_parts(&problem, &shape);
+        let acc = if s.requant.is_some() { cx.reserve_scratch(acc_bytes)? } else { cx.output_ptr(0)? };
         let (a, b, a_zp, b_zp) =
             (cx.input_ptr(s.a)?, cx.input_ptr(s.b)?, cx.opt_input_ptr(s.a_zp), cx.opt_input_ptr(s.b_zp));
         match problem {
@@ -422,7 +438,8 @@ impl Operator for IntegerProduct {
             Problem::Conv(p, ops) => {
                 let (params, ops) = (cx.params(&*p)?, cx.params(&ops)?);
                 let bias = cx.opt_input_ptr(s.bias.unwrap_or(usize::MAX));
-                cx.call_checked("onnxc_qconv", &[params, ops, a, b, a_zp, b_zp, bias, acc])?;
+                let columns = cx.reserve_scratch(column_bytes)?;
+                cx.call_checked("onnxc_qconv", &[params, ops, a, b, a_zp, b_zp, bias, acc, columns])?;
             }
         }
         let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant else {

@@ -155,9 +155,11 @@ pub fn conv_scratch_elems(p: &ConvParams) -> usize {
 /// The im2col matrix of one group of one image, generated on demand: row
 /// `c * taps + t` holds input channel `c` under kernel tap `t` (row-major
 /// over the kernel dims), column `j` output position `j` (row-major); a
-/// tap outside the input reads 0.
+/// tap outside the input reads `pad` (0 for the float kernels; the
+/// quantized ones pass the input's zero point, `generic::quant`).
 pub(crate) struct Im2col<T> {
     x: *const T,
+    pad: T,
     rank: usize,
     taps: usize,
     in_size: usize,
@@ -170,9 +172,9 @@ pub(crate) struct Im2col<T> {
     pads: [isize; MAX_RANK],
 }
 
-impl<T: Real> Im2col<T> {
+impl<T: Copy> Im2col<T> {
     /// The matrix of the group whose first input channel starts at `x`.
-    pub(crate) fn new(p: &ConvParams, s: &ConvShape, x: *const T) -> Self {
+    pub(crate) fn new(p: &ConvParams, s: &ConvShape, x: *const T, pad: T) -> Self {
         let in_dims = to_usize(&p.in_spatial);
         let mut in_strides = [0isize; MAX_RANK];
         let mut step = 1isize;
@@ -182,6 +184,7 @@ impl<T: Real> Im2col<T> {
         }
         Im2col {
             x,
+            pad,
             rank: s.rank,
             taps: s.taps,
             in_size: s.in_size,
@@ -236,8 +239,8 @@ impl<T: Real> Im2col<T> {
             let (from, to) = (o[last], width.min(o[last] + len - written));
             let out = core::slice::from_raw_parts_mut(dst.add(written), to - from);
             let (lo, hi) = (lo.clamp(from, to), hi.clamp(from, to));
-            out[..lo - from].fill(T::ZERO);
-            out[hi - from..].fill(T::ZERO);
+            out[..lo - from].fill(self.pad);
+            out[hi - from..].fill(self.pad);
             if hi > lo {
                 let src = xc.offset(base + lo as isize * s_last + first);
                 let inner = &mut out[lo - from..hi - from];
@@ -281,9 +284,10 @@ impl BSource for Im2col<f32> {
     }
 }
 
-/// Writes the im2col matrix of one group of one image into `col`.
-unsafe fn im2col<T: Real>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T) {
-    let matrix = Im2col::new(p, s, x);
+/// Writes the im2col matrix of one group of one image into `col`, padding
+/// as `pad` (see [`Im2col`]).
+pub(crate) unsafe fn im2col<T: Copy>(p: &ConvParams, s: &ConvShape, x: *const T, col: *mut T, pad: T) {
+    let matrix = Im2col::new(p, s, x, pad);
     for row in 0..s.c_per_group * s.taps {
         matrix.row_segment(row, 0, s.out_size, col.add(row * s.out_size));
     }
@@ -433,7 +437,7 @@ unsafe fn conv_prepacked(
                 let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
                 sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
             } else {
-                let im2col = Im2col::new(p, s, xg);
+                let im2col = Im2col::new(p, s, xg, 0.0);
                 sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &im2col, out, &finish, parallel);
             }
         }
@@ -474,7 +478,7 @@ unsafe fn conv<T: GemmElem>(
             let b = if s.pointwise {
                 MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 }
             } else {
-                im2col(p, &s, xg, scratch);
+                im2col(p, &s, xg, scratch, T::ZERO);
                 MatRef { ptr: scratch, rs: s.out_size as isize, cs: 1 }
             };
             let a = MatRef { ptr: w.add(g * s.m_per_group * kdim), rs: kdim as isize, cs: 1 };

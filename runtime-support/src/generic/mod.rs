@@ -35,6 +35,7 @@ pub mod norm;
 pub mod packed;
 pub mod pool;
 pub mod prepacked;
+pub mod qproduct;
 pub mod quant;
 pub mod random;
 pub mod real;
@@ -121,6 +122,19 @@ pub(crate) mod test_util {
             .map(|_| {
                 s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// A deterministic byte stream (xorshift) for integer operands.
+    pub fn rand_bytes(len: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed.max(1);
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
             })
             .collect()
     }

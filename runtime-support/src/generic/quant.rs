@@ -3,7 +3,9 @@
 //! ConvInteger, QLinearMatMul and QLinearConv.
 //!
 //! Quantized values are 8- or 16-bit integers; products accumulate exactly
-//! in i32 after subtracting the zero points, and the QLinear operators
+//! in i32 after subtracting the zero points (the product itself, with its
+//! SIMD paths for 8-bit operands, is [`super::qproduct`]; convolutions go
+//! through an im2col matrix into it), and the QLinear operators
 //! requantize the accumulators with the combined scale computed in the
 //! scales' own float type, adding the output zero point before rounding
 //! half to even and saturating — the ONNX reference's order of operations.
@@ -11,7 +13,8 @@
 //! `(o, j, i)` of a tensor viewed as `[outer, len, inner]` around the axis
 //! uses entry `o * so + (j / block) * sj + i * si` (see [`QuantParams`]).
 
-use super::conv::ConvParams;
+use super::conv::{conv_scratch_elems, im2col, validate, ConvParams};
+use super::qproduct::{int_bytes, integer_product, ByteKernel, IntMatrix};
 use crate::abi::{
     ELEM_BF16, ELEM_F16, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16, ELEM_U2,
     ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
@@ -22,7 +25,7 @@ use crate::generic::packed::{load_packed, store_packed};
 
 /// An integer element of a quantized type (int4/int2 packed), widened to
 /// i32.
-unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32> {
+pub(crate) unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32> {
     Some(match dtype {
         ELEM_U8 => *p.add(i) as i32,
         ELEM_I8 => *p.add(i) as i8 as i32,
@@ -62,6 +65,16 @@ unsafe fn store_saturated(p: *mut u8, i: usize, dtype: i64, v: f64) {
         ELEM_I16 => (p as *mut i16).add(i).write_unaligned(v as i16),
         _ => store_packed(p, i, dtype, v),
     }
+}
+
+/// `libm::rint(v)` as far as [`store_saturated`] into `range` can tell:
+/// clamping to one past the range first changes nothing after the store's
+/// clamp (NaN stays NaN, stored as 0), and keeps `|v| < 2^51`, where adding
+/// and subtracting `1.5 · 2^52` rounds to nearest, ties to even (the
+/// default rounding mode), in two additions instead of a library call.
+fn rint_in_range(v: f64, (lo, hi): (f64, f64)) -> f64 {
+    const ROUNDER: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    (v.clamp(lo - 1.0, hi + 1.0) + ROUNDER) - ROUNDER
 }
 
 /// Element `i` of a float8 or (packed) float4 tensor, widened to f32.
@@ -268,15 +281,6 @@ pub struct QOperand {
     pub zp_indexed: i64,
 }
 
-impl QOperand {
-    unsafe fn zero(&self, zp: *const u8, at: usize) -> i32 {
-        if zp.is_null() {
-            return 0;
-        }
-        load_int(zp, if self.zp_indexed != 0 { at } else { 0 }, self.dtype).unwrap_or(0)
-    }
-}
-
 /// Parameters of [`onnxc_qmatmul`]: batched `[m, k] x [k, n]` with
 /// broadcast element strides of A and B per batch dim.
 #[repr(C)]
@@ -321,17 +325,24 @@ pub unsafe extern "C" fn onnxc_qmatmul(
     if load_int(b, 0, p.b.dtype).is_none() && k * n > 0 {
         return STATUS_INVALID_PARAMS;
     }
+    let (Some(ea), Some(eb)) = (int_bytes(p.a.dtype), int_bytes(p.b.dtype)) else {
+        return STATUS_INVALID_PARAMS;
+    };
     let batches: usize = p.batch_dims[..rank].iter().map(|&d| d as usize).product();
     let mut idx = [0usize; MAX_RANK];
     for t in 0..batches {
         let offset =
             |strides: &[i64; MAX_RANK]| idx[..rank].iter().zip(strides).map(|(&i, &s)| i * s as usize).sum::<usize>();
-        let (ao, bo) = (offset(&p.a_strides), offset(&p.b_strides));
-        let out = acc.add(t * m * n);
-        // (Element offsets are byte offsets for the 8-bit types it takes.)
-        if !byte_product(p, [m, k, n], a.wrapping_add(ao), b.wrapping_add(bo), a_zp, b_zp, out) {
-            reference_product(p, [m, k, n], [ao, bo], a, b, a_zp, b_zp, out);
-        }
+        let operand = |data: *const u8, at: usize, q: &QOperand, zp: *const u8| IntMatrix {
+            data: data.wrapping_add(at),
+            dtype: q.dtype,
+            zp,
+            zp_indexed: q.zp_indexed != 0,
+            zp_first: 0,
+        };
+        let a_batch = operand(a, offset(&p.a_strides) * ea, &p.a, a_zp);
+        let b_batch = operand(b, offset(&p.b_strides) * eb, &p.b, b_zp);
+        integer_product(ByteKernel::best(), [m, k, n], a_batch, b_batch, acc.add(t * m * n));
         for d in (0..rank).rev() {
             idx[d] += 1;
             if idx[d] < p.batch_dims[d] as usize {
@@ -343,102 +354,19 @@ pub unsafe extern "C" fn onnxc_qmatmul(
     STATUS_OK
 }
 
-/// One batch of [`onnxc_qmatmul`] by plain loops, for any integer types.
-#[allow(clippy::too_many_arguments)]
-unsafe fn reference_product(
-    p: &QMatMulParams,
-    [m, k, n]: [usize; 3],
-    [ao, bo]: [usize; 2],
-    a: *const u8,
-    b: *const u8,
-    a_zp: *const u8,
-    b_zp: *const u8,
-    acc: *mut i32,
-) {
-    for r in 0..m {
-        let za = p.a.zero(a_zp, r);
-        for c in 0..n {
-            let zb = p.b.zero(b_zp, c);
-            let mut sum = 0i32;
-            for q in 0..k {
-                let x = load_int(a, ao + r * k + q, p.a.dtype).unwrap_or(0) - za;
-                let y = load_int(b, bo + q * n + c, p.b.dtype).unwrap_or(0) - zb;
-                sum = sum.wrapping_add(x.wrapping_mul(y));
-            }
-            *acc.add(r * n + c) = sum;
-        }
-    }
+/// Scratch bytes [`onnxc_qconv`] needs for these params and input type:
+/// the im2col matrix of one group of one image (0 for pointwise
+/// convolutions, which read the input directly, and for invalid params).
+pub fn qconv_scratch_bytes(p: &ConvParams, x_dtype: i64) -> usize {
+    int_bytes(x_dtype).map_or(0, |bytes| conv_scratch_elems(p) * bytes)
 }
 
-/// One batch of [`onnxc_qmatmul`] through the AVX-512 VNNI kernel when the
-/// CPU has it and both operands are 8-bit; false (nothing written) when it
-/// does not apply. The kernel reads A as `a' = a + oa` (unsigned) and B as
-/// `b' = b - ob` (signed), `oa`/`ob` 128 or 0 by type, so with
-/// `ZA = za + oa` and `ZB = zb - ob`:
-/// `Σ(a - za)(b - zb) = Σa'b' - ZB·Σa' - ZA·Σb' + k·ZA·ZB`, all wrapping
-/// like the reference (it is the same sum in i32 arithmetic mod 2^32).
-#[allow(unused_variables)]
-unsafe fn byte_product(
-    p: &QMatMulParams,
-    [m, k, n]: [usize; 3],
-    a: *const u8,
-    b: *const u8,
-    a_zp: *const u8,
-    b_zp: *const u8,
-    acc: *mut i32,
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let byte = |dtype: i64| matches!(dtype, ELEM_U8 | ELEM_I8);
-        if !(byte(p.a.dtype) && byte(p.b.dtype) && crate::generic::gemm::cpu().avx512_vnni) {
-            return false;
-        }
-        let (oa, ob) = (if p.a.dtype == ELEM_I8 { 128 } else { 0 }, if p.b.dtype == ELEM_U8 { 128 } else { 0 });
-        crate::x86_64::vnni::product_u8i8(m, n, k, a, oa as u8, b, ob as u8, acc);
-        let ki = k as i32;
-        // Column sums by chunks on the stack; row sums once per chunk.
-        let mut col_sums = [0i32; 256];
-        for c0 in (0..n).step_by(col_sums.len()) {
-            let width = col_sums.len().min(n - c0);
-            for (j, sum) in col_sums.iter_mut().enumerate().take(width) {
-                *sum =
-                    (0..k).fold(0i32, |s, q| s.wrapping_add(load_int(b, q * n + c0 + j, p.b.dtype).unwrap_or(0) - ob));
-            }
-            for r in 0..m {
-                let row_sum =
-                    (0..k).fold(0i32, |s, q| s.wrapping_add(load_int(a, r * k + q, p.a.dtype).unwrap_or(0) + oa));
-                let za = p.a.zero(a_zp, r).wrapping_add(oa);
-                for (j, &col_sum) in col_sums.iter().enumerate().take(width) {
-                    let zb = p.b.zero(b_zp, c0 + j).wrapping_sub(ob);
-                    let out = acc.add(r * n + c0 + j);
-                    let fixed = (*out)
-                        .wrapping_sub(zb.wrapping_mul(row_sum))
-                        .wrapping_sub(za.wrapping_mul(col_sum))
-                        .wrapping_add(ki.wrapping_mul(za).wrapping_mul(zb));
-                    *out = fixed;
-                }
-            }
-        }
-        true
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// Row-major coordinates of `flat` in `dims`.
-fn unravel(mut flat: usize, dims: &[usize], out: &mut [usize; MAX_RANK]) {
-    for d in (0..dims.len()).rev() {
-        out[d] = flat % dims[d];
-        flat /= dims[d];
-    }
-}
-
-/// `acc = conv(X - x_zp, W - w_zp) (+ bias)` in i32, by direct loops;
-/// padding contributes 0.
+/// [`qconv_with`] through the fastest [`ByteKernel`].
 ///
 /// # Safety
-/// The pointers hold what `p` describes; `acc` is the convolution output.
+/// As [`qconv_with`].
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn onnxc_qconv(
     p: *const ConvParams,
     ops: *const [QOperand; 2],
@@ -448,57 +376,80 @@ pub unsafe extern "C" fn onnxc_qconv(
     w_zp: *const u8,
     bias: *const i32,
     acc: *mut i32,
+    scratch: *mut u8,
+) -> i32 {
+    qconv_with(ByteKernel::best(), p, ops, x, w, x_zp, w_zp, bias, acc, scratch)
+}
+
+/// `acc = conv(X - x_zp, W - w_zp) (+ bias)` in i32 (wrapping): for each
+/// image and group, the receptive fields laid out as an im2col matrix in
+/// `scratch` ([`qconv_scratch_bytes`]; padding reads as the input's zero
+/// point, so it contributes 0 as the ONNX reference's zero padding of
+/// `X - x_zp` does), then one [`integer_product`] with the group's weights
+/// (rows = output channels, so a per-channel weight zero point is a
+/// per-row one), then the bias.
+///
+/// # Safety
+/// The pointers hold what `p` describes; `acc` is the convolution output;
+/// `x_zp`, `w_zp` and `bias` may be null.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn qconv_with(
+    kernel: ByteKernel,
+    p: *const ConvParams,
+    ops: *const [QOperand; 2],
+    x: *const u8,
+    w: *const u8,
+    x_zp: *const u8,
+    w_zp: *const u8,
+    bias: *const i32,
+    acc: *mut i32,
+    scratch: *mut u8,
 ) -> i32 {
     let (Some(p), Some([xq, wq])) = (p.as_ref(), ops.as_ref()) else {
         return STATUS_INVALID_PARAMS;
     };
-    let Some(r) = usize::try_from(p.spatial_rank).ok().filter(|&r| (1..=MAX_RANK).contains(&r)) else {
+    let Some(s) = validate(p) else {
         return STATUS_INVALID_PARAMS;
     };
-    let fields = [&p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations];
-    if fields.iter().any(|f| f[..r].iter().any(|&v| v < 0)) || p.pads_begin[..r].iter().any(|&v| v < 0) {
-        return STATUS_INVALID_PARAMS;
-    }
-    let [Ok(batch), Ok(cin), Ok(cout), Ok(group)] =
-        [p.batch, p.in_channels, p.out_channels, p.group].map(usize::try_from)
-    else {
+    let (Some(ex), Some(ew)) = (int_bytes(xq.dtype), int_bytes(wq.dtype)) else {
         return STATUS_INVALID_PARAMS;
     };
-    if group == 0 || cin % group != 0 || cout % group != 0 {
+    if xq.zp_indexed != 0 || scratch.is_null() && qconv_scratch_bytes(p, xq.dtype) > 0 {
         return STATUS_INVALID_PARAMS;
     }
-    let dims = |f: &[i64; MAX_RANK]| -> [usize; MAX_RANK] { f.map(|v| v.max(0) as usize) };
-    let (inp, outp, kern) = (dims(&p.in_spatial), dims(&p.out_spatial), dims(&p.kernel));
-    let (in_size, out_size, taps) =
-        (inp[..r].iter().product::<usize>(), outp[..r].iter().product::<usize>(), kern[..r].iter().product::<usize>());
-    let (cg, mg) = (cin / group, cout / group);
-    let zx = xq.zero(x_zp, 0);
-    let (mut o, mut k) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
-    for n in 0..batch {
-        for m in 0..cout {
-            let (g, zw) = (m / mg, wq.zero(w_zp, m));
-            for out in 0..out_size {
-                unravel(out, &outp[..r], &mut o);
-                let mut sum = if bias.is_null() { 0 } else { *bias.add(m) };
-                for t in 0..taps {
-                    unravel(t, &kern[..r], &mut k);
-                    let mut at = 0usize;
-                    let inside = (0..r).all(|d| {
-                        let pos =
-                            (o[d] * p.strides[d] as usize + k[d] * p.dilations[d] as usize) as i64 - p.pads_begin[d];
-                        at = at * inp[d] + pos.max(0) as usize;
-                        (0..inp[d] as i64).contains(&pos)
-                    });
-                    if !inside {
-                        continue;
-                    }
-                    for c in 0..cg {
-                        let xv = load_int(x, (n * cin + g * cg + c) * in_size + at, xq.dtype).unwrap_or(0) - zx;
-                        let wv = load_int(w, (m * cg + c) * taps + t, wq.dtype).unwrap_or(0) - zw;
-                        sum = sum.wrapping_add(xv.wrapping_mul(wv));
-                    }
+    let (cg, mg, kdim) = (s.c_per_group, s.m_per_group, s.c_per_group * s.taps);
+    let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
+    // The zero point's bits, which padding reads as.
+    let pad = if x_zp.is_null() { 0 } else { load_int(x_zp, 0, xq.dtype).unwrap_or(0) };
+    for n in 0..p.batch as usize {
+        for g in 0..p.group as usize {
+            let xg = x.add((n * cin + g * cg) * s.in_size * ex);
+            let cols = if s.pointwise {
+                xg
+            } else {
+                match ex {
+                    1 => im2col(p, &s, xg, scratch, pad as u8),
+                    _ => im2col(p, &s, xg as *const u16, scratch as *mut u16, pad as u16),
                 }
-                *acc.add((n * cout + m) * out_size + out) = sum;
+                scratch as *const u8
+            };
+            let weights = IntMatrix {
+                data: w.add(g * mg * kdim * ew),
+                dtype: wq.dtype,
+                zp: w_zp,
+                zp_indexed: wq.zp_indexed != 0,
+                zp_first: g * mg,
+            };
+            let columns = IntMatrix { data: cols, dtype: xq.dtype, zp: x_zp, zp_indexed: false, zp_first: 0 };
+            let out = acc.add((n * cout + g * mg) * s.out_size);
+            integer_product(kernel, [mg, kdim, s.out_size], weights, columns, out);
+            if bias.is_null() {
+                continue;
+            }
+            for r in 0..mg {
+                let b = *bias.add(g * mg + r);
+                let row = core::slice::from_raw_parts_mut(out.add(r * s.out_size), s.out_size);
+                row.iter_mut().for_each(|v| *v = v.wrapping_add(b));
             }
         }
     }
@@ -546,25 +497,31 @@ pub unsafe extern "C" fn onnxc_requantize(
     let Some(ys) = load_f32(y_scale, 0, p.scale_dtype) else {
         return STATUS_INVALID_PARAMS;
     };
-    if int_range(p.y_dtype).is_none() {
+    let Some(range) = int_range(p.y_dtype) else {
         return STATUS_INVALID_PARAMS;
-    }
+    };
     let zero = if y_zp.is_null() { 0 } else { load_int(y_zp, 0, p.y_dtype).unwrap_or(0) };
     let dt = p.scale_dtype;
+    // The combined scale of row `j`, column `i`; computed once per row
+    // unless B's scale is per column.
+    let scale_at = |j: usize, i: usize| {
+        let sa = load_f32(a_scale, if p.a_indexed != 0 { j } else { 0 }, dt).unwrap_or(0.0);
+        let at = match p.b_index {
+            1 => j,
+            2 => i,
+            _ => 0,
+        };
+        let sb = load_f32(b_scale, at, dt).unwrap_or(0.0);
+        round_to(round_to(sa * sb, dt) / ys, dt) as f64
+    };
     for o in 0..outer {
         for j in 0..len {
-            let sa = load_f32(a_scale, if p.a_indexed != 0 { j } else { 0 }, dt).unwrap_or(0.0);
+            let row_scale = (p.b_index != 2).then(|| scale_at(j, 0));
+            let base = (o * len + j) * inner;
             for i in 0..inner {
-                let at = match p.b_index {
-                    1 => j,
-                    2 => i,
-                    _ => 0,
-                };
-                let sb = load_f32(b_scale, at, dt).unwrap_or(0.0);
-                let scale = round_to(round_to(sa * sb, dt) / ys, dt);
-                let e = (o * len + j) * inner + i;
-                let v = *acc.add(e) as f64 * scale as f64 + zero as f64;
-                store_saturated(y, e, p.y_dtype, libm::rint(v));
+                let scale = row_scale.unwrap_or_else(|| scale_at(j, i));
+                let v = *acc.add(base + i) as f64 * scale + zero as f64;
+                store_saturated(y, base + i, p.y_dtype, rint_in_range(v, range));
             }
         }
     }
@@ -576,53 +533,179 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::abi::ELEM_F32;
+    use crate::generic::test_util::{rand_bytes, unravel};
     use std::vec;
     use std::vec::Vec;
 
-    /// A small deterministic byte stream (xorshift) for test operands.
-    fn bytes(len: usize, seed: u32) -> Vec<u8> {
-        let mut x = seed.max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect()
+    /// The convolution of ONNX's definition: padded taps skipped (`X - x_zp`
+    /// padded with 0), the per-channel weight zero point of channel `m`.
+    #[allow(clippy::too_many_arguments)]
+    fn direct_qconv(
+        p: &ConvParams,
+        [xq, wq]: [QOperand; 2],
+        x: &[u8],
+        w: &[u8],
+        x_zp: &[u8],
+        w_zp: &[u8],
+        bias: Option<&[i32]>,
+    ) -> Vec<i32> {
+        let r = p.spatial_rank as usize;
+        let dims = |f: &[i64; MAX_RANK]| f[..r].iter().map(|&v| v as usize).collect::<Vec<_>>();
+        let (inp, outp, kern) = (dims(&p.in_spatial), dims(&p.out_spatial), dims(&p.kernel));
+        let size = |d: &[usize]| d.iter().product::<usize>();
+        let (in_size, out_size, taps) = (size(&inp), size(&outp), size(&kern));
+        let (cin, cout, group) = (p.in_channels as usize, p.out_channels as usize, p.group as usize);
+        let (cg, mg) = (cin / group, cout / group);
+        let int = |data: &[u8], i: usize, dtype: i64| unsafe { load_int(data.as_ptr(), i, dtype).unwrap() };
+        let zx = if x_zp.is_empty() { 0 } else { int(x_zp, 0, xq.dtype) };
+        let mut acc = vec![0i32; p.batch as usize * cout * out_size];
+        for n in 0..p.batch as usize {
+            for m in 0..cout {
+                let zw = if w_zp.is_empty() { 0 } else { int(w_zp, if wq.zp_indexed != 0 { m } else { 0 }, wq.dtype) };
+                for out in 0..out_size {
+                    let o = unravel(out, &outp);
+                    let mut sum = bias.map_or(0, |b| b[m]);
+                    for t in 0..taps {
+                        let k = unravel(t, &kern);
+                        let mut at = 0usize;
+                        let inside = (0..r).all(|d| {
+                            let pos = (o[d] * p.strides[d] as usize + k[d] * p.dilations[d] as usize) as i64
+                                - p.pads_begin[d];
+                            at = at * inp[d] + pos.max(0) as usize;
+                            (0..inp[d] as i64).contains(&pos)
+                        });
+                        for c in (0..cg).filter(|_| inside) {
+                            let xv = int(x, (n * cin + m / mg * cg + c) * in_size + at, xq.dtype) - zx;
+                            let wv = int(w, (m * cg + c) * taps + t, wq.dtype) - zw;
+                            sum = sum.wrapping_add(xv.wrapping_mul(wv));
+                        }
+                    }
+                    acc[(n * cout + m) * out_size + out] = sum;
+                }
+            }
+        }
+        acc
+    }
+
+    /// (channels in, out, group, input, kernel, strides, dilations, pads
+    /// begin, pads end).
+    type ConvCase<'a> =
+        (usize, usize, usize, &'a [usize], &'a [usize], &'a [usize], &'a [usize], &'a [usize], &'a [usize]);
+
+    fn conv_params((cin, cout, group, input, kernel, strides, dilations, begin, end): ConvCase) -> ConvParams {
+        let mut p = ConvParams {
+            batch: 2,
+            in_channels: cin as i64,
+            out_channels: cout as i64,
+            group: group as i64,
+            spatial_rank: input.len() as i64,
+            ..Default::default()
+        };
+        for d in 0..input.len() {
+            let span = dilations[d] * (kernel[d] - 1) + 1;
+            p.out_spatial[d] = ((input[d] + begin[d] + end[d] - span) / strides[d] + 1) as i64;
+            (p.in_spatial[d], p.kernel[d], p.strides[d]) = (input[d] as i64, kernel[d] as i64, strides[d] as i64);
+            (p.dilations[d], p.pads_begin[d]) = (dilations[d] as i64, begin[d] as i64);
+        }
+        p
     }
 
     #[test]
-    fn the_8_bit_kernel_matches_the_reference_for_every_signedness_and_zero_point() {
-        // Shapes with row, column (16) and depth (4, 256) tails.
-        for &(m, k, n) in &[(1, 1, 1), (5, 3, 17), (9, 259, 33), (4, 512, 16), (7, 6, 40)] {
-            let (a, b) = (bytes(m * k, 7 + m as u32), bytes(k * n, 11 + n as u32));
-            let (a_zp, b_zp) = (bytes(m, 3), bytes(n, 5));
-            for (a_type, b_type, indexed) in
-                [(ELEM_U8, ELEM_I8, 0), (ELEM_U8, ELEM_U8, 1), (ELEM_I8, ELEM_I8, 0), (ELEM_I8, ELEM_U8, 1)]
-            {
-                let p = QMatMulParams {
-                    a: QOperand { dtype: a_type, zp_indexed: indexed },
-                    b: QOperand { dtype: b_type, zp_indexed: indexed },
-                    m: m as i64,
-                    k: k as i64,
-                    n: n as i64,
-                    ..Default::default()
-                };
-                let mut want = vec![0i32; m * n];
-                let mut got = vec![0i32; m * n];
-                let args = |out: &mut Vec<i32>| {
-                    (p, [m, k, n], a.as_ptr(), b.as_ptr(), a_zp.as_ptr(), b_zp.as_ptr(), out.as_mut_ptr())
-                };
-                let (p, dims, ap, bp, azp, bzp, out) = args(&mut want);
-                unsafe { reference_product(&p, dims, [0, 0], ap, bp, azp, bzp, out) };
-                let (p, dims, ap, bp, azp, bzp, out) = args(&mut got);
-                if !unsafe { byte_product(&p, dims, ap, bp, azp, bzp, out) } {
-                    #[cfg(target_arch = "x86_64")]
-                    assert!(!crate::generic::gemm::cpu().avx512_vnni, "the 8-bit kernel was not used");
-                    return; // no VNNI on this CPU: nothing to compare
+    fn qconv_matches_the_direct_loops_with_every_kernel() {
+        let cases: [ConvCase; 8] = [
+            (3, 4, 1, &[7, 9], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]),
+            (4, 6, 2, &[9, 8], &[3, 2], &[2, 1], &[2, 1], &[2, 0], &[1, 3]),
+            (6, 6, 6, &[5, 6], &[3, 3], &[2, 2], &[1, 1], &[1, 1], &[1, 1]), // depthwise
+            (5, 7, 1, &[6, 5], &[1, 1], &[1, 1], &[1, 1], &[0, 0], &[0, 0]), // pointwise
+            (2, 3, 1, &[3, 3], &[3, 3], &[3, 3], &[1, 1], &[3, 3], &[3, 3]), // windows all padding
+            (3, 2, 1, &[17], &[4], &[3], &[2], &[2], &[1]),
+            (4, 4, 2, &[5, 4, 6], &[2, 3, 3], &[1, 2, 1], &[1, 1, 2], &[1, 1, 0], &[0, 1, 2]),
+            (8, 20, 1, &[9, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]),
+        ];
+        let types =
+            [(ELEM_U8, ELEM_I8), (ELEM_U8, ELEM_U8), (ELEM_I8, ELEM_I8), (ELEM_I8, ELEM_U8), (ELEM_U16, ELEM_I16)];
+        for (seed, case) in cases.into_iter().enumerate() {
+            let p = conv_params(case);
+            let (cin, cout, group, input, kernel, ..) = case;
+            let bytes_of = |t: i64| int_bytes(t).unwrap();
+            let out_size: usize = (0..input.len()).map(|d| p.out_spatial[d] as usize).product();
+            let bias: Vec<i32> =
+                rand_bytes(4 * cout, 9).chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+            for (x_type, w_type) in types {
+                let (ex, ew) = (bytes_of(x_type), bytes_of(w_type));
+                let x = rand_bytes(2 * cin * input.iter().product::<usize>() * ex, 1 + seed as u32);
+                let w = rand_bytes(cout * cin / group * kernel.iter().product::<usize>() * ew, 2 + seed as u32);
+                let (x_zp, w_zp) = (rand_bytes(ex, 3), rand_bytes(cout * ew, 4));
+                let mut scratch = vec![0u8; qconv_scratch_bytes(&p, x_type)];
+                for (indexed, with_zp, with_bias) in [(0, true, true), (1, true, false), (0, false, false)] {
+                    let ops =
+                        [QOperand { dtype: x_type, zp_indexed: 0 }, QOperand { dtype: w_type, zp_indexed: indexed }];
+                    let (xz, wz): (&[u8], &[u8]) = if with_zp { (&x_zp, &w_zp) } else { (&[], &[]) };
+                    let bias = with_bias.then_some(&bias[..]);
+                    let want = direct_qconv(&p, ops, &x, &w, xz, wz, bias);
+                    for kernel in crate::generic::qproduct::tests::kernels() {
+                        let mut got = vec![i32::MIN; 2 * cout * out_size];
+                        let ptr = |v: &[u8]| if v.is_empty() { core::ptr::null() } else { v.as_ptr() };
+                        let status = unsafe {
+                            qconv_with(
+                                kernel,
+                                &p,
+                                &ops,
+                                x.as_ptr(),
+                                w.as_ptr(),
+                                ptr(xz),
+                                ptr(wz),
+                                bias.map_or(core::ptr::null(), |b| b.as_ptr()),
+                                got.as_mut_ptr(),
+                                scratch.as_mut_ptr(),
+                            )
+                        };
+                        assert_eq!(status, STATUS_OK);
+                        assert_eq!(
+                            got,
+                            want,
+                            "case {seed}, {} types {x_type}/{w_type}, indexed {indexed}",
+                            kernel.name()
+                        );
+                    }
                 }
-                assert_eq!(got, want, "{m}x{k}x{n}, types {a_type}/{b_type}, indexed {indexed}");
+            }
+        }
+    }
+
+    #[test]
+    fn qconv_refuses_a_missing_scratch_and_an_indexed_input_zero_point() {
+        let p = conv_params((1, 1, 1, &[4, 4], &[3, 3], &[1, 1], &[1, 1], &[1, 1], &[1, 1]));
+        let ops = [QOperand { dtype: ELEM_U8, zp_indexed: 0 }, QOperand { dtype: ELEM_I8, zp_indexed: 0 }];
+        let (x, w, mut acc) = ([0u8; 32], [0u8; 9], [0i32; 32]);
+        let z = core::ptr::null();
+        let run = |ops: &[QOperand; 2], scratch: *mut u8, acc: &mut [i32]| unsafe {
+            onnxc_qconv(&p, ops, x.as_ptr(), w.as_ptr(), z, z, z as *const i32, acc.as_mut_ptr(), scratch)
+        };
+        assert_eq!(run(&ops, core::ptr::null_mut(), &mut acc), STATUS_INVALID_PARAMS);
+        let mut scratch = vec![0u8; qconv_scratch_bytes(&p, ELEM_U8)];
+        let indexed = [QOperand { zp_indexed: 1, ..ops[0] }, ops[1]];
+        assert_eq!(run(&indexed, scratch.as_mut_ptr(), &mut acc), STATUS_INVALID_PARAMS);
+        assert_eq!(run(&ops, scratch.as_mut_ptr(), &mut acc), STATUS_OK);
+    }
+
+    #[test]
+    fn rint_in_range_stores_what_rint_stores() {
+        let mut values = vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -1e300, 2f64.powi(53) + 2.0];
+        // Every tie and its neighbours around both ends of each range.
+        for t in -70_000..70_000 {
+            let v = t as f64 * 0.5;
+            values.extend([v, v + 1e-9, v - 1e-9, v * 1.000_000_1]);
+        }
+        for dtype in [ELEM_U8, ELEM_I8, ELEM_U16, ELEM_I16] {
+            let range = int_range(dtype).unwrap();
+            for &v in &values {
+                let (mut want, mut got) = ([0u8; 2], [0u8; 2]);
+                unsafe {
+                    store_saturated(want.as_mut_ptr(), 0, dtype, libm::rint(v));
+                    store_saturated(got.as_mut_ptr(), 0, dtype, rint_in_range(v, range));
+                }
+                assert_eq!(got, want, "{v} as type {dtype}");
             }
         }
     }

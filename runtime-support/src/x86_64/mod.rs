@@ -1,4 +1,5 @@
-//! x86-64 SIMD kernels (AVX2+FMA, AVX-512F), each tested against the
+//! x86-64 SIMD kernels (AVX2+FMA, AVX-512F, and the 8-bit products of
+//! AVX2 and AVX-512 VNNI), each tested against the
 //! portable reference in [`crate::generic`].
 //!
 //! Everything here is compiled with `#[target_feature]`, so the crate still
@@ -9,6 +10,7 @@
 //! the OS-enabled state (XCR0) are checked.
 
 pub mod avx2;
+pub mod avx2_int8;
 pub mod avx512;
 pub mod vnni;
 
