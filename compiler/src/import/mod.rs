@@ -33,6 +33,9 @@ pub struct NodeImport<'a> {
     /// attribute of an old opset into a constant input).
     pub inputs: Vec<Option<ValueId>>,
     pub output_count: usize,
+    /// `Limits::max_tensor_bytes`, for operators whose outputs' sizes are
+    /// only known at run time and are checked against it there.
+    pub max_tensor_bytes: u64,
     graph: &'a mut Graph,
     scope: &'a Scope,
 }
@@ -352,6 +355,7 @@ impl<'m> Importer<'m> {
             attrs: Attrs::new(&attributes),
             inputs,
             output_count: node.output.len(),
+            max_tensor_bytes: self.limits.max_tensor_bytes,
             graph: &mut self.graph,
             scope,
         };
