@@ -24,6 +24,7 @@ mod end_to_end;
 mod freestanding;
 mod fusion;
 mod gradient;
+mod image;
 mod maps;
 mod models;
 mod pipeline;
