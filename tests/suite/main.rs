@@ -33,4 +33,5 @@ mod reproducible;
 mod runtime_faults;
 mod sequences;
 mod sklearn;
+mod sparse;
 mod strings;
