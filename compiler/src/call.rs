@@ -319,7 +319,7 @@ pub struct Workspace {
 
 impl Workspace {
     /// Calls through this workspace run the kernels' tasks with `parallel`
-    /// (e.g. `onnxc_threads::ThreadPool::parallel`), which must
+    /// (e.g. `onnxc_runtime_std::thread_pool::ThreadPool::parallel`), which must
     /// stay valid while it is used.
     pub fn set_parallel(&mut self, parallel: Parallel) {
         self.parallel = parallel;

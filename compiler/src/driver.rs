@@ -200,9 +200,15 @@ pub fn jit(
 
 /// Where the kernel library archive is: `$ONNXC_RUNTIME_LIB`, or
 /// `libonnxc_runtime.a` next to the running executable (cargo puts both
-/// in the same target folder).
-pub fn runtime_lib() -> Result<PathBuf, Error> {
-    if let Some(p) = std::env::var_os("ONNXC_RUNTIME_LIB") {
+/// in the same target folder). With `needs_std` (the object calls a kernel
+/// that needs std, `Footprint::needs_std`) it is the archive with std,
+/// `$ONNXC_RUNTIME_STD_LIB` or `libonnxc_runtime_std.a`.
+pub fn runtime_lib(needs_std: bool) -> Result<PathBuf, Error> {
+    let (variable, file) = match needs_std {
+        false => ("ONNXC_RUNTIME_LIB", "libonnxc_runtime.a"),
+        true => ("ONNXC_RUNTIME_STD_LIB", "libonnxc_runtime_std.a"),
+    };
+    if let Some(p) = std::env::var_os(variable) {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().map_err(|e| Error::Other(format!("cannot locate onnxc: {e}")))?;
@@ -211,13 +217,7 @@ pub fn runtime_lib() -> Result<PathBuf, Error> {
     if let Some(up) = exe.parent().and_then(Path::parent) {
         dirs.push(up.to_path_buf());
     }
-    dirs.iter()
-        .map(|d| d.join("libonnxc_runtime.a"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            Error::Other(
-                "libonnxc_runtime.a not found next to onnxc; build it with `cargo build --release` or set ONNXC_RUNTIME_LIB"
-                    .into(),
-            )
-        })
+    dirs.iter().map(|d| d.join(file)).find(|p| p.is_file()).ok_or_else(|| {
+        Error::Other(format!("{file} not found next to onnxc; build it with `cargo build --release` or set {variable}"))
+    })
 }

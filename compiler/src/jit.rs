@@ -53,7 +53,7 @@ pub fn compile(graph: &Graph, plan: &Plan) -> Result<JitModel, CodegenError> {
 pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits) -> Result<JitModel, CodegenError> {
     let isa = host_isa().map_err(CodegenError::Module)?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for k in onnxc_runtime::abi::KERNELS {
+    for k in onnxc_runtime::abi::KERNELS.iter().chain(onnxc_runtime_std::KERNELS) {
         builder.symbol(k.name, k.address);
     }
     let mut module = JITModule::new(builder);

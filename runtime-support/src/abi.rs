@@ -137,18 +137,20 @@ pub struct KernelSig {
 // program; sharing it between threads is harmless.
 unsafe impl Sync for KernelSig {}
 
-/// Builds [`KERNELS`]. Each entry names a function and spells out its
-/// signature; the expansion assigns the function to a function pointer of
-/// exactly that type, so a mismatch fails to compile, and derives the
-/// [`AbiType`]s from the same spelled-out types.
+/// Builds [`KERNELS`] (and `onnxc-runtime-std`'s table of the kernels that
+/// need std). Each entry names a function and spells out its signature; the
+/// expansion assigns the function to a function pointer of exactly that
+/// type, so a mismatch fails to compile, and derives the [`AbiType`]s from
+/// the same spelled-out types.
+#[macro_export]
 macro_rules! kernel_table {
     ($($name:ident ( $($arg:ty),* ) -> $ret:ty;)*) => {
         /// Every exported kernel, in no particular order.
-        pub static KERNELS: &[KernelSig] = &[$(
-            KernelSig {
+        pub static KERNELS: &[$crate::abi::KernelSig] = &[$(
+            $crate::abi::KernelSig {
                 name: stringify!($name),
-                params: &[$(<$arg as AbiTyped>::ABI),*],
-                ret: Some(<$ret as AbiTyped>::ABI),
+                params: &[$(<$arg as $crate::abi::AbiTyped>::ABI),*],
+                ret: Some(<$ret as $crate::abi::AbiTyped>::ABI),
                 address: {
                     let f: unsafe extern "C" fn($($arg),*) -> $ret = $name;
                     f as *const u8

@@ -18,7 +18,7 @@ use onnxc::jit::JitModel;
 use onnxc::limits::Limits;
 use onnxc::{driver, tensor_io};
 use onnxc_runtime::parallel::{Parallel, TaskFn};
-use onnxc_threads::ThreadPool;
+use onnxc_runtime_std::thread_pool::ThreadPool;
 use std::path::Path;
 
 /// JIT-compiles `dir/model.onnx` for the inputs of `dir/test_data_set_0`.

@@ -1,9 +1,12 @@
 //! Gradient (ai.onnx.preview.training) through the CLI: reverse-mode over
 //! Sub, Div, Neg and Add with broadcasting reduced back to each input's
 //! shape, a zero gradient for an input `y` does not depend on, and an
-//! operator without a derivative named in the error.
+//! operator without a derivative named in the error. A model carrying a
+//! TrainingInfoProto (an Adagrad step as its algorithm) checks and runs
+//! its inference graph; the training graphs are validated by `load`, not
+//! compiled.
 
-use crate::common::run_model;
+use crate::common::{onnxc_in, run_model, succeeded, write_model};
 use crate::models::{f32s, floats, model, node, value};
 use onnx_proto::*;
 
@@ -77,4 +80,26 @@ fn gradients_reduce_broadcasts_and_zero_unused_inputs() {
 fn an_operator_without_a_derivative_is_named() {
     let failed = run_model(&gradient_model(true), &inputs()).expect_err("Exp has no derivative here");
     assert!(failed.stderr.contains("\"neg\" (Exp)") && failed.stderr.contains("no derivative"), "{}", failed.stderr);
+}
+
+#[test]
+fn a_model_with_training_info_runs_its_inference_graph() {
+    let mut m = gradient_model(false);
+    let mut adagrad = node("Adagrad", "step", &["r", "t", "a0", "da0", "h0"], &["a1", "h1"]);
+    adagrad.domain = Some("ai.onnx.preview.training".into());
+    let algorithm = GraphProto {
+        name: Some("train".into()),
+        node: vec![adagrad],
+        initializer: vec![floats("r", &[], &[0.1]), crate::models::int64s("t", &[], &[0])],
+        input: vec![value("a0", Some(&[2, 3])), value("da0", Some(&[2, 3])), value("h0", Some(&[2, 3]))],
+        output: vec![value("a1", Some(&[2, 3])), value("h1", Some(&[2, 3]))],
+        ..Default::default()
+    };
+    m.training_info.push(TrainingInfoProto { algorithm: Some(algorithm), ..Default::default() });
+    let out = run_model(&m, &inputs()).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    assert_eq!(f32s(&out[1]), [-0.5; 6]);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let check = onnxc_in(dir.path(), &["check", "model.onnx"]);
+    assert!(succeeded(&check), "{}", check.stderr);
 }

@@ -64,14 +64,13 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
     let object = if wants("obj") || wants("archive") {
         Some(
             emit::object(&graph, &plan, &triple, &prefix, portable, &limits)
-                .map_err(|e| format!("{}: {e}", a.model.display()))?
-                .bytes,
+                .map_err(|e| format!("{}: {e}", a.model.display()))?,
         )
     } else {
         None
     };
     if let (true, Some(obj)) = (wants("obj"), &object) {
-        std::fs::write(&a.output, obj).map_err(|e| format!("{}: {e}", a.output.display()))?;
+        std::fs::write(&a.output, &obj.bytes).map_err(|e| format!("{}: {e}", a.output.display()))?;
     }
     if wants("header") {
         write("h", emit::header(&graph, &plan, &prefix).as_bytes())?;
@@ -83,10 +82,10 @@ pub fn compile(a: &Args) -> Result<ExitCode, String> {
     if let (true, Some(obj)) = (wants("archive"), &object) {
         // A portable object needs no kernel library: it is archived alone.
         let ar = if portable {
-            emit::object_archive(obj, &format!("{prefix}.o"))?
+            emit::object_archive(&obj.bytes, &format!("{prefix}.o"))?
         } else {
-            let lib = driver::runtime_lib().map_err(|e| e.to_string())?;
-            emit::archive(obj, &format!("{prefix}.o"), &lib)?
+            let lib = driver::runtime_lib(obj.footprint.needs_std()).map_err(|e| e.to_string())?;
+            emit::archive(&obj.bytes, &format!("{prefix}.o"), &lib)?
         };
         write("a", &ar)?;
     }

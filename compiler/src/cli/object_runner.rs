@@ -22,12 +22,13 @@ pub struct ObjectModel {
 impl ObjectModel {
     pub fn build(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits) -> Result<ObjectModel, String> {
         let triple = target_lexicon::Triple::host();
-        let obj = emit::object(graph, plan, &triple, "model", portable, limits).map_err(|e| e.to_string())?.bytes;
-        let runtime = driver::runtime_lib().map_err(|e| e.to_string())?;
+        let object = emit::object(graph, plan, &triple, "model", portable, limits).map_err(|e| e.to_string())?;
+        let needs_std = object.footprint.needs_std();
+        let runtime = driver::runtime_lib(needs_std).map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| format!("temporary folder: {e}"))?;
         let obj_path = dir.path().join("model.o");
         let so_path = dir.path().join("libmodel.so");
-        std::fs::write(&obj_path, obj).map_err(|e| format!("{}: {e}", obj_path.display()))?;
+        std::fs::write(&obj_path, object.bytes).map_err(|e| format!("{}: {e}", obj_path.display()))?;
         let out = Command::new("cc")
             .arg("-shared")
             .arg("-o")

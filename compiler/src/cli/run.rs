@@ -8,7 +8,7 @@ use onnxc::ir::{Graph, Tensor, ValueId};
 use onnxc::limits::Limits;
 use onnxc::tensor_io::{read_datum, write_datum_pb, NamedDatum};
 use onnxc::{driver, jit::JitModel};
-use onnxc_threads::ThreadPool;
+use onnxc_runtime_std::thread_pool::ThreadPool;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;

@@ -199,6 +199,7 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
     let float = got.dtype.is_float() || got.dtype.is_minifloat();
     let mut bad = 0usize;
     let mut first = None;
+    let mut largest = 0f64;
     for i in 0..got.len() {
         let ok = if float {
             let (g, w) = (got.get_f64(i), want.get_f64(i));
@@ -211,12 +212,13 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
         if !ok {
             bad += 1;
             first.get_or_insert(i);
+            largest = largest.max((got.get_f64(i) - want.get_f64(i)).abs());
         }
     }
     match first {
         None => Ok(()),
         Some(i) => Err(format!(
-            "{bad} of {} values differ; first at {i}: got {}, expected {}",
+            "{bad} of {} values differ, by up to {largest}; first at {i}: got {}, expected {}",
             got.len(),
             got.get_f64(i),
             want.get_f64(i)

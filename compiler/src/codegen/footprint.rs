@@ -59,6 +59,13 @@ impl Footprint {
         self.other_code += total.saturating_sub(tagged);
     }
 
+    /// True when a node calls a kernel that needs std (see
+    /// [`super::needs_std`]): the object then links against
+    /// `libonnxc_runtime_std.a`.
+    pub fn needs_std(&self) -> bool {
+        self.nodes.iter().any(|n| n.kernels.iter().any(|k| super::needs_std(k)))
+    }
+
     pub fn code_bytes(&self) -> usize {
         self.other_code + self.nodes.iter().map(|n| n.code).sum::<usize>()
     }

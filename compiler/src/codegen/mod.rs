@@ -690,15 +690,25 @@ impl<'f> Lower<'_, 'f> {
     }
 
     /// Calls a function of the kernel library; returns its result, if any.
-    /// In portable mode this is the error that names the operator.
+    /// In portable mode this is the error that names the operator (and, for
+    /// the kernels that need std, says that the target has none).
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
+        if self.env.portable && needs_std(name) {
+            return Err(format!(
+                "{} needs std (the kernel {name} of libonnxc_runtime_std.a), which onnxc only provides for the host, \
+                 not in portable mode",
+                self.node.op.name()
+            ));
+        }
         if self.env.portable {
             return Err(format!(
                 "{} has no portable lowering yet (it needs the kernel library's {name})",
                 self.node.op.name()
             ));
         }
-        let sig = onnxc_runtime::abi::kernel(name).ok_or_else(|| format!("no kernel named {name}"))?;
+        let sig = onnxc_runtime::abi::kernel(name)
+            .or_else(|| onnxc_runtime_std::kernel(name))
+            .ok_or_else(|| format!("no kernel named {name}"))?;
         if sig.params.len() != args.len() {
             return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
         }
@@ -865,6 +875,12 @@ impl<'f> Lower<'_, 'f> {
 }
 
 /// The Cranelift type that holds one element of `dtype` in registers and memory.
+/// True for the kernels of `onnxc-runtime-std` (ImageDecoder's): they need
+/// std, so only the host's `libonnxc_runtime_std.a` has them.
+pub fn needs_std(kernel: &str) -> bool {
+    onnxc_runtime_std::kernel(kernel).is_some()
+}
+
 pub fn clif_type(dtype: DType) -> Type {
     match dtype {
         DType::F32 => types::F32,

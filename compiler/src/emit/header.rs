@@ -36,8 +36,8 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    /* Runs task(env, i) for every i in [0, count) and returns when all".into());
     line("     * have run, on as many threads as it likes (each thread needs 512 KiB".into());
     line("     * of stack for the kernels); NULL runs them in turn on the calling".into());
-    line("     * thread. Results are bit-identical either way. libonnxc_runtime".into());
-    line("     * built with its std feature provides onnxc_thread_pool_parallel_for. */".into());
+    line("     * thread. Results are bit-identical either way. The pool below, in".into());
+    line("     * libonnxc_runtime_std.a, is one: onnxc_thread_pool_parallel_for. */".into());
     line("    void (*parallel_for)(void *user, size_t count, void (*task)(void *env, size_t i), void *env);".into());
     line("    void *parallel_user;      /* passed to parallel_for */".into());
     line("} onnxc_context;".into());
@@ -93,6 +93,18 @@ pub fn header(graph: &Graph, plan: &Plan, prefix: &str) -> String {
     line("    void *keys;               /* count int64_t or onnxc_string keys */".into());
     line("    void *values;             /* count values, the i-th for the i-th key */".into());
     line("} onnxc_map;".into());
+    line(String::new());
+    line("/* A persistent thread pool for parallel_for (link libonnxc_runtime_std.a):".into());
+    line(" * ctx.parallel_for = onnxc_thread_pool_parallel_for; ctx.parallel_user = pool.".into());
+    line(" * onnxc_thread_pool_new counts the calling thread; NULL if a thread".into());
+    line(" * cannot be started. */".into());
+    line("typedef struct onnxc_thread_pool onnxc_thread_pool;".into());
+    line("onnxc_thread_pool *onnxc_thread_pool_new(size_t threads);".into());
+    line(
+        "void onnxc_thread_pool_parallel_for(void *pool, size_t count, void (*task)(void *env, size_t i), void *env);"
+            .into(),
+    );
+    line("void onnxc_thread_pool_free(onnxc_thread_pool *pool);".into());
     line("#endif".into());
     line(String::new());
     line(format!(

@@ -3,7 +3,7 @@
 
 use crate::ir::{DType, Tensor};
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_proto::AttributeProto;
+use onnx_proto::{AttributeProto, SparseTensorProto};
 
 pub struct Attrs<'a> {
     list: &'a [AttributeProto],
@@ -89,6 +89,16 @@ impl<'a> Attrs<'a> {
                 .map(|s| String::from_utf8(s.clone()).map_err(|_| format!("attribute \"{name}\" is not valid UTF-8")))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
+        }
+    }
+
+    /// A sparse tensor attribute, as stored (`super::sparse` densifies it).
+    pub fn sparse_tensor(&self, name: &str) -> Result<Option<&'a SparseTensorProto>, String> {
+        match self.find(name, AttributeType::SparseTensor)? {
+            None => Ok(None),
+            Some(a) => {
+                a.sparse_tensor.as_ref().map(Some).ok_or_else(|| format!("attribute \"{name}\" has no sparse tensor"))
+            }
         }
     }
 

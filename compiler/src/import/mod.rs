@@ -9,6 +9,7 @@
 //! together. No proto type exists past this stage.
 
 pub mod attrs;
+pub mod sparse;
 pub mod tensor;
 
 use crate::ir::{DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
@@ -33,6 +34,9 @@ pub struct NodeImport<'a> {
     /// attribute of an old opset into a constant input).
     pub inputs: Vec<Option<ValueId>>,
     pub output_count: usize,
+    /// `Limits::max_tensor_bytes`, for operators whose outputs' sizes are
+    /// only known at run time and are checked against it there.
+    pub max_tensor_bytes: u64,
     graph: &'a mut Graph,
     scope: &'a Scope,
 }
@@ -101,6 +105,7 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
             Err(e) => imp.errors.push(format!("initializer {e}")),
         }
     }
+    imp.sparse_initializers(g, &mut scope, "");
     let runtime_inputs: Vec<&ValueInfoProto> = g.input.iter().filter(|i| !scope.contains_key(i.name())).collect();
     for (k, input) in runtime_inputs.into_iter().enumerate() {
         let id = imp.graph.add_value(input.name(), None, ValueDef::Input(k));
@@ -242,6 +247,21 @@ fn dims(v: &ValueInfoProto, shape: &onnx_proto::TensorShapeProto) -> Result<Vec<
 }
 
 impl<'m> Importer<'m> {
+    /// `g`'s sparse initializers, densified into constants (named by their
+    /// values tensor, as the IR spec says) and added to `scope`.
+    fn sparse_initializers(&mut self, g: &GraphProto, scope: &mut Scope, place: &str) {
+        for s in &g.sparse_initializer {
+            match sparse::densify(s, self.limits.max_tensor_bytes) {
+                Ok(t) => {
+                    let name = s.values.as_ref().map_or("", |v| v.name());
+                    let id = self.const_value(name, t);
+                    scope.insert(name.to_string(), id);
+                }
+                Err(e) => self.errors.push(format!("{place}sparse initializer: {e}")),
+            }
+        }
+    }
+
     fn const_value(&mut self, name: &str, t: crate::ir::Tensor) -> ValueId {
         let ty = TensorType::known(t.dtype, &t.shape);
         self.graph.add_value(name, Some(ty), ValueDef::Const(t))
@@ -312,7 +332,7 @@ impl<'m> Importer<'m> {
         }
         let opset = opsets.get(domain).copied().unwrap_or(if domain.is_empty() { 1 } else { 0 });
         if domain.is_empty() && node.op_type() == "Constant" {
-            match constant_value(&Attrs::new(&attributes)) {
+            match constant_value(&Attrs::new(&attributes), self.limits.max_tensor_bytes) {
                 Ok(t) => {
                     let out = node.output.first().map(String::as_str).unwrap_or("");
                     let id = self.const_value(out, t);
@@ -352,6 +372,7 @@ impl<'m> Importer<'m> {
             attrs: Attrs::new(&attributes),
             inputs,
             output_count: node.output.len(),
+            max_tensor_bytes: self.limits.max_tensor_bytes,
             graph: &mut self.graph,
             scope,
         };
@@ -474,6 +495,7 @@ impl<'m> Importer<'m> {
                 Err(e) => self.errors.push(format!("subgraph \"{}\": initializer {e}", g.name())),
             }
         }
+        self.sparse_initializers(g, &mut scope, &format!("subgraph \"{}\": ", g.name()));
         let inputs = g
             .input
             .iter()
@@ -569,7 +591,7 @@ impl<'m> Importer<'m> {
 }
 
 /// The value of a Constant node, from whichever `value*` attribute it has.
-fn constant_value(attrs: &Attrs) -> Result<crate::ir::Tensor, String> {
+fn constant_value(attrs: &Attrs, max_tensor_bytes: u64) -> Result<crate::ir::Tensor, String> {
     use crate::ir::Tensor;
     if let Some(t) = attrs.tensor("value")? {
         return Ok(t);
@@ -594,5 +616,8 @@ fn constant_value(attrs: &Attrs) -> Result<crate::ir::Tensor, String> {
         return Tensor::from_strings(vec![n], v.into_iter().map(String::into_bytes).collect())
             .ok_or_else(|| "Constant: bad value_strings".into());
     }
-    Err("Constant: sparse values are not supported yet".into())
+    if let Some(s) = attrs.sparse_tensor("sparse_value")? {
+        return sparse::densify(s, max_tensor_bytes).map_err(|e| format!("attribute \"sparse_value\": {e}"));
+    }
+    Err("Constant: no value attribute".into())
 }

@@ -16,6 +16,7 @@ pub mod elementwise;
 pub mod flex_attention;
 pub mod gather;
 pub mod gradient;
+pub mod image;
 pub mod linalg;
 pub mod loss;
 pub mod maps;
@@ -334,6 +335,7 @@ ops! {
     FeatureVectorizer(ml_linear::FeatureVectorizer),
     SvmRegressor(ml_svm::SvmRegressor),
     SvmClassifier(ml_svm::SvmClassifier),
+    ImageDecoder(image::ImageDecoder),
 }
 
 impl Op {
@@ -552,6 +554,7 @@ pub static REGISTRY: &[(&str, Importer)] = &[
     ("OneHot", gather::import_one_hot),
     ("TopK", gather::import_topk),
     ("NonZero", select::import_nonzero),
+    ("ImageDecoder", image::import),
     ("SequenceConstruct", sequence::import),
     ("SequenceEmpty", sequence::import),
     ("SequenceInsert", sequence::import),

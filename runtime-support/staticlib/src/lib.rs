@@ -23,3 +23,26 @@ fn on_panic(_info: &core::panic::PanicInfo) -> ! {
 #[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
+
+/// The kernels never allocate, but a workspace build links `alloc` into
+/// this archive all the same: Cargo unifies features across the build, and
+/// the `image` crate of `onnxc-runtime-std` turns on bytemuck's
+/// `extern_crate_alloc` for the bytemuck the kernels share. A staticlib
+/// that links `alloc` must name a global allocator; this one refuses every
+/// request, so an allocation would be reported as a failure, never served.
+#[cfg(not(test))]
+struct NoHeap;
+
+// SAFETY: never hands out memory, so there is nothing to get wrong.
+#[cfg(not(test))]
+unsafe impl core::alloc::GlobalAlloc for NoHeap {
+    unsafe fn alloc(&self, _layout: core::alloc::Layout) -> *mut u8 {
+        core::ptr::null_mut()
+    }
+
+    unsafe fn dealloc(&self, _ptr: *mut u8, _layout: core::alloc::Layout) {}
+}
+
+#[cfg(not(test))]
+#[global_allocator]
+static NO_HEAP: NoHeap = NoHeap;

@@ -116,6 +116,50 @@ fn data() -> Vec<Case> {
             |_| sparse_init(|s| s.indices = Some(raw_tensor("i", 7, &[1], vec![0; 4]))),
         ),
         check(
+            "sparse index out of range",
+            &["sparse initializer: sparse tensor \"s\"", "linearized index 0 is 4, outside [0, 4)"],
+            |_| sparse_init(|s| s.indices = Some(indices(&[1], &[4]))),
+        ),
+        check(
+            "sparse index tuple out of range",
+            &["sparse initializer: sparse tensor \"s\"", "index 0 has 9 on axis 0"],
+            |_| sparse_init(|s| s.indices = Some(indices(&[1, 1], &[9]))),
+        ),
+        check(
+            "sparse indices not ascending",
+            &["sparse initializer: sparse tensor \"s\"", "index 1 is not after index 0"],
+            |_| {
+                sparse_init(|s| {
+                    s.values = Some(raw_tensor("s", 1, &[2], vec![0; 8]));
+                    s.indices = Some(indices(&[2], &[3, 1]));
+                })
+            },
+        ),
+        check(
+            "sparse indices of the wrong shape",
+            &["sparse initializer: sparse tensor \"s\"", "must be [1] or [1, 1]"],
+            |_| sparse_init(|s| s.indices = Some(indices(&[1, 2], &[0, 0]))),
+        ),
+        check(
+            "sparse values fewer than indices",
+            &["sparse initializer: sparse tensor \"s\"", "indices have dims [2]"],
+            |_| sparse_init(|s| s.indices = Some(indices(&[2], &[0, 1]))),
+        ),
+        check(
+            "sparse_value index out of range",
+            &["node \"c\" (Constant): attribute \"sparse_value\": sparse tensor \"s\"", "outside [0, 4)"],
+            |_| {
+                let mut s = sparse("s");
+                s.indices = Some(indices(&[1], &[7]));
+                constant_model(AttributeProto {
+                    name: Some("sparse_value".into()),
+                    r#type: Some(AttributeType::SparseTensor as i32),
+                    sparse_tensor: Some(s),
+                    ..Default::default()
+                })
+            },
+        ),
+        check(
             "Constant tensor shorter than its dims",
             &["node \"c\" (Constant): attribute \"value\"", "raw_data has 4 bytes"],
             |_| constant_model(value_attr(f32s(&[2], 4))),
@@ -140,6 +184,11 @@ fn sparse(name: &str) -> SparseTensorProto {
         indices: Some(raw_tensor("i", 7, &[1], vec![0; 8])),
         dims: vec![4],
     }
+}
+
+/// i64 sparse indices of `dims`.
+fn indices(dims: &[i64], values: &[i64]) -> TensorProto {
+    raw_tensor("i", 7, dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
 }
 
 fn value_attr(t: TensorProto) -> AttributeProto {

@@ -1,10 +1,5 @@
 //! A persistent thread pool for the kernels' `parallel_for`.
 //!
-//! It lives in its own crate, not behind a feature of `onnxc-runtime`: Cargo
-//! unifies features across a workspace build, so a `std` feature turned on
-//! for the compiler would also put std into the `no_std` C archive built
-//! next to it.
-//!
 //! Threads are started once and wait for work, so a model call pays a
 //! wake-up per parallel kernel, not a thread start. A `parallel_for` posts
 //! one job (task, env, count); the calling thread and the workers take task
