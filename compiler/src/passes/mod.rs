@@ -10,12 +10,14 @@ use std::collections::{HashMap, HashSet};
 mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
+mod fuse_elementwise;
 #[cfg(test)]
 mod test_graph;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
+pub use fuse_elementwise::fuse_elementwise;
 
 /// Every rewrite, in order.
 pub fn run(graph: &mut Graph) {
@@ -23,6 +25,7 @@ pub fn run(graph: &mut Graph) {
     fold_batchnorm_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
+    fuse_elementwise(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
 }
