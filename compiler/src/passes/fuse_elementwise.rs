@@ -16,11 +16,10 @@
 //! nodes becomes one node at the place of its last node (every operand is
 //! computed by then).
 
-use crate::ir::{DType, Graph, Node, ValueId};
+use crate::ir::{DType, Graph, Node};
 use crate::ops::elementwise::Func;
 use crate::ops::fused::{Arg, FusedElementwise, Step};
 use crate::ops::Op;
-use std::collections::HashMap;
 
 /// Whether an elementwise function joins chains (for float operands of one type).
 fn fusable_func(func: Func) -> bool {
@@ -104,21 +103,9 @@ fn member(graph: &Graph, node: &Node) -> Option<Member> {
 }
 
 pub fn fuse_elementwise(graph: &mut Graph) {
-    let mut uses: HashMap<ValueId, usize> = HashMap::new();
-    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
-        *uses.entry(*v).or_default() += 1;
-    }
-    let producer: HashMap<ValueId, usize> =
-        graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
-    // Guarded and repeated ranges: nodes on either side of a marker never link.
-    let mut region = Vec::with_capacity(graph.nodes.len());
-    let mut markers = 0;
-    for node in &graph.nodes {
-        if matches!(node.op, Op::Guard(_) | Op::EndGuard(_) | Op::LoopStart(_) | Op::LoopEnd(_)) {
-            markers += 1;
-        }
-        region.push(markers);
-    }
+    let uses = super::use_counts(graph);
+    let producer = super::producers(graph);
+    let region = super::regions(graph);
     let members: Vec<Option<Member>> = graph.nodes.iter().map(|n| member(graph, n)).collect();
     // The chain slot through which each node continues its predecessor's chain.
     let mut link_slot: Vec<Option<usize>> = vec![None; graph.nodes.len()];
@@ -193,7 +180,7 @@ pub fn fuse_elementwise(graph: &mut Graph) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Tensor, ValueDef};
+    use crate::ir::{Tensor, ValueDef, ValueId};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::norm::BatchNorm;
     use crate::passes::test_graph::{constant, push, run_bytes, value};

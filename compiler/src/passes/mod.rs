@@ -4,6 +4,7 @@
 //! the code worse.
 
 use crate::ir::{Graph, ValueDef, ValueId};
+use crate::ops::Op;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
@@ -11,6 +12,7 @@ mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_elementwise;
+mod fuse_matmul_add;
 #[cfg(test)]
 mod test_graph;
 
@@ -18,6 +20,7 @@ pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_elementwise::fuse_elementwise;
+pub use fuse_matmul_add::fuse_matmul_add;
 
 /// Every rewrite, in order.
 pub fn run(graph: &mut Graph) {
@@ -25,6 +28,7 @@ pub fn run(graph: &mut Graph) {
     fold_batchnorm_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
+    fuse_matmul_add(graph);
     fuse_elementwise(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
@@ -73,6 +77,35 @@ pub fn verify(graph: &Graph) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// For each node, the number of guarded or repeated range markers
+/// (Guard, EndGuard, LoopStart, LoopEnd) up to it: a rewrite that moves or
+/// merges nodes keeps them within one number, never across a marker.
+pub fn regions(graph: &Graph) -> Vec<usize> {
+    let mut markers = 0;
+    let mut region = Vec::with_capacity(graph.nodes.len());
+    for node in &graph.nodes {
+        if matches!(node.op, Op::Guard(_) | Op::EndGuard(_) | Op::LoopStart(_) | Op::LoopEnd(_)) {
+            markers += 1;
+        }
+        region.push(markers);
+    }
+    region
+}
+
+/// How many times each value is read: by nodes, and as a graph output.
+pub fn use_counts(graph: &Graph) -> HashMap<ValueId, usize> {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
+        *uses.entry(*v).or_default() += 1;
+    }
+    uses
+}
+
+/// The index of the node computing each value.
+pub fn producers(graph: &Graph) -> HashMap<ValueId, usize> {
+    graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect()
 }
 
 /// Removes nodes whose outputs are neither graph outputs nor read by a
