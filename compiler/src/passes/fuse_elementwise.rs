@@ -183,7 +183,7 @@ mod tests {
     use crate::ir::{Tensor, ValueDef, ValueId};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::norm::BatchNorm;
-    use crate::passes::test_graph::{constant, push, run_bytes, value};
+    use crate::passes::test_graph::{assert_same_f32s, constant, push, run_bytes, value};
 
     fn apply(op_type: &'static str, func: Func) -> Op {
         Elementwise { op_type, func }.into()
@@ -191,13 +191,15 @@ mod tests {
 
     const SHAPE: [usize; 4] = [1, 3, 2, 5];
 
-    /// Deterministic inputs with both signs, zeros of both signs and a
-    /// range wide enough for every activation to bend.
+    /// Deterministic inputs with both signs, zeros of both signs, a NaN,
+    /// an infinity and a range wide enough for every activation to bend.
     fn input(seed: f32) -> Tensor {
         let values: Vec<f32> = (0..30).map(|i| ((i as f32 + seed) * 0.73).sin() * 4.0).collect();
         let mut values = values;
         values[3] = 0.0;
         values[7] = -0.0;
+        values[12] = f32::NAN;
+        values[21] = f32::INFINITY;
         Tensor::from_f32s(SHAPE.to_vec(), &values)
     }
 
@@ -247,11 +249,8 @@ mod tests {
     fn same_bits(before: &Graph, after: &Graph) {
         let inputs = [input(0.0), input(11.0)];
         for portable in [false, true] {
-            assert_eq!(
-                run_bytes(before, &inputs, portable),
-                run_bytes(after, &inputs, portable),
-                "portable: {portable}"
-            );
+            let (want, got) = (run_bytes(before, &inputs, portable), run_bytes(after, &inputs, portable));
+            assert_same_f32s(&got, &want, &format!("portable: {portable}"));
         }
     }
 
@@ -296,6 +295,6 @@ mod tests {
         assert_eq!(after.nodes[0].inputs, [Some(x), Some(m)]);
         assert_eq!(f.steps[0], Step::Apply { func: Func::Add, args: vec![(0, Arg::Input(1)), (1, Arg::Chain)] });
         let inputs = [input(3.0)];
-        assert_eq!(run_bytes(&g, &inputs, false), run_bytes(&after, &inputs, false));
+        assert_same_f32s(&run_bytes(&after, &inputs, false), &run_bytes(&g, &inputs, false), "Add, Relu");
     }
 }

@@ -42,3 +42,19 @@ pub fn run_bytes(graph: &Graph, inputs: &[Tensor], portable: bool) -> Vec<Vec<u8
     let model = crate::jit::compile_with(graph, &plan, portable, &limits).expect("compile");
     model.run(inputs).expect("run").into_iter().map(|t| t.data).collect()
 }
+
+/// Asserts that two runs' f32 outputs are the same bits, element by
+/// element, except that any NaN equals any NaN (the sign and payload of a
+/// NaN that `fmax`/`fmin` return differ between ISAs and between scalar
+/// and vector instructions).
+pub fn assert_same_f32s(got: &[Vec<u8>], want: &[Vec<u8>], context: &str) {
+    let floats =
+        |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+    assert_eq!(got.len(), want.len(), "{context}: output count");
+    for (g, w) in got.iter().zip(want) {
+        let (g, w) = (floats(g), floats(w));
+        let same = g.len() == w.len()
+            && g.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "{context}: {g:?} vs {w:?}");
+    }
+}
