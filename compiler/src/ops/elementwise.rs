@@ -615,7 +615,8 @@ pub fn emit_broadcast_loop(
 /// broadcast for every operand, and the target has 128-bit vectors, that
 /// loop runs four elements per step (the body gets `f32x4` values, a
 /// broadcast operand splatted once before the loop) and the last few one
-/// at a time: the same operations on the same elements, so the same bits.
+/// at a time: the same operations on the same elements, so the same bits
+/// (a NaN that `fmax`/`fmin` return may differ in sign).
 pub fn emit_loop_at(
     cx: &mut Lower,
     out_shape: &[usize],

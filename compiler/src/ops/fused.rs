@@ -11,7 +11,8 @@
 //! The running value starts as input 0 and keeps its shape and element type
 //! (f32 or f64) through the chain; the other inputs broadcast into it. Each
 //! step emits the instructions its unfused operator emits, in the same
-//! order, so results are bit-identical to the unfused graph:
+//! order, so results are bit-identical to the unfused graph (a NaN stays a
+//! NaN, though `fmax`/`fmin` may give it another sign in vector lanes):
 //! * [`Step::Apply`]: the function of `elementwise::emit_scalar`.
 //! * [`Step::BatchNorm`]: statistics per channel (axis 1). With the kernel
 //!   library, `onnxc_batchnorm`'s `x * a + b` with `a = scale / sqrt(var +
@@ -222,6 +223,9 @@ impl LoopInputs {
         dtype: DType,
         shape: &[usize],
     ) -> Result<usize, String> {
+        if shape.len() < 2 {
+            return Err(format!("BatchNormalization of shape {shape:?}, expected [N, C, ...]"));
+        }
         let mut per_channel = vec![1; shape.len()];
         per_channel[1] = items.len();
         let strides = broadcast_strides(&per_channel, shape);
