@@ -81,3 +81,95 @@ fn a_residual_add_and_relu_run_in_the_conv_epilogue() {
         .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), want);
 }
+
+/// `mir` of `m` compiled with `--emit mir`.
+fn compiled_mir(m: &ModelProto) -> String {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    std::fs::read_to_string(dir.path().join("model.mir")).expect("mir")
+}
+
+/// DenseNet's pre-convolution chain `Relu(Add(Mul(BatchNormalization(x),
+/// m), k))` with per-channel `m`, `k`: one fused node, and the numbers of
+/// the separate operators (the kernel's BatchNormalization formula, then
+/// each operator rounding in turn) to the bit.
+#[test]
+fn an_elementwise_chain_runs_as_one_node_with_the_same_numbers() {
+    let mut m = model(
+        vec![
+            node("BatchNormalization", "bn", &["x", "scale", "bias", "mean", "var"], &["n"]),
+            node("Mul", "mul", &["n", "m"], &["p"]),
+            node("Add", "add", &["p", "k"], &["s"]),
+            node("Relu", "relu", &["s"], &["y"]),
+        ],
+        vec![value("x", Some(&[1, 2, 3, 3]))],
+        vec![value("y", Some(&[1, 2, 3, 3]))],
+    );
+    let (scale, bias, mean, var) = ([1.5f32, -0.5], [0.25f32, -1.0], [0.2f32, -0.1], [0.9f32, 1.1]);
+    let (mul, add) = ([0.7f32, -1.3], [0.1f32, 0.2]);
+    let g = m.graph.as_mut().expect("graph");
+    g.initializer.extend([
+        floats("scale", &[2], &scale),
+        floats("bias", &[2], &bias),
+        floats("mean", &[2], &mean),
+        floats("var", &[2], &var),
+        floats("m", &[2, 1, 1], &mul),
+        floats("k", &[2, 1, 1], &add),
+    ]);
+    let mir = compiled_mir(&m);
+    assert!(mir.contains("= FusedElementwise(%x"), "not fused:\n{mir}");
+    for op in ["BatchNormalization(%", "Mul(%", "Add(%", "Relu(%"] {
+        assert!(!mir.contains(op), "{op} is still there:\n{mir}");
+    }
+
+    let x: Vec<f32> = (0..18).map(|i| (i as f32 * 0.61).sin() * 3.0).collect();
+    let outputs =
+        run_model(&m, &[floats("x", &[1, 2, 3, 3], &x)]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let want: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = i / 9;
+            let a = scale[c] / (var[c] + 1e-5).sqrt();
+            let b = bias[c] - mean[c] * a;
+            let s = (v * a + b) * mul[c] + add[c];
+            if s > 0.0 {
+                s
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&f32s(&outputs[0])), bits(&want));
+}
+
+/// A fully connected layer written as `Add(MatMul(x, w), b)` becomes one
+/// Gemm adding `b` as its C.
+#[test]
+fn matmul_then_add_becomes_a_gemm() {
+    let mut m = model(
+        vec![node("MatMul", "mm", &["x", "w"], &["p"]), node("Add", "add", &["p", "b"], &["y"])],
+        vec![value("x", Some(&[2, 3]))],
+        vec![value("y", Some(&[2, 2]))],
+    );
+    let w = [1.0f32, -2.0, 0.5, 0.25, -1.5, 3.0];
+    let b = [0.5f32, -0.75];
+    let g = m.graph.as_mut().expect("graph");
+    g.initializer.extend([floats("w", &[3, 2], &w), floats("b", &[2], &b)]);
+    let mir = compiled_mir(&m);
+    assert!(mir.contains("= Gemm(%x, %w, %b)"), "not fused:\n{mir}");
+    assert!(!mir.contains("MatMul(%"), "the MatMul is still there:\n{mir}");
+
+    let x = [0.5f32, -1.0, 2.0, 3.0, 0.25, -0.5];
+    let outputs =
+        run_model(&m, &[floats("x", &[2, 3], &x)]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let want: Vec<f32> =
+        (0..4).map(|ij| (0..3).map(|l| x[ij / 2 * 3 + l] * w[l * 2 + ij % 2]).sum::<f32>() + b[ij % 2]).collect();
+    let got = f32s(&outputs[0]);
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{got:?} vs {want:?}");
+    }
+}

@@ -514,6 +514,15 @@ impl<'f> Lower<'_, 'f> {
         self.env.portable
     }
 
+    /// True when the target has 128-bit float vectors (x86-64 SSE2,
+    /// aarch64 NEON): elementwise loops may then run four f32 at a time.
+    pub fn has_f32x4(&self) -> bool {
+        matches!(
+            self.module.isa().triple().architecture,
+            target_lexicon::Architecture::X86_64 | target_lexicon::Architecture::Aarch64(_)
+        )
+    }
+
     fn input_id(&self, i: usize) -> Result<ValueId, String> {
         self.node.inputs.get(i).copied().flatten().ok_or_else(|| format!("input {i} is required"))
     }

@@ -43,7 +43,8 @@ use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
     conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems, ConvParams, DeformConvParams,
-    EPILOGUE_CLIP, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU, MAX_RANK, MAX_SPATIAL_RANK,
+    EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
+    EPILOGUE_SIGMOID, EPILOGUE_TANH, MAX_RANK, MAX_SPATIAL_RANK,
 };
 
 /// How the spatial padding is chosen.
@@ -272,6 +273,11 @@ pub enum Activation {
     LeakyRelu(f32),
     /// Bounds (±inf when absent).
     Clip(f64, f64),
+    Sigmoid,
+    /// alpha, beta.
+    HardSigmoid(f32, f32),
+    HardSwish,
+    Tanh,
 }
 
 impl Activation {
@@ -281,6 +287,10 @@ impl Activation {
             Activation::Relu => EPILOGUE_RELU,
             Activation::LeakyRelu(_) => EPILOGUE_LEAKY_RELU,
             Activation::Clip(..) => EPILOGUE_CLIP,
+            Activation::Sigmoid => EPILOGUE_SIGMOID,
+            Activation::HardSigmoid(..) => EPILOGUE_HARD_SIGMOID,
+            Activation::HardSwish => EPILOGUE_HARD_SWISH,
+            Activation::Tanh => EPILOGUE_TANH,
         }
     }
 
@@ -288,7 +298,10 @@ impl Activation {
         match self {
             Activation::LeakyRelu(alpha) => (alpha as f64, 0.0),
             Activation::Clip(lo, hi) => (lo, hi),
-            Activation::None | Activation::Relu => (0.0, 0.0),
+            Activation::HardSigmoid(alpha, beta) => (alpha as f64, beta as f64),
+            Activation::None | Activation::Relu | Activation::Sigmoid | Activation::HardSwish | Activation::Tanh => {
+                (0.0, 0.0)
+            }
         }
     }
 }

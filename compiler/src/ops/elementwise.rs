@@ -7,8 +7,10 @@
 //! element types it takes, how its result type is chosen) and share one
 //! lowering: a loop nest over the broadcast output shape (adjacent dims
 //! merged where every operand is contiguous across them) whose body is the
-//! scalar function of [`emit_scalar`]. That loop is where elementwise fusion
-//! will put several functions later.
+//! scalar function of [`emit_scalar`]. Where the function needs no library
+//! call ([`lane_safe`]) and every tensor is f32, the innermost loop runs
+//! four lanes at a time with the same instructions (same bits). The same
+//! loop evaluates fused chains of these functions (`fused.rs`).
 //!
 //! Type constraints: arithmetic on f32/f64 and every integer type;
 //! transcendental functions on f32/f64; logical ops on bool; bitwise ops and
@@ -569,7 +571,7 @@ impl Operator for Elementwise {
             f => (f, MINIFLOAT_SATURATE),
         };
         let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
-        emit_broadcast_loop(cx, &out_shape, (out_dtype, mode), &operands, &mut |cx, args| {
+        emit_broadcast_loop(cx, &out_shape, (out_dtype, mode), &operands, lane_safe(func), &mut |cx, args| {
             emit_scalar(cx, func, in_dtype, &present, args)
         })
     }
@@ -587,12 +589,41 @@ type Body<'b> = dyn FnMut(&mut Lower, &[(Value, DType)]) -> Result<Value, String
 
 /// Emits `out[i] = body(operands[i]...)` over `out_shape`, with operands
 /// read through broadcast strides; `out` is the output type and how a
-/// float8 output narrows.
+/// float8 output narrows. With `lanes`, the body computes f32 lanes exactly
+/// as one f32 (see [`emit_loop_at`]).
 pub fn emit_broadcast_loop(
     cx: &mut Lower,
     out_shape: &[usize],
     out: (DType, i64),
     operands: &[Operand],
+    lanes: bool,
+    body: &mut Body,
+) -> Result<(), String> {
+    let mut bases = Vec::with_capacity(operands.len() + 1);
+    for o in operands {
+        bases.push(cx.input_ptr(o.index)?);
+    }
+    bases.push(cx.output_ptr(0)?);
+    emit_loop_at(cx, out_shape, out, operands, &bases, lanes, body)
+}
+
+/// [`emit_broadcast_loop`] with the operands' addresses given (`bases`:
+/// one per operand, then output 0's); the operands' `index` is not read.
+///
+/// When `lanes` says the body may be given vectors, every operand and the
+/// output are f32, the innermost loop (after merging) is contiguous or
+/// broadcast for every operand, and the target has 128-bit vectors, that
+/// loop runs four elements per step (the body gets `f32x4` values, a
+/// broadcast operand splatted once before the loop) and the last few one
+/// at a time: the same operations on the same elements, so the same bits
+/// (a NaN that `fmax`/`fmin` return may differ in sign).
+pub fn emit_loop_at(
+    cx: &mut Lower,
+    out_shape: &[usize],
+    out: (DType, i64),
+    operands: &[Operand],
+    bases: &[Value],
+    lanes: bool,
     body: &mut Body,
 ) -> Result<(), String> {
     // Merge adjacent dims where every operand (and the contiguous output)
@@ -620,54 +651,112 @@ pub fn emit_broadcast_loop(
             }
         }
     }
-    let mut bases = Vec::with_capacity(operands.len() + 1);
-    for o in operands {
-        bases.push(cx.input_ptr(o.index)?);
-    }
-    bases.push(cx.output_ptr(0)?);
     let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
     sizes.push(out.0.size() as i64);
-    nest(cx, 0, &dims, &strides, &sizes, &bases, operands, out, body)
+    let vector = lanes
+        && cx.has_f32x4()
+        && out.0 == DType::F32
+        && operands.iter().all(|o| o.dtype == DType::F32)
+        && dims.last().is_some_and(|&n| n >= F32_LANES)
+        && strides.iter().all(|s| matches!(s.last(), Some(0 | 1)));
+    let nest = Nest { dims, strides, sizes, operands, out, vector };
+    nest.emit(cx, 0, bases, body)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn nest(
-    cx: &mut Lower,
-    level: usize,
-    dims: &[usize],
-    strides: &[Vec<i64>],
-    sizes: &[i64],
-    ptrs: &[Value],
-    operands: &[Operand],
+/// f32 values in one 128-bit vector.
+const F32_LANES: usize = 4;
+
+/// The merged loop nest of [`emit_loop_at`].
+struct Nest<'o> {
+    dims: Vec<usize>,
+    /// Per operand, then the output: element stride per level.
+    strides: Vec<Vec<i64>>,
+    /// Per operand, then the output: element bytes.
+    sizes: Vec<i64>,
+    operands: &'o [Operand],
     out: (DType, i64),
-    body: &mut Body,
-) -> Result<(), String> {
-    if level == dims.len() {
-        let mut args = Vec::with_capacity(operands.len());
-        for (o, &p) in operands.iter().zip(ptrs) {
+    /// The innermost level runs four f32 lanes at a time.
+    vector: bool,
+}
+
+impl Nest<'_> {
+    fn emit(&self, cx: &mut Lower, level: usize, ptrs: &[Value], body: &mut Body) -> Result<(), String> {
+        if level == self.dims.len() {
+            return self.element(cx, ptrs, body);
+        }
+        if self.vector && level + 1 == self.dims.len() {
+            return self.innermost_in_lanes(cx, ptrs, body);
+        }
+        let l = cx.loop_begin(self.dims[level]);
+        let inner = self.advance(cx, ptrs, level, l.index, 1);
+        self.emit(cx, level + 1, &inner, body)?;
+        cx.loop_end(l);
+        Ok(())
+    }
+
+    /// Each pointer moved `index * count` steps along `level`.
+    fn advance(&self, cx: &mut Lower, ptrs: &[Value], level: usize, index: Value, count: i64) -> Vec<Value> {
+        let mut moved = Vec::with_capacity(ptrs.len());
+        for (t, &p) in ptrs.iter().enumerate() {
+            let step = self.strides[t][level] * self.sizes[t] * count;
+            moved.push(cx.advance(p, index, step));
+        }
+        moved
+    }
+
+    /// `out = body(operands)` for the one element the pointers address.
+    fn element(&self, cx: &mut Lower, ptrs: &[Value], body: &mut Body) -> Result<(), String> {
+        let mut args = Vec::with_capacity(self.operands.len());
+        for (o, &p) in self.operands.iter().zip(ptrs) {
             let raw = cx.b.ins().load(clif_type(o.dtype), MemFlagsData::trusted(), p, 0);
             args.push((widen(cx, raw, o.dtype)?, scalar_type(o.dtype)));
         }
         let result = body(cx, &args)?;
-        let result = narrow(cx, result, out.0, out.1)?;
+        let result = narrow(cx, result, self.out.0, self.out.1)?;
         let out = *ptrs.last().ok_or("no output pointer")?;
         cx.b.ins().store(MemFlagsData::trusted(), result, out, 0);
-        return Ok(());
+        Ok(())
     }
-    let l = cx.loop_begin(dims[level]);
-    let mut inner = Vec::with_capacity(ptrs.len());
-    for (t, &p) in ptrs.iter().enumerate() {
-        let step = strides[t][level] * sizes[t];
-        inner.push(if step == 0 {
-            p
-        } else {
-            let off = cx.b.ins().imul_imm_s(l.index, step);
-            cx.b.ins().iadd(p, off)
-        });
+
+    /// The innermost level in f32x4 steps, then its remainder one by one.
+    fn innermost_in_lanes(&self, cx: &mut Lower, ptrs: &[Value], body: &mut Body) -> Result<(), String> {
+        let level = self.dims.len() - 1;
+        let count = self.dims[level];
+        let steps = count / F32_LANES;
+        let vector = types::F32X4;
+        // Unaligned and not trapping: the data is only 4-byte aligned.
+        let flags = MemFlagsData::new().with_notrap();
+        let mut splats = Vec::with_capacity(self.operands.len());
+        for (t, &p) in ptrs.iter().take(self.operands.len()).enumerate() {
+            splats.push(if self.strides[t][level] == 0 {
+                let one = cx.b.ins().load(types::F32, MemFlagsData::trusted(), p, 0);
+                Some(cx.b.ins().splat(vector, one))
+            } else {
+                None
+            });
+        }
+        let l = cx.loop_begin(steps);
+        let at = self.advance(cx, ptrs, level, l.index, F32_LANES as i64);
+        let mut args = Vec::with_capacity(self.operands.len());
+        for (splat, &p) in splats.iter().zip(&at) {
+            let v = match splat {
+                Some(v) => *v,
+                None => cx.b.ins().load(vector, flags, p, 0),
+            };
+            args.push((v, DType::F32));
+        }
+        let result = body(cx, &args)?;
+        let out = *at.last().ok_or("no output pointer")?;
+        cx.b.ins().store(flags, result, out, 0);
+        cx.loop_end(l);
+        let done = cx.iconst((steps * F32_LANES) as i64);
+        let rest = self.advance(cx, ptrs, level, done, 1);
+        let l = cx.loop_begin(count % F32_LANES);
+        let at = self.advance(cx, &rest, level, l.index, 1);
+        self.element(cx, &at, body)?;
+        cx.loop_end(l);
+        Ok(())
     }
-    nest(cx, level + 1, dims, strides, sizes, &inner, operands, out, body)?;
-    cx.loop_end(l);
-    Ok(())
 }
 
 /// Writes 1 (true) to every element of output `k`.
@@ -752,6 +841,53 @@ fn fconst(cx: &mut Lower, dtype: DType, v: f64) -> Value {
     }
 }
 
+/// A float constant of `like`'s Cranelift type: f32, f64, or a vector of
+/// either (the constant in every lane).
+pub fn fconst_like(cx: &mut Lower, like: Value, v: f64) -> Value {
+    let ty = cx.b.func.dfg.value_type(like);
+    let scalar = if ty.lane_type() == types::F64 { cx.b.ins().f64const(v) } else { cx.b.ins().f32const(v as f32) };
+    if ty.is_vector() {
+        cx.b.ins().splat(ty, scalar)
+    } else {
+        scalar
+    }
+}
+
+/// `cond ? a : b` for a scalar condition, or lane by lane for the mask a
+/// vector comparison gives (all ones or all zeros per lane).
+fn choose(cx: &mut Lower, cond: Value, a: Value, b: Value) -> Value {
+    let ty = cx.b.func.dfg.value_type(a);
+    if ty.is_vector() {
+        let mask = cx.b.ins().bitcast(ty, MemFlagsData::new(), cond);
+        cx.b.ins().bitselect(mask, a, b)
+    } else {
+        cx.b.ins().select(cond, a, b)
+    }
+}
+
+/// True when [`emit_scalar`] computes `func` on f32 lanes exactly as on
+/// one f32: only instructions Cranelift has for vectors, no library call.
+pub fn lane_safe(func: Func) -> bool {
+    matches!(
+        func,
+        Func::Abs
+            | Func::Neg
+            | Func::Sqrt
+            | Func::Relu
+            | Func::LeakyRelu { .. }
+            | Func::HardSigmoid { .. }
+            | Func::HardSwish
+            | Func::Add
+            | Func::Sub
+            | Func::Mul
+            | Func::Div
+            | Func::Max
+            | Func::Min
+            | Func::Sum
+            | Func::Clip
+    )
+}
+
 /// Calls a libm-backed scalar function of the kernel library (in portable
 /// mode: its Cranelift sequence, where [`super::portable_math`] has one).
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
@@ -766,7 +902,7 @@ fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Valu
 
 /// Emits one application of `func` on loaded scalars. `present` lists which
 /// node inputs the args correspond to (Clip's bounds are optional).
-fn emit_scalar(
+pub fn emit_scalar(
     cx: &mut Lower,
     func: Func,
     in_dtype: DType,
@@ -932,7 +1068,7 @@ fn emit_scalar(
             cx.ins().fdiv(one, d)
         }
         Func::Relu if float => {
-            let zero = fconst(cx, t, 0.0);
+            let zero = fconst_like(cx, x, 0.0);
             cx.ins().fmax(x, zero)
         }
         Func::Relu => {
@@ -966,11 +1102,11 @@ fn emit_scalar(
         }
         Func::Not => cx.ins().bxor_imm_u(x, 1),
         Func::LeakyRelu { alpha } => {
-            let a = fconst(cx, t, alpha as f64);
+            let a = fconst_like(cx, x, alpha as f64);
             let scaled = cx.ins().fmul(x, a);
-            let zero = fconst(cx, t, 0.0);
+            let zero = fconst_like(cx, x, 0.0);
             let neg = cx.ins().fcmp(FloatCC::LessThan, x, zero);
-            cx.ins().select(neg, scaled, x)
+            choose(cx, neg, scaled, x)
         }
         Func::Elu { alpha } => {
             let e = math(cx, "expm1", t, &[x])?;
@@ -981,16 +1117,16 @@ fn emit_scalar(
             cx.ins().select(neg, scaled, x)
         }
         Func::HardSigmoid { alpha, beta } => {
-            let (a, b) = (fconst(cx, t, alpha as f64), fconst(cx, t, beta as f64));
+            let (a, b) = (fconst_like(cx, x, alpha as f64), fconst_like(cx, x, beta as f64));
             let v = cx.ins().fmul(x, a);
             let v = cx.ins().fadd(v, b);
-            clamp01(cx, t, v)
+            clamp01(cx, v)
         }
         Func::HardSwish => {
-            let (a, b) = (fconst(cx, t, 1.0 / 6.0), fconst(cx, t, 0.5));
+            let (a, b) = (fconst_like(cx, x, 1.0 / 6.0), fconst_like(cx, x, 0.5));
             let v = cx.ins().fmul(x, a);
             let v = cx.ins().fadd(v, b);
-            let v = clamp01(cx, t, v);
+            let v = clamp01(cx, v);
             cx.ins().fmul(x, v)
         }
         Func::Gelu { tanh } => {
@@ -1143,9 +1279,9 @@ fn modulo(cx: &mut Lower, t: DType, x: Value, y: Value, fmod: bool) -> Result<Va
     Ok(cx.ins().select(fix, adjusted, r))
 }
 
-/// min(max(v, 0), 1) in the float type `t`.
-fn clamp01(cx: &mut Lower, t: DType, v: Value) -> Value {
-    let (zero, one) = (fconst(cx, t, 0.0), fconst(cx, t, 1.0));
+/// min(max(v, 0), 1) in `v`'s float type (lanes too).
+fn clamp01(cx: &mut Lower, v: Value) -> Value {
+    let (zero, one) = (fconst_like(cx, v, 0.0), fconst_like(cx, v, 1.0));
     let v = cx.b.ins().fmax(v, zero);
     cx.b.ins().fmin(v, one)
 }

@@ -14,6 +14,7 @@ pub mod conv;
 pub mod einsum;
 pub mod elementwise;
 pub mod flex_attention;
+pub mod fused;
 pub mod gather;
 pub mod gradient;
 pub mod image;
@@ -234,6 +235,7 @@ macro_rules! ops {
 
 ops! {
     Elementwise(elementwise::Elementwise),
+    FusedElementwise(fused::FusedElementwise),
     MatMul(linalg::MatMul),
     Gemm(linalg::Gemm),
     Conv(conv::Conv),

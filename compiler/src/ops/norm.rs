@@ -195,7 +195,7 @@ fn batchnorm_portable(cx: &mut Lower, dtype: DType, p: &BatchNormParams, epsilon
     for index in 1..5 {
         operands.push(Operand { index, dtype: cx.input_type(index)?.0, strides: vec![0, 1, 0] });
     }
-    emit_broadcast_loop(cx, &shape, (dtype, MINIFLOAT_SATURATE), &operands, &mut |cx, args| {
+    emit_broadcast_loop(cx, &shape, (dtype, MINIFLOAT_SATURATE), &operands, false, &mut |cx, args| {
         let [(x, _), (scale, _), (bias, _), (mean, _), (var, _)] = args else {
             return Err("BatchNormalization takes five inputs".into());
         };

@@ -11,9 +11,13 @@
 //! input). The same parameter blocks the kernels take describe the
 //! geometry, so the two paths cannot disagree on shapes.
 
+use super::elementwise::{emit_scalar, Func};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
-use onnxc_runtime::generic::conv::{ConvParams, EPILOGUE_CLIP, EPILOGUE_LEAKY_RELU, EPILOGUE_RELU};
+use onnxc_runtime::generic::conv::{
+    ConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_RELU,
+    EPILOGUE_SIGMOID, EPILOGUE_TANH,
+};
 use onnxc_runtime::generic::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
 
 /// The spatial geometry shared by Conv and the pools.
@@ -187,18 +191,31 @@ pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> 
             let r = cx.ins().load(ty, flags, at[3], 0);
             sum = cx.ins().fadd(sum, r);
         }
-        let y = activate(cx, ty, p, sum);
+        let y = activate(cx, dtype, p, sum)?;
         cx.ins().store(flags, y, at[4], 0);
         Ok(())
     })
 }
 
-/// The fused activation, with the kernels' comparisons (NaN passes).
-fn activate(cx: &mut Lower, ty: Type, p: &ConvParams, v: Value) -> Value {
+/// The fused activation, with the kernels' comparisons (NaN passes); the
+/// ones the kernel computes as their separate operators do are the
+/// separate operators' code.
+fn activate(cx: &mut Lower, dtype: DType, p: &ConvParams, v: Value) -> Result<Value, String> {
+    let func = match p.activation {
+        EPILOGUE_SIGMOID => Some(Func::Sigmoid),
+        EPILOGUE_HARD_SIGMOID => Some(Func::HardSigmoid { alpha: p.act_a as f32, beta: p.act_b as f32 }),
+        EPILOGUE_HARD_SWISH => Some(Func::HardSwish),
+        EPILOGUE_TANH => Some(Func::Tanh),
+        _ => None,
+    };
+    if let Some(func) = func {
+        return emit_scalar(cx, func, dtype, &[0], &[(v, dtype)]);
+    }
+    let ty = clif_type(dtype);
     let (a, b) = (float_const(cx, ty, p.act_a), float_const(cx, ty, p.act_b));
     let zero = float_const(cx, ty, 0.0);
     let below = |cx: &mut Lower, bound| cx.ins().fcmp(FloatCC::LessThan, v, bound);
-    match p.activation {
+    Ok(match p.activation {
         EPILOGUE_RELU => {
             let neg = below(cx, zero);
             cx.ins().select(neg, zero, v)
@@ -215,7 +232,7 @@ fn activate(cx: &mut Lower, ty: Type, p: &ConvParams, v: Value) -> Value {
             cx.ins().select(low, a, v2)
         }
         _ => v,
-    }
+    })
 }
 
 /// MaxPool (without the indices output) and AveragePool: per output

@@ -1,24 +1,21 @@
-//! Relu, LeakyRelu and Clip folded into the convolution that feeds them.
+//! Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish and Tanh folded
+//! into the convolution that feeds them.
 //!
 //! The kernel applies the activation to each output block right after its
 //! GEMM, while it is still in cache, instead of a separate pass over the
 //! whole tensor. Applies to f32/f64 Conv whose result is read by the
 //! activation alone (not a graph output) and, for Clip, whose bounds are
-//! constants; the kernel compares exactly as the separate operators do.
+//! constants; the kernel compares exactly as the separate operators do,
+//! and computes the others with their arithmetic and libm functions.
 
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::conv::Activation;
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
-use std::collections::HashMap;
 
 pub fn fuse_conv_activation(graph: &mut Graph) {
-    let mut uses: HashMap<ValueId, usize> = HashMap::new();
-    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
-        *uses.entry(*v).or_default() += 1;
-    }
-    let producer: HashMap<ValueId, usize> =
-        graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
+    let uses = super::use_counts(graph);
+    let producer = super::producers(graph);
     let mut removed = vec![false; graph.nodes.len()];
     for act_index in 0..graph.nodes.len() {
         let act = &graph.nodes[act_index];
@@ -48,6 +45,10 @@ fn activation_of(graph: &Graph, op: &Op, inputs: &[Option<ValueId>]) -> Option<A
     match e.func {
         Func::Relu => Some(Activation::Relu),
         Func::LeakyRelu { alpha } => Some(Activation::LeakyRelu(alpha)),
+        Func::Sigmoid => Some(Activation::Sigmoid),
+        Func::HardSigmoid { alpha, beta } => Some(Activation::HardSigmoid(alpha, beta)),
+        Func::HardSwish => Some(Activation::HardSwish),
+        Func::Tanh => Some(Activation::Tanh),
         Func::Clip => {
             let bound = |i: usize, default: f64| match inputs.get(i).copied().flatten() {
                 None => Some(default),
@@ -62,18 +63,23 @@ fn activation_of(graph: &Graph, op: &Op, inputs: &[Option<ValueId>]) -> Option<A
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Node, ValueDef};
+    use crate::ir::{Node, Tensor, ValueDef};
     use crate::ops::elementwise::Elementwise;
-    use crate::passes::test_graph::{conv_1x1, value};
+    use crate::passes::test_graph::{assert_same_f32s, conv_1x1, run_bytes, value};
 
     /// x → Conv → Relu → y, plus a second reader of the conv output when `shared`.
     fn graph(shared: bool) -> Graph {
+        graph_with(shared, Func::Relu)
+    }
+
+    /// x → Conv → `func` → y, plus a second reader of the conv output when `shared`.
+    fn graph_with(shared: bool, func: Func) -> Graph {
         let mut g = Graph::default();
         let x = value(&mut g, "x", &[1, 1, 2, 2], ValueDef::Input(0));
-        let c = conv_1x1(&mut g, x, 1.0);
+        let c = conv_1x1(&mut g, x, 1.5);
         let y = value(&mut g, "y", &[1, 1, 2, 2], ValueDef::Computed);
-        let relu = Elementwise { op_type: "Relu", func: Func::Relu };
-        g.nodes.push(Node { name: "relu".into(), op: Op::Elementwise(relu), inputs: vec![Some(c)], outputs: vec![y] });
+        let act = Elementwise { op_type: "Activation", func };
+        g.nodes.push(Node { name: "act".into(), op: Op::Elementwise(act), inputs: vec![Some(c)], outputs: vec![y] });
         g.inputs.push(x);
         g.outputs.push(y);
         if shared {
@@ -90,6 +96,31 @@ mod tests {
         let Op::Conv(conv) = &g.nodes[0].op else { panic!("not a conv: {:?}", g.nodes[0].op) };
         assert_eq!(conv.activation, Activation::Relu);
         assert_eq!(g.nodes[0].outputs, g.outputs);
+    }
+
+    #[test]
+    fn sigmoid_hard_sigmoid_hard_swish_and_tanh_run_in_the_epilogue_with_the_same_bits() {
+        let cases = [
+            (Func::Sigmoid, Activation::Sigmoid),
+            (Func::HardSigmoid { alpha: 0.3, beta: 0.4 }, Activation::HardSigmoid(0.3, 0.4)),
+            (Func::HardSwish, Activation::HardSwish),
+            (Func::Tanh, Activation::Tanh),
+        ];
+        for (func, activation) in cases {
+            let g = graph_with(false, func);
+            let mut fused = g.clone();
+            fuse_conv_activation(&mut fused);
+            assert_eq!(fused.nodes.len(), 1, "{func:?}");
+            let Op::Conv(conv) = &fused.nodes[0].op else { panic!("not a conv: {:?}", fused.nodes[0].op) };
+            assert_eq!(conv.activation, activation);
+            for x in [[-3.7f32, -0.4, 0.9, 2.6], [-1.9, 0.0, 1.3, f32::NAN]] {
+                let inputs = [Tensor::from_f32s(vec![1, 1, 2, 2], &x)];
+                for portable in [false, true] {
+                    let (want, got) = (run_bytes(&g, &inputs, portable), run_bytes(&fused, &inputs, portable));
+                    assert_same_f32s(&got, &want, &format!("{func:?}, portable: {portable}"));
+                }
+            }
+        }
     }
 
     #[test]

@@ -16,15 +16,10 @@ use crate::ir::{DType, Graph, ValueId};
 use crate::ops::conv::Activation;
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
-use std::collections::HashMap;
 
 pub fn fuse_conv_add(graph: &mut Graph) {
-    let mut uses: HashMap<ValueId, usize> = HashMap::new();
-    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
-        *uses.entry(*v).or_default() += 1;
-    }
-    let producer: HashMap<ValueId, usize> =
-        graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
+    let uses = super::use_counts(graph);
+    let producer = super::producers(graph);
     let mut removed = vec![false; graph.nodes.len()];
     for add_index in 0..graph.nodes.len() {
         let add = &graph.nodes[add_index];

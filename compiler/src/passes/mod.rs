@@ -4,12 +4,15 @@
 //! the code worse.
 
 use crate::ir::{Graph, ValueDef, ValueId};
+use crate::ops::Op;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
 mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
+mod fuse_elementwise;
+mod fuse_matmul_add;
 mod pack_conv_weights;
 #[cfg(test)]
 mod test_graph;
@@ -17,6 +20,8 @@ mod test_graph;
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
+pub use fuse_elementwise::fuse_elementwise;
+pub use fuse_matmul_add::fuse_matmul_add;
 pub use pack_conv_weights::pack_conv_weights;
 
 /// Every rewrite, in order. `portable` code calls no kernels, so nothing
@@ -26,6 +31,8 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fold_batchnorm_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
+    fuse_matmul_add(graph);
+    fuse_elementwise(graph);
     if !portable {
         pack_conv_weights(graph);
     }
@@ -76,6 +83,35 @@ pub fn verify(graph: &Graph) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// For each node, the number of guarded or repeated range markers
+/// (Guard, EndGuard, LoopStart, LoopEnd) up to it: a rewrite that moves or
+/// merges nodes keeps them within one number, never across a marker.
+pub fn regions(graph: &Graph) -> Vec<usize> {
+    let mut markers = 0;
+    let mut region = Vec::with_capacity(graph.nodes.len());
+    for node in &graph.nodes {
+        if matches!(node.op, Op::Guard(_) | Op::EndGuard(_) | Op::LoopStart(_) | Op::LoopEnd(_)) {
+            markers += 1;
+        }
+        region.push(markers);
+    }
+    region
+}
+
+/// How many times each value is read: by nodes, and as a graph output.
+pub fn use_counts(graph: &Graph) -> HashMap<ValueId, usize> {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten()).chain(&graph.outputs) {
+        *uses.entry(*v).or_default() += 1;
+    }
+    uses
+}
+
+/// The index of the node computing each value.
+pub fn producers(graph: &Graph) -> HashMap<ValueId, usize> {
+    graph.nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect()
 }
 
 /// Removes nodes whose outputs are neither graph outputs nor read by a

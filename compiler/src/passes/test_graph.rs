@@ -1,5 +1,7 @@
-//! Builders for the fusion passes' unit-test graphs: f32 values and a
-//! 1x1 convolution on a `[1, 1, 2, 2]` input.
+//! Builders for the fusion passes' unit-test graphs (f32 values and
+//! constants, nodes, a 1x1 convolution on a `[1, 1, 2, 2]` input) and a
+//! JIT run of such a graph, to compare its results before and after a
+//! rewrite.
 
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::conv::{Activation, Conv, Window};
@@ -19,4 +21,40 @@ pub fn conv_1x1(g: &mut Graph, x: ValueId, weight: f32) -> ValueId {
     let conv = Conv { window, group: 1, activation: Activation::None, residual: false, packed_weights: None };
     g.nodes.push(Node { name: "conv".into(), op: Op::Conv(conv), inputs: vec![Some(x), Some(w)], outputs: vec![c] });
     c
+}
+
+/// A new f32 constant of `shape` holding `values`.
+pub fn constant(g: &mut Graph, name: &str, shape: &[usize], values: &[f32]) -> ValueId {
+    value(g, name, shape, ValueDef::Const(Tensor::from_f32s(shape.to_vec(), values)))
+}
+
+/// Appends the node `name` computing `output` with `op` from `inputs`.
+pub fn push(g: &mut Graph, name: &str, op: impl Into<Op>, inputs: &[ValueId], output: ValueId) {
+    let inputs = inputs.iter().map(|&v| Some(v)).collect();
+    g.nodes.push(Node { name: name.into(), op: op.into(), inputs, outputs: vec![output] });
+}
+
+/// The bytes of every output of `graph` run through the JIT on `inputs`
+/// (with the kernel library, or in portable mode).
+pub fn run_bytes(graph: &Graph, inputs: &[Tensor], portable: bool) -> Vec<Vec<u8>> {
+    let plan = crate::plan::plan(graph).expect("plan");
+    let limits = crate::limits::Limits::default();
+    let model = crate::jit::compile_with(graph, &plan, portable, &limits).expect("compile");
+    model.run(inputs).expect("run").into_iter().map(|t| t.data).collect()
+}
+
+/// Asserts that two runs' f32 outputs are the same bits, element by
+/// element, except that any NaN equals any NaN (the sign and payload of a
+/// NaN that `fmax`/`fmin` return differ between ISAs and between scalar
+/// and vector instructions).
+pub fn assert_same_f32s(got: &[Vec<u8>], want: &[Vec<u8>], context: &str) {
+    let floats =
+        |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+    assert_eq!(got.len(), want.len(), "{context}: output count");
+    for (g, w) in got.iter().zip(want) {
+        let (g, w) = (floats(g), floats(w));
+        let same = g.len() == w.len()
+            && g.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "{context}: {g:?} vs {w:?}");
+    }
 }

@@ -64,15 +64,31 @@ pub const EPILOGUE_NONE: i64 = 0;
 pub const EPILOGUE_RELU: i64 = 1;
 pub const EPILOGUE_LEAKY_RELU: i64 = 2;
 pub const EPILOGUE_CLIP: i64 = 3;
+pub const EPILOGUE_SIGMOID: i64 = 4;
+/// `act_a` is alpha, `act_b` beta.
+pub const EPILOGUE_HARD_SIGMOID: i64 = 5;
+pub const EPILOGUE_HARD_SWISH: i64 = 6;
+pub const EPILOGUE_TANH: i64 = 7;
 
 /// Applies the fused activation of `p` to `out`, with the same comparisons
 /// as the separate operators (NaN passes through, Relu keeps -0). Each case
 /// is a branch-free select so the loop vectorises (a conditional store per
 /// element compiled to a masked scalar loop that cost as much as a small
-/// convolution).
+/// convolution). Sigmoid, HardSigmoid, HardSwish and Tanh do the separate
+/// operators' arithmetic step by step (the same libm `exp`/`tanh` they
+/// call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
+/// `max(-0, 0)` is `+0`), so the results are the same bits.
 fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
     let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
     let zero = T::ZERO;
+    let clamp01 = |v: T| {
+        let v = if v > zero || v.is_nan() { v } else { zero };
+        if v < T::ONE || v.is_nan() {
+            v
+        } else {
+            T::ONE
+        }
+    };
     match p.activation {
         EPILOGUE_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { zero } else { *v }),
         EPILOGUE_LEAKY_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { *v * a } else { *v }),
@@ -80,6 +96,13 @@ fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
             let high = if *v > b { b } else { *v };
             *v = if *v < a { a } else { high }
         }),
+        EPILOGUE_SIGMOID => out.iter_mut().for_each(|v| *v = T::ONE / (T::ONE + (-*v).exp())),
+        EPILOGUE_HARD_SIGMOID => out.iter_mut().for_each(|v| *v = clamp01(*v * a + b)),
+        EPILOGUE_HARD_SWISH => {
+            let (sixth, half) = (T::from_f64(1.0 / 6.0), T::from_f64(0.5));
+            out.iter_mut().for_each(|v| *v = *v * clamp01(*v * sixth + half))
+        }
+        EPILOGUE_TANH => out.iter_mut().for_each(|v| *v = v.tanh()),
         _ => {}
     }
 }
@@ -341,7 +364,7 @@ unsafe fn prepare<'a, T>(
 ) -> Result<(&'a ConvParams, ConvShape, Option<*const T>), i32> {
     let p = p.as_ref().ok_or(STATUS_INVALID_PARAMS)?;
     let s = validate(p).ok_or(STATUS_INVALID_PARAMS)?;
-    if !(EPILOGUE_NONE..=EPILOGUE_CLIP).contains(&p.activation) || !(0..=1).contains(&p.packed_weights) {
+    if !(EPILOGUE_NONE..=EPILOGUE_TANH).contains(&p.activation) || !(0..=1).contains(&p.packed_weights) {
         return Err(STATUS_INVALID_PARAMS);
     }
     if p.packed_weights == 1 && is_depthwise_2d(&s) {
