@@ -37,6 +37,15 @@ impl Parallel {
     /// No hook: every task on the calling thread.
     pub const SERIAL: Parallel = Parallel { run: None, user: core::ptr::null_mut() };
 
+    /// Whether `parallel` (which may be null) has a hook, so that splitting
+    /// work can pay.
+    ///
+    /// # Safety
+    /// `parallel` is null or points to a valid `Parallel`.
+    pub unsafe fn is_threaded(parallel: *const Parallel) -> bool {
+        parallel.as_ref().is_some_and(|p| p.run.is_some())
+    }
+
     /// Runs `task(i)` for every `i` in `0..count` through the hook of
     /// `parallel` (which may be null), on the calling thread when there is
     /// no hook or a single task.

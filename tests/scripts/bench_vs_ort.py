@@ -1,11 +1,11 @@
-"""Times onnxc and ONNX Runtime on the same models, interleaved, one thread.
+"""Times onnxc and ONNX Runtime on the same models, interleaved.
 
-    tests/.venv/bin/python tests/scripts/bench_vs_ort.py [--rounds 5] [--iters 5] MODEL.onnx...
+    tests/.venv/bin/python tests/scripts/bench_vs_ort.py [--rounds 5] [--iters 5] [--threads 1] MODEL.onnx...
 
 Each round runs `onnxc bench MODEL --iters N` (a JIT build of the model,
 warm-up, then N timed runs; it prints their median) and then N timed runs of
-an ONNX Runtime session with one intra-op and one inter-op thread, so both
-see the same machine load. The figure per model is the median over rounds
+an ONNX Runtime session with `--threads` intra-op threads and one inter-op
+thread (onnxc gets the same `--threads`), so both see the same machine load. The figure per model is the median over rounds
 of each side's median, and the ratio onnxc / ORT (below 1: onnxc faster).
 Inputs are uniform in [-1, 1) (onnxc bench uses its own pseudo-random
 inputs of the same shape; CNN latency does not depend on the values).
@@ -25,9 +25,9 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ort_session(model):
+def ort_session(model, threads):
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
@@ -43,8 +43,9 @@ def ort_median(session, feeds, iters):
     return statistics.median(times)
 
 
-def onnxc_median(onnxc, model, iters):
-    out = subprocess.run([onnxc, "bench", str(model), "--iters", str(iters)], capture_output=True, text=True)
+def onnxc_median(onnxc, model, iters, threads):
+    command = [onnxc, "bench", str(model), "--iters", str(iters), "--threads", str(threads)]
+    out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"onnxc bench {model} failed:\n{out.stderr}")
     found = re.search(r"median ([0-9.]+) ms", out.stdout)
@@ -58,19 +59,20 @@ def main():
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--onnxc", default=str(ROOT / "target/release/onnxc"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(f"{'model':<40} {'onnxc ms':>9} {'ORT ms':>9} {'ratio':>6}")
     for model in args.models:
-        session = ort_session(model)
+        session = ort_session(model, args.threads)
         feeds = {
             i.name: rng.uniform(-1, 1, [d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
             for i in session.get_inputs()
         }
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(onnxc_median(args.onnxc, model, args.iters))
+            ours.append(onnxc_median(args.onnxc, model, args.iters, args.threads))
             theirs.append(ort_median(session, feeds, args.iters))
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"{str(model):<40} {a:9.2f} {b:9.2f} {a / b:6.2f}")

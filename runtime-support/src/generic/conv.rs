@@ -20,7 +20,7 @@
 
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
-use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked, BSource, MAX_BLOCK_COLUMNS};
+use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked, BSource, FinishRow, MAX_BLOCK_COLUMNS};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -78,6 +78,7 @@ pub const EPILOGUE_TANH: i64 = 7;
 /// operators' arithmetic step by step (the same libm `exp`/`tanh` they
 /// call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
 /// `max(-0, 0)` is `+0`), so the results are the same bits.
+#[inline(always)]
 fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
     let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
     let zero = T::ZERO;
@@ -110,6 +111,7 @@ fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
 /// The fused tail of one finished output block: `out += residual` (in the
 /// order the separate Add computes it, so the sum is bit-identical), then
 /// the activation. `residual` points at the block's part of the residual.
+#[inline(always)]
 unsafe fn epilogue<T: Real>(p: &ConvParams, residual: Option<*const T>, out: &mut [T]) {
     if let Some(r) = residual {
         let r = core::slice::from_raw_parts(r, out.len());
@@ -225,6 +227,7 @@ impl<T: Copy> Im2col<T> {
     /// positions a line (last output dim) at a time: per line the range of
     /// columns whose input is inside the image is computed once, copied (or
     /// gathered with the stride), and the rest zero-filled.
+    #[inline(always)]
     pub(crate) unsafe fn row_segment(&self, row: usize, j0: usize, len: usize, dst: *mut T) {
         let last = self.rank - 1;
         let (c, mut t) = (row / self.taps, row % self.taps);
@@ -424,6 +427,32 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_f32(p: *const ConvParams, w: *c
     STATUS_OK
 }
 
+/// The tail of a convolution on one finished row segment of a group's
+/// output: the bias, then a fused residual and activation ([`epilogue`]).
+struct ConvFinish<'a> {
+    p: &'a ConvParams,
+    /// The group's first bias, if any.
+    bias: Option<*const f32>,
+    /// The residual of the group's first output channel, if any.
+    residual: Option<*const f32>,
+    row_stride: usize,
+}
+
+impl FinishRow for ConvFinish<'_> {
+    #[inline(always)]
+    fn finish(&self, i: usize, j0: usize, row: &mut [f32]) {
+        // SAFETY: `conv_prepacked` points `bias` and `residual` at the
+        // group's operands, which hold row `i` of the output block.
+        unsafe {
+            if let Some(bias) = self.bias {
+                let b = *bias.add(i);
+                row.iter_mut().for_each(|v| *v += b);
+            }
+            epilogue(self.p, self.residual.map(|r| r.add(i * self.row_stride + j0)), row);
+        }
+    }
+}
+
 /// f32 convolution on weights packed by [`onnxc_pack_conv_weights_f32`]: per
 /// image and group one [`sgemm_prepacked`] whose B is the input (pointwise)
 /// or its im2col matrix packed on the fly, the bias, residual and
@@ -448,12 +477,11 @@ unsafe fn conv_prepacked(
             let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
             let first_channel = n * cout + g * s.m_per_group;
             let out = MatMut { ptr: y.add(first_channel * s.out_size), rs: s.out_size as isize, cs: 1 };
-            let finish = |i: usize, j0: usize, row: &mut [f32]| {
-                if !bias.is_null() {
-                    let b = *bias.add(g * s.m_per_group + i);
-                    row.iter_mut().for_each(|v| *v += b);
-                }
-                epilogue(p, residual.map(|r| r.add((first_channel + i) * s.out_size + j0)), row);
+            let finish = ConvFinish {
+                p,
+                bias: (!bias.is_null()).then(|| bias.add(g * s.m_per_group)),
+                residual: residual.map(|r| r.add(first_channel * s.out_size)),
+                row_stride: s.out_size,
             };
             let a = w.add(g * per_group);
             if s.pointwise {

@@ -17,10 +17,12 @@
 //! (convolutions of f64 tensors) runs the same code as the f32 reference;
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
+use super::prepacked::{BSource, FinishRow, Product};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use core::mem::MaybeUninit;
+use core::ops::Range;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows of A per micro-kernel call.
@@ -526,6 +528,18 @@ pub trait MicroKernel {
     /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the tile of `y` is
     /// writable (and readable when `accumulate`), columns unit-stride.
     unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool);
+
+    /// One task of the gemm on pre-packed weights, [`Product::block`] with
+    /// this kernel, compiled for its instruction set: the task runs on its
+    /// own (maybe on another thread), outside any `#[target_feature]` caller.
+    ///
+    /// # Safety
+    /// As [`Product::block`].
+    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+        product: &Product<B, F>,
+        columns: Range<usize>,
+        rows: Range<usize>,
+    );
 }
 
 /// The portable micro-kernel ([`micro_kernel`], 8x8) in the SIMD drivers'
@@ -549,6 +563,14 @@ impl MicroKernel for Portable {
                 *d = if accumulate { *d + alpha * v } else { alpha * v };
             }
         }
+    }
+
+    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+        product: &Product<B, F>,
+        columns: Range<usize>,
+        rows: Range<usize>,
+    ) {
+        product.block::<Self>(columns, rows)
     }
 }
 

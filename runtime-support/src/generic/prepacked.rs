@@ -66,22 +66,35 @@ impl BSource for MatRef {
     }
 }
 
+/// What runs on each finished row segment of the product, `row` being
+/// `y[i][j0..j0 + row.len()]`. A trait rather than a closure so that its
+/// code is inlined (`#[inline(always)]`) into each micro-kernel's task,
+/// compiled for the kernel's instruction set; any `Fn(i, j0, row)` is one.
+pub trait FinishRow {
+    fn finish(&self, i: usize, j0: usize, row: &mut [f32]);
+}
+
+impl<F: Fn(usize, usize, &mut [f32])> FinishRow for F {
+    #[inline(always)]
+    fn finish(&self, i: usize, j0: usize, row: &mut [f32]) {
+        self(i, j0, row)
+    }
+}
+
 /// `y = a * b`, then `finish(i, j0, row)` on every finished row segment
 /// `y[i][j0..j0 + row.len()]`, with `a` packed by [`pack_a`] and micro-kernel
 /// `K`. `y` is unit-stride in columns. The work is split into tasks run
-/// through `parallel` (see [`crate::parallel`]): column blocks, and when
-/// there are few, ranges of A panels as well; each task packs its own B
-/// block, and no output depends on how the work was split.
+/// through `parallel` (see [`crate::parallel`]): column blocks, and with
+/// threads narrower ones and ranges of A panels as well; each task packs
+/// its own B block, and no output depends on how the work was split.
 ///
 /// # Safety
 /// `a` holds `packed_a_len(m, k)` floats; `b` is `k x n`; `y`'s `m x n`
 /// elements are writable and overlap neither; `finish` and `b` may be used
-/// from several threads at once; `parallel` as [`Parallel::for_each`].
-/// Meant to be inlined into a `#[target_feature]` entry point (see
-/// [`sgemm_prepacked`]).
-#[inline(always)]
+/// from several threads at once; `parallel` as [`Parallel::for_each`]; the
+/// CPU has `K`'s features.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
+pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
     m: usize,
     n: usize,
     k: usize,
@@ -101,87 +114,113 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f3
         for i in 0..m {
             let row = core::slice::from_raw_parts_mut(y.ptr.offset(i as isize * y.rs), n);
             row.fill(0.0);
-            finish(i, 0, row);
+            finish.finish(i, 0, row);
         }
         return;
     }
     // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
     let kc_max = k.div_ceil(k.div_ceil(K::KC));
-    let nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
-    let blocking = Blocking { kc_max, mc_max: (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS) };
-    let column_blocks = n.div_ceil(nc_max);
+    let mut nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
+    let product = Product {
+        m,
+        n,
+        k,
+        a,
+        b,
+        y,
+        finish,
+        kc_max,
+        mc_max: (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS),
+    };
+    // With threads, narrower column blocks first (they cost nothing), then
+    // row ranges of at least MIN_PART_PANELS panels (each packs its own
+    // copy of the B block, so only where the arithmetic dwarfs that).
     let panels = m.div_ceil(PANEL_ROWS);
-    let row_parts = TASKS.div_ceil(column_blocks).min(panels);
+    let mut row_parts = 1;
+    if Parallel::is_threaded(parallel) {
+        if n.div_ceil(nc_max) < TASKS {
+            nc_max = n.div_ceil(TASKS).next_multiple_of(K::NR).clamp(MIN_BLOCK_PANELS * K::NR, nc_max);
+        }
+        row_parts = TASKS.div_ceil(n.div_ceil(nc_max)).min(panels / MIN_PART_PANELS).max(1);
+    }
+    let column_blocks = n.div_ceil(nc_max);
     Parallel::for_each(parallel, column_blocks * row_parts, |task| {
         let panel_range = share(panels, row_parts, task % row_parts);
         let rows = panel_range.start * PANEL_ROWS..m.min(panel_range.end * PANEL_ROWS);
         let jb = task / row_parts * nc_max;
-        block::<K, B, F>(&blocking, m, n, k, a, b, y, finish, jb..n.min(jb + nc_max), rows);
+        K::prepacked_block(&product, jb..n.min(jb + nc_max), rows);
     });
 }
 
-/// Tasks [`prepacked`] aims for (enough to balance a few threads).
+/// Tasks [`prepacked`] aims for when it has threads (enough to balance a few).
 const TASKS: usize = 8;
+/// Narrowest column block it makes for threads, in B panels.
+const MIN_BLOCK_PANELS: usize = 2;
+/// Fewest A panels in a row range it makes for threads.
+const MIN_PART_PANELS: usize = 16;
 
-/// Depth-slice and row-block sizes of one product.
-struct Blocking {
-    kc_max: usize,
-    mc_max: usize,
-}
-
-/// One task of [`prepacked`]: output rows `rows` (whole A panels) of
-/// column block `columns`. Loops: depth slices (the B block packed once
-/// per slice), A blocks, B panels (into L1), A panels.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
-    blocking: &Blocking,
+/// One product of [`prepacked`], which its tasks share.
+pub struct Product<'a, B, F> {
     m: usize,
     n: usize,
     k: usize,
     a: *const f32,
-    b: &B,
+    b: &'a B,
     y: MatMut,
-    finish: &F,
-    columns: Range<usize>,
-    rows: Range<usize>,
-) {
-    let (mr, nr) = (K::MR, K::NR);
-    let mut b_buf = core::mem::MaybeUninit::<Aligned<B_BUF>>::uninit();
-    let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
-    let b_pack = b_buf.as_mut_ptr() as *mut f32;
-    let tile = t_buf.as_mut_ptr() as *mut f32;
-    let (jb, nc) = (columns.start, columns.len());
-    for pc in (0..k).step_by(blocking.kc_max) {
-        let kc = blocking.kc_max.min(k - pc);
-        let (first, last) = (pc == 0, pc + kc == k);
-        b.pack(kc, nc, pc, jb, nr, b_pack);
-        for ic in rows.clone().step_by(blocking.mc_max) {
-            let mc = blocking.mc_max.min(rows.end - ic);
-            for (jp, jc) in columns.clone().step_by(nr).enumerate() {
-                let cols = nr.min(n - jc);
-                let b_panel = b_pack.add(jp * kc * nr);
-                for i0 in (ic..ic + mc).step_by(mr) {
-                    let valid_rows = mr.min(m - i0);
-                    let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
-                    let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                    if valid_rows == mr && cols == nr {
-                        K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
-                    } else {
-                        K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
-                        for i in 0..valid_rows {
-                            let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
-                            let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
-                            if first {
-                                dst.copy_from_slice(src);
-                            } else {
-                                dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+    finish: &'a F,
+    kc_max: usize,
+    mc_max: usize,
+}
+
+impl<B: BSource, F: FinishRow> Product<'_, B, F> {
+    /// One task: output rows `rows` (whole A panels) of column block
+    /// `columns`. Loops: depth slices (the B block packed once per slice),
+    /// A blocks, B panels (into L1), A panels. Inlined into each micro-kernel's
+    /// [`MicroKernel::prepacked_block`], which is compiled for its ISA.
+    ///
+    /// # Safety
+    /// As [`prepacked`]; the CPU has `K`'s features.
+    #[inline(always)]
+    pub unsafe fn block<K: MicroKernel>(&self, columns: Range<usize>, rows: Range<usize>) {
+        let (mr, nr) = (K::MR, K::NR);
+        let (m, n, k, a, y) = (self.m, self.n, self.k, self.a, self.y);
+        let mut b_buf = core::mem::MaybeUninit::<Aligned<B_BUF>>::uninit();
+        let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
+        let b_pack = b_buf.as_mut_ptr() as *mut f32;
+        let tile = t_buf.as_mut_ptr() as *mut f32;
+        let (jb, nc) = (columns.start, columns.len());
+        for pc in (0..k).step_by(self.kc_max) {
+            let kc = self.kc_max.min(k - pc);
+            let (first, last) = (pc == 0, pc + kc == k);
+            self.b.pack(kc, nc, pc, jb, nr, b_pack);
+            for ic in rows.clone().step_by(self.mc_max) {
+                let mc = self.mc_max.min(rows.end - ic);
+                for (jp, jc) in columns.clone().step_by(nr).enumerate() {
+                    let cols = nr.min(n - jc);
+                    let b_panel = b_pack.add(jp * kc * nr);
+                    for i0 in (ic..ic + mc).step_by(mr) {
+                        let valid_rows = mr.min(m - i0);
+                        let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
+                        let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
+                        if valid_rows == mr && cols == nr {
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
+                        } else {
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                            for i in 0..valid_rows {
+                                let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
+                                let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
+                                if first {
+                                    dst.copy_from_slice(src);
+                                } else {
+                                    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+                                }
                             }
                         }
-                    }
-                    if last {
-                        for i in 0..valid_rows {
-                            finish(i0 + i, jc, core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols));
+                        if last {
+                            for i in 0..valid_rows {
+                                let row = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
+                                self.finish.finish(i0 + i, jc, row);
+                            }
                         }
                     }
                 }
@@ -196,7 +235,7 @@ unsafe fn block<K: MicroKernel, B: BSource, F: Fn(usize, usize, &mut [f32])>(
 /// # Safety
 /// As [`prepacked`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+pub unsafe fn sgemm_prepacked<B: BSource, F: FinishRow>(
     m: usize,
     n: usize,
     k: usize,
@@ -215,7 +254,7 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
 /// # Safety
 /// As [`prepacked`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_prepacked_with<B: BSource, F: Fn(usize, usize, &mut [f32])>(
+pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
     kernel: GemmKernel,
     m: usize,
     n: usize,
@@ -229,11 +268,11 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: Fn(usize, usize, &mut [f32])>(
     match kernel {
         #[cfg(target_arch = "x86_64")]
         GemmKernel::Avx512 if kernel.available() => {
-            crate::x86_64::avx512::sgemm_prepacked(m, n, k, a, b, y, finish, parallel)
+            prepacked::<crate::x86_64::avx512::Avx512, B, F>(m, n, k, a, b, y, finish, parallel)
         }
         #[cfg(target_arch = "x86_64")]
         GemmKernel::Avx2Fma if kernel.available() => {
-            crate::x86_64::avx2::sgemm_prepacked(m, n, k, a, b, y, finish, parallel)
+            prepacked::<crate::x86_64::avx2::Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
         }
         _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish, parallel),
     }

@@ -6,9 +6,9 @@
 //! in ahead of time, so a panel is two tiles.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{prepacked, BSource};
-use crate::parallel::Parallel;
+use crate::generic::prepacked::{BSource, FinishRow, Product};
 use core::arch::x86_64::*;
+use core::ops::Range;
 
 /// Rows per tile.
 pub const MR: usize = 4;
@@ -27,6 +27,15 @@ impl MicroKernel for Avx2Fma {
     #[inline(always)]
     unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
         tile(kc, a, b, y, rs, alpha, accumulate)
+    }
+
+    #[inline(always)]
+    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+        product: &Product<B, F>,
+        columns: Range<usize>,
+        rows: Range<usize>,
+    ) {
+        prepacked_block(product, columns, rows)
     }
 }
 
@@ -78,22 +87,17 @@ pub unsafe fn sgemm(
     blocked::<Avx2Fma>(m, n, k, alpha, a, b, beta, c, y)
 }
 
-/// [`crate::generic::prepacked::prepacked`] with this micro-kernel.
+/// A task of [`crate::generic::prepacked::prepacked`] compiled for this
+/// kernel's instruction set (the packing and epilogue code inlined with it).
 ///
 /// # Safety
-/// As `prepacked`; the CPU and OS must support the kernel's features
+/// As `Product::block`; the CPU and OS must support the kernel's features
 /// ([`super::cpu_features`]).
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    b: &B,
-    y: MatMut,
-    finish: &F,
-    parallel: *const Parallel,
+unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+    product: &Product<B, F>,
+    columns: Range<usize>,
+    rows: Range<usize>,
 ) {
-    prepacked::<Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
+    product.block::<Avx2Fma>(columns, rows)
 }

@@ -8,9 +8,9 @@
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{prepacked, BSource};
-use crate::parallel::Parallel;
+use crate::generic::prepacked::{BSource, FinishRow, Product};
 use core::arch::x86_64::*;
+use core::ops::Range;
 
 /// Rows per tile.
 pub const MR: usize = 8;
@@ -31,6 +31,15 @@ impl MicroKernel for Avx512 {
     #[inline(always)]
     unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
         tile::<MR>(kc, a, b, y, rs, alpha, accumulate)
+    }
+
+    #[inline(always)]
+    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+        product: &Product<B, F>,
+        columns: Range<usize>,
+        rows: Range<usize>,
+    ) {
+        prepacked_block(product, columns, rows)
     }
 }
 
@@ -104,22 +113,17 @@ pub unsafe fn sgemm(
     blocked::<Avx512>(m, n, k, alpha, a, b, beta, c, y)
 }
 
-/// [`crate::generic::prepacked::prepacked`] with this micro-kernel.
+/// A task of [`crate::generic::prepacked::prepacked`] compiled for this
+/// kernel's instruction set (the packing and epilogue code inlined with it).
 ///
 /// # Safety
-/// As `prepacked`; the CPU and OS must support the kernel's features
+/// As `Product::block`; the CPU and OS must support the kernel's features
 /// ([`super::cpu_features`]).
 #[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_prepacked<B: BSource, F: Fn(usize, usize, &mut [f32])>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    b: &B,
-    y: MatMut,
-    finish: &F,
-    parallel: *const Parallel,
+unsafe fn prepacked_block<B: BSource, F: FinishRow>(
+    product: &Product<B, F>,
+    columns: Range<usize>,
+    rows: Range<usize>,
 ) {
-    prepacked::<Avx512, B, F>(m, n, k, a, b, y, finish, parallel)
+    product.block::<Avx512>(columns, rows)
 }
