@@ -151,12 +151,7 @@ impl Block<'_> {
 /// broadcast to every i32 lane.
 #[inline(always)]
 unsafe fn broadcast_quad(p: *const u8, left: usize) -> __m256i {
-    if left >= 4 {
-        return _mm256_set1_epi32((p as *const i32).read_unaligned());
-    }
-    let mut bytes = [0u8; 4];
-    core::ptr::copy_nonoverlapping(p, bytes.as_mut_ptr(), left);
-    _mm256_set1_epi32(i32::from_ne_bytes(bytes))
+    _mm256_set1_epi32(super::read_quad(p, left))
 }
 
 /// Packs `b[q0..q0+depth][c0..c0+width]` (flipped by `flip`, sign-extended

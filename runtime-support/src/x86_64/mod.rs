@@ -27,6 +27,21 @@ pub struct CpuFeatures {
     pub avx512_vnni: bool,
 }
 
+/// Up to four bytes from `p` (`left` of them readable) as one
+/// native-endian i32, zero-padded: a depth quad of the 8-bit products.
+///
+/// # Safety
+/// `min(left, 4)` bytes at `p` are readable.
+#[inline(always)]
+pub(crate) unsafe fn read_quad(p: *const u8, left: usize) -> i32 {
+    if left >= 4 {
+        return (p as *const i32).read_unaligned();
+    }
+    let mut bytes = [0u8; 4];
+    core::ptr::copy_nonoverlapping(p, bytes.as_mut_ptr(), left);
+    i32::from_ne_bytes(bytes)
+}
+
 #[target_feature(enable = "xsave")]
 unsafe fn xcr0() -> u64 {
     _xgetbv(0)

@@ -122,12 +122,7 @@ impl Block<'_> {
 /// broadcast to every i32 lane.
 #[inline(always)]
 unsafe fn broadcast_quad(p: *const u8, left: usize) -> __m512i {
-    if left >= 4 {
-        return _mm512_set1_epi32((p as *const i32).read_unaligned());
-    }
-    let mut bytes = [0u8; 4];
-    core::ptr::copy_nonoverlapping(p, bytes.as_mut_ptr(), left);
-    _mm512_set1_epi32(i32::from_ne_bytes(bytes))
+    _mm512_set1_epi32(super::read_quad(p, left))
 }
 
 /// Packs `b[q0..q0+depth][c0..c0+width]` (flipped by `flip`) as groups of
