@@ -114,8 +114,12 @@ impl ThreadPool {
     }
 
     /// The context fields that hand this pool to a model's kernels; valid
-    /// while the pool lives.
+    /// while the pool lives. A pool of one thread gives no hook at all, so
+    /// kernels do not split work that only the caller would run.
     pub fn parallel(&self) -> Parallel {
+        if self.workers.is_empty() {
+            return Parallel::SERIAL;
+        }
         Parallel { run: Some(onnxc_thread_pool_parallel_for), user: self as *const ThreadPool as *mut u8 }
     }
 
