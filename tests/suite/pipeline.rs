@@ -237,3 +237,13 @@ fn a_reader_that_stops_early_ends_onnxc_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn info_counts_macs_of_convolutions_with_packed_weights() {
+    // ResNet-50's 4.09 G multiply-adds, counted from the logical weight
+    // shapes that the Conv keeps when its weights are packed at compile time.
+    let resnet = crate::common::data_dir().join("light/resnet50");
+    let out = onnxc_in(&resnet, &["info", "model.onnx"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    assert!(out.stdout.contains("macs: 4089184256\n"), "{}", out.stdout);
+}

@@ -133,8 +133,11 @@ fn macs(graph: &onnxc::ir::Graph) -> u64 {
                 n.inputs.get(1).copied().flatten().and_then(|v| graph.concrete(v)).map(|(_, s)| s).unwrap_or_default();
             let out_elems: u64 = out.iter().product::<usize>() as u64;
             match &n.op {
-                // Each output element sums over one filter: C/group × kernel.
-                Op::Conv(_) => out_elems * w.iter().skip(1).product::<usize>() as u64,
+                // Each output element sums over one filter: C/group × kernel
+                // (the logical shape when the weights were packed).
+                Op::Conv(c) => {
+                    out_elems * c.packed_weights.as_deref().unwrap_or(&w).iter().skip(1).product::<usize>() as u64
+                }
                 // K = weight elements / N for both [K,N] and [N,K] layouts.
                 Op::MatMul(_) | Op::Gemm(_) => {
                     let n_cols = out.last().copied().unwrap_or(1).max(1) as u64;
