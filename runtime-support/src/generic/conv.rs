@@ -546,10 +546,10 @@ unsafe fn conv<T: GemmElem>(
 }
 
 /// A 2-D depthwise convolution (one input and one output channel per
-/// group), directly: for each kernel tap, the range of output columns whose
-/// input column is inside the image is computed once, and the row update
-/// over it is a strided multiply-add that vectorises. A GEMM per channel
-/// (M = 1, K = taps) would spend its time packing.
+/// group), directly, a channel plane at a time ([`GemmElem::depthwise_plane`]
+/// where the type and CPU have a SIMD kernel, else
+/// [`depthwise_plane_portable`]), the epilogue on each finished plane.
+/// A GEMM per channel (M = 1, K = taps) would spend its time packing.
 #[allow(clippy::too_many_arguments)]
 unsafe fn depthwise_2d<T: GemmElem>(
     p: &ConvParams,
@@ -561,6 +561,30 @@ unsafe fn depthwise_2d<T: GemmElem>(
     y: *mut T,
     parallel: *const Parallel,
 ) {
+    let channels = (p.batch * p.out_channels) as usize;
+    let depthwise_channel = |nc: usize| {
+        let c = nc % p.out_channels as usize;
+        let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
+        let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
+        let residual = residual.map(|r| r.add(nc * s.out_size));
+        let finish = |out: &mut [T]| epilogue(p, residual, out);
+        if !T::depthwise_plane(p, xc, wc, init, yc, finish) {
+            depthwise_plane_portable(p, xc, wc, init, yc);
+            finish(core::slice::from_raw_parts_mut(yc, s.out_size));
+        }
+    };
+    let parts = channels.min(CHANNEL_TASKS);
+    Parallel::for_each(parallel, parts, |part| share(channels, parts, part).for_each(depthwise_channel));
+}
+
+/// One channel plane of [`depthwise_2d`], portably: for each kernel tap,
+/// the range of output columns whose input column is inside the image is
+/// computed once, and the row update over it is a strided multiply-add.
+///
+/// # Safety
+/// `p` is validated and depthwise 2-D; `x`, `w` and `y` hold the plane,
+/// filter and output.
+pub(crate) unsafe fn depthwise_plane_portable<T: Real>(p: &ConvParams, x: *const T, w: *const T, bias: T, y: *mut T) {
     let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
     let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
     let [kh, kw] = [p.kernel[0] as usize, p.kernel[1] as usize];
@@ -576,36 +600,27 @@ unsafe fn depthwise_2d<T: GemmElem>(
         let hi = if iw - 1 - offset < 0 { 0 } else { ((iw - 1 - offset) / sw + 1).min(ow as i64) };
         (lo as usize, (hi.max(lo)) as usize)
     };
-    let channels = (p.batch * p.out_channels) as usize;
-    let depthwise_channel = |nc: usize| {
-        let c = nc % p.out_channels as usize;
-        let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
-        let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
-        let out = core::slice::from_raw_parts_mut(yc, s.out_size);
-        out.fill(init);
-        for r in 0..oh {
-            let row = &mut out[r * ow..(r + 1) * ow];
-            for a in 0..kh {
-                let in_row = r as i64 * sh - ph + a as i64 * dh;
-                if in_row < 0 || in_row >= ih {
-                    continue;
-                }
-                let xr = xc.add(in_row as usize * iw as usize);
-                for b in 0..kw {
-                    let weight = *wc.add(a * kw + b);
-                    let (lo, hi) = columns(b);
-                    let start = b as i64 * dw - pw;
-                    for (o, v) in row[lo..hi].iter_mut().enumerate() {
-                        let col = ((lo + o) as i64 * sw + start) as usize;
-                        *v = *v + weight * *xr.add(col);
-                    }
+    let out = core::slice::from_raw_parts_mut(y, oh * ow);
+    out.fill(bias);
+    for r in 0..oh {
+        let row = &mut out[r * ow..(r + 1) * ow];
+        for a in 0..kh {
+            let in_row = r as i64 * sh - ph + a as i64 * dh;
+            if in_row < 0 || in_row >= ih {
+                continue;
+            }
+            let xr = x.add(in_row as usize * iw as usize);
+            for b in 0..kw {
+                let weight = *w.add(a * kw + b);
+                let (lo, hi) = columns(b);
+                let start = b as i64 * dw - pw;
+                for (o, v) in row[lo..hi].iter_mut().enumerate() {
+                    let col = ((lo + o) as i64 * sw + start) as usize;
+                    *v = *v + weight * *xr.add(col);
                 }
             }
         }
-        epilogue(p, residual.map(|r| r.add(nc * s.out_size)), out);
-    };
-    let parts = channels.min(CHANNEL_TASKS);
-    Parallel::for_each(parallel, parts, |part| share(channels, parts, part).for_each(depthwise_channel));
+    }
 }
 
 /// Tasks the depthwise kernel splits its channels into.

@@ -17,6 +17,7 @@
 //! (convolutions of f64 tensors) runs the same code as the f32 reference;
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
+use super::conv::ConvParams;
 use super::prepacked::{BSource, FinishRow, Product};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
@@ -85,7 +86,8 @@ pub struct MatMut<T = f32> {
 }
 
 /// Element types with a gemm: `y = alpha * a * b + beta * c`, same contract
-/// as [`sgemm`].
+/// as [`sgemm`]; and the SIMD variants the convolution kernels use where
+/// this type and the CPU have one.
 pub trait GemmElem: Real {
     /// # Safety
     /// As [`sgemm`].
@@ -101,6 +103,22 @@ pub trait GemmElem: Real {
         c: Option<MatRef<Self>>,
         y: MatMut<Self>,
     );
+
+    /// One depthwise 2-D channel plane by a SIMD kernel, then `finish` on
+    /// it; false (nothing written) when there is none for these params.
+    ///
+    /// # Safety
+    /// As `crate::x86_64::avx512_depthwise::depthwise_plane`, CPU aside.
+    unsafe fn depthwise_plane(
+        _p: &ConvParams,
+        _x: *const Self,
+        _w: *const Self,
+        _bias: Self,
+        _y: *mut Self,
+        _finish: impl FnOnce(&mut [Self]),
+    ) -> bool {
+        false
+    }
 }
 
 /// f32: the fastest micro-kernel this CPU has.
@@ -117,6 +135,24 @@ impl GemmElem for f32 {
         y: MatMut,
     ) {
         sgemm(m, n, k, alpha, a, b, beta, c, y)
+    }
+
+    #[inline(always)]
+    unsafe fn depthwise_plane(
+        p: &ConvParams,
+        x: *const f32,
+        w: *const f32,
+        bias: f32,
+        y: *mut f32,
+        finish: impl FnOnce(&mut [f32]),
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if GemmKernel::best() == GemmKernel::Avx512 && crate::x86_64::avx512_depthwise::supports(p) {
+            crate::x86_64::avx512_depthwise::depthwise_plane(p, x, w, bias, y, finish);
+            return true;
+        }
+        let _ = (p, x, w, bias, y, finish);
+        false
     }
 }
 

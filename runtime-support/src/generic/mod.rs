@@ -54,6 +54,24 @@ pub mod signal;
 
 use crate::abi::MAX_RANK;
 
+/// Runs `body` compiled for the widest vectors of the CPU's sgemm level
+/// ([`gemm::GemmKernel::best`]): the crate is
+/// built for baseline x86-64, so a portable kernel's loops would otherwise
+/// use 128-bit SSE2 at best. Kernels wrap their hot loops in it (marked
+/// `#[inline(always)]`); results do not depend on the vector width, as the
+/// loops it is meant for keep each element's operations in order.
+#[inline(always)]
+pub(crate) fn with_widest_vectors<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    match gemm::GemmKernel::best() {
+        // SAFETY: `best` only names a level the CPU and OS support.
+        gemm::GemmKernel::Avx512 => return unsafe { crate::x86_64::with_avx512(body) },
+        gemm::GemmKernel::Avx2Fma => return unsafe { crate::x86_64::with_avx2(body) },
+        gemm::GemmKernel::Generic => {}
+    }
+    body()
+}
+
 /// `rank` as a `usize` if `0 <= rank <= max` and `dims[..rank]` are all
 /// nonnegative.
 pub(crate) fn checked_rank(rank: i64, max: usize, dims: &[i64; MAX_RANK]) -> Option<usize> {

@@ -122,6 +122,7 @@ fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize) {
 /// window lies inside the input row (all but a few at the edges) are done a
 /// tap at a time across the whole output row, a loop that vectorises; the
 /// edge columns compute their clipped window once and visit it.
+#[inline(always)]
 unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
     let (oh, ow, iw) = (p.out_spatial[0] as usize, p.out_spatial[1] as usize, p.in_spatial[1] as usize);
     let (stride, pad, kw) = (p.strides[1], p.pads_begin[1], p.kernel[1]);
@@ -163,20 +164,10 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
                 // Input of output column `ja + q` for this tap: `src[q * stride]`.
                 let src = x.add(h * iw + ja * stride - pad as usize + w);
                 let first = h == h0 && w == 0;
-                for (q, o) in out.iter_mut().enumerate() {
-                    let v = *src.add(q * stride);
-                    *o = match (max, first) {
-                        (true, true) => v,
-                        (true, false) => {
-                            if v > *o {
-                                v
-                            } else {
-                                *o
-                            }
-                        }
-                        (false, true) => T::ZERO + v,
-                        (false, false) => *o + v,
-                    };
+                match stride {
+                    1 => interior_tap::<T, 1>(out, src, 1, max, first),
+                    2 => interior_tap::<T, 2>(out, src, 2, max, first),
+                    _ => interior_tap::<T, 0>(out, src, stride, max, first),
                 }
             }
         }
@@ -184,6 +175,28 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
             let n = T::from_f64((if p.count_include_pad != 0 { ph } else { h1 - h0 } * kw) as f64);
             out.iter_mut().for_each(|o| *o = *o / n);
         }
+    }
+}
+
+/// One window tap of [`pool_2d`] across the interior output columns:
+/// `out[q]` takes in `src[q * stride]` (the first tap sets it). `STRIDE`,
+/// when not 0, is the stride as a constant, so that the strided reads
+/// vectorise (as shuffles rather than gathers); each case is its own loop.
+#[inline(always)]
+unsafe fn interior_tap<T: Real, const STRIDE: usize>(
+    out: &mut [T],
+    src: *const T,
+    stride: usize,
+    max: bool,
+    first: bool,
+) {
+    let stride = if STRIDE == 0 { stride } else { STRIDE };
+    let taps = out.iter_mut().enumerate().map(|(q, o)| (o, *src.add(q * stride)));
+    match (max, first) {
+        (true, true) => taps.for_each(|(o, v)| *o = v),
+        (true, false) => taps.for_each(|(o, v)| *o = if v > *o { v } else { *o }),
+        (false, true) => taps.for_each(|(o, v)| *o = T::ZERO + v),
+        (false, false) => taps.for_each(|(o, v)| *o = *o + v),
     }
 }
 
@@ -208,9 +221,14 @@ unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *
     let out_dims = to_usize(&p.out_spatial);
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
-        for plane in 0..planes {
-            pool_2d(p, x.add(plane * in_size), y.add(plane * out_size));
-        }
+        super::with_widest_vectors(
+            #[inline(always)]
+            || {
+                for plane in 0..planes {
+                    pool_2d(p, x.add(plane * in_size), y.add(plane * out_size));
+                }
+            },
+        );
         return STATUS_OK;
     }
     // Row-major strides for reading, and the strides used to number indices.

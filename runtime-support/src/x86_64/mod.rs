@@ -12,6 +12,7 @@
 pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
+pub mod avx512_depthwise;
 pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
@@ -40,6 +41,29 @@ pub(crate) unsafe fn read_quad(p: *const u8, left: usize) -> i32 {
     let mut bytes = [0u8; 4];
     core::ptr::copy_nonoverlapping(p, bytes.as_mut_ptr(), left);
     i32::from_ne_bytes(bytes)
+}
+
+/// Runs `body` compiled for AVX-512 (F, BW, VL) with AVX2 and FMA: the
+/// autovectorised loops of a portable kernel inlined into it use zmm
+/// registers. `body` and what it calls must be `#[inline(always)]` (or be
+/// inlined anyway) for that to happen.
+///
+/// # Safety
+/// The CPU and OS support AVX-512F ([`cpu_features`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[inline]
+pub(crate) unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
+    body()
+}
+
+/// [`with_avx512`] for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU and OS support AVX2 and FMA ([`cpu_features`]).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
+    body()
 }
 
 #[target_feature(enable = "xsave")]

@@ -1,0 +1,168 @@
+//! AVX-512F depthwise 2-D convolution of one f32 channel plane.
+//!
+//! The portable kernel ([`crate::generic::conv`]) updates a whole output
+//! row in memory once per tap; depthwise planes are small (7 to 112
+//! columns), so that loop is mostly remainder and loop overhead. Here a
+//! chunk of 16 output columns stays in one zmm accumulator over all taps and
+//! is stored once, four output rows at a time so that four independent
+//! chains hide the multiply-add latency. Each tap's inputs are one masked load (stride 1) or two
+//! masked loads and an even-lane permute (stride 2): the mask drops the
+//! columns in the padding, and a masked-off lane is never read, so the
+//! loads may start before or run past the input row. Other strides take
+//! the portable kernel.
+//!
+//! The sum per output is the bias, then every tap in kernel order, each
+//! added with one fused multiply-add (the portable kernel rounds the
+//! product first), taps in the padding adding `w * 0`.
+
+use crate::generic::conv::ConvParams;
+use core::arch::x86_64::*;
+
+/// Whether [`depthwise_plane`] takes this (validated, depthwise 2-D) conv.
+pub(crate) fn supports(p: &ConvParams) -> bool {
+    matches!(p.strides[1], 1 | 2) && p.kernel[1] as usize <= MAX_KERNEL_WIDTH
+}
+
+/// Widest filter taken (the input masks of a column chunk sit on the stack).
+const MAX_KERNEL_WIDTH: usize = 16;
+/// Output rows computed together: independent accumulators, so that the
+/// multiply-adds of one row do not wait on each other's latency.
+const ROWS: i64 = 4;
+
+/// Lanes `l` of `0..32` with `lo <= l < hi`, as bits.
+#[inline(always)]
+fn lanes(lo: i64, hi: i64) -> u32 {
+    let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
+    let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    below(hi) & !below(lo)
+}
+
+/// Convolves one channel plane `x` (`in_spatial`) with its `kh x kw` filter
+/// `w` into `y` (`out_spatial`), starting from `bias`, then runs `finish`
+/// on the whole output plane (compiled here too, so its loops use zmm).
+///
+/// # Safety
+/// `p` is validated, depthwise 2-D and [`supports`]ed; `x`, `w` and `y`
+/// hold the plane, filter and output; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+pub(crate) unsafe fn depthwise_plane(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: f32,
+    y: *mut f32,
+    finish: impl FnOnce(&mut [f32]),
+) {
+    let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
+    let [oh, ow] = [p.out_spatial[0], p.out_spatial[1]];
+    let [kh, kw] = [p.kernel[0], p.kernel[1]];
+    let [sh, sw] = [p.strides[0], p.strides[1]];
+    let [dh, dw] = [p.dilations[0], p.dilations[1]];
+    let [ph, pw] = [p.pads_begin[0], p.pads_begin[1]];
+    let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    let mut inside = [0u32; MAX_KERNEL_WIDTH];
+    for c0 in (0..ow).step_by(16) {
+        let store = lanes(0, ow - c0) as u16;
+        // Per tap column, the lanes whose input column is inside the row:
+        // input column of output column `c0 + l` is `base + l * sw`.
+        let base = |b: i64| c0 * sw + b * dw - pw;
+        for b in 0..kw {
+            inside[b as usize] = lanes(-base(b), iw - base(b));
+        }
+        for r0 in (0..oh).step_by(ROWS as usize) {
+            let mut acc = [_mm512_set1_ps(bias); ROWS as usize];
+            for a in 0..kh {
+                for b in 0..kw {
+                    let weight = _mm512_set1_ps(*w.add((a * kw + b) as usize));
+                    let (mask, start) = (inside[b as usize], base(b) as isize);
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let in_row = (r0 + i as i64) * sh - ph + a * dh;
+                        if r0 + i as i64 >= oh || !(0..ih).contains(&in_row) {
+                            continue;
+                        }
+                        let xr = x.add((in_row * iw) as usize);
+                        let v = if sw == 1 {
+                            _mm512_maskz_loadu_ps(mask as u16 & store, xr.wrapping_offset(start))
+                        } else {
+                            let lo = _mm512_maskz_loadu_ps(mask as u16, xr.wrapping_offset(start));
+                            let hi = _mm512_maskz_loadu_ps((mask >> 16) as u16, xr.wrapping_offset(start + 16));
+                            _mm512_permutex2var_ps(lo, even, hi)
+                        };
+                        *acc = _mm512_fmadd_ps(weight, v, *acc);
+                    }
+                }
+            }
+            for (i, acc) in acc.into_iter().enumerate().take((oh - r0) as usize) {
+                _mm512_mask_storeu_ps(y.add(((r0 + i as i64) * ow + c0) as usize), store, acc);
+            }
+        }
+    }
+    finish(core::slice::from_raw_parts_mut(y, (oh * ow) as usize));
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::conv::depthwise_plane_portable;
+    use crate::generic::test_util::{assert_close, rand_vec};
+    use std::vec;
+
+    /// Params of one plane: input `[h, w]`, kernel, strides, dilations,
+    /// pads `[top, left, bottom, right]`.
+    fn plane(input: [i64; 2], kernel: [i64; 2], strides: [i64; 2], dilations: [i64; 2], pads: [i64; 4]) -> ConvParams {
+        let mut p =
+            ConvParams { batch: 1, in_channels: 1, out_channels: 1, group: 1, spatial_rank: 2, ..Default::default() };
+        for d in 0..2 {
+            p.in_spatial[d] = input[d];
+            p.kernel[d] = kernel[d];
+            p.strides[d] = strides[d];
+            p.dilations[d] = dilations[d];
+            p.pads_begin[d] = pads[d];
+            let span = (kernel[d] - 1) * dilations[d] + 1;
+            p.out_spatial[d] = (input[d] + pads[d] + pads[d + 2] - span) / strides[d] + 1;
+        }
+        p
+    }
+
+    /// Against the portable kernel: rows shorter than, equal to and several
+    /// times a chunk, both strides, dilation, padding wider than the kernel
+    /// reach, and a filter wider than the row; `finish` sees the whole plane.
+    #[test]
+    fn matches_portable_plane() {
+        if !crate::generic::gemm::GemmKernel::Avx512.available() {
+            std::eprintln!("skipping: no AVX-512F");
+            return;
+        }
+        let cases = [
+            plane([7, 7], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            plane([14, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            plane([9, 40], [3, 3], [1, 1], [1, 1], [0, 1, 2, 1]),
+            plane([28, 28], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            plane([11, 71], [3, 5], [2, 2], [1, 1], [2, 1, 1, 3]),
+            plane([10, 37], [3, 3], [2, 2], [2, 2], [2, 2, 2, 2]),
+            plane([6, 33], [5, 5], [1, 1], [1, 3], [6, 9, 0, 4]),
+            plane([4, 5], [3, 7], [1, 1], [1, 1], [1, 3, 1, 3]),
+            plane([1, 1], [3, 3], [1, 1], [1, 1], [6, 6, 0, 0]),
+            plane([56, 112], [3, 3], [1, 2], [1, 1], [1, 1, 1, 1]),
+            plane([13, 30], [2, 16], [3, 1], [2, 1], [0, 15, 0, 0]),
+        ];
+        for (n, p) in cases.iter().enumerate() {
+            let (oh, ow) = (p.out_spatial[0] as usize, p.out_spatial[1] as usize);
+            let x = rand_vec((p.in_spatial[0] * p.in_spatial[1]) as usize, n as u64);
+            let w = rand_vec((p.kernel[0] * p.kernel[1]) as usize, 100 + n as u64);
+            let mut want = vec![f32::NAN; oh * ow];
+            let mut got = vec![f32::NAN; oh * ow];
+            let mut finished = 0;
+            unsafe {
+                depthwise_plane_portable(p, x.as_ptr(), w.as_ptr(), 0.25, want.as_mut_ptr());
+                assert!(supports(p));
+                depthwise_plane(p, x.as_ptr(), w.as_ptr(), 0.25, got.as_mut_ptr(), |out| finished = out.len());
+            }
+            assert_eq!(finished, oh * ow, "case {n}");
+            assert_close(&got, &want, 1e-5);
+        }
+        assert!(!supports(&plane([9, 9], [3, 3], [1, 3], [1, 1], [0, 0, 0, 0])));
+        assert!(!supports(&plane([9, 20], [3, 17], [1, 1], [1, 1], [0, 0, 0, 0])));
+    }
+}
