@@ -20,7 +20,7 @@
 
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
-use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked, BSource, FinishRow, MAX_BLOCK_COLUMNS};
+use super::prepacked::{pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, MAX_BLOCK_COLUMNS};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -70,55 +70,61 @@ pub const EPILOGUE_HARD_SIGMOID: i64 = 5;
 pub const EPILOGUE_HARD_SWISH: i64 = 6;
 pub const EPILOGUE_TANH: i64 = 7;
 
-/// Applies the fused activation of `p` to `out`, with the same comparisons
-/// as the separate operators (NaN passes through, Relu keeps -0). Each case
-/// is a branch-free select so the loop vectorises (a conditional store per
-/// element compiled to a masked scalar loop that cost as much as a small
-/// convolution). Sigmoid, HardSigmoid, HardSwish and Tanh do the separate
-/// operators' arithmetic step by step (the same libm `exp`/`tanh` they
-/// call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
+/// The fused tail of a finished output row or block, in one pass:
+/// `out = activation((out + bias) + residual)`, each step in the order the
+/// separate operators compute it (so the sum is bit-identical); `residual`
+/// points at the block's part of the residual.
+///
+/// The activations use the same comparisons as the separate operators (NaN
+/// passes through, Relu keeps -0), each a branch-free select so that the
+/// loop vectorises. Sigmoid, HardSigmoid, HardSwish and Tanh do the
+/// separate operators' arithmetic step by step (the same libm `exp`/`tanh`
+/// they call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
 /// `max(-0, 0)` is `+0`), so the results are the same bits.
 #[inline(always)]
-fn activate<T: Real>(p: &ConvParams, out: &mut [T]) {
+unsafe fn epilogue<T: Real>(p: &ConvParams, bias: Option<T>, residual: Option<*const T>, out: &mut [T]) {
+    let residual = residual.map(|r| core::slice::from_raw_parts(r, out.len()));
     let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
-    let zero = T::ZERO;
+    let (zero, one) = (T::ZERO, T::ONE);
     let clamp01 = |v: T| {
         let v = if v > zero || v.is_nan() { v } else { zero };
-        if v < T::ONE || v.is_nan() {
+        if v < one || v.is_nan() {
             v
         } else {
-            T::ONE
+            one
         }
     };
     match p.activation {
-        EPILOGUE_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { zero } else { *v }),
-        EPILOGUE_LEAKY_RELU => out.iter_mut().for_each(|v| *v = if *v < zero { *v * a } else { *v }),
-        EPILOGUE_CLIP => out.iter_mut().for_each(|v| {
-            let high = if *v > b { b } else { *v };
-            *v = if *v < a { a } else { high }
+        EPILOGUE_RELU => fused(out, bias, residual, |v| if v < zero { zero } else { v }),
+        EPILOGUE_LEAKY_RELU => fused(out, bias, residual, |v| if v < zero { v * a } else { v }),
+        EPILOGUE_CLIP => fused(out, bias, residual, |v| {
+            let high = if v > b { b } else { v };
+            if v < a {
+                a
+            } else {
+                high
+            }
         }),
-        EPILOGUE_SIGMOID => out.iter_mut().for_each(|v| *v = T::ONE / (T::ONE + (-*v).exp())),
-        EPILOGUE_HARD_SIGMOID => out.iter_mut().for_each(|v| *v = clamp01(*v * a + b)),
+        EPILOGUE_SIGMOID => fused(out, bias, residual, |v| one / (one + (-v).exp())),
+        EPILOGUE_HARD_SIGMOID => fused(out, bias, residual, |v| clamp01(v * a + b)),
         EPILOGUE_HARD_SWISH => {
             let (sixth, half) = (T::from_f64(1.0 / 6.0), T::from_f64(0.5));
-            out.iter_mut().for_each(|v| *v = *v * clamp01(*v * sixth + half))
+            fused(out, bias, residual, |v| v * clamp01(v * sixth + half))
         }
-        EPILOGUE_TANH => out.iter_mut().for_each(|v| *v = v.tanh()),
+        EPILOGUE_TANH => fused(out, bias, residual, |v| v.tanh()),
+        _ if bias.is_some() || residual.is_some() => fused(out, bias, residual, |v| v),
         _ => {}
     }
 }
 
-/// The fused tail of one finished output block: `out += residual` (in the
-/// order the separate Add computes it, so the sum is bit-identical), then
-/// the activation. `residual` points at the block's part of the residual.
+/// One loop of [`epilogue`] per combination of operands present.
 #[inline(always)]
-unsafe fn epilogue<T: Real>(p: &ConvParams, residual: Option<*const T>, out: &mut [T]) {
-    if let Some(r) = residual {
-        let r = core::slice::from_raw_parts(r, out.len());
-        out.iter_mut().zip(r).for_each(|(o, &r)| *o = *o + r);
-    }
-    if p.activation != EPILOGUE_NONE {
-        activate(p, out);
+fn fused<T: Real>(out: &mut [T], bias: Option<T>, residual: Option<&[T]>, activation: impl Fn(T) -> T) {
+    match (bias, residual) {
+        (None, None) => out.iter_mut().for_each(|v| *v = activation(*v)),
+        (Some(b), None) => out.iter_mut().for_each(|v| *v = activation(*v + b)),
+        (None, Some(r)) => out.iter_mut().zip(r).for_each(|(v, &r)| *v = activation(*v + r)),
+        (Some(b), Some(r)) => out.iter_mut().zip(r).for_each(|(v, &r)| *v = activation(*v + b + r)),
     }
 }
 
@@ -444,11 +450,18 @@ impl FinishRow for ConvFinish<'_> {
         // SAFETY: `conv_prepacked` points `bias` and `residual` at the
         // group's operands, which hold row `i` of the output block.
         unsafe {
-            if let Some(bias) = self.bias {
-                let b = *bias.add(i);
-                row.iter_mut().for_each(|v| *v += b);
-            }
-            epilogue(self.p, self.residual.map(|r| r.add(i * self.row_stride + j0)), row);
+            let bias = self.bias.map(|b| *b.add(i));
+            epilogue(self.p, bias, self.residual.map(|r| r.add(i * self.row_stride + j0)), row);
+        }
+    }
+
+    /// The residual rows: far apart in a tensor the size of the output,
+    /// they miss the caches, and the hardware prefetchers do not follow
+    /// a tile's short row segments.
+    #[inline(always)]
+    fn prefetch(&self, i: usize, j0: usize, len: usize) {
+        if let Some(r) = self.residual {
+            prefetch_floats(r.wrapping_add(i * self.row_stride + j0), len);
         }
     }
 }
@@ -539,7 +552,7 @@ unsafe fn conv<T: GemmElem>(
             T::gemm(s.m_per_group, s.out_size, kdim, T::ONE, a, b, T::ONE, c, out);
             let offset = (n * cout + g * s.m_per_group) * s.out_size;
             let block = core::slice::from_raw_parts_mut(out.ptr, s.m_per_group * s.out_size);
-            epilogue(p, residual.map(|r| r.add(offset)), block);
+            epilogue(p, None, residual.map(|r| r.add(offset)), block);
         }
     }
     STATUS_OK
@@ -567,7 +580,7 @@ unsafe fn depthwise_2d<T: GemmElem>(
         let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
         let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
         let residual = residual.map(|r| r.add(nc * s.out_size));
-        let finish = |out: &mut [T]| epilogue(p, residual, out);
+        let finish = |out: &mut [T]| epilogue(p, None, residual, out);
         if !T::depthwise_plane(p, xc, wc, init, yc, finish) {
             depthwise_plane_portable(p, xc, wc, init, yc);
             finish(core::slice::from_raw_parts_mut(yc, s.out_size));

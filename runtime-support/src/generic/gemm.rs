@@ -557,13 +557,25 @@ pub trait MicroKernel {
     const KC: usize;
 
     /// Multiplies `MR` rows of one A panel (`a[l * PANEL_ROWS + i]`, `kc`
-    /// deep) by one `kc x NR` B panel and stores the full tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the previous
-    /// `y[i*rs + j]` when `accumulate`.
+    /// deep) by one `kc x NR` B panel and stores the first `cols` columns
+    /// (`1..=NR`) of the tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the
+    /// previous `y[i*rs + j]` when `accumulate`. Columns past `cols` are
+    /// neither read nor written, so edge tiles need no copy.
     ///
     /// # Safety
-    /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the tile of `y` is
-    /// writable (and readable when `accumulate`), columns unit-stride.
-    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool);
+    /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the `MR x cols`
+    /// tile of `y` is writable (and readable when `accumulate`), columns unit-stride.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        alpha: f32,
+        accumulate: bool,
+    );
 
     /// One task of the gemm on pre-packed weights, [`Product::block`] with
     /// this kernel, compiled for its instruction set: the task runs on its
@@ -589,12 +601,21 @@ impl MicroKernel for Portable {
     const KC: usize = KC;
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        alpha: f32,
+        accumulate: bool,
+    ) {
         const { assert!(MR == PANEL_ROWS) };
         let mut acc = [[0.0f32; NR]; MR];
         micro_kernel(core::slice::from_raw_parts(a, kc * MR), core::slice::from_raw_parts(b, kc * NR), &mut acc);
         for (i, acc_row) in acc.iter().enumerate() {
-            let row = core::slice::from_raw_parts_mut(y.offset(i as isize * rs), NR);
+            let row = core::slice::from_raw_parts_mut(y.offset(i as isize * rs), cols);
             for (d, &v) in row.iter_mut().zip(acc_row) {
                 *d = if accumulate { *d + alpha * v } else { alpha * v };
             }
@@ -678,7 +699,7 @@ pub unsafe fn blocked<K: MicroKernel>(
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
                         let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
-                        if direct_y && rows == mr && cols == nr {
+                        if direct_y && rows == mr {
                             let acc = match (first, c) {
                                 (true, Some(c)) => {
                                     fill_bias(rows, cols, beta, c, i0, jc, y);
@@ -688,9 +709,9 @@ pub unsafe fn blocked<K: MicroKernel>(
                                 (false, _) => true,
                             };
                             let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                            K::tile(kc, a_panel, b_panel, yt, y.rs, alpha, acc);
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, cols, alpha, acc);
                         } else {
-                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false);
                             store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
                         }
                     }

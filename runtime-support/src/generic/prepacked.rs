@@ -26,7 +26,7 @@ use core::ops::Range;
 const B_BUF: usize = 64 * 1024;
 /// Widest B block: bounds the row buffer a [`BSource`] may use.
 pub const MAX_BLOCK_COLUMNS: usize = 2048;
-/// Floats of the largest tile (edge tiles are computed into a stack tile).
+/// Floats of the largest tile (tiles of fewer rows are computed into a stack tile).
 const TILE_BUF: usize = 16 * 32;
 
 #[repr(C, align(64))]
@@ -72,6 +72,27 @@ impl BSource for MatRef {
 /// compiled for the kernel's instruction set; any `Fn(i, j0, row)` is one.
 pub trait FinishRow {
     fn finish(&self, i: usize, j0: usize, row: &mut [f32]);
+
+    /// Called before the last depth slice of a tile that `finish` will
+    /// then see, so that it can start fetching what it will read for row
+    /// `i`, columns `j0..j0 + len` (a residual), while the tile computes.
+    #[inline(always)]
+    fn prefetch(&self, _i: usize, _j0: usize, _len: usize) {}
+}
+
+/// Asks the cache for the lines of `len` floats at `p` (no effect where the
+/// target has no prefetch hint). Never faults, whatever `p`.
+#[inline(always)]
+pub(crate) fn prefetch_floats(p: *const f32, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..len).step_by(16) {
+        // SAFETY: a prefetch is a hint: it neither faults nor changes memory.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line) as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 impl<F: Fn(usize, usize, &mut [f32])> FinishRow for F {
@@ -202,10 +223,13 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                         let valid_rows = mr.min(m - i0);
                         let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
                         let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                        if valid_rows == mr && cols == nr {
-                            K::tile(kc, a_panel, b_panel, yt, y.rs, 1.0, !first);
+                        if last {
+                            (i0..i0 + valid_rows).for_each(|i| self.finish.prefetch(i, jc, cols));
+                        }
+                        if valid_rows == mr {
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, cols, 1.0, !first);
                         } else {
-                            K::tile(kc, a_panel, b_panel, tile, nr as isize, 1.0, false);
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false);
                             for i in 0..valid_rows {
                                 let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
                                 let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);

@@ -25,8 +25,17 @@ impl MicroKernel for Avx2Fma {
     const KC: usize = 256;
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
-        tile(kc, a, b, y, rs, alpha, accumulate)
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        alpha: f32,
+        accumulate: bool,
+    ) {
+        tile(kc, a, b, y, rs, cols, alpha, accumulate)
     }
 
     #[inline(always)]
@@ -41,7 +50,17 @@ impl MicroKernel for Avx2Fma {
 
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    y: *mut f32,
+    rs: isize,
+    cols: usize,
+    alpha: f32,
+    accumulate: bool,
+) {
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
     let (mut a, mut b) = (a, b);
     for _ in 0..kc {
@@ -56,12 +75,25 @@ unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, 
         b = b.add(NR);
     }
     let al = _mm256_set1_ps(alpha);
+    // Per vector, lanes below `cols` (all ones in a full tile).
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let masks: [__m256i; 3] =
+        core::array::from_fn(|q| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * q as i32), lane));
     for (i, row) in acc.iter().enumerate() {
         let out = y.offset(i as isize * rs);
-        for (q, &v) in row.iter().enumerate() {
+        for (q, (&v, &mask)) in row.iter().zip(&masks).enumerate() {
             let dst = out.add(8 * q);
-            let v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
-            _mm256_storeu_ps(dst, v);
+            if cols == NR {
+                let v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
+                _mm256_storeu_ps(dst, v);
+            } else {
+                let v = if accumulate {
+                    _mm256_fmadd_ps(v, al, _mm256_maskload_ps(dst, mask))
+                } else {
+                    _mm256_mul_ps(v, al)
+                };
+                _mm256_maskstore_ps(dst, mask, v);
+            }
         }
     }
 }

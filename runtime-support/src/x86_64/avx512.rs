@@ -29,8 +29,17 @@ impl MicroKernel for Avx512 {
     const KC: usize = 256;
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: *const f32, b: *const f32, y: *mut f32, rs: isize, alpha: f32, accumulate: bool) {
-        tile::<MR>(kc, a, b, y, rs, alpha, accumulate)
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        alpha: f32,
+        accumulate: bool,
+    ) {
+        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate)
     }
 
     #[inline(always)]
@@ -45,21 +54,23 @@ impl MicroKernel for Avx512 {
 
 #[target_feature(enable = "avx512f")]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 unsafe fn tile<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
     y: *mut f32,
     rs: isize,
+    cols: usize,
     alpha: f32,
     accumulate: bool,
 ) {
     if accumulate {
         // The tile of y is read at the end; start pulling it in now.
         for i in 0..R {
-            let row = y.offset(i as isize * rs) as *const i8;
+            let row = y.wrapping_offset(i as isize * rs) as *const i8;
             _mm_prefetch::<_MM_HINT_T0>(row);
-            _mm_prefetch::<_MM_HINT_T0>(row.add(64));
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(64));
         }
     }
     let mut acc0 = [_mm512_setzero_ps(); R];
@@ -77,18 +88,21 @@ unsafe fn tile<const R: usize>(
         b = b.add(NR);
     }
     let al = _mm512_set1_ps(alpha);
+    // Lanes below `cols` in each half (all ones in a full tile).
+    let lanes = if cols >= 32 { u32::MAX } else { (1u32 << cols) - 1 };
+    let (m0, m1) = (lanes as u16, (lanes >> 16) as u16);
     for i in 0..R {
         let row = y.offset(i as isize * rs);
         let (v0, v1) = if accumulate {
             (
-                _mm512_fmadd_ps(acc0[i], al, _mm512_loadu_ps(row)),
-                _mm512_fmadd_ps(acc1[i], al, _mm512_loadu_ps(row.add(16))),
+                _mm512_fmadd_ps(acc0[i], al, _mm512_maskz_loadu_ps(m0, row)),
+                _mm512_fmadd_ps(acc1[i], al, _mm512_maskz_loadu_ps(m1, row.wrapping_add(16))),
             )
         } else {
             (_mm512_mul_ps(acc0[i], al), _mm512_mul_ps(acc1[i], al))
         };
-        _mm512_storeu_ps(row, v0);
-        _mm512_storeu_ps(row.add(16), v1);
+        _mm512_mask_storeu_ps(row, m0, v0);
+        _mm512_mask_storeu_ps(row.wrapping_add(16), m1, v1);
     }
 }
 
