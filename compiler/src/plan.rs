@@ -4,6 +4,12 @@
 //! read-only data; every other value gets an offset in one workspace arena,
 //! reused once the value is dead (liveness over the schedule, first fit).
 //! View operators (Reshape and kin) alias their input instead of copying.
+//! A Concat whose parts are contiguous runs of its output (every dim before
+//! the axis is 1) has its parts written in place by their producers: each
+//! such part lives at its offset inside the Concat's output, which is
+//! allocated when the first part is produced, and the Concat copies only
+//! the parts that could not be placed (DenseNet's dense blocks then never
+//! copy their growing feature maps).
 //! Values whose shape depends on tensor data get their memory at run time
 //! from the context's allocator (by default a bump allocator over the part
 //! of the workspace past the planned arena); the plan bounds that part when
@@ -64,6 +70,9 @@ pub enum Loc {
     Workspace(usize),
     /// The same bytes as another value (a view).
     Alias(ValueId),
+    /// The bytes at this byte offset inside another value: a Concat's part
+    /// written in place.
+    Within(ValueId, usize),
     /// Memory from the context's allocator, sized when the shape is known
     /// at run time; a graph output's address and dims go to the caller's
     /// output descriptor.
@@ -191,8 +200,12 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             }
         }
     }
+    let loops = loop_ranges(graph);
+    if loops.is_empty() {
+        place_concat_parts(graph, &mut locs);
+    }
     let root = |mut v: ValueId| {
-        while let Some(Loc::Alias(src)) = locs[v.index()] {
+        while let Some(Loc::Alias(src) | Loc::Within(src, _)) = locs[v.index()] {
             v = src;
         }
         v
@@ -210,7 +223,6 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
     }
     // A loop's body runs again after its last node: what the body reads
     // from before the loop must survive to the loop's end.
-    let loops = loop_ranges(graph);
     let mut produced_at = vec![None::<usize>; n_values];
     for (i, node) in graph.nodes.iter().enumerate() {
         for &out in &node.outputs {
@@ -234,13 +246,30 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         allocate_at[end].clear();
         allocate_at[start].push(end);
     }
+    // A Concat holding parts in place gets its memory where its first part
+    // (maybe a part of a part) is produced.
+    let mut first_write: HashMap<usize, usize> = HashMap::new();
+    for (v, at) in produced_at.iter().enumerate() {
+        if let (Some(at), Some(Loc::Within(..))) = (*at, locs[v]) {
+            let r = root(ValueId(v as u32)).index();
+            let earliest = first_write.entry(r).or_insert(at);
+            *earliest = (*earliest).min(at);
+        }
+    }
+    let mut early: Vec<Vec<ValueId>> = vec![Vec::new(); n_nodes];
+    for (&r, &at) in &first_write {
+        if produced_at[r].is_some_and(|p| at < p) {
+            early[at].push(ValueId(r as u32));
+        }
+    }
 
     let mut arena = Arena::default();
     let mut offsets = vec![None::<usize>; n_values];
     let mut scratch = vec![None; n_nodes];
     let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); n_nodes + 1];
     for (i, node) in graph.nodes.iter().enumerate() {
-        for &out in allocate_at[i].iter().flat_map(|&k| &graph.nodes[k].outputs) {
+        let outputs = allocate_at[i].iter().flat_map(|&k| &graph.nodes[k].outputs);
+        for &out in early[i].iter().chain(outputs) {
             if locs[out.index()].is_none() {
                 let off = arena.alloc(bytes_of(graph, out)?);
                 offsets[out.index()] = Some(off);
@@ -303,6 +332,45 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
         Handover { offset, dynamic, guards }
     });
     Ok(Plan { locs, scratch, output_copies, workspace_bytes, dynamic_bytes, allocates_at_run_time, parts, handover })
+}
+
+/// Places the parts of each Concat that can be written in place (see the
+/// module doc): a part must be a static value computed into the workspace
+/// (not a graph input, output, constant or view), placed in no other
+/// Concat, and the Concat's output must be a static workspace value whose
+/// dims before the axis are all 1. Called only for graphs without loops
+/// (a loop body's values are written again on every iteration).
+fn place_concat_parts(graph: &Graph, locs: &mut [Option<Loc>]) {
+    for node in &graph.nodes {
+        let (Op::Concat(concat), Some(&out)) = (&node.op, node.outputs.first()) else {
+            continue;
+        };
+        let Some((dtype, shape)) = graph.concrete(out) else {
+            continue;
+        };
+        let axis = match crate::ir::shape::normalize_axis(concat.axis, shape.len()) {
+            Some(axis) if shape[..axis].iter().all(|&d| d == 1) => axis,
+            _ => continue,
+        };
+        if locs[out.index()].is_some() {
+            continue;
+        }
+        let inner: usize = shape[axis + 1..].iter().product();
+        let mut offset = 0usize;
+        for &part in &node.inputs {
+            let Some((part, (_, part_shape))) = part.and_then(|v| Some((v, graph.concrete(v)?))) else {
+                break; // a part of unknown size: the offsets of the rest are unknown too
+            };
+            let Some(bytes) = dtype.bytes_for(part_shape.get(axis).copied().unwrap_or(0) * inner) else {
+                break;
+            };
+            let computed = matches!(graph.value(part).def, ValueDef::Computed);
+            if computed && locs[part.index()].is_none() && bytes > 0 {
+                locs[part.index()] = Some(Loc::Within(out, offset));
+            }
+            offset += bytes;
+        }
+    }
 }
 
 /// The schedule cut into parts of about [`NODES_PER_PART`] nodes, never
@@ -385,7 +453,58 @@ impl Arena {
 
 #[cfg(test)]
 mod tests {
-    use super::Arena;
+    use super::*;
+
+    /// A dense block in small: `c1 = Concat(a, b)`, `c2 = Concat(c1, e, a)`
+    /// with `e` computed from `c1`, and `y = Relu(c2)` the graph output.
+    /// `a` and `b` are written inside `c1`, `c1` and `e` inside `c2`; `a`
+    /// is placed once (in `c1`) and copied into `c2`. The results are the
+    /// copying Concats'.
+    #[test]
+    fn concat_parts_are_written_in_place() {
+        use crate::ir::Tensor;
+        use crate::ops::elementwise::{Elementwise, Func};
+        use crate::ops::shape_ops::Concat;
+        use crate::passes::test_graph::{push, value};
+        let mut g = Graph::default();
+        let relu = || Elementwise { op_type: "Relu", func: Func::Relu };
+        let neg = || Elementwise { op_type: "Neg", func: Func::Neg };
+        let x = value(&mut g, "x", &[1, 1, 2, 2], ValueDef::Input(0));
+        let a = value(&mut g, "a", &[1, 1, 2, 2], ValueDef::Computed);
+        let b = value(&mut g, "b", &[1, 1, 2, 2], ValueDef::Computed);
+        let c1 = value(&mut g, "c1", &[1, 2, 2, 2], ValueDef::Computed);
+        let e = value(&mut g, "e", &[1, 2, 2, 2], ValueDef::Computed);
+        let c2 = value(&mut g, "c2", &[1, 5, 2, 2], ValueDef::Computed);
+        let y = value(&mut g, "y", &[1, 5, 2, 2], ValueDef::Computed);
+        push(&mut g, "a", Op::Elementwise(relu()), &[x], a);
+        push(&mut g, "b", Op::Elementwise(neg()), &[a], b);
+        push(&mut g, "c1", Op::Concat(Concat { axis: 1 }), &[a, b], c1);
+        push(&mut g, "e", Op::Elementwise(neg()), &[c1], e);
+        push(&mut g, "c2", Op::Concat(Concat { axis: -3 }), &[c1, e, a], c2);
+        push(&mut g, "y", Op::Elementwise(relu()), &[c2], y);
+        g.inputs.push(x);
+        g.outputs.push(y);
+
+        let p = plan(&g).expect("plan");
+        assert_eq!(p.locs[a.index()], Loc::Within(c1, 0));
+        assert_eq!(p.locs[b.index()], Loc::Within(c1, 16));
+        assert_eq!(p.locs[c1.index()], Loc::Within(c2, 0));
+        assert_eq!(p.locs[e.index()], Loc::Within(c2, 32));
+        assert!(matches!(p.locs[c2.index()], Loc::Workspace(_)));
+        // c2's buffer (80 bytes, from `a` on) is the whole workspace: `y`
+        // is in the caller's buffer, everything else inside c2.
+        assert_eq!(p.workspace_bytes, 128);
+
+        let xs = [-1.0f32, 2.0, -3.0, 4.0];
+        let got = crate::passes::test_graph::run_bytes(&g, &[Tensor::from_f32s(vec![1, 1, 2, 2], &xs)], false);
+        let a: Vec<f32> = xs.iter().map(|v| v.max(0.0)).collect();
+        let b: Vec<f32> = a.iter().map(|v| -v).collect();
+        let c1: Vec<f32> = a.iter().chain(&b).copied().collect();
+        let e: Vec<f32> = c1.iter().map(|v| -v).collect();
+        let want: Vec<f32> = c1.iter().chain(&e).chain(&a).map(|v| v.max(0.0)).collect();
+        let got: Vec<f32> = got[0].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn arena_reuses_freed_space_first_fit() {

@@ -448,6 +448,10 @@ fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: Valu
         }
         Loc::Workspace(off) => b.ins().iadd_imm_s(env.workspace, off as i64),
         Loc::Alias(src) => value_ptr(b, ptr, plan, env, src),
+        Loc::Within(whole, offset) => {
+            let base = value_ptr(b, ptr, plan, env, whole);
+            b.ins().iadd_imm_s(base, offset as i64)
+        }
         // Allocated by its producer before anything addresses it: in this
         // function, or in an earlier part, which left the address behind.
         Loc::Dynamic => {
@@ -610,6 +614,15 @@ impl<'f> Lower<'_, 'f> {
     /// Ends the redirections: inputs and outputs are the node's own again.
     pub fn unstage(&mut self) {
         self.staged = Staged::default();
+    }
+
+    /// True when input `i` was written in place inside output 0 (a
+    /// Concat's part, see [`crate::plan`]), so there is nothing to copy.
+    pub fn input_is_in_output(&self, i: usize) -> bool {
+        let (input, output) = (self.node.inputs.get(i).copied().flatten(), self.node.outputs.first());
+        input
+            .zip(output)
+            .is_some_and(|(v, &out)| matches!(self.plan.locs[v.index()], Loc::Within(whole, _) if whole == out))
     }
 
     /// True when output 0 of a view operator needs its bytes copied (the

@@ -568,8 +568,10 @@ impl Operator for Concat {
         for i in 0..cx.input_count() {
             let (_, shape) = cx.input_type(i)?;
             let len = shape[axis] as i64;
-            let copy = StridedCopy::from_dense(shape, out_strides.clone(), at * out_strides[axis]);
-            copy_io(cx, i, 0, &copy)?;
+            if !cx.input_is_in_output(i) {
+                let copy = StridedCopy::from_dense(shape, out_strides.clone(), at * out_strides[axis]);
+                copy_io(cx, i, 0, &copy)?;
+            }
             at += len;
         }
         Ok(())

@@ -15,7 +15,7 @@ mod fuse_elementwise;
 mod fuse_matmul_add;
 mod pack_conv_weights;
 #[cfg(test)]
-mod test_graph;
+pub(crate) mod test_graph;
 
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;

@@ -252,6 +252,11 @@ impl<T: Copy> Im2col<T> {
         let (s_last, width) = (self.strides[last], self.out_dims[last]);
         let first = k[last] as isize * self.dilations[last] - self.pads[last];
         let in_last = self.in_dims[last] as isize;
+        // Output columns [lo, hi) of a line that read inside the input line
+        // (the same for every line of this row).
+        let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width as isize) as usize };
+        let hi_inside =
+            if in_last - 1 - first < 0 { lo } else { (((in_last - 1 - first) / s_last + 1) as usize).clamp(lo, width) };
         let mut written = 0;
         while written < len {
             let mut base = 0isize;
@@ -261,13 +266,7 @@ impl<T: Copy> Im2col<T> {
                 inside &= pos >= 0 && pos < self.in_dims[d] as isize;
                 base += pos * self.in_strides[d];
             }
-            // Output columns [lo, hi) of this line read inside the row.
-            let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width as isize) as usize };
-            let hi = if !inside || in_last - 1 - first < 0 {
-                lo
-            } else {
-                (((in_last - 1 - first) / s_last + 1) as usize).clamp(lo, width)
-            };
+            let hi = if inside { hi_inside } else { lo };
             let (from, to) = (o[last], width.min(o[last] + len - written));
             let out = core::slice::from_raw_parts_mut(dst.add(written), to - from);
             let (lo, hi) = (lo.clamp(from, to), hi.clamp(from, to));
@@ -309,8 +308,13 @@ impl BSource for Im2col<f32> {
             for (p, j) in (0..nc).step_by(nr).enumerate() {
                 let cols = nr.min(nc - j);
                 let panel_row = dst.add((p * kc + l) * nr);
-                core::ptr::copy_nonoverlapping(line.add(j), panel_row, cols);
-                core::slice::from_raw_parts_mut(panel_row.add(cols), nr - cols).fill(0.0);
+                if cols == nr {
+                    // A copy of constant length (`nr` is the kernel's), inlined.
+                    core::ptr::copy_nonoverlapping(line.add(j), panel_row, nr);
+                } else {
+                    core::ptr::copy_nonoverlapping(line.add(j), panel_row, cols);
+                    core::slice::from_raw_parts_mut(panel_row.add(cols), nr - cols).fill(0.0);
+                }
             }
         }
     }
