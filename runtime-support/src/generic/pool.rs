@@ -109,7 +109,7 @@ pub unsafe extern "C" fn onnxc_pool_f64(p: *const PoolParams, x: *const f64, y: 
 
 /// The window `[start, end)` of output position `o` along dim `d`, clipped
 /// to the input, and the number of its taps inside the padded input.
-fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize) {
+pub(crate) fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize) {
     let (len, k) = (p.in_spatial[d], p.kernel[d]);
     let start = o as i64 * p.strides[d] - p.pads_begin[d];
     let (lo, hi) = (start.max(0), (start + k).min(len));
@@ -178,6 +178,35 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
     }
 }
 
+/// Element types of the pooling kernels, with the SIMD plane kernel where
+/// the type and CPU have one.
+trait PoolElem: Real {
+    /// Max or average pooling of one 2-D plane without dilation by a SIMD
+    /// kernel (the same bits as [`pool_2d`]); false (nothing written) when
+    /// there is none for these params.
+    ///
+    /// # Safety
+    /// As `pool_2d`.
+    unsafe fn pool_plane_simd(_p: &PoolParams, _x: *const Self, _y: *mut Self) -> bool {
+        false
+    }
+}
+
+impl PoolElem for f32 {
+    unsafe fn pool_plane_simd(p: &PoolParams, x: *const f32, y: *mut f32) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Avx512 && crate::x86_64::avx512_pool::supports(p)
+        {
+            crate::x86_64::avx512_pool::pool_plane(p, x, y);
+            return true;
+        }
+        let _ = (p, x, y);
+        false
+    }
+}
+
+impl PoolElem for f64 {}
+
 /// One window tap of [`pool_2d`] across the interior output columns:
 /// `out[q]` takes in `src[q * stride]` (the first tap sets it). `STRIDE`,
 /// when not 0, is the stride as a constant, so that the strided reads
@@ -200,7 +229,7 @@ unsafe fn interior_tap<T: Real, const STRIDE: usize>(
     }
 }
 
-unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *mut i64) -> i32 {
+unsafe fn pool<T: PoolElem>(p: *const PoolParams, x: *const T, y: *mut T, indices: *mut i64) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -221,14 +250,14 @@ unsafe fn pool<T: Real>(p: *const PoolParams, x: *const T, y: *mut T, indices: *
     let out_dims = to_usize(&p.out_spatial);
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
-        super::with_widest_vectors(
-            #[inline(always)]
-            || {
-                for plane in 0..planes {
-                    pool_2d(p, x.add(plane * in_size), y.add(plane * out_size));
-                }
-            },
-        );
+        for plane in 0..planes {
+            if !T::pool_plane_simd(p, x.add(plane * in_size), y.add(plane * out_size)) {
+                super::with_widest_vectors(
+                    #[inline(always)]
+                    || pool_2d(p, x.add(plane * in_size), y.add(plane * out_size)),
+                );
+            }
+        }
         return STATUS_OK;
     }
     // Row-major strides for reading, and the strides used to number indices.
@@ -333,6 +362,63 @@ mod tests {
     use crate::generic::test_util::{assert_close, rand_vec, unravel};
     use std::vec;
     use std::vec::Vec;
+
+    /// The AVX-512 plane kernel gives the portable one's bits: max and
+    /// average (with and without the padding counted), strides 1 and 2,
+    /// windows clipped at both ends and past the end padding (ceil mode),
+    /// rows of one to several chunks, NaN, infinities and -0 in the input.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_plane_matches_portable_bits() {
+        use crate::x86_64::avx512_pool::{pool_plane, supports};
+        if !crate::generic::gemm::GemmKernel::Avx512.available() {
+            std::eprintln!("skipping: no AVX-512F");
+            return;
+        }
+        // (input, kernel, strides, pads [top, left, bottom, right], extra output columns/rows)
+        let shapes = [
+            ([7, 7], [3, 3], [1, 1], [1, 1, 1, 1], 0),
+            ([111, 111], [3, 3], [2, 2], [0, 0, 0, 0], 1),
+            ([14, 40], [3, 5], [1, 1], [1, 2, 1, 2], 0),
+            ([9, 37], [2, 3], [2, 2], [0, 1, 1, 1], 1),
+            ([5, 3], [5, 7], [1, 2], [2, 3, 2, 3], 0),
+            ([13, 13], [13, 13], [1, 1], [0, 0, 0, 0], 0),
+            ([4, 70], [1, 16], [1, 2], [0, 15, 0, 15], 1),
+            ([6, 20], [1_000_001, 3], [1, 1], [500_000, 1, 500_000, 1], 0),
+        ];
+        for (n, &(input, kernel, strides, pads, extra)) in shapes.iter().enumerate() {
+            for (kind, include_pad) in [(POOL_MAX, 0), (POOL_AVERAGE, 0), (POOL_AVERAGE, 1)] {
+                let mut p = PoolParams { kind, batch: 1, channels: 1, spatial_rank: 2, ..Default::default() };
+                for d in 0..2 {
+                    p.in_spatial[d] = input[d];
+                    p.kernel[d] = kernel[d];
+                    p.strides[d] = strides[d];
+                    p.dilations[d] = 1;
+                    p.pads_begin[d] = pads[d];
+                    p.pads_end[d] = pads[d + 2];
+                    p.out_spatial[d] = (input[d] + pads[d] + pads[d + 2] - kernel[d]) / strides[d] + 1 + extra;
+                }
+                p.count_include_pad = include_pad;
+                assert!(supports(&p));
+                let mut x = rand_vec((input[0] * input[1]) as usize, n as u64);
+                for (i, special) in [f32::NAN, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN].into_iter().enumerate()
+                {
+                    let at = (i * 7919 + n) % x.len();
+                    x[at] = special;
+                }
+                let out = (p.out_spatial[0] * p.out_spatial[1]) as usize;
+                let (mut want, mut got) = (vec![1.5f32; out], vec![2.5f32; out]);
+                unsafe {
+                    pool_2d(&p, x.as_ptr(), want.as_mut_ptr());
+                    pool_plane(&p, x.as_ptr(), got.as_mut_ptr());
+                }
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                    assert!(same, "case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn windows_whose_taps_overflow_are_refused() {

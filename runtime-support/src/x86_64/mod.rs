@@ -13,6 +13,7 @@ pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
 pub mod avx512_depthwise;
+pub mod avx512_pool;
 pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
