@@ -15,6 +15,7 @@
 //! added with one fused multiply-add (the portable kernel rounds the
 //! product first), taps in the padding adding `w * 0`.
 
+use super::{lanes, load_strided};
 use crate::generic::conv::ConvParams;
 use core::arch::x86_64::*;
 
@@ -28,14 +29,6 @@ const MAX_KERNEL_WIDTH: usize = 16;
 /// Output rows computed together: independent accumulators, so that the
 /// multiply-adds of one row do not wait on each other's latency.
 const ROWS: i64 = 4;
-
-/// Lanes `l` of `0..32` with `lo <= l < hi`, as bits.
-#[inline(always)]
-fn lanes(lo: i64, hi: i64) -> u32 {
-    let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
-    let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-    below(hi) & !below(lo)
-}
 
 /// Convolves one channel plane `x` (`in_spatial`) with its `kh x kw` filter
 /// `w` into `y` (`out_spatial`), starting from `bias`, then runs `finish`
@@ -59,7 +52,6 @@ pub(crate) unsafe fn depthwise_plane(
     let [sh, sw] = [p.strides[0], p.strides[1]];
     let [dh, dw] = [p.dilations[0], p.dilations[1]];
     let [ph, pw] = [p.pads_begin[0], p.pads_begin[1]];
-    let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     let mut inside = [0u32; MAX_KERNEL_WIDTH];
     for c0 in (0..ow).step_by(16) {
         let store = lanes(0, ow - c0) as u16;
@@ -81,13 +73,7 @@ pub(crate) unsafe fn depthwise_plane(
                             continue;
                         }
                         let xr = x.add((in_row * iw) as usize);
-                        let v = if sw == 1 {
-                            _mm512_maskz_loadu_ps(mask as u16 & store, xr.wrapping_offset(start))
-                        } else {
-                            let lo = _mm512_maskz_loadu_ps(mask as u16, xr.wrapping_offset(start));
-                            let hi = _mm512_maskz_loadu_ps((mask >> 16) as u16, xr.wrapping_offset(start + 16));
-                            _mm512_permutex2var_ps(lo, even, hi)
-                        };
+                        let v = load_strided(xr, start, sw, mask, mask as u16 & store);
                         *acc = _mm512_fmadd_ps(weight, v, *acc);
                     }
                 }

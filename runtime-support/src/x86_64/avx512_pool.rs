@@ -13,6 +13,7 @@
 //! same order and divides by the same count, and a window without taps
 //! gives -inf (max) or `0 / count` (average).
 
+use super::{lanes, load_strided};
 use crate::generic::pool::{window, PoolParams, POOL_MAX};
 use core::arch::x86_64::*;
 
@@ -28,14 +29,6 @@ pub(crate) fn supports(p: &PoolParams) -> bool {
     matches!(p.strides[1], 1 | 2) && p.kernel[1] as usize <= MAX_KERNEL_WIDTH
 }
 
-/// Lanes `l` of `0..32` with `lo <= l < hi`, as bits.
-#[inline(always)]
-fn lanes(lo: i64, hi: i64) -> u32 {
-    let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
-    let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-    below(hi) & !below(lo)
-}
-
 /// Pools plane `x` (`in_spatial`) into `y` (`out_spatial`).
 ///
 /// # Safety
@@ -48,7 +41,6 @@ pub(crate) unsafe fn pool_plane(p: &PoolParams, x: *const f32, y: *mut f32) {
     let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
     let [kw, sw, pw] = [p.kernel[1], p.strides[1], p.pads_begin[1]];
     let max = p.kind == POOL_MAX;
-    let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     let mut inside = [0u32; MAX_KERNEL_WIDTH];
     let mut taken = [0u16; MAX_KERNEL_WIDTH];
     for c0 in (0..ow).step_by(16) {
@@ -87,13 +79,7 @@ pub(crate) unsafe fn pool_plane(p: &PoolParams, x: *const f32, y: *mut f32) {
                             continue;
                         }
                         let xr = x.add(h as usize * iw as usize);
-                        let v = if sw == 1 {
-                            _mm512_maskz_loadu_ps(taken, xr.wrapping_offset(start))
-                        } else {
-                            let lo = _mm512_maskz_loadu_ps(mask as u16, xr.wrapping_offset(start));
-                            let hi = _mm512_maskz_loadu_ps((mask >> 16) as u16, xr.wrapping_offset(start + 16));
-                            _mm512_permutex2var_ps(lo, even, hi)
-                        };
+                        let v = load_strided(xr, start, sw, mask, taken);
                         if max {
                             acc[i] = _mm512_mask_mov_ps(acc[i], taken & !seen[i], v);
                             acc[i] = _mm512_mask_max_ps(acc[i], taken & seen[i], v, acc[i]);
