@@ -13,6 +13,7 @@ mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_elementwise;
 mod fuse_matmul_add;
+mod gemm_by_splat;
 mod pack_conv_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
@@ -22,6 +23,7 @@ pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_elementwise::fuse_elementwise;
 pub use fuse_matmul_add::fuse_matmul_add;
+pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
 
 /// Every rewrite, in order. `portable` code calls no kernels, so nothing
@@ -32,6 +34,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
     fuse_matmul_add(graph);
+    gemm_by_splat(graph);
     fuse_elementwise(graph);
     if !portable {
         pack_conv_weights(graph);
