@@ -20,7 +20,10 @@
 
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
-use super::prepacked::{pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, MAX_BLOCK_COLUMNS};
+use super::prepacked::{
+    pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd,
+    MAX_BLOCK_COLUMNS,
+};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -457,6 +460,25 @@ impl FinishRow for ConvFinish<'_> {
             let bias = self.bias.map(|b| *b.add(i));
             epilogue(self.p, bias, self.residual.map(|r| r.add(i * self.row_stride + j0)), row);
         }
+    }
+
+    /// Bias, residual and the activations that are a compare and a select.
+    #[inline(always)]
+    fn tile_end(&self, i0: usize, j0: usize) -> Option<TileEnd> {
+        let (a, b) = (self.p.act_a as f32, self.p.act_b as f32);
+        let activation = match self.p.activation {
+            EPILOGUE_NONE => TileActivation::None,
+            EPILOGUE_RELU => TileActivation::Clamp { lo: 0.0, hi: f32::INFINITY },
+            EPILOGUE_CLIP => TileActivation::Clamp { lo: a, hi: b },
+            EPILOGUE_LEAKY_RELU => TileActivation::Leaky { slope: a },
+            _ => return None,
+        };
+        Some(TileEnd {
+            bias: self.bias.map_or(core::ptr::null(), |b| b.wrapping_add(i0)),
+            residual: self.residual.map_or(core::ptr::null(), |r| r.wrapping_add(i0 * self.row_stride + j0)),
+            residual_rs: self.row_stride as isize,
+            activation,
+        })
     }
 
     /// The residual rows: far apart in a tensor the size of the output,

@@ -18,7 +18,7 @@
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
 use super::conv::ConvParams;
-use super::prepacked::{BSource, FinishRow, Product};
+use super::prepacked::{BSource, FinishRow, Product, TileEnd};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -576,6 +576,27 @@ pub trait MicroKernel {
         alpha: f32,
         accumulate: bool,
     );
+
+    /// [`MicroKernel::tile`] with `alpha = 1` that applies `end` to the
+    /// tile's `MR x cols` results before it stores them.
+    ///
+    /// # Safety
+    /// As `tile`; `end`'s bias and residual rows hold the tile's rows.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finished_tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        accumulate: bool,
+        end: &TileEnd,
+    ) {
+        Self::tile(kc, a, b, y, rs, cols, 1.0, accumulate);
+        end.apply(y, rs, Self::MR, cols);
+    }
 
     /// One task of the gemm on pre-packed weights, [`Product::block`] with
     /// this kernel, compiled for its instruction set: the task runs on its

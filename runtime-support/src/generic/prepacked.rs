@@ -78,6 +78,14 @@ pub trait FinishRow {
     /// `i`, columns `j0..j0 + len` (a residual), while the tile computes.
     #[inline(always)]
     fn prefetch(&self, _i: usize, _j0: usize, _len: usize) {}
+
+    /// The same finish for the whole tile whose first element is row `i0`,
+    /// column `j0`, when it is a [`TileEnd`] (then `finish` is not called
+    /// for the tile's rows).
+    #[inline(always)]
+    fn tile_end(&self, _i0: usize, _j0: usize) -> Option<TileEnd> {
+        None
+    }
 }
 
 /// Asks the cache for the lines of `len` floats at `p` (no effect where the
@@ -93,6 +101,86 @@ pub(crate) fn prefetch_floats(p: *const f32, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, len);
+}
+
+/// A finish simple enough for a micro-kernel to apply to a whole tile in
+/// registers, before it stores it: `y = act((y + bias[i]) + residual[i][j])`
+/// with each part optional, the same arithmetic, in the same order, as the
+/// row-at-a-time finish it replaces (so the same bits).
+#[derive(Clone, Copy, Debug)]
+pub struct TileEnd {
+    /// The tile's first row's bias (null: none); row `i` adds `bias[i]`.
+    pub bias: *const f32,
+    /// The tile's first residual element (null: none); row `i` adds
+    /// `residual[i * residual_rs + j]`.
+    pub residual: *const f32,
+    pub residual_rs: isize,
+    pub activation: TileActivation,
+}
+
+/// The activations a [`TileEnd`] applies, each a compare and a select.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TileActivation {
+    None,
+    /// `v > hi ? hi : v`, then `v < lo ? lo : that` (Relu is `0, +inf`; NaN stays).
+    Clamp {
+        lo: f32,
+        hi: f32,
+    },
+    /// `v < 0 ? v * slope : v`.
+    Leaky {
+        slope: f32,
+    },
+}
+
+impl TileActivation {
+    #[inline(always)]
+    pub fn apply(self, v: f32) -> f32 {
+        match self {
+            TileActivation::None => v,
+            TileActivation::Clamp { lo, hi } => {
+                let high = if v > hi { hi } else { v };
+                if v < lo {
+                    lo
+                } else {
+                    high
+                }
+            }
+            TileActivation::Leaky { slope } => {
+                if v < 0.0 {
+                    v * slope
+                } else {
+                    v
+                }
+            }
+        }
+    }
+}
+
+impl TileEnd {
+    /// Applies the finish to `rows x cols` of a stored tile at `y`, element
+    /// by element (kernels without a register version).
+    ///
+    /// # Safety
+    /// The tile and the residual rows are readable and `y`'s writable.
+    #[inline(always)]
+    pub unsafe fn apply(&self, y: *mut f32, rs: isize, rows: usize, cols: usize) {
+        for i in 0..rows {
+            let row = core::slice::from_raw_parts_mut(y.offset(i as isize * rs), cols);
+            let bias = (!self.bias.is_null()).then(|| *self.bias.add(i));
+            let residual = self.residual.wrapping_offset(i as isize * self.residual_rs);
+            for (j, v) in row.iter_mut().enumerate() {
+                let mut x = *v;
+                if let Some(b) = bias {
+                    x += b;
+                }
+                if !self.residual.is_null() {
+                    x += *residual.add(j);
+                }
+                *v = self.activation.apply(x);
+            }
+        }
+    }
 }
 
 impl<F: Fn(usize, usize, &mut [f32])> FinishRow for F {
@@ -226,7 +314,10 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                         if last {
                             (i0..i0 + valid_rows).for_each(|i| self.finish.prefetch(i, jc, cols));
                         }
-                        if valid_rows == mr {
+                        let end = if last && valid_rows == mr { self.finish.tile_end(i0, jc) } else { None };
+                        if let Some(end) = &end {
+                            K::finished_tile(kc, a_panel, b_panel, yt, y.rs, cols, !first, end);
+                        } else if valid_rows == mr {
                             K::tile(kc, a_panel, b_panel, yt, y.rs, cols, 1.0, !first);
                         } else {
                             K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false);
@@ -240,7 +331,7 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                                 }
                             }
                         }
-                        if last {
+                        if last && end.is_none() {
                             for i in 0..valid_rows {
                                 let row = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
                                 self.finish.finish(i0 + i, jc, row);
@@ -308,6 +399,76 @@ mod tests {
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec};
     use std::vec;
+
+    /// Bias, residual and activation, applied row by row or (when `tiled`)
+    /// handed to the kernels as a [`TileEnd`].
+    struct BiasResidual<'a> {
+        bias: &'a [f32],
+        residual: &'a [f32],
+        n: usize,
+        activation: TileActivation,
+        tiled: bool,
+    }
+
+    impl FinishRow for BiasResidual<'_> {
+        fn finish(&self, i: usize, j0: usize, row: &mut [f32]) {
+            let residual = &self.residual[i * self.n + j0..];
+            for (v, &r) in row.iter_mut().zip(residual) {
+                *v = self.activation.apply(*v + self.bias[i] + r);
+            }
+        }
+
+        fn tile_end(&self, i0: usize, j0: usize) -> Option<TileEnd> {
+            self.tiled.then(|| TileEnd {
+                bias: self.bias[i0..].as_ptr(),
+                residual: self.residual[i0 * self.n + j0..].as_ptr(),
+                residual_rs: self.n as isize,
+                activation: self.activation,
+            })
+        }
+    }
+
+    /// Every kernel's finished tiles give the bits of the row-by-row
+    /// finish, for each activation, with NaN, infinities and signed zeros
+    /// in the residual, edge tiles and two depth slices.
+    #[test]
+    fn finished_tiles_match_the_row_finish_bits() {
+        let (m, n, k) = (21, 45, 300);
+        let a = rand_vec(m * k, 5);
+        let b = rand_vec(k * n, 6);
+        let bias = rand_vec(m, 7);
+        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1e30];
+        let residual: std::vec::Vec<f32> = rand_vec(m * n, 8)
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i % 7 == 0 { specials[i / 7 % 6] } else { v })
+            .collect();
+        let mut packed = vec![0.0f32; packed_a_len(m, k)];
+        unsafe { pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr()) };
+        let activations = [
+            TileActivation::None,
+            TileActivation::Clamp { lo: 0.0, hi: f32::INFINITY },
+            TileActivation::Clamp { lo: -0.5, hi: 0.5 },
+            TileActivation::Clamp { lo: 1.0, hi: -1.0 },
+            TileActivation::Leaky { slope: 0.1 },
+        ];
+        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
+            for activation in activations {
+                let run = |tiled: bool| {
+                    let finish = BiasResidual { bias: &bias, residual: &residual, n, activation, tiled };
+                    let mut got = vec![f32::NAN; m * n];
+                    let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
+                    let y = MatMut { ptr: got.as_mut_ptr(), rs: n as isize, cs: 1 };
+                    let serial = Parallel::SERIAL;
+                    unsafe { sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, y, &finish, &serial) };
+                    got
+                };
+                let (rows, tiles) = (run(false), run(true));
+                let same = rows.iter().zip(&tiles).all(|(r, t)| r.to_bits() == t.to_bits() || r.is_nan() && t.is_nan());
+                assert!(same, "{kernel:?} {activation:?}");
+            }
+        }
+    }
 
     /// A `parallel_for` that runs the tasks last to first.
     unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {

@@ -8,7 +8,7 @@
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{BSource, FinishRow, Product};
+use crate::generic::prepacked::{BSource, FinishRow, Product, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 use core::ops::Range;
 
@@ -39,7 +39,21 @@ impl MicroKernel for Avx512 {
         alpha: f32,
         accumulate: bool,
     ) {
-        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate)
+        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate, None)
+    }
+
+    #[inline(always)]
+    unsafe fn finished_tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        accumulate: bool,
+        end: &TileEnd,
+    ) {
+        tile::<MR>(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end))
     }
 
     #[inline(always)]
@@ -64,6 +78,7 @@ unsafe fn tile<const R: usize>(
     cols: usize,
     alpha: f32,
     accumulate: bool,
+    end: Option<&TileEnd>,
 ) {
     if accumulate {
         // The tile of y is read at the end; start pulling it in now.
@@ -101,8 +116,38 @@ unsafe fn tile<const R: usize>(
         } else {
             (_mm512_mul_ps(acc0[i], al), _mm512_mul_ps(acc1[i], al))
         };
+        let (v0, v1) = match end {
+            Some(end) => (finish(end, i, 0, m0, v0), finish(end, i, 16, m1, v1)),
+            None => (v0, v1),
+        };
         _mm512_mask_storeu_ps(row, m0, v0);
         _mm512_mask_storeu_ps(row.wrapping_add(16), m1, v1);
+    }
+}
+
+/// [`TileEnd`] on the 16 columns from `col` of row `i` (`lanes` of them
+/// in the tile), the same operations as [`TileEnd::apply`] on each lane.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn finish(end: &TileEnd, i: usize, col: usize, lanes: u16, mut v: __m512) -> __m512 {
+    if !end.bias.is_null() {
+        v = _mm512_add_ps(v, _mm512_set1_ps(*end.bias.add(i)));
+    }
+    if !end.residual.is_null() {
+        let r = end.residual.wrapping_offset(i as isize * end.residual_rs).wrapping_add(col);
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, r));
+    }
+    match end.activation {
+        TileActivation::None => v,
+        TileActivation::Clamp { lo, hi } => {
+            let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+            let high = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi);
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), high, lo)
+        }
+        TileActivation::Leaky { slope } => {
+            let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, _mm512_setzero_ps());
+            _mm512_mask_mul_ps(v, below, v, _mm512_set1_ps(slope))
+        }
     }
 }
 
