@@ -66,8 +66,10 @@ impl MicroKernel for Avx512 {
     }
 }
 
-#[target_feature(enable = "avx512f")]
-#[inline]
+/// Inlined (without a `target_feature` of its own, which would forbid
+/// `inline(always)`) into the AVX-512 drivers, whose features its
+/// intrinsics then take.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile<const R: usize>(
     kc: usize,
@@ -127,8 +129,7 @@ unsafe fn tile<const R: usize>(
 
 /// [`TileEnd`] on the 16 columns from `col` of row `i` (`lanes` of them
 /// in the tile), the same operations as [`TileEnd::apply`] on each lane.
-#[target_feature(enable = "avx512f")]
-#[inline]
+#[inline(always)]
 unsafe fn finish(end: &TileEnd, i: usize, col: usize, lanes: u16, mut v: __m512) -> __m512 {
     if !end.bias.is_null() {
         v = _mm512_add_ps(v, _mm512_set1_ps(*end.bias.add(i)));
