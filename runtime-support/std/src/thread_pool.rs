@@ -5,8 +5,8 @@
 //! one job (task, env, count); the calling thread and the workers take task
 //! indices from a shared counter until none are left, and the call returns
 //! when every task has finished. Workers spin briefly before sleeping on a
-//! condition variable: consecutive kernels follow each other within
-//! microseconds. One job runs at a time (concurrent callers queue on a
+//! condition variable (consecutive kernels follow each other within
+//! microseconds), and so does the caller before it waits for the last task. One job runs at a time (concurrent callers queue on a
 //! lock); a task must not call `parallel_for` on the same pool.
 //!
 //! C callers get it as `onnxc_thread_pool_new`, `onnxc_thread_pool_parallel_for`
@@ -150,6 +150,13 @@ impl ThreadPool {
             shared.wake.notify_all();
         }
         shared.work(job);
+        // The workers' last tasks usually end within microseconds of the
+        // caller's: spin for them before paying a sleep and a wake-up.
+        let mut spins = 0;
+        while shared.pending.load(Ordering::Acquire) != 0 && spins < SPINS {
+            core::hint::spin_loop();
+            spins += 1;
+        }
         let mut guard = shared.finished.0.lock().unwrap_or_else(|e| e.into_inner());
         while shared.pending.load(Ordering::Acquire) != 0 {
             guard = shared.finished.1.wait(guard).unwrap_or_else(|e| e.into_inner());
