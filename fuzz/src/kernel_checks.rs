@@ -131,8 +131,18 @@ fn conv(c: &mut Choices) {
     let mut y = vec![f32::NAN; batch * cout * out_size];
     let mut scratch = vec![0f32; conv_scratch_elems(&p)];
     // SAFETY: buffers sized exactly by the params.
-    let status =
-        unsafe { onnxc_conv_f32(&p, x.as_ptr(), w.as_ptr(), bias.as_ptr(), core::ptr::null(), y.as_mut_ptr(), scratch.as_mut_ptr()) };
+    let status = unsafe {
+        onnxc_conv_f32(
+            &p,
+            x.as_ptr(),
+            w.as_ptr(),
+            bias.as_ptr(),
+            core::ptr::null(),
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr(),
+            core::ptr::null(),
+        )
+    };
     assert_eq!(status, STATUS_OK, "{p:?}");
     for (o, &got) in y.iter().enumerate() {
         let (n, rest) = (o / (cout * out_size), o % (cout * out_size));
@@ -213,7 +223,7 @@ fn pool(c: &mut Choices) {
     let mut idx = vec![0i64; planes * out_size];
     let indices = if kind == POOL_MAX { idx.as_mut_ptr() } else { std::ptr::null_mut() };
     // SAFETY: buffers sized exactly by the params.
-    let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), indices) };
+    let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), indices, core::ptr::null()) };
     assert_eq!(status, STATUS_OK, "{p:?}");
     for (o, &got) in y.iter().enumerate() {
         let (plane, pos) = (o / out_size, o % out_size);

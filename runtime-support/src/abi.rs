@@ -176,8 +176,8 @@ kernel_table! {
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *const Parallel) -> i32;
-    onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64) -> i32;
-    onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64) -> i32;
+    onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64, *const Parallel) -> i32;
+    onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64, *const Parallel) -> i32;
     onnxc_batchnorm_f32(*const BatchNormParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32) -> i32;
     onnxc_batchnorm_f64(*const BatchNormParams, *const f64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_lrn_f32(*const LrnParams, *const f32, *mut f32) -> i32;

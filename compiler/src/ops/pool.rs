@@ -199,13 +199,15 @@ impl Operator for Pool {
         let yp = cx.output_ptr(0)?;
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
-            return cx.call_checked(&kernel_for("onnxc_pool", dtype), &[params, xp, yp, ip]);
+            let parallel = cx.parallel_ptr();
+            return cx.call_checked(&kernel_for("onnxc_pool", dtype), &[params, xp, yp, ip, parallel]);
         }
         let (n_in, n_out) = (element_count(&x), out_count(&p));
         let xf = cx.scratch_ptr()?;
         let yf = cx.ins().iadd_imm_s(xf, 4 * n_in as i64);
         convert(cx, xp, dtype, xf, DType::F32, n_in)?;
-        cx.call_checked("onnxc_pool_f32", &[params, xf, yf, ip])?;
+        let parallel = cx.parallel_ptr();
+        cx.call_checked("onnxc_pool_f32", &[params, xf, yf, ip, parallel])?;
         convert(cx, yf, DType::F32, yp, dtype, n_out)
     }
 

@@ -662,8 +662,9 @@ pub(crate) unsafe fn depthwise_plane_portable<T: Real>(p: &ConvParams, x: *const
     }
 }
 
-/// Tasks the depthwise kernel splits its channels into.
-const CHANNEL_TASKS: usize = 8;
+/// Tasks the plane-at-a-time kernels (depthwise convolution, pooling)
+/// split their channels into.
+pub(crate) const CHANNEL_TASKS: usize = 8;
 
 /// Validation of the transposed direction: like [`validate`], but the
 /// padding may be negative (an output larger than the natural one) and the

@@ -24,6 +24,7 @@
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::parallel::{share, Parallel};
 
 pub const POOL_MAX: i64 = 0;
 pub const POOL_AVERAGE: i64 = 1;
@@ -95,16 +96,29 @@ fn tap_range(start: i64, dilation: i64, kernel: i64, lo: i64, hi: i64) -> (i64, 
 }
 
 /// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
-/// is only written for `POOL_MAX`.
+/// is only written for `POOL_MAX`. 2-D max and average pooling split their
+/// planes over `parallel` (may be null: one thread).
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f32(p: *const PoolParams, x: *const f32, y: *mut f32, indices: *mut i64) -> i32 {
-    pool(p, x, y, indices)
+pub unsafe extern "C" fn onnxc_pool_f32(
+    p: *const PoolParams,
+    x: *const f32,
+    y: *mut f32,
+    indices: *mut i64,
+    parallel: *const Parallel,
+) -> i32 {
+    pool(p, x, y, indices, parallel)
 }
 
 /// [`onnxc_pool_f32`] for `f64`.
 #[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f64(p: *const PoolParams, x: *const f64, y: *mut f64, indices: *mut i64) -> i32 {
-    pool(p, x, y, indices)
+pub unsafe extern "C" fn onnxc_pool_f64(
+    p: *const PoolParams,
+    x: *const f64,
+    y: *mut f64,
+    indices: *mut i64,
+    parallel: *const Parallel,
+) -> i32 {
+    pool(p, x, y, indices, parallel)
 }
 
 /// The window `[start, end)` of output position `o` along dim `d`, clipped
@@ -229,7 +243,13 @@ unsafe fn interior_tap<T: Real, const STRIDE: usize>(
     }
 }
 
-unsafe fn pool<T: PoolElem>(p: *const PoolParams, x: *const T, y: *mut T, indices: *mut i64) -> i32 {
+unsafe fn pool<T: PoolElem>(
+    p: *const PoolParams,
+    x: *const T,
+    y: *mut T,
+    indices: *mut i64,
+    parallel: *const Parallel,
+) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -250,14 +270,16 @@ unsafe fn pool<T: PoolElem>(p: *const PoolParams, x: *const T, y: *mut T, indice
     let out_dims = to_usize(&p.out_spatial);
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
-        for plane in 0..planes {
+        let one_plane = |plane: usize| {
             if !T::pool_plane_simd(p, x.add(plane * in_size), y.add(plane * out_size)) {
                 super::with_widest_vectors(
                     #[inline(always)]
                     || pool_2d(p, x.add(plane * in_size), y.add(plane * out_size)),
                 );
             }
-        }
+        };
+        let parts = planes.min(super::conv::CHANNEL_TASKS);
+        Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(one_plane));
         return STATUS_OK;
     }
     // Row-major strides for reading, and the strides used to number indices.
@@ -431,11 +453,13 @@ mod tests {
         let mut p = PoolParams { kind: POOL_MAX, batch: 1, channels: 1, spatial_rank: 1, ..Default::default() };
         (p.in_spatial[0], p.out_spatial[0], p.kernel[0], p.strides[0], p.dilations[0]) = (4, 2, 2, i64::MAX, 1);
         let (x, mut y) = ([0f32; 4], [0f32; 2]);
-        let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+        let status =
+            unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null()) };
         assert_eq!(status, STATUS_INVALID_PARAMS);
         p.strides[0] = 2;
         p.pads_end[0] = i64::MAX;
-        let status = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+        let status =
+            unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null()) };
         assert_eq!(status, STATUS_INVALID_PARAMS);
     }
 
@@ -449,7 +473,7 @@ mod tests {
         let x = [1.0f32, 4.0, 2.0, 3.0];
         let run = |p: &PoolParams| {
             let (mut y, mut i) = ([0f32; 1], [0i64; 1]);
-            let status = unsafe { onnxc_pool_f32(p, x.as_ptr(), y.as_mut_ptr(), i.as_mut_ptr()) };
+            let status = unsafe { onnxc_pool_f32(p, x.as_ptr(), y.as_mut_ptr(), i.as_mut_ptr(), core::ptr::null()) };
             assert_eq!(status, STATUS_OK);
             (y[0], i[0])
         };
@@ -612,20 +636,24 @@ mod tests {
                 let mut got = vec![f32::NAN; want.len()];
                 let mut got_idx = vec![-7i64; want.len()];
                 let ip = if kind == POOL_MAX { got_idx.as_mut_ptr() } else { core::ptr::null_mut() };
-                let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), got.as_mut_ptr(), ip) };
+                let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), got.as_mut_ptr(), ip, core::ptr::null()) };
                 assert_eq!(st, STATUS_OK);
                 assert_close(&got, &want, 1e-5);
                 if kind == POOL_MAX {
                     assert_eq!(got_idx, want_idx);
                     // Without indices 2-D windows take the fast path: same values.
                     let mut fast = vec![f32::NAN; want.len()];
-                    let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), fast.as_mut_ptr(), core::ptr::null_mut()) };
+                    let st = unsafe {
+                        onnxc_pool_f32(&p, x.as_ptr(), fast.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null())
+                    };
                     assert_eq!((st, fast), (STATUS_OK, got.clone()));
                 }
                 // f64 runs the same code in f64.
                 let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
                 let mut got64 = vec![f64::NAN; want.len()];
-                let st = unsafe { onnxc_pool_f64(&p, x64.as_ptr(), got64.as_mut_ptr(), core::ptr::null_mut()) };
+                let st = unsafe {
+                    onnxc_pool_f64(&p, x64.as_ptr(), got64.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null())
+                };
                 assert_eq!(st, STATUS_OK);
                 assert_close(&got64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &want, 1e-6);
             }
@@ -698,7 +726,8 @@ mod tests {
             p.kind = kind;
             p.count_include_pad = cip;
             let mut y = [0.0f32; 2];
-            let st = unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut()) };
+            let st =
+                unsafe { onnxc_pool_f32(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null()) };
             assert_eq!(st, STATUS_OK);
             assert_eq!(y, want);
         }
@@ -709,9 +738,15 @@ mod tests {
         let mut p = params(&c2([5, 5], [2, 2], [2, 2], [1, 1], [0, 0, 0, 0], false), POOL_MAX);
         let z = core::ptr::null_mut();
         p.strides[1] = 0;
-        assert_eq!(unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
+        assert_eq!(
+            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut(), core::ptr::null()) },
+            STATUS_INVALID_PARAMS
+        );
         p.strides[1] = 1;
         p.kind = 3;
-        assert_eq!(unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut()) }, STATUS_INVALID_PARAMS);
+        assert_eq!(
+            unsafe { onnxc_pool_f32(&p, z, z, core::ptr::null_mut(), core::ptr::null()) },
+            STATUS_INVALID_PARAMS
+        );
     }
 }
