@@ -493,7 +493,8 @@ pub unsafe fn sgemm(
 }
 
 /// [`sgemm`] with a chosen implementation; one the CPU lacks falls back to
-/// the generic one.
+/// the generic one. One or two rows of A take [`super::gemv::few_rows`]
+/// whatever the implementation.
 ///
 /// # Safety
 /// As [`sgemm`].
@@ -510,6 +511,9 @@ pub unsafe fn sgemm_with(
     c: Option<MatRef>,
     y: MatMut,
 ) {
+    if super::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
+        return;
+    }
     match kernel {
         #[cfg(target_arch = "x86_64")]
         GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),

@@ -26,6 +26,7 @@ pub mod copy;
 pub mod deform_conv;
 pub mod dynamic;
 pub mod gemm;
+pub mod gemv;
 pub mod indexing;
 pub mod loss;
 pub mod math;
