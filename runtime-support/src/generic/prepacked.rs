@@ -229,7 +229,7 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
     }
     // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
     let kc_max = k.div_ceil(k.div_ceil(K::KC));
-    let mut nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
+    let nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
     let product = Product {
         m,
         n,
@@ -241,23 +241,24 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
         kc_max,
         mc_max: (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS),
     };
-    // With threads, narrower column blocks first (they cost nothing), then
-    // row ranges of at least MIN_PART_PANELS panels (each packs its own
-    // copy of the B block, so only where the arithmetic dwarfs that).
+    // Column blocks of (nearly) equal whole B panels, at most `nc_max`
+    // wide. With threads, more and narrower blocks first (they cost
+    // nothing), then row ranges of at least MIN_PART_PANELS panels (each
+    // packs its own copy of the B block, so only where the arithmetic
+    // dwarfs that); equal tasks keep the threads finishing together.
     let panels = m.div_ceil(PANEL_ROWS);
+    let column_panels = n.div_ceil(K::NR);
+    let mut column_blocks = n.div_ceil(nc_max);
     let mut row_parts = 1;
     if Parallel::is_threaded(parallel) {
-        if n.div_ceil(nc_max) < TASKS {
-            nc_max = n.div_ceil(TASKS).next_multiple_of(K::NR).clamp(MIN_BLOCK_PANELS * K::NR, nc_max);
-        }
-        row_parts = TASKS.div_ceil(n.div_ceil(nc_max)).min(panels / MIN_PART_PANELS).max(1);
+        column_blocks = column_blocks.max(TASKS.min(column_panels / MIN_BLOCK_PANELS));
+        row_parts = TASKS.div_ceil(column_blocks).min(panels / MIN_PART_PANELS).max(1);
     }
-    let column_blocks = n.div_ceil(nc_max);
     Parallel::for_each(parallel, column_blocks * row_parts, |task| {
         let panel_range = share(panels, row_parts, task % row_parts);
         let rows = panel_range.start * PANEL_ROWS..m.min(panel_range.end * PANEL_ROWS);
-        let jb = task / row_parts * nc_max;
-        K::prepacked_block(&product, jb..n.min(jb + nc_max), rows);
+        let block = share(column_panels, column_blocks, task / row_parts);
+        K::prepacked_block(&product, block.start * K::NR..n.min(block.end * K::NR), rows);
     });
 }
 
