@@ -175,6 +175,7 @@ kernel_table! {
     onnxc_cast_from_string(i64, *const OnnxString, i64, *mut u8) -> i32;
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
+    onnxc_conv_prologue_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *const Parallel) -> i32;
     onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64, *const Parallel) -> i32;
     onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64, *const Parallel) -> i32;

@@ -262,6 +262,11 @@ pub struct Conv {
     /// packed for the kernel (a 1-D f32 constant); set by
     /// `passes::pack_conv_weights`.
     pub packed_weights: Option<Vec<usize>>,
+    /// Input 4 (f32 `[2 * C]`: a scale then a shift per input channel)
+    /// takes the input through `max(x * scale + shift, 0)` before the
+    /// convolution (pointwise, packed weights only); set by
+    /// `passes::fuse_conv_prologue`.
+    pub prologue: bool,
 }
 
 /// An activation applied in the convolution's epilogue.
@@ -323,6 +328,7 @@ impl Conv {
             activation: Activation::None,
             residual: false,
             packed_weights: None,
+            prologue: false,
         })
     }
 
@@ -383,6 +389,10 @@ trait ConvKernel {
     const RESIDUAL_ARG: bool = false;
     /// Whether the kernel takes the context's `parallel_for` (last argument).
     const PARALLEL_ARG: bool = false;
+    /// Whether input 4 is a per-input-channel prologue (see [`Conv::prologue`]).
+    fn has_prologue(&self) -> bool {
+        false
+    }
     /// True when portable mode lowers it as direct loops
     /// ([`super::window_loops`]); otherwise portable mode refuses it.
     const DIRECT_LOOPS: bool;
@@ -404,6 +414,12 @@ trait ConvKernel {
             }
         }
         let shape = Conv::output_shape(&p);
+        if let Some(pro) = cx.opt_input(4) {
+            let want = [2 * p.in_channels as usize];
+            if !self.has_prologue() || pro.dtype != DType::F32 || x.dtype != DType::F32 || pro.shape != want {
+                return Err(format!("prologue is {}{:?}, expected f32{want:?}", pro.dtype, pro.shape));
+            }
+        }
         if let Some(r) = cx.opt_input(3) {
             if !Self::RESIDUAL_ARG || r.dtype != x.dtype || r.shape != shape {
                 return Err(format!("residual is {}{:?}, expected {}{shape:?}", r.dtype, r.shape, x.dtype));
@@ -431,6 +447,9 @@ trait ConvKernel {
             }
             return super::window_loops::conv(cx, dtype, &p);
         }
+        if self.has_prologue() {
+            return lower_with_prologue(cx, dtype, &p);
+        }
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
@@ -446,6 +465,18 @@ trait ConvKernel {
         }
         cx.call_checked(&kernel_for(Self::KERNEL, dtype), &args)
     }
+}
+
+/// A Conv with a prologue ([`Conv::prologue`]): `onnxc_conv_prologue_f32`,
+/// which needs f32, packed weights and a pointwise window.
+fn lower_with_prologue(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+    if dtype != DType::F32 || p.packed_weights != 1 {
+        return Err("a prologue needs f32 and weights packed for the kernel library".into());
+    }
+    let params = cx.params(p)?;
+    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
+    args.extend([cx.input_ptr(4)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
+    cx.call_checked("onnxc_conv_prologue_f32", &args)
 }
 
 /// The `Operator` impl of a [`ConvKernel`] type.
@@ -476,6 +507,9 @@ impl ConvKernel for Conv {
     const RESIDUAL_ARG: bool = true;
     const PARALLEL_ARG: bool = true;
     const DIRECT_LOOPS: bool = true;
+    fn has_prologue(&self) -> bool {
+        self.prologue
+    }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, self.packed_weights.as_deref().unwrap_or(w))
     }
@@ -500,6 +534,7 @@ pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
         activation: Activation::None,
         residual: false,
         packed_weights: None,
+        prologue: false,
     };
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 mod fold_batchnorm;
 mod fuse_conv_activation;
 mod fuse_conv_add;
+mod fuse_conv_prologue;
 mod fuse_elementwise;
 mod fuse_matmul_add;
 mod gemm_by_splat;
@@ -21,13 +22,15 @@ pub(crate) mod test_graph;
 pub use fold_batchnorm::fold_batchnorm_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
+pub use fuse_conv_prologue::fuse_conv_prologue;
 pub use fuse_elementwise::fuse_elementwise;
 pub use fuse_matmul_add::fuse_matmul_add;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
 
 /// Every rewrite, in order. `portable` code calls no kernels, so nothing
-/// is laid out for them (weights stay in the ONNX layout).
+/// is laid out for them (weights stay in the ONNX layout) and nothing is
+/// fused into them that their loops would not do.
 pub fn run(graph: &mut Graph, portable: bool) {
     eliminate_dead_nodes(graph);
     fold_batchnorm_into_conv(graph);
@@ -35,10 +38,11 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_conv_activation(graph);
     fuse_matmul_add(graph);
     gemm_by_splat(graph);
-    fuse_elementwise(graph);
     if !portable {
         pack_conv_weights(graph);
+        fuse_conv_prologue(graph);
     }
+    fuse_elementwise(graph);
     eliminate_dead_nodes(graph);
     debug_assert_eq!(verify(graph), Ok(()));
 }

@@ -70,7 +70,14 @@ mod tests {
         let w = value(&mut g, "w", &[10, 2, 3, 3], ValueDef::Const(Tensor::from_f32s(vec![10, 2, 3, 3], &weights)));
         let y = value(&mut g, "y", &[1, 10, 3, 3], ValueDef::Computed);
         let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let conv = Conv { window, group: 2, activation: Activation::None, residual: false, packed_weights: None };
+        let conv = Conv {
+            window,
+            group: 2,
+            activation: Activation::None,
+            residual: false,
+            packed_weights: None,
+            prologue: false,
+        };
         g.nodes.push(Node {
             name: "conv".into(),
             op: Op::Conv(conv),

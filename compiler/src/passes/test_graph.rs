@@ -18,7 +18,8 @@ pub fn conv_1x1(g: &mut Graph, x: ValueId, weight: f32) -> ValueId {
     let w = value(g, "w", &[1, 1, 1, 1], ValueDef::Const(Tensor::from_f32s(vec![1, 1, 1, 1], &[weight])));
     let c = value(g, "c", &[1, 1, 2, 2], ValueDef::Computed);
     let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-    let conv = Conv { window, group: 1, activation: Activation::None, residual: false, packed_weights: None };
+    let conv =
+        Conv { window, group: 1, activation: Activation::None, residual: false, packed_weights: None, prologue: false };
     g.nodes.push(Node { name: "conv".into(), op: Op::Conv(conv), inputs: vec![Some(x), Some(w)], outputs: vec![c] });
     c
 }

@@ -348,11 +348,75 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 ) -> i32 {
     match prepare(p, residual) {
         Ok((p, s, residual)) if p.packed_weights == 1 => {
-            conv_prepacked(p, &s, x, w, bias, residual, y, parallel);
+            conv_prepacked(p, &s, x, w, bias, residual, None, y, parallel);
             STATUS_OK
         }
         Err(status) => status,
         Ok(_) => conv(p, x, w, bias, residual, y, scratch, parallel),
+    }
+}
+
+/// [`onnxc_conv_f32`] on its input taken through `max(x * scale[c] + shift[c], 0)`
+/// for each input channel `c`: an inference BatchNormalization and Relu in
+/// front of the convolution, applied as the input is packed rather than
+/// in a pass of their own over it. `prologue` holds `scale` then `shift`,
+/// `in_channels` floats each. Only for a pointwise convolution on packed
+/// weights (`STATUS_INVALID_PARAMS` otherwise).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn onnxc_conv_prologue_f32(
+    p: *const ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    prologue: *const f32,
+    y: *mut f32,
+    parallel: *const Parallel,
+) -> i32 {
+    match prepare(p, residual) {
+        Ok((p, s, residual)) if p.packed_weights == 1 && s.pointwise && !prologue.is_null() => {
+            let channels = ChannelPrologue { scale: prologue, shift: prologue.add(p.in_channels as usize) };
+            conv_prepacked(p, &s, x, w, bias, residual, Some(channels), y, parallel);
+            STATUS_OK
+        }
+        Err(status) => status,
+        Ok(_) => STATUS_INVALID_PARAMS,
+    }
+}
+
+/// The per-input-channel `max(x * scale + shift, 0)` of
+/// [`onnxc_conv_prologue_f32`].
+#[derive(Clone, Copy)]
+struct ChannelPrologue {
+    scale: *const f32,
+    shift: *const f32,
+}
+
+/// A pointwise convolution's input (channel rows of `row_len` pixels)
+/// through a [`ChannelPrologue`], packed as B panels.
+struct PrologueInput {
+    x: *const f32,
+    row_len: usize,
+    channels: ChannelPrologue,
+}
+
+impl BSource for PrologueInput {
+    #[inline(always)]
+    unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+        for l in 0..kc {
+            let c = row0 + l;
+            let (scale, shift) = (*self.channels.scale.add(c), *self.channels.shift.add(c));
+            let src = core::slice::from_raw_parts(self.x.add(c * self.row_len + col0), nc);
+            for (p, chunk) in src.chunks(nr).enumerate() {
+                let panel = core::slice::from_raw_parts_mut(dst.add((p * kc + l) * nr), nr);
+                for (d, &v) in panel.iter_mut().zip(chunk) {
+                    let t = v * scale + shift;
+                    *d = if t < 0.0 { 0.0 } else { t };
+                }
+                panel[chunk.len()..].fill(0.0);
+            }
+        }
     }
 }
 
@@ -493,10 +557,10 @@ impl FinishRow for ConvFinish<'_> {
 }
 
 /// f32 convolution on weights packed by [`onnxc_pack_conv_weights_f32`]: per
-/// image and group one [`sgemm_prepacked`] whose B is the input (pointwise)
-/// or its im2col matrix packed on the fly, the bias, residual and
-/// activation applied per finished tile row, the work split over
-/// `parallel`. Needs no scratch.
+/// image and group one [`sgemm_prepacked`] whose B is the input (pointwise,
+/// maybe through a `prologue`) or its im2col matrix packed on the fly, the
+/// bias, residual and activation applied per finished tile, the work split
+/// over `parallel`. Needs no scratch.
 #[allow(clippy::too_many_arguments)]
 unsafe fn conv_prepacked(
     p: &ConvParams,
@@ -505,6 +569,7 @@ unsafe fn conv_prepacked(
     w: *const f32,
     bias: *const f32,
     residual: Option<*const f32>,
+    prologue: Option<ChannelPrologue>,
     y: *mut f32,
     parallel: *const Parallel,
 ) {
@@ -523,7 +588,14 @@ unsafe fn conv_prepacked(
                 row_stride: s.out_size,
             };
             let a = w.add(g * per_group);
-            if s.pointwise {
+            if let (true, Some(channels)) = (s.pointwise, prologue) {
+                let group_channels = ChannelPrologue {
+                    scale: channels.scale.add(g * s.c_per_group),
+                    shift: channels.shift.add(g * s.c_per_group),
+                };
+                let b = PrologueInput { x: xg, row_len: s.in_size, channels: group_channels };
+                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
+            } else if s.pointwise {
                 let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
                 sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
             } else {
@@ -1078,6 +1150,76 @@ mod tests {
         check(case2d(1, 1, 1, (1, 1), (1, 1), 1, 1, [0, 0, 0, 0]));
         check(case2d(3, 130, 1, (13, 11), (5, 5), 1, 1, [2, 2, 2, 2])); // many output channels
         check(case2d(2, 2, 1, (3, 3), (3, 3), 3, 1, [3, 3, 3, 3])); // windows all padding
+    }
+
+    /// The prologue kernel gives the bits of the packed convolution on the
+    /// input transformed first, per channel, with groups, two images and
+    /// NaN/infinite inputs; other windows or unpacked weights are refused.
+    #[test]
+    fn prologue_matches_the_transformed_input() {
+        for c in [case2d(6, 40, 1, (9, 7), (1, 1), 1, 1, [0; 4]), case2d(6, 4, 2, (3, 5), (1, 1), 1, 1, [0; 4])] {
+            let p = ConvParams { packed_weights: 1, ..params(&c) };
+            let in_size: usize = c.input.iter().product();
+            let mut x = rand_vec(c.batch * c.cin * in_size, 1);
+            (x[3], x[10]) = (f32::NAN, f32::INFINITY);
+            let w = rand_vec(c.cout * c.cin / c.group, 2);
+            let mut packed = vec![f32::NAN; conv_packed_weights_elems(&p)];
+            assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&params(&c), w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+            let (scale, shift) = (rand_vec(c.cin, 3), rand_vec(c.cin, 4));
+            let transformed: Vec<f32> = x
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let t = v * scale[i / in_size % c.cin] + shift[i / in_size % c.cin];
+                    if t < 0.0 {
+                        0.0
+                    } else {
+                        t
+                    }
+                })
+                .collect();
+            let bias = rand_vec(c.cout, 5);
+            let out_n = c.batch * c.cout * in_size;
+            let (mut want, mut got) = (vec![f32::NAN; out_n], vec![f32::NAN; out_n]);
+            let prologue = [scale, shift].concat();
+            let (xp, wp, bp) = (x.as_ptr(), packed.as_ptr(), bias.as_ptr());
+            unsafe {
+                let st = onnxc_conv_f32(
+                    &p,
+                    transformed.as_ptr(),
+                    wp,
+                    bp,
+                    null(),
+                    want.as_mut_ptr(),
+                    core::ptr::null_mut(),
+                    null(),
+                );
+                assert_eq!(st, STATUS_OK);
+                let st = onnxc_conv_prologue_f32(&p, xp, wp, bp, null(), prologue.as_ptr(), got.as_mut_ptr(), null());
+                assert_eq!(st, STATUS_OK);
+            }
+            assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan()));
+            let unpacked = params(&c);
+            let st = unsafe {
+                onnxc_conv_prologue_f32(&unpacked, xp, wp, bp, null(), prologue.as_ptr(), got.as_mut_ptr(), null())
+            };
+            assert_eq!(st, STATUS_INVALID_PARAMS);
+        }
+        let strided = ConvParams { packed_weights: 1, ..params(&case2d(2, 3, 1, (4, 4), (1, 1), 2, 1, [0; 4])) };
+        let (x, w, pro, mut y) = (vec![0.0f32; 32], vec![0.0f32; 64], vec![0.0f32; 4], vec![0.0f32; 12]);
+        let st = unsafe {
+            onnxc_conv_prologue_f32(
+                &strided,
+                x.as_ptr(),
+                w.as_ptr(),
+                null(),
+                null(),
+                pro.as_ptr(),
+                y.as_mut_ptr(),
+                null(),
+            )
+        };
+        assert_eq!(st, STATUS_INVALID_PARAMS);
     }
 
     #[test]

@@ -1,0 +1,258 @@
+//! `Conv(Relu(affine(x)))` with a pointwise window: a per-channel affine
+//! map and Relu applied as the convolution packs its input.
+//!
+//! Pre-activation networks (DenseNet, ResNet v2) normalise and rectify the
+//! input of each convolution: apart, that is one more pass over a tensor
+//! as large as the convolution's input (in DenseNet the growing
+//! concatenation of every earlier layer's features). A pointwise
+//! convolution on packed weights reads each input element once, to pack
+//! it; `onnxc_conv_prologue_f32` computes `max(x * scale[c] + shift[c], 0)`
+//! there (input 4 of the Conv), per input channel `c`.
+//!
+//! `affine` is any chain of inference BatchNormalization and Mul or Add
+//! by a per-channel constant (`[C, 1, 1]`, `[1, C, 1, 1]`, a scalar...;
+//! exporters from Caffe2 write the normalisation's scale and bias that
+//! way), composed into one `scale` and `shift` — the same values up to
+//! rounding, as BatchNormalization folding.
+//!
+//! Applies when the Conv is f32, pointwise (1x1, stride 1, no padding)
+//! with packed weights (so it runs after `pack_conv_weights`), and each
+//! intermediate has the input's shape and is read only by the next node,
+//! all in one guarded or repeated range.
+
+use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::elementwise::Func;
+use crate::ops::Op;
+
+pub fn fuse_conv_prologue(graph: &mut Graph) {
+    let uses = super::use_counts(graph);
+    let producer = super::producers(graph);
+    let region = super::regions(graph);
+    let mut removed = vec![false; graph.nodes.len()];
+    for conv_index in 0..graph.nodes.len() {
+        let conv_node = &graph.nodes[conv_index];
+        let Op::Conv(conv) = &conv_node.op else { continue };
+        let Some(Some(rectified)) = conv_node.inputs.first().copied() else { continue };
+        let Some((DType::F32, shape)) = graph.concrete(rectified) else { continue };
+        let Some(Ok(p)) = conv.packed_weights.as_ref().map(|w| conv.params(&shape, w)) else { continue };
+        let r = p.spatial_rank as usize;
+        let pointwise = (0..r).all(|d| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0)
+            && p.in_spatial[..r] == p.out_spatial[..r];
+        if conv.prologue || !pointwise {
+            continue;
+        }
+        // Walk up from the conv: the Relu, then the affine nodes.
+        let fusable = |v: ValueId, i: usize| {
+            uses.get(&v) == Some(&1)
+                && !graph.outputs.contains(&v)
+                && region[i] == region[conv_index]
+                && !removed[i]
+                && graph.concrete(v).as_ref().map(|(d, s)| (*d, s.as_slice())) == Some((DType::F32, shape.as_slice()))
+        };
+        let Some(&relu_index) = producer.get(&rectified) else { continue };
+        let relu = &graph.nodes[relu_index];
+        let (Op::Elementwise(e), [Some(mut x)]) = (&relu.op, relu.inputs.as_slice()) else { continue };
+        if e.func != Func::Relu || !fusable(rectified, relu_index) {
+            continue;
+        }
+        let channels = shape[1];
+        let mut chain = vec![relu_index];
+        // Applied to the input in reverse order of `steps`.
+        let mut steps = Vec::new();
+        while let Some(&i) = producer.get(&x) {
+            let Some((input, step)) = affine_step(graph, &graph.nodes[i], shape.len(), channels) else { break };
+            if !fusable(x, i) {
+                break;
+            }
+            chain.push(i);
+            steps.push(step);
+            x = input;
+        }
+        let (mut scale, mut shift) = (vec![1.0f32; channels], vec![0.0f32; channels]);
+        for step in steps.iter().rev() {
+            for c in 0..channels {
+                (scale[c], shift[c]) = step.apply(c, scale[c], shift[c]);
+            }
+        }
+        let prologue = Tensor::from_f32s(vec![2 * channels], &[scale, shift].concat());
+        let name = format!("{}.prologue", graph.nodes[conv_index].name);
+        let ty = TensorType::known(DType::F32, &prologue.shape);
+        let prologue_id = graph.add_value(name, Some(ty), ValueDef::Const(prologue));
+        let conv_node = &mut graph.nodes[conv_index];
+        conv_node.inputs[0] = Some(x);
+        conv_node.inputs.resize(4, None);
+        conv_node.inputs.push(Some(prologue_id));
+        if let Op::Conv(conv) = &mut conv_node.op {
+            conv.prologue = true;
+        }
+        chain.into_iter().for_each(|i| removed[i] = true);
+    }
+    let mut flags = removed.into_iter();
+    graph.nodes.retain(|_| !flags.next().unwrap_or(false));
+}
+
+/// One per-channel affine map `v -> v * mul[c] + add[c]`.
+struct Step {
+    mul: Vec<f32>,
+    add: Vec<f32>,
+}
+
+impl Step {
+    /// `x * scale + shift` followed by this step, as a new scale and shift.
+    fn apply(&self, c: usize, scale: f32, shift: f32) -> (f32, f32) {
+        (scale * self.mul[c], shift * self.mul[c] + self.add[c])
+    }
+}
+
+/// The affine step `node` computes and the value it reads, when it is an
+/// inference BatchNormalization or a Mul/Add by a per-channel constant.
+fn affine_step(graph: &Graph, node: &Node, rank: usize, channels: usize) -> Option<(ValueId, Step)> {
+    let values = |v: &Option<ValueId>, statistic: bool| {
+        v.and_then(|v| graph.const_value(v)).and_then(|t| per_channel(t, rank, channels, statistic))
+    };
+    let constant = |v: &Option<ValueId>| values(v, false);
+    match (&node.op, node.inputs.as_slice()) {
+        (Op::BatchNorm(norm), [Some(x), stats @ ..]) if norm.spatial && norm.training.is_none() => {
+            let stats: Vec<Vec<f32>> = stats.iter().map(|v| values(v, true)).collect::<Option<_>>()?;
+            let [gamma, beta, mean, var]: [Vec<f32>; 4] = stats.try_into().ok()?;
+            let k: Vec<f32> = (0..channels).map(|c| gamma[c] / (var[c] + norm.epsilon).sqrt()).collect();
+            let add = (0..channels).map(|c| beta[c] - mean[c] * k[c]).collect();
+            (node.outputs.len() == 1).then_some((*x, Step { mul: k, add }))
+        }
+        (Op::Elementwise(e), [a, b]) if matches!(e.func, Func::Mul | Func::Add | Func::Sum) => {
+            let (x, values) = match (constant(a), constant(b)) {
+                (None, Some(v)) => (a.as_ref()?, v),
+                (Some(v), None) => (b.as_ref()?, v),
+                _ => return None,
+            };
+            let step = match e.func {
+                Func::Mul => Step { mul: values, add: vec![0.0; channels] },
+                _ => Step { mul: vec![1.0; channels], add: values },
+            };
+            Some((*x, step))
+        }
+        _ => None,
+    }
+}
+
+/// A constant's values per channel (axis 1 of a rank-`rank` tensor): a
+/// BatchNormalization `statistic` (`[C]`), or an operand that broadcasts
+/// along every other axis (`[C, 1, 1]`, `[1, C, 1, 1]`, a single value).
+fn per_channel(t: &Tensor, rank: usize, channels: usize, statistic: bool) -> Option<Vec<f32>> {
+    let values = t.to_f32s()?;
+    let dims = &t.shape;
+    if statistic {
+        return (dims.len() == 1 && values.len() == channels).then_some(values);
+    }
+    if dims.len() > rank || !dims.iter().enumerate().all(|(i, &d)| d == 1 || rank - dims.len() + i == 1) {
+        return None;
+    }
+    match values.len() {
+        1 => Some(vec![values[0]; channels]),
+        n if n == channels => Some(values),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Node;
+    use crate::ops::conv::{Activation, Conv, Window};
+    use crate::ops::elementwise::Elementwise;
+    use crate::ops::norm::BatchNorm;
+    use crate::passes::test_graph::{constant, push, run_bytes, value};
+
+    /// x[1,3,4,5] -> BatchNormalization (-> Mul by [3,1,1] -> Add of
+    /// [1,3,1,1] when `caffe2`) -> Relu -> Conv(W[2,3,1,1]) -> y, with the
+    /// weights packed as the pipeline would.
+    fn graph(caffe2: bool) -> Graph {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 3, 4, 5], ValueDef::Input(0));
+        let stats = [[1.5, -0.5, 2.0], [0.1, 0.2, -0.3], [0.05, -0.4, 0.3], [0.9, 0.25, 1.7]];
+        let ids: Vec<ValueId> =
+            stats.iter().enumerate().map(|(i, s)| constant(&mut g, &format!("s{i}"), &[3], s)).collect();
+        let n = value(&mut g, "n", &[1, 3, 4, 5], ValueDef::Computed);
+        let r = value(&mut g, "r", &[1, 3, 4, 5], ValueDef::Computed);
+        let y = value(&mut g, "y", &[1, 2, 4, 5], ValueDef::Computed);
+        let norm = BatchNorm { epsilon: 1e-5, spatial: true, training: None };
+        let inputs = [x, ids[0], ids[1], ids[2], ids[3]];
+        push(&mut g, "bn", norm, &inputs, n);
+        let n = if caffe2 {
+            let m = constant(&mut g, "m", &[3, 1, 1], &[2.0, -0.5, 0.75]);
+            let a = constant(&mut g, "a", &[1, 3, 1, 1], &[0.3, 0.1, -0.2]);
+            let (scaled, shifted) = (
+                value(&mut g, "scaled", &[1, 3, 4, 5], ValueDef::Computed),
+                value(&mut g, "shifted", &[1, 3, 4, 5], ValueDef::Computed),
+            );
+            push(&mut g, "mul", Elementwise { op_type: "Mul", func: Func::Mul }, &[m, n], scaled);
+            push(&mut g, "add", Elementwise { op_type: "Add", func: Func::Add }, &[scaled, a], shifted);
+            shifted
+        } else {
+            n
+        };
+        push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[n], r);
+        let w = constant(&mut g, "w", &[2, 3, 1, 1], &[0.5, -1.0, 2.0, 1.5, 0.25, -0.75]);
+        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        let conv = Conv {
+            window,
+            group: 1,
+            activation: Activation::None,
+            residual: false,
+            packed_weights: None,
+            prologue: false,
+        };
+        g.nodes.push(Node {
+            name: "conv".into(),
+            op: Op::Conv(conv),
+            inputs: vec![Some(r), Some(w)],
+            outputs: vec![y],
+        });
+        g.inputs = vec![x];
+        g.outputs = vec![y];
+        crate::passes::pack_conv_weights(&mut g);
+        g
+    }
+
+    fn floats(bytes: &[u8]) -> Vec<f32> {
+        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    #[test]
+    fn normalisation_and_relu_move_into_the_convolution_with_the_same_results() {
+        for caffe2 in [false, true] {
+            let g = graph(caffe2);
+            let mut after = g.clone();
+            fuse_conv_prologue(&mut after);
+            assert_eq!(crate::passes::verify(&after), Ok(()));
+            assert_eq!(after.nodes.len(), 1, "caffe2 {caffe2}");
+            let Op::Conv(conv) = &after.nodes[0].op else { panic!("not a Conv") };
+            assert!(conv.prologue);
+            assert_eq!(after.nodes[0].inputs[0], Some(g.inputs[0]));
+            let x: Vec<f32> = (0..60).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
+            let inputs = [Tensor::from_f32s(vec![1, 3, 4, 5], &x)];
+            let want = floats(&run_bytes(&g, &inputs, false)[0]);
+            let got = floats(&run_bytes(&after, &inputs, false)[0]);
+            assert_eq!(got.len(), 40);
+            assert!(want.iter().any(|&w| w != 0.0));
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "caffe2 {caffe2}: {got:?} vs {want:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_activation_or_a_padded_window_is_left_alone() {
+        let mut g = graph(false);
+        let r = g.nodes[1].outputs[0];
+        g.outputs.push(r);
+        fuse_conv_prologue(&mut g);
+        assert_eq!(g.nodes.len(), 3);
+        let mut g = graph(false);
+        if let Op::Conv(conv) = &mut g.nodes[2].op {
+            conv.window.pads = vec![1, 1, 1, 1];
+        }
+        fuse_conv_prologue(&mut g);
+        assert_eq!(g.nodes.len(), 3);
+    }
+}
