@@ -278,12 +278,10 @@ impl<T: Copy> Im2col<T> {
             if hi > lo {
                 let src = xc.offset(base + lo as isize * s_last + first);
                 let inner = &mut out[lo - from..hi - from];
-                if s_last == 1 {
-                    inner.copy_from_slice(core::slice::from_raw_parts(src, hi - lo));
-                } else {
-                    for (i, v) in inner.iter_mut().enumerate() {
-                        *v = *src.offset(i as isize * s_last);
-                    }
+                match s_last {
+                    1 => inner.copy_from_slice(core::slice::from_raw_parts(src, hi - lo)),
+                    2 => gather::<T, 2>(inner, src, 2),
+                    _ => gather::<T, 0>(inner, src, s_last),
                 }
             }
             written += to - from;
@@ -297,6 +295,16 @@ impl<T: Copy> Im2col<T> {
                 o[d] = 0;
             }
         }
+    }
+}
+
+/// `out[i] = src[i * stride]`; `STRIDE`, when not 0, is the stride as a
+/// constant, so that the loop vectorises (shuffles, not a gather per lane).
+#[inline(always)]
+unsafe fn gather<T: Copy, const STRIDE: isize>(out: &mut [T], src: *const T, stride: isize) {
+    let stride = if STRIDE == 0 { stride } else { STRIDE };
+    for (i, v) in out.iter_mut().enumerate() {
+        *v = *src.offset(i as isize * stride);
     }
 }
 
