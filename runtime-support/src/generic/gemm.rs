@@ -18,12 +18,11 @@
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
 use super::conv::ConvParams;
-use super::prepacked::{BSource, FinishRow, Product, TileEnd};
+use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use core::mem::MaybeUninit;
-use core::ops::Range;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows of A per micro-kernel call.
@@ -602,17 +601,13 @@ pub trait MicroKernel {
         end.apply(y, rs, Self::MR, cols);
     }
 
-    /// One task of the gemm on pre-packed weights, [`Product::block`] with
+    /// One task of the gemm on pre-packed weights, [`Product::run`] with
     /// this kernel, compiled for its instruction set: the task runs on its
     /// own (maybe on another thread), outside any `#[target_feature]` caller.
     ///
     /// # Safety
-    /// As [`Product::block`].
-    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-        product: &Product<B, F>,
-        columns: Range<usize>,
-        rows: Range<usize>,
-    );
+    /// As [`Product::run`].
+    unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task);
 }
 
 /// The portable micro-kernel ([`micro_kernel`], 8x8) in the SIMD drivers'
@@ -647,12 +642,8 @@ impl MicroKernel for Portable {
         }
     }
 
-    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-        product: &Product<B, F>,
-        columns: Range<usize>,
-        rows: Range<usize>,
-    ) {
-        product.block::<Self>(columns, rows)
+    unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+        product.run::<Self>(task)
     }
 }
 

@@ -6,9 +6,8 @@
 //! in ahead of time, so a panel is two tiles.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{BSource, FinishRow, Product};
+use crate::generic::prepacked::{BSource, FinishRow, Product, Task};
 use core::arch::x86_64::*;
-use core::ops::Range;
 
 /// Rows per tile.
 pub const MR: usize = 4;
@@ -39,12 +38,8 @@ impl MicroKernel for Avx2Fma {
     }
 
     #[inline(always)]
-    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-        product: &Product<B, F>,
-        columns: Range<usize>,
-        rows: Range<usize>,
-    ) {
-        prepacked_block(product, columns, rows)
+    unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+        prepacked_task(product, task)
     }
 }
 
@@ -123,13 +118,9 @@ pub unsafe fn sgemm(
 /// kernel's instruction set (the packing and epilogue code inlined with it).
 ///
 /// # Safety
-/// As `Product::block`; the CPU and OS must support the kernel's features
+/// As `Product::run`; the CPU and OS must support the kernel's features
 /// ([`super::cpu_features`]).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-    product: &Product<B, F>,
-    columns: Range<usize>,
-    rows: Range<usize>,
-) {
-    product.block::<Avx2Fma>(columns, rows)
+unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+    product.run::<Avx2Fma>(task)
 }

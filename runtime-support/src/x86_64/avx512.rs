@@ -8,9 +8,8 @@
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{BSource, FinishRow, Product, TileActivation, TileEnd};
+use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
-use core::ops::Range;
 
 /// Rows per tile.
 pub const MR: usize = 8;
@@ -57,12 +56,8 @@ impl MicroKernel for Avx512 {
     }
 
     #[inline(always)]
-    unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-        product: &Product<B, F>,
-        columns: Range<usize>,
-        rows: Range<usize>,
-    ) {
-        prepacked_block(product, columns, rows)
+    unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+        prepacked_task(product, task)
     }
 }
 
@@ -177,13 +172,9 @@ pub unsafe fn sgemm(
 /// kernel's instruction set (the packing and epilogue code inlined with it).
 ///
 /// # Safety
-/// As `Product::block`; the CPU and OS must support the kernel's features
+/// As `Product::run`; the CPU and OS must support the kernel's features
 /// ([`super::cpu_features`]).
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn prepacked_block<B: BSource, F: FinishRow>(
-    product: &Product<B, F>,
-    columns: Range<usize>,
-    rows: Range<usize>,
-) {
-    product.block::<Avx512>(columns, rows)
+unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+    product.run::<Avx512>(task)
 }
