@@ -157,11 +157,9 @@ fn per_channel(t: &Tensor, rank: usize, channels: usize, statistic: bool) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::Node;
-    use crate::ops::conv::{Activation, Conv, Window};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::norm::BatchNorm;
-    use crate::passes::test_graph::{constant, push, run_bytes, value};
+    use crate::passes::test_graph::{constant, floats, push, push_conv, run_bytes, value};
 
     /// x[1,3,4,5] -> BatchNormalization (-> Mul by [3,1,1] -> Add of
     /// [1,3,1,1] when `caffe2`) -> Relu -> Conv(W[2,3,1,1]) -> y, with the
@@ -193,29 +191,11 @@ mod tests {
         };
         push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[n], r);
         let w = constant(&mut g, "w", &[2, 3, 1, 1], &[0.5, -1.0, 2.0, 1.5, 0.25, -0.75]);
-        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let conv = Conv {
-            window,
-            group: 1,
-            activation: Activation::None,
-            residual: false,
-            packed_weights: None,
-            prologue: false,
-        };
-        g.nodes.push(Node {
-            name: "conv".into(),
-            op: Op::Conv(conv),
-            inputs: vec![Some(r), Some(w)],
-            outputs: vec![y],
-        });
+        push_conv(&mut g, &[0; 4], 1, r, w, y);
         g.inputs = vec![x];
         g.outputs = vec![y];
         crate::passes::pack_conv_weights(&mut g);
         g
-    }
-
-    fn floats(bytes: &[u8]) -> Vec<f32> {
-        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
     }
 
     #[test]

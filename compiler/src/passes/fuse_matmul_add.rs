@@ -64,7 +64,7 @@ mod tests {
     use crate::ir::{Tensor, ValueDef};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::linalg::MatMul;
-    use crate::passes::test_graph::{constant, push, run_bytes, value};
+    use crate::passes::test_graph::{constant, floats, push, run_bytes, value};
 
     /// `y = Add(bias, MatMul(x[3,5], w[5,4]))`, with the bias shaped `bias_shape`.
     fn graph(bias_shape: &[usize]) -> Graph {
@@ -82,10 +82,6 @@ mod tests {
         g.inputs = vec![x];
         g.outputs = vec![y];
         g
-    }
-
-    fn floats(bytes: &[u8]) -> Vec<f32> {
-        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
     }
 
     #[test]

@@ -101,7 +101,7 @@ mod tests {
     use super::*;
     use crate::ops::linalg::MatMul;
     use crate::ops::shape_ops::ConstantOfShape;
-    use crate::passes::test_graph::{constant, push, run_bytes, value};
+    use crate::passes::test_graph::{constant, floats, push, run_bytes, value};
 
     /// `y = Gemm(x[3,5], B, bias[4])` with `B` = ConstantOfShape([4,5]) of
     /// 0.25 (transB), or `y = MatMul(x[3,5], B[5,4] of equal constants)`.
@@ -124,10 +124,6 @@ mod tests {
         g.inputs = vec![x];
         g.outputs = vec![y];
         g
-    }
-
-    fn floats(bytes: &[u8]) -> Vec<f32> {
-        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
     }
 
     #[test]

@@ -57,9 +57,8 @@ pub fn pack_conv_weights(graph: &mut Graph) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Node, ValueId};
-    use crate::ops::conv::{Activation, Conv, Window};
-    use crate::passes::test_graph::value;
+    use crate::ir::ValueId;
+    use crate::passes::test_graph::{push_conv, value};
 
     /// x[1,4,5,5] → Conv(W[10,2,3,3], group 2) → y[1,10,3,3]: two groups of
     /// five output channels, so each packed group is one padded panel.
@@ -69,21 +68,7 @@ mod tests {
         let weights: Vec<f32> = (0..180).map(|i| (i as f32 * 0.37).sin()).collect();
         let w = value(&mut g, "w", &[10, 2, 3, 3], ValueDef::Const(Tensor::from_f32s(vec![10, 2, 3, 3], &weights)));
         let y = value(&mut g, "y", &[1, 10, 3, 3], ValueDef::Computed);
-        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let conv = Conv {
-            window,
-            group: 2,
-            activation: Activation::None,
-            residual: false,
-            packed_weights: None,
-            prologue: false,
-        };
-        g.nodes.push(Node {
-            name: "conv".into(),
-            op: Op::Conv(conv),
-            inputs: vec![Some(x), Some(w)],
-            outputs: vec![y],
-        });
+        push_conv(&mut g, &[0; 4], 2, x, w, y);
         g.inputs.push(x);
         g.outputs.push(y);
         (g, w)

@@ -17,11 +17,23 @@ pub fn value(g: &mut Graph, name: &str, shape: &[usize], def: ValueDef) -> Value
 pub fn conv_1x1(g: &mut Graph, x: ValueId, weight: f32) -> ValueId {
     let w = value(g, "w", &[1, 1, 1, 1], ValueDef::Const(Tensor::from_f32s(vec![1, 1, 1, 1], &[weight])));
     let c = value(g, "c", &[1, 1, 2, 2], ValueDef::Computed);
-    let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-    let conv =
-        Conv { window, group: 1, activation: Activation::None, residual: false, packed_weights: None, prologue: false };
-    g.nodes.push(Node { name: "conv".into(), op: Op::Conv(conv), inputs: vec![Some(x), Some(w)], outputs: vec![c] });
+    push_conv(g, &[0; 4], 1, x, w, c);
     c
+}
+
+/// Appends the node "conv": `y = Conv(x, w)` with `pads`, `group`, and
+/// otherwise default attributes, no bias and no epilogue.
+pub fn push_conv(g: &mut Graph, pads: &[usize], group: usize, x: ValueId, w: ValueId, y: ValueId) {
+    let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+    window.pads = pads.to_vec();
+    let conv =
+        Conv { window, group, activation: Activation::None, residual: false, packed_weights: None, prologue: false };
+    g.nodes.push(Node { name: "conv".into(), op: Op::Conv(conv), inputs: vec![Some(x), Some(w)], outputs: vec![y] });
+}
+
+/// The f32 values of an output's bytes.
+pub fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// A new f32 constant of `shape` holding `values`.
