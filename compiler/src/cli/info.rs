@@ -121,7 +121,8 @@ fn describe(v: &onnx_proto::ValueInfoProto) -> String {
     }
 }
 
-/// Multiply-accumulates of the matrix and convolution nodes.
+/// Multiply-accumulates of the matrix and convolution nodes of the compiled
+/// graph (after the rewrites: what the code computes).
 fn macs(graph: &onnxc::ir::Graph) -> u64 {
     use onnxc::ops::Op;
     graph
