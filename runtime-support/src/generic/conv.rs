@@ -257,9 +257,11 @@ impl<T: Copy> Im2col<T> {
         let in_last = self.in_dims[last] as isize;
         // Output columns [lo, hi) of a line that read inside the input line
         // (the same for every line of this row).
-        let lo = if first >= 0 { 0 } else { ((-first + s_last - 1) / s_last).min(width as isize) as usize };
-        let hi_inside =
-            if in_last - 1 - first < 0 { lo } else { (((in_last - 1 - first) / s_last + 1) as usize).clamp(lo, width) };
+        // In i128: a stride or padding near the i64 range must not wrap.
+        let (first_w, s_w, width_w) = (first as i128, s_last as i128, width as i128);
+        let lo = if first_w >= 0 { 0 } else { ((-first_w - 1) / s_w + 1).min(width_w) as usize };
+        let last_in = in_last as i128 - 1 - first_w;
+        let hi_inside = if last_in < 0 { lo } else { (last_in / s_w + 1).clamp(lo as i128, width_w) as usize };
         let mut written = 0;
         while written < len {
             let mut base = 0isize;
@@ -276,7 +278,7 @@ impl<T: Copy> Im2col<T> {
             out[..lo - from].fill(self.pad);
             out[hi - from..].fill(self.pad);
             if hi > lo {
-                let src = xc.offset(base + lo as isize * s_last + first);
+                let src = xc.offset(base + (first_w + lo as i128 * s_w) as isize);
                 let inner = &mut out[lo - from..hi - from];
                 match s_last {
                     1 => inner.copy_from_slice(core::slice::from_raw_parts(src, hi - lo)),
@@ -1232,6 +1234,19 @@ mod tests {
 
     #[test]
     fn conv1d_and_3d() {
+        // A stride of i64::MAX with leading padding: the im2col line bounds
+        // once overflowed (found by fuzzing `compile_run`).
+        check(Case {
+            batch: 1,
+            cin: 4,
+            cout: 1,
+            group: 1,
+            input: vec![5],
+            kernel: vec![3],
+            strides: vec![i64::MAX as usize],
+            dilations: vec![1],
+            pads: vec![(2, 0)],
+        });
         check(Case {
             batch: 1,
             cin: 3,
