@@ -23,6 +23,7 @@
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
+use onnxc_runtime::conv_takes_prologue;
 
 pub fn fuse_conv_prologue(graph: &mut Graph) {
     let uses = super::use_counts(graph);
@@ -35,10 +36,7 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
         let Some(Some(rectified)) = conv_node.inputs.first().copied() else { continue };
         let Some((DType::F32, shape)) = graph.concrete(rectified) else { continue };
         let Some(Ok(p)) = conv.packed_weights.as_ref().map(|w| conv.params(&shape, w)) else { continue };
-        let r = p.spatial_rank as usize;
-        let pointwise = (0..r).all(|d| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0)
-            && p.in_spatial[..r] == p.out_spatial[..r];
-        if conv.prologue || !pointwise {
+        if conv.prologue || !conv_takes_prologue(&p) {
             continue;
         }
         // Walk up from the conv: the Relu, then the affine nodes.

@@ -385,7 +385,7 @@ pub unsafe extern "C" fn onnxc_conv_prologue_f32(
     parallel: *const Parallel,
 ) -> i32 {
     match prepare(p, residual) {
-        Ok((p, s, residual)) if p.packed_weights == 1 && s.pointwise && !prologue.is_null() => {
+        Ok((p, s, residual)) if conv_takes_prologue(p) && !prologue.is_null() => {
             let channels = ChannelPrologue { scale: prologue, shift: prologue.add(p.in_channels as usize) };
             conv_prepacked(p, &s, x, w, bias, residual, Some(channels), y, parallel);
             STATUS_OK
@@ -475,6 +475,12 @@ unsafe fn prepare<'a, T>(
 /// channel per group, 2-D).
 fn is_depthwise_2d(s: &ConvShape) -> bool {
     s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1
+}
+
+/// Whether [`onnxc_conv_prologue_f32`] can take these params: valid, packed
+/// weights, and a pointwise window (the input is packed as it lies).
+pub fn conv_takes_prologue(p: &ConvParams) -> bool {
+    p.packed_weights == 1 && validate(p).is_some_and(|s| s.pointwise)
 }
 
 /// Whether [`onnxc_conv_f32`] can take these params with pre-packed weights

@@ -6,8 +6,9 @@
 //! indices from a shared counter until none are left, and the call returns
 //! when every task has finished. Workers spin briefly before sleeping on a
 //! condition variable (consecutive kernels follow each other within
-//! microseconds), and so does the caller before it waits for the last task. One job runs at a time (concurrent callers queue on a
-//! lock); a task must not call `parallel_for` on the same pool.
+//! microseconds), and so does the caller before it waits for the last
+//! task. One job runs at a time (concurrent callers queue on a lock); a
+//! task must not call `parallel_for` on the same pool.
 //!
 //! C callers get it as `onnxc_thread_pool_new`, `onnxc_thread_pool_parallel_for`
 //! (an `onnxc_context.parallel_for` with the pool as `parallel_user`) and
