@@ -1,12 +1,17 @@
 //! AVX2+FMA sgemm micro-kernel: `4 x 24` tiles, three ymm accumulators per row.
 //!
-//! 12 accumulators + 3 B vectors + 1 broadcast fill the 16 ymm registers;
+//! 12 accumulators + 3 B vectors + 1 broadcast fill all 16 ymm registers;
 //! per depth step 3 loads of B and 4 broadcasts of A feed 12 FMAs. Four
 //! rows divide the 8-row A panels ([`PANEL_ROWS`]) that weights are packed
 //! in ahead of time, so a panel is two tiles.
+//!
+//! The depth loop is written in `asm!`: with every register taken, LLVM
+//! spilled an accumulator and shuffled the rest on each step, which ran
+//! the kernel at a third of the FMA peak. The store and the finish stay in
+//! intrinsics.
 
 use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{BSource, FinishRow, Product, Task};
+use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
 /// Rows per tile.
@@ -21,6 +26,7 @@ impl MicroKernel for Avx2Fma {
     const MR: usize = MR;
     const NR: usize = NR;
     const A_BLOCK: usize = 48 * 1024;
+    /// One `KC x NR` B panel (24 KiB) stays in a 32 KiB L1.
     const KC: usize = 256;
 
     #[inline(always)]
@@ -34,7 +40,21 @@ impl MicroKernel for Avx2Fma {
         alpha: f32,
         accumulate: bool,
     ) {
-        tile(kc, a, b, y, rs, cols, alpha, accumulate)
+        tile(kc, a, b, y, rs, cols, alpha, accumulate, None)
+    }
+
+    #[inline(always)]
+    unsafe fn finished_tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        y: *mut f32,
+        rs: isize,
+        cols: usize,
+        accumulate: bool,
+        end: &TileEnd,
+    ) {
+        tile(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end))
     }
 
     #[inline(always)]
@@ -43,8 +63,75 @@ impl MicroKernel for Avx2Fma {
     }
 }
 
+/// The `4 x 24` sums of `kc` depth steps: A advances [`PANEL_ROWS`] floats
+/// a step, B [`NR`].
+///
+/// # Safety
+/// The panels hold `kc` steps; the CPU has AVX2 and FMA (the callers'
+/// `target_feature`, without which `asm!` may not name ymm registers).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
+unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32) -> [[__m256; 3]; MR] {
+    let mut acc = [[_mm256_setzero_ps(); 3]; MR];
+    if kc == 0 {
+        return acc;
+    }
+    let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut acc;
+    core::arch::asm!(
+        "2:",
+        "vmovups {b0}, [{b}]",
+        "vmovups {b1}, [{b} + 32]",
+        "vmovups {b2}, [{b} + 64]",
+        "vbroadcastss {ai}, dword ptr [{a}]",
+        "vfmadd231ps {c00}, {ai}, {b0}",
+        "vfmadd231ps {c01}, {ai}, {b1}",
+        "vfmadd231ps {c02}, {ai}, {b2}",
+        "vbroadcastss {ai}, dword ptr [{a} + 4]",
+        "vfmadd231ps {c10}, {ai}, {b0}",
+        "vfmadd231ps {c11}, {ai}, {b1}",
+        "vfmadd231ps {c12}, {ai}, {b2}",
+        "vbroadcastss {ai}, dword ptr [{a} + 8]",
+        "vfmadd231ps {c20}, {ai}, {b0}",
+        "vfmadd231ps {c21}, {ai}, {b1}",
+        "vfmadd231ps {c22}, {ai}, {b2}",
+        "vbroadcastss {ai}, dword ptr [{a} + 12]",
+        "vfmadd231ps {c30}, {ai}, {b0}",
+        "vfmadd231ps {c31}, {ai}, {b1}",
+        "vfmadd231ps {c32}, {ai}, {b2}",
+        "add {a}, {a_step}",
+        "add {b}, {b_step}",
+        "dec {k}",
+        "jnz 2b",
+        a = inout(reg) a => _,
+        b = inout(reg) b => _,
+        k = inout(reg) kc => _,
+        a_step = const PANEL_ROWS * 4,
+        b_step = const NR * 4,
+        b0 = out(ymm_reg) _,
+        b1 = out(ymm_reg) _,
+        b2 = out(ymm_reg) _,
+        ai = out(ymm_reg) _,
+        c00 = inout(ymm_reg) *c00,
+        c01 = inout(ymm_reg) *c01,
+        c02 = inout(ymm_reg) *c02,
+        c10 = inout(ymm_reg) *c10,
+        c11 = inout(ymm_reg) *c11,
+        c12 = inout(ymm_reg) *c12,
+        c20 = inout(ymm_reg) *c20,
+        c21 = inout(ymm_reg) *c21,
+        c22 = inout(ymm_reg) *c22,
+        c30 = inout(ymm_reg) *c30,
+        c31 = inout(ymm_reg) *c31,
+        c32 = inout(ymm_reg) *c32,
+        options(nostack, readonly),
+    );
+    acc
+}
+
+/// Inlined (without a `target_feature` of its own, which would forbid
+/// `inline(always)`) into the AVX2 drivers, whose features its intrinsics
+/// then take.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile(
     kc: usize,
@@ -55,40 +142,56 @@ unsafe fn tile(
     cols: usize,
     alpha: f32,
     accumulate: bool,
+    end: Option<&TileEnd>,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); 3]; MR];
-    let (mut a, mut b) = (a, b);
-    for _ in 0..kc {
-        let bv = [_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)), _mm256_loadu_ps(b.add(16))];
-        for (i, row) in acc.iter_mut().enumerate() {
-            let ai = _mm256_broadcast_ss(&*a.add(i));
-            for (r, &v) in row.iter_mut().zip(&bv) {
-                *r = _mm256_fmadd_ps(ai, v, *r);
-            }
-        }
-        a = a.add(PANEL_ROWS);
-        b = b.add(NR);
-    }
+    let acc = depth_sums(kc, a, b);
     let al = _mm256_set1_ps(alpha);
     // Per vector, lanes below `cols` (all ones in a full tile).
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let masks: [__m256i; 3] =
         core::array::from_fn(|q| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * q as i32), lane));
+    let full = cols == NR;
+    let load = |p: *const f32, mask: __m256i| if full { _mm256_loadu_ps(p) } else { _mm256_maskload_ps(p, mask) };
     for (i, row) in acc.iter().enumerate() {
         let out = y.offset(i as isize * rs);
         for (q, (&v, &mask)) in row.iter().zip(&masks).enumerate() {
             let dst = out.add(8 * q);
-            if cols == NR {
-                let v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
+            let v = if accumulate { _mm256_fmadd_ps(v, al, load(dst, mask)) } else { _mm256_mul_ps(v, al) };
+            let v = match end {
+                Some(end) => finish(end, i, 8 * q, mask, full, v),
+                None => v,
+            };
+            if full {
                 _mm256_storeu_ps(dst, v);
             } else {
-                let v = if accumulate {
-                    _mm256_fmadd_ps(v, al, _mm256_maskload_ps(dst, mask))
-                } else {
-                    _mm256_mul_ps(v, al)
-                };
                 _mm256_maskstore_ps(dst, mask, v);
             }
+        }
+    }
+}
+
+/// [`TileEnd`] on the 8 columns from `col` of row `i` (the lanes of `mask`
+/// in the tile, all of them when `full`), the same operations as
+/// [`TileEnd::apply`] on each lane.
+#[inline(always)]
+unsafe fn finish(end: &TileEnd, i: usize, col: usize, mask: __m256i, full: bool, mut v: __m256) -> __m256 {
+    if !end.bias.is_null() {
+        v = _mm256_add_ps(v, _mm256_set1_ps(*end.bias.add(i)));
+    }
+    if !end.residual.is_null() {
+        let r = end.residual.wrapping_offset(i as isize * end.residual_rs).wrapping_add(col);
+        v = _mm256_add_ps(v, if full { _mm256_loadu_ps(r) } else { _mm256_maskload_ps(r, mask) });
+    }
+    match end.activation {
+        TileActivation::None => v,
+        TileActivation::Clamp { lo, hi } => {
+            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+            let high = _mm256_blendv_ps(v, hi, _mm256_cmp_ps::<_CMP_GT_OQ>(v, hi));
+            _mm256_blendv_ps(high, lo, _mm256_cmp_ps::<_CMP_LT_OQ>(v, lo))
+        }
+        TileActivation::Leaky { slope } => {
+            let below = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
+            _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(slope)), below)
         }
     }
 }
