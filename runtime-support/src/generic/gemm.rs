@@ -107,7 +107,7 @@ pub trait GemmElem: Real {
     /// it; false (nothing written) when there is none for these params.
     ///
     /// # Safety
-    /// As `crate::x86_64::avx512_depthwise::depthwise_plane`, CPU aside.
+    /// As `crate::x86_64::depthwise::depthwise_plane_avx512`, CPU aside.
     unsafe fn depthwise_plane(
         _p: &ConvParams,
         _x: *const Self,
@@ -146,8 +146,13 @@ impl GemmElem for f32 {
         finish: impl FnOnce(&mut [f32]),
     ) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if GemmKernel::best() == GemmKernel::Avx512 && crate::x86_64::avx512_depthwise::supports(p) {
-            crate::x86_64::avx512_depthwise::depthwise_plane(p, x, w, bias, y, finish);
+        if crate::x86_64::depthwise::supports(p) {
+            use crate::x86_64::depthwise::{depthwise_plane_avx2, depthwise_plane_avx512};
+            match GemmKernel::best() {
+                GemmKernel::Avx512 => depthwise_plane_avx512(p, x, w, bias, y, finish),
+                GemmKernel::Avx2Fma => depthwise_plane_avx2(p, x, w, bias, y, finish),
+                GemmKernel::Generic => return false,
+            }
             return true;
         }
         let _ = (p, x, w, bias, y, finish);

@@ -209,9 +209,14 @@ trait PoolElem: Real {
 impl PoolElem for f32 {
     unsafe fn pool_plane_simd(p: &PoolParams, x: *const f32, y: *mut f32) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Avx512 && crate::x86_64::avx512_pool::supports(p)
-        {
-            crate::x86_64::avx512_pool::pool_plane(p, x, y);
+        if crate::x86_64::pool::supports(p) {
+            use super::gemm::GemmKernel;
+            use crate::x86_64::pool::{pool_plane_avx2, pool_plane_avx512};
+            match GemmKernel::best() {
+                GemmKernel::Avx512 => pool_plane_avx512(p, x, y),
+                GemmKernel::Avx2Fma => pool_plane_avx2(p, x, y),
+                GemmKernel::Generic => return false,
+            }
             return true;
         }
         let _ = (p, x, y);
@@ -385,17 +390,21 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    /// The AVX-512 plane kernel gives the portable one's bits: max and
+    /// The SIMD plane kernels (each this CPU has) give the portable one's bits: max and
     /// average (with and without the padding counted), strides 1 and 2,
     /// windows clipped at both ends and past the end padding (ceil mode),
     /// rows of one to several chunks, NaN, infinities and -0 in the input.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn simd_plane_matches_portable_bits() {
-        use crate::x86_64::avx512_pool::{pool_plane, supports};
-        if !crate::generic::gemm::GemmKernel::Avx512.available() {
-            std::eprintln!("skipping: no AVX-512F");
-            return;
+        use crate::generic::gemm::GemmKernel;
+        use crate::x86_64::pool::{pool_plane_avx2, pool_plane_avx512, supports};
+        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32);
+        let kernels: [(GemmKernel, PlaneKernel); 2] =
+            [(GemmKernel::Avx512, pool_plane_avx512), (GemmKernel::Avx2Fma, pool_plane_avx2)];
+        let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| kernel.available()).collect();
+        if kernels.is_empty() {
+            std::eprintln!("skipping: no AVX2");
         }
         // (input, kernel, strides, pads [top, left, bottom, right], extra output columns/rows)
         let shapes = [
@@ -429,14 +438,15 @@ mod tests {
                     x[at] = special;
                 }
                 let out = (p.out_spatial[0] * p.out_spatial[1]) as usize;
-                let (mut want, mut got) = (vec![1.5f32; out], vec![2.5f32; out]);
-                unsafe {
-                    pool_2d(&p, x.as_ptr(), want.as_mut_ptr());
-                    pool_plane(&p, x.as_ptr(), got.as_mut_ptr());
-                }
-                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                    let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
-                    assert!(same, "case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
+                let mut want = vec![1.5f32; out];
+                unsafe { pool_2d(&p, x.as_ptr(), want.as_mut_ptr()) };
+                for (kernel, pool_plane) in &kernels {
+                    let mut got = vec![2.5f32; out];
+                    unsafe { pool_plane(&p, x.as_ptr(), got.as_mut_ptr()) };
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                        assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
+                    }
                 }
             }
         }

@@ -63,6 +63,48 @@ impl MicroKernel for Avx2Fma {
     }
 }
 
+/// One depth step of [`depth_sums`], its A and B at byte offsets `$a`
+/// and `$b` from the pointers.
+macro_rules! depth_step {
+    ($a:literal, $b:literal) => {
+        concat!(
+            "vmovups {b0}, [{b} + ",
+            $b,
+            "]\n",
+            "vmovups {b1}, [{b} + ",
+            $b,
+            " + 32]\n",
+            "vmovups {b2}, [{b} + ",
+            $b,
+            " + 64]\n",
+            "vbroadcastss {ai}, dword ptr [{a} + ",
+            $a,
+            "]\n",
+            "vfmadd231ps {c00}, {ai}, {b0}\n",
+            "vfmadd231ps {c01}, {ai}, {b1}\n",
+            "vfmadd231ps {c02}, {ai}, {b2}\n",
+            "vbroadcastss {ai}, dword ptr [{a} + ",
+            $a,
+            " + 4]\n",
+            "vfmadd231ps {c10}, {ai}, {b0}\n",
+            "vfmadd231ps {c11}, {ai}, {b1}\n",
+            "vfmadd231ps {c12}, {ai}, {b2}\n",
+            "vbroadcastss {ai}, dword ptr [{a} + ",
+            $a,
+            " + 8]\n",
+            "vfmadd231ps {c20}, {ai}, {b0}\n",
+            "vfmadd231ps {c21}, {ai}, {b1}\n",
+            "vfmadd231ps {c22}, {ai}, {b2}\n",
+            "vbroadcastss {ai}, dword ptr [{a} + ",
+            $a,
+            " + 12]\n",
+            "vfmadd231ps {c30}, {ai}, {b0}\n",
+            "vfmadd231ps {c31}, {ai}, {b1}\n",
+            "vfmadd231ps {c32}, {ai}, {b2}",
+        )
+    };
+}
+
 /// The `4 x 24` sums of `kc` depth steps: A advances [`PANEL_ROWS`] floats
 /// a step, B [`NR`].
 ///
@@ -73,40 +115,30 @@ impl MicroKernel for Avx2Fma {
 #[inline]
 unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32) -> [[__m256; 3]; MR] {
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
-    if kc == 0 {
-        return acc;
-    }
     let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut acc;
+    // Two steps per iteration (the loop's own instructions took an issue
+    // slot in eight), then the odd step.
     core::arch::asm!(
+        "shr {k}, 1",
+        "jz 3f",
         "2:",
-        "vmovups {b0}, [{b}]",
-        "vmovups {b1}, [{b} + 32]",
-        "vmovups {b2}, [{b} + 64]",
-        "vbroadcastss {ai}, dword ptr [{a}]",
-        "vfmadd231ps {c00}, {ai}, {b0}",
-        "vfmadd231ps {c01}, {ai}, {b1}",
-        "vfmadd231ps {c02}, {ai}, {b2}",
-        "vbroadcastss {ai}, dword ptr [{a} + 4]",
-        "vfmadd231ps {c10}, {ai}, {b0}",
-        "vfmadd231ps {c11}, {ai}, {b1}",
-        "vfmadd231ps {c12}, {ai}, {b2}",
-        "vbroadcastss {ai}, dword ptr [{a} + 8]",
-        "vfmadd231ps {c20}, {ai}, {b0}",
-        "vfmadd231ps {c21}, {ai}, {b1}",
-        "vfmadd231ps {c22}, {ai}, {b2}",
-        "vbroadcastss {ai}, dword ptr [{a} + 12]",
-        "vfmadd231ps {c30}, {ai}, {b0}",
-        "vfmadd231ps {c31}, {ai}, {b1}",
-        "vfmadd231ps {c32}, {ai}, {b2}",
+        depth_step!(0, 0),
+        depth_step!(32, 96),
         "add {a}, {a_step}",
         "add {b}, {b_step}",
         "dec {k}",
         "jnz 2b",
+        "3:",
+        "test {odd}, 1",
+        "jz 4f",
+        depth_step!(0, 0),
+        "4:",
         a = inout(reg) a => _,
         b = inout(reg) b => _,
         k = inout(reg) kc => _,
-        a_step = const PANEL_ROWS * 4,
-        b_step = const NR * 4,
+        odd = in(reg) kc,
+        a_step = const 2 * PANEL_ROWS * 4,
+        b_step = const 2 * NR * 4,
         b0 = out(ymm_reg) _,
         b1 = out(ymm_reg) _,
         b2 = out(ymm_reg) _,

@@ -12,8 +12,9 @@
 pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
-pub mod avx512_depthwise;
-pub mod avx512_pool;
+pub mod depthwise;
+mod plane;
+pub mod pool;
 pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
@@ -68,39 +69,12 @@ pub(crate) unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
 }
 
 /// Lanes `l` of `0..32` with `lo <= l < hi`, as bits: the masks of the
-/// AVX-512 plane kernels (depthwise, pooling).
+/// plane kernels (depthwise, pooling).
 #[inline(always)]
 pub(crate) fn lanes(lo: i64, hi: i64) -> u32 {
     let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
     let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
     below(hi) & !below(lo)
-}
-
-/// The 16 floats `row[start + l * stride]` (`stride` 1 or 2) of the
-/// AVX-512 plane kernels, zero in the lanes not loaded: with stride 1 the
-/// lanes of `wanted`, with stride 2 the even input columns of the two
-/// 16-float runs at `start`, loaded under the 32 bits of `inside`. A
-/// masked-off lane is never read, so `start` may lie outside the row.
-///
-/// # Safety
-/// Every loaded lane is readable; the CPU has AVX-512F.
-#[target_feature(enable = "avx512f")]
-#[inline]
-pub(crate) unsafe fn load_strided(
-    row: *const f32,
-    start: isize,
-    stride: i64,
-    inside: u32,
-    wanted: u16,
-) -> core::arch::x86_64::__m512 {
-    use core::arch::x86_64::*;
-    if stride == 1 {
-        return _mm512_maskz_loadu_ps(wanted, row.wrapping_offset(start));
-    }
-    let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    let lo = _mm512_maskz_loadu_ps(inside as u16, row.wrapping_offset(start));
-    let hi = _mm512_maskz_loadu_ps((inside >> 16) as u16, row.wrapping_offset(start + 16));
-    _mm512_permutex2var_ps(lo, even, hi)
 }
 
 #[target_feature(enable = "xsave")]

@@ -1,25 +1,27 @@
-//! AVX-512F depthwise 2-D convolution of one f32 channel plane.
+//! Depthwise 2-D convolution of one f32 channel plane, for AVX-512F and
+//! AVX2 (one kernel over [`PlaneVector`]).
 //!
 //! The portable kernel ([`crate::generic::conv`]) updates a whole output
 //! row in memory once per tap; depthwise planes are small (7 to 112
 //! columns), so that loop is mostly remainder and loop overhead. Here a
-//! chunk of 16 output columns stays in one zmm accumulator over all taps and
-//! is stored once, four output rows at a time so that four independent
-//! chains hide the multiply-add latency. Each tap's inputs are one masked load (stride 1) or two
-//! masked loads and an even-lane permute (stride 2): the mask drops the
-//! columns in the padding, and a masked-off lane is never read, so the
-//! loads may start before or run past the input row. Other strides take
-//! the portable kernel.
+//! chunk of one vector of output columns stays in one register over all
+//! taps and is stored once, four output rows at a time so that four
+//! independent chains hide the multiply-add latency. Each tap's inputs are
+//! one masked load (stride 1) or two masked loads and an even-lane shuffle
+//! (stride 2): the mask drops the columns in the padding, and a masked-off
+//! lane is never read, so the loads may start before or run past the
+//! input row. Other strides take the portable kernel.
 //!
 //! The sum per output is the bias, then every tap in kernel order, each
 //! added with one fused multiply-add (the portable kernel rounds the
 //! product first), taps in the padding adding `w * 0`.
 
-use super::{lanes, load_strided};
+use super::lanes;
+use super::plane::{PlaneVector, Ymm, Zmm};
 use crate::generic::conv::ConvParams;
-use core::arch::x86_64::*;
 
-/// Whether [`depthwise_plane`] takes this (validated, depthwise 2-D) conv.
+/// Whether [`depthwise_plane_avx512`] and [`depthwise_plane_avx2`] take
+/// this (validated, depthwise 2-D) conv.
 pub(crate) fn supports(p: &ConvParams) -> bool {
     matches!(p.strides[1], 1 | 2) && p.kernel[1] as usize <= MAX_KERNEL_WIDTH
 }
@@ -38,7 +40,35 @@ const ROWS: i64 = 4;
 /// `p` is validated, depthwise 2-D and [`supports`]ed; `x`, `w` and `y`
 /// hold the plane, filter and output; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-pub(crate) unsafe fn depthwise_plane(
+pub(crate) unsafe fn depthwise_plane_avx512(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: f32,
+    y: *mut f32,
+    finish: impl FnOnce(&mut [f32]),
+) {
+    depthwise_plane::<Zmm>(p, x, w, bias, y, finish)
+}
+
+/// [`depthwise_plane_avx512`] with ymm registers.
+///
+/// # Safety
+/// As `depthwise_plane_avx512`, the CPU having AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn depthwise_plane_avx2(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: f32,
+    y: *mut f32,
+    finish: impl FnOnce(&mut [f32]),
+) {
+    depthwise_plane::<Ymm>(p, x, w, bias, y, finish)
+}
+
+#[inline(always)]
+unsafe fn depthwise_plane<V: PlaneVector>(
     p: &ConvParams,
     x: *const f32,
     w: *const f32,
@@ -52,34 +82,35 @@ pub(crate) unsafe fn depthwise_plane(
     let [sh, sw] = [p.strides[0], p.strides[1]];
     let [dh, dw] = [p.dilations[0], p.dilations[1]];
     let [ph, pw] = [p.pads_begin[0], p.pads_begin[1]];
-    let mut inside = [0u32; MAX_KERNEL_WIDTH];
-    for c0 in (0..ow).step_by(16) {
-        let store = lanes(0, ow - c0) as u16;
+    let mut loads = [V::load_mask(sw, 0, 0); MAX_KERNEL_WIDTH];
+    for c0 in (0..ow).step_by(V::LANES) {
+        let store_bits = lanes(0, ow - c0);
+        let store = V::mask(store_bits);
         // Per tap column, the lanes whose input column is inside the row:
         // input column of output column `c0 + l` is `base + l * sw`.
         let base = |b: i64| c0 * sw + b * dw - pw;
         for b in 0..kw {
-            inside[b as usize] = lanes(-base(b), iw - base(b));
+            let inside = lanes(-base(b), iw - base(b));
+            loads[b as usize] = V::load_mask(sw, inside, inside & store_bits);
         }
         for r0 in (0..oh).step_by(ROWS as usize) {
-            let mut acc = [_mm512_set1_ps(bias); ROWS as usize];
+            let mut acc = [V::splat(bias); ROWS as usize];
             for a in 0..kh {
                 for b in 0..kw {
-                    let weight = _mm512_set1_ps(*w.add((a * kw + b) as usize));
-                    let (mask, start) = (inside[b as usize], base(b) as isize);
+                    let weight = V::splat(*w.add((a * kw + b) as usize));
+                    let (mask, start) = (loads[b as usize], base(b) as isize);
                     for (i, acc) in acc.iter_mut().enumerate() {
                         let in_row = (r0 + i as i64) * sh - ph + a * dh;
                         if r0 + i as i64 >= oh || !(0..ih).contains(&in_row) {
                             continue;
                         }
                         let xr = x.add((in_row * iw) as usize);
-                        let v = load_strided(xr, start, sw, mask, mask as u16 & store);
-                        *acc = _mm512_fmadd_ps(weight, v, *acc);
+                        *acc = V::mul_add(weight, V::load(xr, start, sw, mask), *acc);
                     }
                 }
             }
             for (i, acc) in acc.into_iter().enumerate().take((oh - r0) as usize) {
-                _mm512_mask_storeu_ps(y.add(((r0 + i as i64) * ow + c0) as usize), store, acc);
+                V::store(y.add(((r0 + i as i64) * ow + c0) as usize), store, acc);
             }
         }
     }
@@ -116,9 +147,10 @@ mod tests {
     /// reach, and a filter wider than the row; `finish` sees the whole plane.
     #[test]
     fn matches_portable_plane() {
-        if !crate::generic::gemm::GemmKernel::Avx512.available() {
-            std::eprintln!("skipping: no AVX-512F");
-            return;
+        use crate::generic::gemm::GemmKernel;
+        let (avx512, avx2) = (GemmKernel::Avx512.available(), GemmKernel::Avx2Fma.available());
+        if !avx2 {
+            std::eprintln!("skipping: no AVX2");
         }
         let cases = [
             plane([7, 7], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
@@ -138,15 +170,22 @@ mod tests {
             let x = rand_vec((p.in_spatial[0] * p.in_spatial[1]) as usize, n as u64);
             let w = rand_vec((p.kernel[0] * p.kernel[1]) as usize, 100 + n as u64);
             let mut want = vec![f32::NAN; oh * ow];
-            let mut got = vec![f32::NAN; oh * ow];
-            let mut finished = 0;
-            unsafe {
-                depthwise_plane_portable(p, x.as_ptr(), w.as_ptr(), 0.25, want.as_mut_ptr());
-                assert!(supports(p));
-                depthwise_plane(p, x.as_ptr(), w.as_ptr(), 0.25, got.as_mut_ptr(), |out| finished = out.len());
+            unsafe { depthwise_plane_portable(p, x.as_ptr(), w.as_ptr(), 0.25, want.as_mut_ptr()) };
+            assert!(supports(p));
+            for zmm in [true, false].into_iter().filter(|&zmm| if zmm { avx512 } else { avx2 }) {
+                let mut got = vec![f32::NAN; oh * ow];
+                let mut finished = 0;
+                let (x, w, y) = (x.as_ptr(), w.as_ptr(), got.as_mut_ptr());
+                unsafe {
+                    if zmm {
+                        depthwise_plane_avx512(p, x, w, 0.25, y, |out| finished = out.len());
+                    } else {
+                        depthwise_plane_avx2(p, x, w, 0.25, y, |out| finished = out.len());
+                    }
+                }
+                assert_eq!(finished, oh * ow, "case {n} zmm {zmm}");
+                assert_close(&got, &want, 1e-5);
             }
-            assert_eq!(finished, oh * ow, "case {n}");
-            assert_close(&got, &want, 1e-5);
         }
         assert!(!supports(&plane([9, 9], [3, 3], [1, 3], [1, 1], [0, 0, 0, 0])));
         assert!(!supports(&plane([9, 20], [3, 17], [1, 1], [1, 1], [0, 0, 0, 0])));

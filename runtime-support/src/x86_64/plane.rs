@@ -1,0 +1,212 @@
+//! The vector operations of the plane kernels ([`super::depthwise`],
+//! [`super::pool`]), for zmm (AVX-512F, 16 lanes) and ymm (AVX2, 8 lanes):
+//! the kernels are written once over [`PlaneVector`] and compiled per ISA.
+//!
+//! Lane sets are built as bits (bit `l` for lane `l`, [`super::lanes`]) and
+//! turned into the ISA's mask once per column chunk: AVX-512 masks are
+//! those bits; AVX2 masks are vectors, a compare away. A masked-off lane is
+//! never read (`vmaskmovps` and AVX-512 masked loads do not fault on it),
+//! so a load may start before or run past its row.
+
+use core::arch::x86_64::*;
+
+/// One vector of the plane kernels. Its methods carry no `target_feature`
+/// (which would forbid `inline(always)`): they are inlined into the
+/// kernels' per-ISA entry points, whose features their intrinsics take.
+pub(crate) trait PlaneVector: Copy {
+    /// Lanes per vector.
+    const LANES: usize;
+    /// A set of lanes, in the form the ISA's masked operations take.
+    type Mask: Copy;
+    /// The masks of one tap column's strided loads ([`PlaneVector::load`]).
+    type LoadMask: Copy;
+
+    /// The lanes of `bits` (bit `l` for lane `l`; bits past `LANES` ignored).
+    unsafe fn mask(bits: u32) -> Self::Mask;
+    unsafe fn mask_and(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    /// The lanes of `a` that are not in `b`.
+    unsafe fn mask_and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    unsafe fn mask_or(a: Self::Mask, b: Self::Mask) -> Self::Mask;
+    /// The loads of [`PlaneVector::load`] with `stride` 1 or 2: with stride
+    /// 1 the lanes of `wanted`; with stride 2 the input columns of the two
+    /// `LANES`-float runs whose bits (`2 * LANES` of them) are in `inside`.
+    unsafe fn load_mask(stride: i64, inside: u32, wanted: u32) -> Self::LoadMask;
+    /// `row[start + l * stride]` in lane `l` (`stride` 1 or 2, as built
+    /// into `mask`), zero where nothing was loaded.
+    unsafe fn load(row: *const f32, start: isize, stride: i64, mask: Self::LoadMask) -> Self;
+    /// Stores the lanes of `mask` at `p`.
+    unsafe fn store(p: *mut f32, mask: Self::Mask, v: Self);
+    unsafe fn splat(v: f32) -> Self;
+    /// `LANES` floats from `p`.
+    unsafe fn read(p: *const f32) -> Self;
+    /// `a * b + c`, rounded once.
+    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self;
+    /// `if_in` in the lanes of `mask`, `other` elsewhere.
+    unsafe fn select(mask: Self::Mask, if_in: Self, other: Self) -> Self;
+    /// `a > b ? a : b` per lane (so `b` when either is NaN), as `vmaxps`.
+    unsafe fn max(a: Self, b: Self) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    unsafe fn div(a: Self, b: Self) -> Self;
+}
+
+/// A zmm register (AVX-512F).
+#[derive(Clone, Copy)]
+pub(crate) struct Zmm(__m512);
+
+impl PlaneVector for Zmm {
+    const LANES: usize = 16;
+    type Mask = u16;
+    type LoadMask = (u32, u16);
+
+    #[inline(always)]
+    unsafe fn mask(bits: u32) -> u16 {
+        bits as u16
+    }
+    #[inline(always)]
+    unsafe fn mask_and(a: u16, b: u16) -> u16 {
+        a & b
+    }
+    #[inline(always)]
+    unsafe fn mask_and_not(a: u16, b: u16) -> u16 {
+        a & !b
+    }
+    #[inline(always)]
+    unsafe fn mask_or(a: u16, b: u16) -> u16 {
+        a | b
+    }
+    #[inline(always)]
+    unsafe fn load_mask(_stride: i64, inside: u32, wanted: u32) -> (u32, u16) {
+        (inside, wanted as u16)
+    }
+    #[inline(always)]
+    unsafe fn load(row: *const f32, start: isize, stride: i64, (inside, wanted): (u32, u16)) -> Zmm {
+        if stride == 1 {
+            return Zmm(_mm512_maskz_loadu_ps(wanted, row.wrapping_offset(start)));
+        }
+        let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        let lo = _mm512_maskz_loadu_ps(inside as u16, row.wrapping_offset(start));
+        let hi = _mm512_maskz_loadu_ps((inside >> 16) as u16, row.wrapping_offset(start + 16));
+        Zmm(_mm512_permutex2var_ps(lo, even, hi))
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, mask: u16, v: Zmm) {
+        _mm512_mask_storeu_ps(p, mask, v.0)
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Zmm {
+        Zmm(_mm512_set1_ps(v))
+    }
+    #[inline(always)]
+    unsafe fn read(p: *const f32) -> Zmm {
+        Zmm(_mm512_loadu_ps(p))
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: Zmm, b: Zmm, c: Zmm) -> Zmm {
+        Zmm(_mm512_fmadd_ps(a.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn select(mask: u16, if_in: Zmm, other: Zmm) -> Zmm {
+        Zmm(_mm512_mask_blend_ps(mask, other.0, if_in.0))
+    }
+    #[inline(always)]
+    unsafe fn max(a: Zmm, b: Zmm) -> Zmm {
+        Zmm(_mm512_max_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Zmm, b: Zmm) -> Zmm {
+        Zmm(_mm512_add_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Zmm, b: Zmm) -> Zmm {
+        Zmm(_mm512_mul_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn div(a: Zmm, b: Zmm) -> Zmm {
+        Zmm(_mm512_div_ps(a.0, b.0))
+    }
+}
+
+/// A ymm register (AVX2).
+#[derive(Clone, Copy)]
+pub(crate) struct Ymm(__m256);
+
+impl PlaneVector for Ymm {
+    const LANES: usize = 8;
+    /// All ones in the lanes of the set.
+    type Mask = __m256;
+    /// Stride 1: the wanted lanes and an unused mask; stride 2: the lanes
+    /// of the low and the high run.
+    type LoadMask = [__m256i; 2];
+
+    #[inline(always)]
+    unsafe fn mask(bits: u32) -> __m256 {
+        let bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits as i32), bit), bit))
+    }
+    #[inline(always)]
+    unsafe fn mask_and(a: __m256, b: __m256) -> __m256 {
+        _mm256_and_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mask_and_not(a: __m256, b: __m256) -> __m256 {
+        _mm256_andnot_ps(b, a)
+    }
+    #[inline(always)]
+    unsafe fn mask_or(a: __m256, b: __m256) -> __m256 {
+        _mm256_or_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn load_mask(stride: i64, inside: u32, wanted: u32) -> [__m256i; 2] {
+        let (lo, hi) = if stride == 1 { (wanted, 0) } else { (inside, inside >> 8) };
+        [_mm256_castps_si256(Self::mask(lo)), _mm256_castps_si256(Self::mask(hi))]
+    }
+    #[inline(always)]
+    unsafe fn load(row: *const f32, start: isize, stride: i64, [lo, hi]: [__m256i; 2]) -> Ymm {
+        if stride == 1 {
+            return Ymm(_mm256_maskload_ps(row.wrapping_offset(start), lo));
+        }
+        let lo = _mm256_maskload_ps(row.wrapping_offset(start), lo);
+        let hi = _mm256_maskload_ps(row.wrapping_offset(start + 8), hi);
+        // Even lanes of each 128-bit half: lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6;
+        // then the middle 64-bit pairs swap places.
+        let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+        Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even))))
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, mask: __m256, v: Ymm) {
+        _mm256_maskstore_ps(p, _mm256_castps_si256(mask), v.0)
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Ymm {
+        Ymm(_mm256_set1_ps(v))
+    }
+    #[inline(always)]
+    unsafe fn read(p: *const f32) -> Ymm {
+        Ymm(_mm256_loadu_ps(p))
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: Ymm, b: Ymm, c: Ymm) -> Ymm {
+        Ymm(_mm256_fmadd_ps(a.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn select(mask: __m256, if_in: Ymm, other: Ymm) -> Ymm {
+        Ymm(_mm256_blendv_ps(other.0, if_in.0, mask))
+    }
+    #[inline(always)]
+    unsafe fn max(a: Ymm, b: Ymm) -> Ymm {
+        Ymm(_mm256_max_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Ymm, b: Ymm) -> Ymm {
+        Ymm(_mm256_add_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Ymm, b: Ymm) -> Ymm {
+        Ymm(_mm256_mul_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn div(a: Ymm, b: Ymm) -> Ymm {
+        Ymm(_mm256_div_ps(a.0, b.0))
+    }
+}
