@@ -18,12 +18,17 @@
 use super::lanes;
 use super::plane::{PlaneVector, Ymm, Zmm};
 use crate::generic::pool::{window, PoolParams, POOL_MAX};
+use crate::generic::prepacked::prefetch_floats;
 
 /// Widest window taken (the input masks of a column chunk sit on the stack).
 const MAX_KERNEL_WIDTH: usize = 16;
 /// Output rows pooled together: independent accumulators, so that one
 /// row's taps do not wait on each other's latency.
 const ROWS: usize = 4;
+/// Output rows of one band: all column chunks of a band are pooled before
+/// the next, so the band's input rows stay in L1 while the chunks reread
+/// their overlapping columns.
+const BAND_ROWS: usize = 8;
 
 /// Whether [`pool_plane_avx512`] and [`pool_plane_avx2`] take this
 /// (validated, 2-D, undilated, max or average) pooling.
@@ -60,67 +65,82 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
     let none = V::mask(0);
     let mut loads = [V::load_mask(sw, 0, 0); MAX_KERNEL_WIDTH];
     let mut taken = [none; MAX_KERNEL_WIDTH];
-    for c0 in (0..ow).step_by(V::LANES) {
-        let store_bits = lanes(0, (ow - c0) as i64);
-        let store = V::mask(store_bits);
-        // Input column of output column `c0 + l` for tap column `b`: `base(b) + l * sw`.
-        let base = |b: i64| c0 as i64 * sw + b - pw;
-        // Per tap column, the input lanes to load and the output lanes whose
-        // tap is inside the input row: `ceil((0 - base) / sw)..ceil((iw - base) / sw)`.
-        let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
-        for b in 0..kw {
-            let bits = lanes(ceil_div(-base(b)), ceil_div(iw - base(b))) & store_bits;
-            loads[b as usize] = V::load_mask(sw, lanes(-base(b), iw - base(b)), bits);
-            taken[b as usize] = V::mask(bits);
+    for band in (0..oh).step_by(BAND_ROWS) {
+        // The next band's input rows, asked for now: a plane just written
+        // by the layer before sits in L3, and whole rows lie too far apart
+        // for the hardware prefetcher to follow.
+        let next = (band + BAND_ROWS) as i64 * sh - ph;
+        for h in next.max(0)..(next + BAND_ROWS as i64 * sh + kh).min(ih) {
+            prefetch_floats(x.add(h as usize * iw as usize), iw as usize);
         }
-        // Per lane, the window's columns inside the input and inside the
-        // padded input (the average's divisors).
-        let (mut valid, mut padded) = ([0f32; 16], [0f32; 16]);
-        for l in 0..V::LANES.min(ow - c0) {
-            let (w0, w1, wp) = window(p, 1, c0 + l);
-            (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
-        }
-        let (valid, padded) = (V::read(valid.as_ptr()), V::read(padded.as_ptr()));
-        for r0 in (0..oh).step_by(ROWS) {
-            let rows = ROWS.min(oh - r0);
-            let init = V::splat(if max { f32::NEG_INFINITY } else { 0.0 });
-            let mut acc = [init; ROWS];
-            let mut seen = [none; ROWS];
-            // Only the window rows that reach the input for some of these
-            // output rows (a window may be far taller than the input).
-            let (top, bottom) = (r0 as i64 * sh - ph, (r0 + rows - 1) as i64 * sh - ph);
-            for a in (-bottom).clamp(0, kh)..(ih - top).clamp(0, kh) {
-                for b in 0..kw {
-                    let (mask, taken, start) = (loads[b as usize], taken[b as usize], base(b) as isize);
-                    for i in 0..rows {
-                        let h = (r0 + i) as i64 * sh - ph + a;
-                        if !(0..ih).contains(&h) {
-                            continue;
-                        }
-                        let xr = x.add(h as usize * iw as usize);
-                        let v = V::load(xr, start, sw, mask);
-                        acc[i] = if max {
-                            let first = V::select(V::mask_and_not(taken, seen[i]), v, acc[i]);
-                            let later = V::mask_and(taken, seen[i]);
-                            seen[i] = V::mask_or(seen[i], taken);
-                            V::select(later, V::max(v, first), first)
-                        } else {
-                            V::select(taken, V::add(acc[i], v), acc[i])
-                        };
-                    }
-                }
+        for c0 in (0..ow).step_by(V::LANES) {
+            let store_bits = lanes(0, (ow - c0) as i64);
+            let store = V::mask(store_bits);
+            // Input column of output column `c0 + l` for tap column `b`: `base(b) + l * sw`.
+            let base = |b: i64| c0 as i64 * sw + b - pw;
+            // Per tap column, the input lanes to load and the output lanes whose
+            // tap is inside the input row: `ceil((0 - base) / sw)..ceil((iw - base) / sw)`.
+            let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
+            for b in 0..kw {
+                let bits = lanes(ceil_div(-base(b)), ceil_div(iw - base(b))) & store_bits;
+                loads[b as usize] = V::load_mask(sw, lanes(-base(b), iw - base(b)), bits);
+                taken[b as usize] = V::mask(bits);
             }
-            for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
-                if !max {
-                    let (h0, h1, hp) = window(p, 0, r0 + i);
-                    let count = if p.count_include_pad != 0 {
-                        V::mul(V::splat(hp as f32), padded)
-                    } else {
-                        V::mul(V::splat((h1 - h0) as f32), valid)
-                    };
-                    acc = V::div(acc, count);
+            // Per lane, the window's columns inside the input and inside the
+            // padded input (the average's divisors).
+            let (mut valid, mut padded) = ([0f32; 16], [0f32; 16]);
+            for l in 0..V::LANES.min(ow - c0) {
+                let (w0, w1, wp) = window(p, 1, c0 + l);
+                (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
+            }
+            let (valid, padded) = (V::read(valid.as_ptr()), V::read(padded.as_ptr()));
+            for r0 in (band..oh.min(band + BAND_ROWS)).step_by(ROWS) {
+                let rows = ROWS.min(oh - r0);
+                let init = V::splat(if max { f32::NEG_INFINITY } else { 0.0 });
+                let mut acc = [init; ROWS];
+                let mut seen = [none; ROWS];
+                // Whether row `i` is past its first window row inside the
+                // input: a lane taken there was taken in that row already (the
+                // lanes of a tap column do not depend on the window row), so
+                // from then on max needs no first-tap bookkeeping.
+                let mut started = [false; ROWS];
+                // Only the window rows that reach the input for some of these
+                // output rows (a window may be far taller than the input).
+                let (top, bottom) = (r0 as i64 * sh - ph, (r0 + rows - 1) as i64 * sh - ph);
+                for a in (-bottom).clamp(0, kh)..(ih - top).clamp(0, kh) {
+                    let inside: [bool; ROWS] =
+                        core::array::from_fn(|i| i < rows && (0..ih).contains(&((r0 + i) as i64 * sh - ph + a)));
+                    for b in 0..kw {
+                        let (mask, taken, start) = (loads[b as usize], taken[b as usize], base(b) as isize);
+                        for i in (0..rows).filter(|&i| inside[i]) {
+                            let h = (r0 + i) as i64 * sh - ph + a;
+                            let v = V::load(x.add(h as usize * iw as usize), start, sw, mask);
+                            acc[i] = if !max {
+                                V::select(taken, V::add(acc[i], v), acc[i])
+                            } else if started[i] {
+                                V::select(taken, V::max(v, acc[i]), acc[i])
+                            } else {
+                                let first = V::select(V::mask_and_not(taken, seen[i]), v, acc[i]);
+                                let later = V::mask_and(taken, seen[i]);
+                                seen[i] = V::mask_or(seen[i], taken);
+                                V::select(later, V::max(v, first), first)
+                            };
+                        }
+                    }
+                    (0..rows).for_each(|i| started[i] |= inside[i]);
                 }
-                V::store(y.add((r0 + i) * ow + c0), store, acc);
+                for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
+                    if !max {
+                        let (h0, h1, hp) = window(p, 0, r0 + i);
+                        let count = if p.count_include_pad != 0 {
+                            V::mul(V::splat(hp as f32), padded)
+                        } else {
+                            V::mul(V::splat((h1 - h0) as f32), valid)
+                        };
+                        acc = V::div(acc, count);
+                    }
+                    V::store(y.add((r0 + i) * ow + c0), store, acc);
+                }
             }
         }
     }
