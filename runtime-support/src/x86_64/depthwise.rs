@@ -84,8 +84,7 @@ unsafe fn depthwise_plane<V: PlaneVector>(
     let [ph, pw] = [p.pads_begin[0], p.pads_begin[1]];
     let mut loads = [V::load_mask(sw, 0, 0); MAX_KERNEL_WIDTH];
     for c0 in (0..ow).step_by(V::LANES) {
-        let store_bits = lanes(0, ow - c0);
-        let store = V::mask(store_bits);
+        let (count, store_bits) = ((ow - c0) as usize, lanes(0, ow - c0));
         // Per tap column, the lanes whose input column is inside the row:
         // input column of output column `c0 + l` is `base + l * sw`.
         let base = |b: i64| c0 * sw + b * dw - pw;
@@ -96,21 +95,31 @@ unsafe fn depthwise_plane<V: PlaneVector>(
         for r0 in (0..oh).step_by(ROWS as usize) {
             let mut acc = [V::splat(bias); ROWS as usize];
             for a in 0..kh {
+                // Each output row's input row for this filter row (null:
+                // past the output or in the padding, skipped); in the
+                // plane's interior all of them, taken without a test.
+                let rows: [*const f32; ROWS as usize] = core::array::from_fn(|i| {
+                    let in_row = (r0 + i as i64) * sh - ph + a * dh;
+                    let valid = r0 + (i as i64) < oh && (0..ih).contains(&in_row);
+                    if valid {
+                        x.add((in_row * iw) as usize)
+                    } else {
+                        core::ptr::null()
+                    }
+                });
+                let all = rows.iter().all(|r| !r.is_null());
                 for b in 0..kw {
                     let weight = V::splat(*w.add((a * kw + b) as usize));
                     let (mask, start) = (loads[b as usize], base(b) as isize);
-                    for (i, acc) in acc.iter_mut().enumerate() {
-                        let in_row = (r0 + i as i64) * sh - ph + a * dh;
-                        if r0 + i as i64 >= oh || !(0..ih).contains(&in_row) {
-                            continue;
+                    for (acc, &xr) in acc.iter_mut().zip(&rows) {
+                        if all || !xr.is_null() {
+                            *acc = V::mul_add(weight, V::load(xr, start, sw, mask), *acc);
                         }
-                        let xr = x.add((in_row * iw) as usize);
-                        *acc = V::mul_add(weight, V::load(xr, start, sw, mask), *acc);
                     }
                 }
             }
             for (i, acc) in acc.into_iter().enumerate().take((oh - r0) as usize) {
-                V::store(y.add(((r0 + i as i64) * ow + c0) as usize), store, acc);
+                V::store(y.add(((r0 + i as i64) * ow + c0) as usize), count, acc);
             }
         }
     }

@@ -34,8 +34,8 @@ pub(crate) trait PlaneVector: Copy {
     /// `row[start + l * stride]` in lane `l` (`stride` 1 or 2, as built
     /// into `mask`), zero where nothing was loaded.
     unsafe fn load(row: *const f32, start: isize, stride: i64, mask: Self::LoadMask) -> Self;
-    /// Stores the lanes of `mask` at `p`.
-    unsafe fn store(p: *mut f32, mask: Self::Mask, v: Self);
+    /// Stores the first `count` lanes (all when `count >= LANES`) at `p`.
+    unsafe fn store(p: *mut f32, count: usize, v: Self);
     unsafe fn splat(v: f32) -> Self;
     /// `LANES` floats from `p`.
     unsafe fn read(p: *const f32) -> Self;
@@ -90,8 +90,8 @@ impl PlaneVector for Zmm {
         Zmm(_mm512_permutex2var_ps(lo, even, hi))
     }
     #[inline(always)]
-    unsafe fn store(p: *mut f32, mask: u16, v: Zmm) {
-        _mm512_mask_storeu_ps(p, mask, v.0)
+    unsafe fn store(p: *mut f32, count: usize, v: Zmm) {
+        _mm512_mask_storeu_ps(p, super::lanes(0, count as i64) as u16, v.0)
     }
     #[inline(always)]
     unsafe fn splat(v: f32) -> Zmm {
@@ -184,8 +184,17 @@ impl PlaneVector for Ymm {
         Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even))))
     }
     #[inline(always)]
-    unsafe fn store(p: *mut f32, mask: __m256, v: Ymm) {
-        _mm256_maskstore_ps(p, _mm256_castps_si256(mask), v.0)
+    /// A part vector goes through the stack: AMD Zen runs a `vmaskmovps`
+    /// store as a long microcode sequence, slower than a few scalar stores.
+    unsafe fn store(p: *mut f32, count: usize, v: Ymm) {
+        if count >= 8 {
+            return _mm256_storeu_ps(p, v.0);
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v.0);
+        for (l, &x) in lanes.iter().enumerate().take(count) {
+            p.add(l).write(x);
+        }
     }
     #[inline(always)]
     unsafe fn splat(v: f32) -> Ymm {

@@ -74,8 +74,7 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
             prefetch_floats(x.add(h as usize * iw as usize), iw as usize);
         }
         for c0 in (0..ow).step_by(V::LANES) {
-            let store_bits = lanes(0, (ow - c0) as i64);
-            let store = V::mask(store_bits);
+            let (count, store_bits) = (ow - c0, lanes(0, (ow - c0) as i64));
             // Input column of output column `c0 + l` for tap column `b`: `base(b) + l * sw`.
             let base = |b: i64| c0 as i64 * sw + b - pw;
             // Per tap column, the input lanes to load and the output lanes whose
@@ -139,7 +138,7 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
                         };
                         acc = V::div(acc, count);
                     }
-                    V::store(y.add((r0 + i) * ow + c0), store, acc);
+                    V::store(y.add((r0 + i) * ow + c0), count, acc);
                 }
             }
         }
