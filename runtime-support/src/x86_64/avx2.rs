@@ -178,17 +178,19 @@ unsafe fn tile(
 ) {
     let acc = depth_sums(kc, a, b);
     let al = _mm256_set1_ps(alpha);
-    // Per vector, lanes below `cols` (all ones in a full tile).
+    // Per vector, lanes below `cols`. Only the vector that straddles
+    // `cols` takes masked loads and stores (microcoded on AMD Zen); those
+    // past it are skipped.
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let masks: [__m256i; 3] =
         core::array::from_fn(|q| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * q as i32), lane));
-    let full = cols == NR;
-    let load = |p: *const f32, mask: __m256i| if full { _mm256_loadu_ps(p) } else { _mm256_maskload_ps(p, mask) };
+    let vectors = cols.div_ceil(8);
     for (i, row) in acc.iter().enumerate() {
         let out = y.offset(i as isize * rs);
-        for (q, (&v, &mask)) in row.iter().zip(&masks).enumerate() {
-            let dst = out.add(8 * q);
-            let v = if accumulate { _mm256_fmadd_ps(v, al, load(dst, mask)) } else { _mm256_mul_ps(v, al) };
+        for (q, (&v, &mask)) in row.iter().zip(&masks).enumerate().take(vectors) {
+            let (dst, full) = (out.add(8 * q), 8 * q + 8 <= cols);
+            let load = || if full { _mm256_loadu_ps(dst) } else { _mm256_maskload_ps(dst, mask) };
+            let v = if accumulate { _mm256_fmadd_ps(v, al, load()) } else { _mm256_mul_ps(v, al) };
             let v = match end {
                 Some(end) => finish(end, i, 8 * q, mask, full, v),
                 None => v,
