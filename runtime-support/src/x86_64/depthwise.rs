@@ -16,8 +16,7 @@
 //! added with one fused multiply-add (the portable kernel rounds the
 //! product first), taps in the padding adding `w * 0`.
 
-use super::lanes;
-use super::plane::{PlaneVector, Ymm, Zmm};
+use super::plane::{lanes, PlaneVector, Ymm, Zmm};
 use crate::generic::conv::ConvParams;
 
 /// Whether [`depthwise_plane_avx512`] and [`depthwise_plane_avx2`] take
@@ -99,12 +98,11 @@ unsafe fn depthwise_plane<V: PlaneVector>(
                 // past the output or in the padding, skipped); in the
                 // plane's interior all of them, taken without a test.
                 let rows: [*const f32; ROWS as usize] = core::array::from_fn(|i| {
-                    let in_row = (r0 + i as i64) * sh - ph + a * dh;
-                    let valid = r0 + (i as i64) < oh && (0..ih).contains(&in_row);
-                    if valid {
-                        x.add((in_row * iw) as usize)
-                    } else {
-                        core::ptr::null()
+                    let out_row = r0 + i as i64;
+                    let in_row = (out_row < oh).then(|| out_row * sh - ph + a * dh);
+                    match in_row.filter(|h| (0..ih).contains(h)) {
+                        Some(h) => x.add((h * iw) as usize),
+                        None => core::ptr::null(),
                     }
                 });
                 let all = rows.iter().all(|r| !r.is_null());

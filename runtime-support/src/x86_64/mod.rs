@@ -68,15 +68,6 @@ pub(crate) unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// Lanes `l` of `0..32` with `lo <= l < hi`, as bits: the masks of the
-/// plane kernels (depthwise, pooling).
-#[inline(always)]
-pub(crate) fn lanes(lo: i64, hi: i64) -> u32 {
-    let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
-    let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-    below(hi) & !below(lo)
-}
-
 #[target_feature(enable = "xsave")]
 unsafe fn xcr0() -> u64 {
     _xgetbv(0)

@@ -2,13 +2,22 @@
 //! [`super::pool`]), for zmm (AVX-512F, 16 lanes) and ymm (AVX2, 8 lanes):
 //! the kernels are written once over [`PlaneVector`] and compiled per ISA.
 //!
-//! Lane sets are built as bits (bit `l` for lane `l`, [`super::lanes`]) and
+//! Lane sets are built as bits (bit `l` for lane `l`, [`lanes`]) and
 //! turned into the ISA's mask once per column chunk: AVX-512 masks are
 //! those bits; AVX2 masks are vectors, a compare away. A masked-off lane is
 //! never read (`vmaskmovps` and AVX-512 masked loads do not fault on it),
 //! so a load may start before or run past its row.
 
 use core::arch::x86_64::*;
+
+/// Lanes `l` of `0..32` with `lo <= l < hi`, as bits: the masks of the
+/// plane kernels (depthwise, pooling).
+#[inline(always)]
+pub(crate) fn lanes(lo: i64, hi: i64) -> u32 {
+    let (lo, hi) = (lo.clamp(0, 32) as u32, hi.clamp(0, 32) as u32);
+    let below = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    below(hi) & !below(lo)
+}
 
 /// One vector of the plane kernels. Its methods carry no `target_feature`
 /// (which would forbid `inline(always)`): they are inlined into the
@@ -91,7 +100,7 @@ impl PlaneVector for Zmm {
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, count: usize, v: Zmm) {
-        _mm512_mask_storeu_ps(p, super::lanes(0, count as i64) as u16, v.0)
+        _mm512_mask_storeu_ps(p, lanes(0, count as i64) as u16, v.0)
     }
     #[inline(always)]
     unsafe fn splat(v: f32) -> Zmm {

@@ -15,8 +15,7 @@
 //! same order and divides by the same count, and a window without taps
 //! gives -inf (max) or `0 / count` (average).
 
-use super::lanes;
-use super::plane::{PlaneVector, Ymm, Zmm};
+use super::plane::{lanes, PlaneVector, Ymm, Zmm};
 use crate::generic::pool::{window, PoolParams, POOL_MAX};
 use crate::generic::prepacked::prefetch_floats;
 
@@ -69,9 +68,14 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
         // The next band's input rows, asked for now: a plane just written
         // by the layer before sits in L3, and whole rows lie too far apart
         // for the hardware prefetcher to follow.
-        let next = (band + BAND_ROWS) as i64 * sh - ph;
-        for h in next.max(0)..(next + BAND_ROWS as i64 * sh + kh).min(ih) {
-            prefetch_floats(x.add(h as usize * iw as usize), iw as usize);
+        // Only output rows that exist: validation bounds their windows'
+        // arithmetic, not that of rows past the output.
+        let next = band + BAND_ROWS..oh.min(band + 2 * BAND_ROWS);
+        if !next.is_empty() {
+            let (first, last) = (next.start as i64 * sh - ph, (next.end - 1) as i64 * sh - ph + (kh - 1));
+            for h in first.max(0)..=last.min(ih - 1) {
+                prefetch_floats(x.add(h as usize * iw as usize), iw as usize);
+            }
         }
         for c0 in (0..ow).step_by(V::LANES) {
             let (count, store_bits) = (ow - c0, lanes(0, (ow - c0) as i64));
@@ -131,12 +135,12 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
                 for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
                     if !max {
                         let (h0, h1, hp) = window(p, 0, r0 + i);
-                        let count = if p.count_include_pad != 0 {
+                        let divisor = if p.count_include_pad != 0 {
                             V::mul(V::splat(hp as f32), padded)
                         } else {
                             V::mul(V::splat((h1 - h0) as f32), valid)
                         };
-                        acc = V::div(acc, count);
+                        acc = V::div(acc, divisor);
                     }
                     V::store(y.add((r0 + i) * ow + c0), count, acc);
                 }
