@@ -3,9 +3,9 @@
 //! Every benchmark sets its throughput in floating-point operations, so
 //! Criterion's "elem/s" column reads as FLOP/s (e.g. `95 Gelem/s` = 95 GFLOP/s).
 //!
-//! * `peak/*`: a loop of 16 independent FMA chains per iteration (enough to
-//!   hide the FMA latency on two ports), the single-core FMA ceiling for
-//!   that vector width.
+//! * `peak/*`: a loop of [`CHAINS`] independent FMA chains per iteration
+//!   (enough to hide the FMA latency on two ports), the single-core FMA
+//!   ceiling for that vector width.
 //! * `sgemm/<kernel>/<M>x<K>x<N>`: `Y = A * B + bias` through
 //!   `sgemm_with`, for 1024^3, the conv-shaped 64x576x3136 and a few other
 //!   ResNet-50 convolution shapes (M = out channels, K = in channels * taps,

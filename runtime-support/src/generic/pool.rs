@@ -192,6 +192,63 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
     }
 }
 
+/// Whether each plane pools to one output whose window is the whole plane,
+/// without padding (GlobalMaxPool, GlobalAveragePool, and pools whose
+/// kernel is the input).
+fn is_global(p: &PoolParams, r: usize) -> bool {
+    (0..r).all(|d| {
+        p.out_spatial[d] == 1
+            && p.kernel[d] == p.in_spatial[d]
+            && p.dilations[d] == 1
+            && p.pads_begin[d] == 0
+            && p.pads_end[d] == 0
+    })
+}
+
+/// Lanes of [`global_pool`]'s partial results.
+const GLOBAL_LANES: usize = 8;
+
+/// The maximum or mean of a whole plane, in the order of
+/// [`GLOBAL_LANES`] interleaved partial results (element `i` into lane
+/// `i % GLOBAL_LANES` while whole groups of lanes remain), which vectorises
+/// whatever the plane's size: the lanes are then combined in order, and
+/// the remaining elements taken one by one. Max keeps `v > acc ? v : acc`
+/// from each lane's first element, as the windowed kernels do; the average
+/// is the sum over the element count. An empty plane gives -inf or NaN.
+fn global_pool<T: Real>(x: &[T], max: bool) -> T {
+    let pick = |acc: T, v: T| {
+        if max {
+            if v > acc {
+                v
+            } else {
+                acc
+            }
+        } else {
+            acc + v
+        }
+    };
+    let start = |v: T| if max { v } else { T::ZERO + v };
+    let (result, rest) = if let Some((first, rest)) = x.split_first_chunk::<GLOBAL_LANES>() {
+        let groups = rest.chunks_exact(GLOBAL_LANES);
+        let rest = groups.remainder();
+        let lanes = groups.fold(first.map(start), |mut lanes, group| {
+            lanes.iter_mut().zip(group).for_each(|(lane, &v)| *lane = pick(*lane, v));
+            lanes
+        });
+        (lanes[1..].iter().fold(lanes[0], |acc, &v| pick(acc, v)), rest)
+    } else if let Some((&first, rest)) = x.split_first() {
+        (start(first), rest)
+    } else {
+        (if max { T::NEG_INF } else { T::ZERO }, x)
+    };
+    let result = rest.iter().fold(result, |acc, &v| pick(acc, v));
+    if max {
+        result
+    } else {
+        result / T::from_f64(x.len() as f64)
+    }
+}
+
 /// Element types of the pooling kernels, with the SIMD plane kernel where
 /// the type and CPU have one.
 trait PoolElem: Real {
@@ -273,6 +330,18 @@ unsafe fn pool<T: PoolElem>(
     }
     let in_dims = to_usize(&p.in_spatial);
     let out_dims = to_usize(&p.out_spatial);
+    if is_global(p, r) && indices.is_null() && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
+        let one_plane = |plane: usize| {
+            let x = core::slice::from_raw_parts(x.add(plane * in_size), in_size);
+            *y.add(plane) = super::with_widest_vectors(
+                #[inline(always)]
+                || global_pool(x, p.kind == POOL_MAX),
+            );
+        };
+        let parts = planes.min(super::conv::CHANNEL_TASKS);
+        Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(one_plane));
+        return STATUS_OK;
+    }
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
         let one_plane = |plane: usize| {
@@ -415,7 +484,7 @@ mod tests {
             ([5, 3], [5, 7], [1, 2], [2, 3, 2, 3], 0),
             ([13, 13], [13, 13], [1, 1], [0, 0, 0, 0], 0),
             ([4, 70], [1, 16], [1, 2], [0, 15, 0, 15], 1),
-            ([6, 20], [1_000_001, 3], [1, 1], [500_000, 1, 500_000, 1], 0),
+            ([40, 9], [16, 2], [1, 2], [15, 0, 15, 1], 1),
         ];
         for (n, &(input, kernel, strides, pads, extra)) in shapes.iter().enumerate() {
             for (kind, include_pad) in [(POOL_MAX, 0), (POOL_AVERAGE, 0), (POOL_AVERAGE, 1)] {
@@ -446,6 +515,45 @@ mod tests {
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
                         assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
+                    }
+                }
+            }
+        }
+        // Windows taller or wider than 16 take the portable kernel.
+        let mut p = PoolParams { batch: 1, channels: 1, spatial_rank: 2, ..Default::default() };
+        p.kernel[..2].copy_from_slice(&[17, 3]);
+        p.strides[..2].copy_from_slice(&[1, 1]);
+        assert!(!supports(&p));
+    }
+
+    /// Global pooling (the whole plane, no padding) takes its own path:
+    /// max is exact; the average's sum is in lanes, so it matches the plain
+    /// mean to rounding; one element, shorter-than-a-lane and uneven planes.
+    #[test]
+    fn global_pool_matches_the_plain_reduction() {
+        for (n, len) in [1usize, 2, 7, 8, 9, 49, 169, 1000].into_iter().enumerate() {
+            let x = rand_vec(len, 40 + n as u64);
+            let mut p = PoolParams { batch: 1, channels: 2, spatial_rank: 1, ..Default::default() };
+            (p.in_spatial[0], p.kernel[0], p.out_spatial[0], p.strides[0], p.dilations[0]) =
+                (len as i64, len as i64, 1, 1, 1);
+            let planes: Vec<f32> = x.iter().chain(x.iter().map(|v| -v).collect::<Vec<_>>().iter()).copied().collect();
+            for kind in [POOL_MAX, POOL_AVERAGE] {
+                p.kind = kind;
+                let mut y = [7.0f32; 2];
+                let status = unsafe {
+                    onnxc_pool_f32(&p, planes.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null())
+                };
+                assert_eq!(status, STATUS_OK);
+                for (plane, &got) in planes.chunks(len).zip(&y) {
+                    let want = if kind == POOL_MAX {
+                        plane.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+                    } else {
+                        (plane.iter().map(|&v| f64::from(v)).sum::<f64>() / len as f64) as f32
+                    };
+                    if kind == POOL_MAX {
+                        assert_eq!(got, want, "len {len}");
+                    } else {
+                        assert!((got - want).abs() <= 1e-6, "len {len}: {got} vs {want}");
                     }
                 }
             }

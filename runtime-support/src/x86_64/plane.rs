@@ -43,6 +43,9 @@ pub(crate) trait PlaneVector: Copy {
     /// `row[start + l * stride]` in lane `l` (`stride` 1 or 2, as built
     /// into `mask`), zero where nothing was loaded.
     unsafe fn load(row: *const f32, start: isize, stride: i64, mask: Self::LoadMask) -> Self;
+    /// `row[start + l * stride]` in every lane: [`PlaneVector::load`] with
+    /// all of the `LANES * stride` floats from `start` inside the row.
+    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Self;
     /// Stores the first `count` lanes (all when `count >= LANES`) at `p`.
     unsafe fn store(p: *mut f32, count: usize, v: Self);
     unsafe fn splat(v: f32) -> Self;
@@ -93,10 +96,17 @@ impl PlaneVector for Zmm {
         if stride == 1 {
             return Zmm(_mm512_maskz_loadu_ps(wanted, row.wrapping_offset(start)));
         }
-        let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
         let lo = _mm512_maskz_loadu_ps(inside as u16, row.wrapping_offset(start));
         let hi = _mm512_maskz_loadu_ps((inside >> 16) as u16, row.wrapping_offset(start + 16));
-        Zmm(_mm512_permutex2var_ps(lo, even, hi))
+        Zmm::even_lanes(lo, hi)
+    }
+    #[inline(always)]
+    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Zmm {
+        let p = row.offset(start);
+        if stride == 1 {
+            return Zmm(_mm512_loadu_ps(p));
+        }
+        Zmm::even_lanes(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, count: usize, v: Zmm) {
@@ -133,6 +143,15 @@ impl PlaneVector for Zmm {
     #[inline(always)]
     unsafe fn div(a: Zmm, b: Zmm) -> Zmm {
         Zmm(_mm512_div_ps(a.0, b.0))
+    }
+}
+
+impl Zmm {
+    /// The even lanes of `lo` then those of `hi`.
+    #[inline(always)]
+    unsafe fn even_lanes(lo: __m512, hi: __m512) -> Zmm {
+        let even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        Zmm(_mm512_permutex2var_ps(lo, even, hi))
     }
 }
 
@@ -175,22 +194,22 @@ impl PlaneVector for Ymm {
     }
     #[inline(always)]
     unsafe fn load(row: *const f32, start: isize, stride: i64, ([lo, hi], full): ([__m256i; 2], bool)) -> Ymm {
-        let run = |at: isize, mask: __m256i| {
-            let p = row.wrapping_offset(at);
-            if full {
-                _mm256_loadu_ps(p)
-            } else {
-                _mm256_maskload_ps(p, mask)
-            }
-        };
+        if full {
+            return Ymm::load_full(row, start, stride);
+        }
+        let run = |at: isize, mask: __m256i| _mm256_maskload_ps(row.wrapping_offset(at), mask);
         if stride == 1 {
             return Ymm(run(start, lo));
         }
-        let (lo, hi) = (run(start, lo), run(start + 8, hi));
-        // Even lanes of each 128-bit half: lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6;
-        // then the middle 64-bit pairs swap places.
-        let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
-        Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even))))
+        Ymm::even_lanes(run(start, lo), run(start + 8, hi))
+    }
+    #[inline(always)]
+    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Ymm {
+        let p = row.offset(start);
+        if stride == 1 {
+            return Ymm(_mm256_loadu_ps(p));
+        }
+        Ymm::even_lanes(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
     }
     #[inline(always)]
     /// A part vector goes through the stack: AMD Zen runs a `vmaskmovps`
@@ -236,5 +255,16 @@ impl PlaneVector for Ymm {
     #[inline(always)]
     unsafe fn div(a: Ymm, b: Ymm) -> Ymm {
         Ymm(_mm256_div_ps(a.0, b.0))
+    }
+}
+
+impl Ymm {
+    /// The even lanes of `lo` then those of `hi`.
+    #[inline(always)]
+    unsafe fn even_lanes(lo: __m256, hi: __m256) -> Ymm {
+        // Even lanes of each 128-bit half: lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6;
+        // then the middle 64-bit pairs swap places.
+        let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+        Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even))))
     }
 }

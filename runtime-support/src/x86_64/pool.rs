@@ -3,10 +3,15 @@
 //!
 //! Like the depthwise kernel next to it ([`super::depthwise`]): a chunk of
 //! one vector of output columns of four output rows stays in four
-//! registers over the windows' taps, each tap one masked load (stride 1)
-//! or two and an even-lane shuffle (stride 2), the mask dropping the
-//! columns outside the input row. The portable kernel instead makes one
-//! pass over the output row per tap.
+//! registers over the windows' taps, each tap one load (stride 1) or two
+//! and an even-lane shuffle (stride 2). The plane is walked row-major:
+//! four output rows, then their column chunks left to right, so that the
+//! loads stream along the few input rows those outputs read (walking a
+//! column of chunks down the plane instead missed the cache on nearly every
+//! load). Chunks whose windows all lie inside the input row (all but one or
+//! two per row) load without masks and keep every lane; the edge chunks
+//! mask off the columns outside the row. The portable kernel instead makes
+//! one pass over the output row per tap.
 //!
 //! The results are the portable kernel's bits: the taps inside the input
 //! are visited in the same row-major order; max starts from each lane's
@@ -19,20 +24,17 @@ use super::plane::{lanes, PlaneVector, Ymm, Zmm};
 use crate::generic::pool::{window, PoolParams, POOL_MAX};
 use crate::generic::prepacked::prefetch_floats;
 
-/// Widest window taken (the input masks of a column chunk sit on the stack).
-const MAX_KERNEL_WIDTH: usize = 16;
+/// Widest and tallest window taken (a chunk's tap masks and a row group's
+/// input rows sit on the stack).
+const MAX_KERNEL: usize = 16;
 /// Output rows pooled together: independent accumulators, so that one
 /// row's taps do not wait on each other's latency.
 const ROWS: usize = 4;
-/// Output rows of one band: all column chunks of a band are pooled before
-/// the next, so the band's input rows stay in L1 while the chunks reread
-/// their overlapping columns.
-const BAND_ROWS: usize = 8;
 
 /// Whether [`pool_plane_avx512`] and [`pool_plane_avx2`] take this
 /// (validated, 2-D, undilated, max or average) pooling.
 pub(crate) fn supports(p: &PoolParams) -> bool {
-    matches!(p.strides[1], 1 | 2) && p.kernel[1] as usize <= MAX_KERNEL_WIDTH
+    matches!(p.strides[1], 1 | 2) && p.kernel[..2].iter().all(|&k| k as usize <= MAX_KERNEL)
 }
 
 /// Pools plane `x` (`in_spatial`) into `y` (`out_spatial`).
@@ -54,6 +56,21 @@ pub(crate) unsafe fn pool_plane_avx2(p: &PoolParams, x: *const f32, y: *mut f32)
     pool_plane::<Ymm>(p, x, y)
 }
 
+/// The input rows of one group of output rows: per window row reaching
+/// the input (the first `len`) and output row `i`, the input row, or null
+/// where it lies in the padding or the output row past the plane.
+struct RowGroup {
+    len: usize,
+    rows: [[*const f32; ROWS]; MAX_KERNEL],
+}
+
+/// Per tap column of one column chunk: the loads, and the output lanes
+/// whose tap lies inside the input row.
+struct EdgeMasks<V: PlaneVector> {
+    loads: [V::LoadMask; MAX_KERNEL],
+    taken: [V::Mask; MAX_KERNEL],
+}
+
 #[inline(always)]
 unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32) {
     let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
@@ -61,90 +78,130 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
     let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
     let [kw, sw, pw] = [p.kernel[1], p.strides[1], p.pads_begin[1]];
     let max = p.kind == POOL_MAX;
-    let none = V::mask(0);
-    let mut loads = [V::load_mask(sw, 0, 0); MAX_KERNEL_WIDTH];
-    let mut taken = [none; MAX_KERNEL_WIDTH];
-    for band in (0..oh).step_by(BAND_ROWS) {
-        // The next band's input rows, asked for now: a plane just written
-        // by the layer before sits in L3, and whole rows lie too far apart
-        // for the hardware prefetcher to follow.
+    // Input column of output column `c0 + l` for tap column `b`: `base(c0, b) + l * sw`.
+    let base = |c0: usize, b: i64| c0 as i64 * sw + b - pw;
+    // A chunk is interior when every tap column's load (`LANES * sw`
+    // floats from its base) lies inside the row and all its lanes are stored.
+    let interior = |c0: usize| c0 + V::LANES <= ow && base(c0, 0) >= 0 && base(c0, kw - 1) + V::LANES as i64 * sw <= iw;
+    let mut edge = EdgeMasks::<V> { loads: [V::load_mask(sw, 0, 0); MAX_KERNEL], taken: [V::mask(0); MAX_KERNEL] };
+    let mut group = RowGroup { len: 0, rows: [[core::ptr::null(); ROWS]; MAX_KERNEL] };
+    for r0 in (0..oh).step_by(ROWS) {
+        let rows = ROWS.min(oh - r0);
+        // The next group's input rows, asked for now: whole rows lie too
+        // far apart for the hardware prefetcher to follow from one to the next.
         // Only output rows that exist: validation bounds their windows'
         // arithmetic, not that of rows past the output.
-        let next = band + BAND_ROWS..oh.min(band + 2 * BAND_ROWS);
+        let next = r0 + ROWS..oh.min(r0 + 2 * ROWS);
         if !next.is_empty() {
             let (first, last) = (next.start as i64 * sh - ph, (next.end - 1) as i64 * sh - ph + (kh - 1));
+            let first = first.max((next.start as i64 - 1) * sh - ph + kh);
             for h in first.max(0)..=last.min(ih - 1) {
                 prefetch_floats(x.add(h as usize * iw as usize), iw as usize);
             }
         }
+        // Only the window rows that reach the input for some of these
+        // output rows (a window may be far taller than the input).
+        let (top, bottom) = (r0 as i64 * sh - ph, (r0 + rows - 1) as i64 * sh - ph);
+        let window_rows = (-bottom).clamp(0, kh)..(ih - top).clamp(0, kh);
+        group.len = window_rows.clone().count();
+        for (a, row) in window_rows.zip(&mut group.rows) {
+            *row = core::array::from_fn(|i| {
+                let h = (r0 + i) as i64 * sh - ph + a;
+                if i < rows && (0..ih).contains(&h) {
+                    x.add(h as usize * iw as usize)
+                } else {
+                    core::ptr::null()
+                }
+            });
+        }
         for c0 in (0..ow).step_by(V::LANES) {
-            let (count, store_bits) = (ow - c0, lanes(0, (ow - c0) as i64));
-            // Input column of output column `c0 + l` for tap column `b`: `base(b) + l * sw`.
-            let base = |b: i64| c0 as i64 * sw + b - pw;
-            // Per tap column, the input lanes to load and the output lanes whose
-            // tap is inside the input row: `ceil((0 - base) / sw)..ceil((iw - base) / sw)`.
-            let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
-            for b in 0..kw {
-                let bits = lanes(ceil_div(-base(b)), ceil_div(iw - base(b))) & store_bits;
-                loads[b as usize] = V::load_mask(sw, lanes(-base(b), iw - base(b)), bits);
-                taken[b as usize] = V::mask(bits);
-            }
+            let acc = if interior(c0) {
+                pool_chunk::<V, true>(p, &group, base(c0, 0) as isize, &edge)
+            } else {
+                for b in 0..kw {
+                    // Per tap column, the input lanes to load and the output lanes whose
+                    // tap is inside the input row: `ceil((0 - base) / sw)..ceil((iw - base) / sw)`.
+                    let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
+                    let (start, store_bits) = (base(c0, b), lanes(0, (ow - c0) as i64));
+                    let bits = lanes(ceil_div(-start), ceil_div(iw - start)) & store_bits;
+                    edge.loads[b as usize] = V::load_mask(sw, lanes(-start, iw - start), bits);
+                    edge.taken[b as usize] = V::mask(bits);
+                }
+                pool_chunk::<V, false>(p, &group, base(c0, 0) as isize, &edge)
+            };
             // Per lane, the window's columns inside the input and inside the
             // padded input (the average's divisors).
             let (mut valid, mut padded) = ([0f32; 16], [0f32; 16]);
-            for l in 0..V::LANES.min(ow - c0) {
-                let (w0, w1, wp) = window(p, 1, c0 + l);
-                (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
+            if !max {
+                for l in 0..V::LANES.min(ow - c0) {
+                    let (w0, w1, wp) = window(p, 1, c0 + l);
+                    (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
+                }
             }
             let (valid, padded) = (V::read(valid.as_ptr()), V::read(padded.as_ptr()));
-            for r0 in (band..oh.min(band + BAND_ROWS)).step_by(ROWS) {
-                let rows = ROWS.min(oh - r0);
-                let init = V::splat(if max { f32::NEG_INFINITY } else { 0.0 });
-                let mut acc = [init; ROWS];
-                let mut seen = [none; ROWS];
-                // Whether row `i` is past its first window row inside the
-                // input: a lane taken there was taken in that row already (the
-                // lanes of a tap column do not depend on the window row), so
-                // from then on max needs no first-tap bookkeeping.
-                let mut started = [false; ROWS];
-                // Only the window rows that reach the input for some of these
-                // output rows (a window may be far taller than the input).
-                let (top, bottom) = (r0 as i64 * sh - ph, (r0 + rows - 1) as i64 * sh - ph);
-                for a in (-bottom).clamp(0, kh)..(ih - top).clamp(0, kh) {
-                    let inside: [bool; ROWS] =
-                        core::array::from_fn(|i| i < rows && (0..ih).contains(&((r0 + i) as i64 * sh - ph + a)));
-                    for b in 0..kw {
-                        let (mask, taken, start) = (loads[b as usize], taken[b as usize], base(b) as isize);
-                        for i in (0..rows).filter(|&i| inside[i]) {
-                            let h = (r0 + i) as i64 * sh - ph + a;
-                            let v = V::load(x.add(h as usize * iw as usize), start, sw, mask);
-                            acc[i] = if !max {
-                                V::select(taken, V::add(acc[i], v), acc[i])
-                            } else if started[i] {
-                                V::select(taken, V::max(v, acc[i]), acc[i])
-                            } else {
-                                let first = V::select(V::mask_and_not(taken, seen[i]), v, acc[i]);
-                                let later = V::mask_and(taken, seen[i]);
-                                seen[i] = V::mask_or(seen[i], taken);
-                                V::select(later, V::max(v, first), first)
-                            };
-                        }
-                    }
-                    (0..rows).for_each(|i| started[i] |= inside[i]);
+            for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
+                if !max {
+                    let (h0, h1, hp) = window(p, 0, r0 + i);
+                    let divisor = if p.count_include_pad != 0 {
+                        V::mul(V::splat(hp as f32), padded)
+                    } else {
+                        V::mul(V::splat((h1 - h0) as f32), valid)
+                    };
+                    acc = V::div(acc, divisor);
                 }
-                for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
-                    if !max {
-                        let (h0, h1, hp) = window(p, 0, r0 + i);
-                        let divisor = if p.count_include_pad != 0 {
-                            V::mul(V::splat(hp as f32), padded)
-                        } else {
-                            V::mul(V::splat((h1 - h0) as f32), valid)
-                        };
-                        acc = V::div(acc, divisor);
-                    }
-                    V::store(y.add((r0 + i) * ow + c0), count, acc);
-                }
+                V::store(y.add((r0 + i) * ow + c0), ow - c0, acc);
             }
         }
     }
+}
+
+/// One chunk of output columns (tap column 0 reading from `start`) over
+/// the group's rows: the maxima or sums. `INTERIOR`: every tap of every
+/// lane inside the input row (`edge` unused), so loads take no mask and
+/// every lane takes every tap.
+#[inline(always)]
+unsafe fn pool_chunk<V: PlaneVector, const INTERIOR: bool>(
+    p: &PoolParams,
+    group: &RowGroup,
+    start: isize,
+    edge: &EdgeMasks<V>,
+) -> [V; ROWS] {
+    let (kw, sw, max) = (p.kernel[1], p.strides[1], p.kind == POOL_MAX);
+    let none = V::mask(0);
+    let mut acc = [V::splat(if max { f32::NEG_INFINITY } else { 0.0 }); ROWS];
+    let mut seen = [none; ROWS];
+    // Whether row `i` is past its first window row inside the input: a
+    // lane taken there was taken in that row already (the lanes of a tap
+    // column do not depend on the window row), so from then on max needs
+    // no first-tap bookkeeping.
+    let mut started = [false; ROWS];
+    for rows in &group.rows[..group.len] {
+        // In the plane's interior every row is there, taken without a test.
+        let all = rows.iter().all(|row| !row.is_null());
+        for b in 0..kw as usize {
+            let at = start + b as isize;
+            for (i, &row) in rows.iter().enumerate() {
+                if !all && row.is_null() {
+                    continue;
+                }
+                let v = if INTERIOR { V::load_full(row, at, sw) } else { V::load(row, at, sw, edge.loads[b]) };
+                let taken = edge.taken[b];
+                acc[i] = match (max, INTERIOR) {
+                    (false, true) => V::add(acc[i], v),
+                    (false, false) => V::select(taken, V::add(acc[i], v), acc[i]),
+                    (true, true) if started[i] || b > 0 => V::max(v, acc[i]),
+                    (true, true) => v,
+                    (true, false) if started[i] => V::select(taken, V::max(v, acc[i]), acc[i]),
+                    (true, false) => {
+                        let first = V::select(V::mask_and_not(taken, seen[i]), v, acc[i]);
+                        let later = V::mask_and(taken, seen[i]);
+                        seen[i] = V::mask_or(seen[i], taken);
+                        V::select(later, V::max(v, first), first)
+                    }
+                };
+            }
+        }
+        rows.iter().zip(&mut started).for_each(|(row, started)| *started |= !row.is_null());
+    }
+    acc
 }
