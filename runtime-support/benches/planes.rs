@@ -3,7 +3,8 @@
 //! memory and loop control rather than by FMA throughput.
 //!
 //! * `pool/<layer>`: `onnxc_pool_f32` (max or average, 2-D) on the pooling
-//!   layers of SqueezeNet and ResNet-50, global average pools included.
+//!   layers of SqueezeNet, ResNet-50 and Inception v2, global average pools
+//!   included.
 //! * `depthwise/<layer>`: `onnxc_conv_f32` with `group == channels` on
 //!   ShuffleNet and MobileNet shapes.
 //!
@@ -31,6 +32,9 @@ const POOLS: &[(&str, i64, usize, usize, usize, usize, usize)] = &[
     ("squeezenet-max3", POOL_MAX, 512, 27, 3, 2, 0),
     ("squeezenet-global-avg", POOL_AVERAGE, 1000, 13, 13, 1, 0),
     ("resnet-max", POOL_MAX, 64, 112, 3, 2, 1),
+    ("inception-avg28", POOL_AVERAGE, 256, 28, 3, 1, 1),
+    ("inception-avg14", POOL_AVERAGE, 576, 14, 3, 1, 1),
+    ("inception-max7", POOL_MAX, 1024, 7, 3, 1, 1),
     ("resnet-global-avg", POOL_AVERAGE, 2048, 7, 7, 1, 0),
 ];
 

@@ -23,6 +23,7 @@
 use super::plane::{lanes, PlaneVector, Ymm, Zmm};
 use crate::generic::pool::{window, PoolParams, POOL_MAX};
 use crate::generic::prepacked::prefetch_floats;
+use core::mem::MaybeUninit;
 
 /// Widest and tallest window taken (a chunk's tap masks and a row group's
 /// input rows sit on the stack).
@@ -64,11 +65,55 @@ struct RowGroup {
     rows: [[*const f32; ROWS]; MAX_KERNEL],
 }
 
-/// Per tap column of one column chunk: the loads, and the output lanes
-/// whose tap lies inside the input row.
-struct EdgeMasks<V: PlaneVector> {
-    loads: [V::LoadMask; MAX_KERNEL],
-    taken: [V::Mask; MAX_KERNEL],
+/// What an edge chunk of output columns needs: per tap column (the first
+/// `kw` entries written), the loads and the output lanes whose tap lies
+/// inside the input row; per lane, the window's columns inside the input
+/// and inside the padded input (the average's divisors).
+struct EdgeChunk<V: PlaneVector> {
+    loads: [MaybeUninit<V::LoadMask>; MAX_KERNEL],
+    taken: [MaybeUninit<V::Mask>; MAX_KERNEL],
+    valid: V,
+    padded: V,
+}
+
+impl<V: PlaneVector> EdgeChunk<V> {
+    /// Unfilled (the masks are wide and small planes many: only the
+    /// entries a chunk uses are ever written).
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        let zero = V::splat(0.0);
+        EdgeChunk {
+            loads: [const { MaybeUninit::uninit() }; MAX_KERNEL],
+            taken: [const { MaybeUninit::uninit() }; MAX_KERNEL],
+            valid: zero,
+            padded: zero,
+        }
+    }
+
+    /// Fills in the chunk of output columns from `c0`.
+    #[inline(always)]
+    unsafe fn fill(&mut self, p: &PoolParams, c0: usize) {
+        let [iw, kw, sw, pw] = [p.in_spatial[1], p.kernel[1], p.strides[1], p.pads_begin[1]];
+        let ow = p.out_spatial[1] as usize;
+        let store_bits = lanes(0, (ow - c0) as i64);
+        // Input lanes to load and output lanes whose tap is inside the
+        // input row: `ceil((0 - start) / sw)..ceil((iw - start) / sw)`.
+        let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
+        for b in 0..kw as usize {
+            let start = c0 as i64 * sw + b as i64 - pw;
+            let bits = lanes(ceil_div(-start), ceil_div(iw - start)) & store_bits;
+            self.loads[b].write(V::load_mask(sw, lanes(-start, iw - start), bits));
+            self.taken[b].write(V::mask(bits));
+        }
+        if p.kind != POOL_MAX {
+            let (mut valid, mut padded) = ([0f32; 16], [0f32; 16]);
+            for l in 0..V::LANES.min(ow - c0) {
+                let (w0, w1, wp) = window(p, 1, c0 + l);
+                (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
+            }
+            (self.valid, self.padded) = (V::read(valid.as_ptr()), V::read(padded.as_ptr()));
+        }
+    }
 }
 
 #[inline(always)]
@@ -83,7 +128,14 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
     // A chunk is interior when every tap column's load (`LANES * sw`
     // floats from its base) lies inside the row and all its lanes are stored.
     let interior = |c0: usize| c0 + V::LANES <= ow && base(c0, 0) >= 0 && base(c0, kw - 1) + V::LANES as i64 * sw <= iw;
-    let mut edge = EdgeMasks::<V> { loads: [V::load_mask(sw, 0, 0); MAX_KERNEL], taken: [V::mask(0); MAX_KERNEL] };
+    // The first and the last chunk (the usual edge chunks), made once.
+    let last = (ow - 1) / V::LANES * V::LANES;
+    let (mut first_edge, mut last_edge, mut other_edge) =
+        (EdgeChunk::<V>::new(), EdgeChunk::<V>::new(), EdgeChunk::<V>::new());
+    first_edge.fill(p, 0);
+    last_edge.fill(p, last);
+    // An interior chunk's windows have all their columns inside the input.
+    let whole = V::splat(kw as f32);
     let mut group = RowGroup { len: 0, rows: [[core::ptr::null(); ROWS]; MAX_KERNEL] };
     for r0 in (0..oh).step_by(ROWS) {
         let rows = ROWS.min(oh - r0);
@@ -115,30 +167,20 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
             });
         }
         for c0 in (0..ow).step_by(V::LANES) {
-            let acc = if interior(c0) {
-                pool_chunk::<V, true>(p, &group, base(c0, 0) as isize, &edge)
+            let start = base(c0, 0) as isize;
+            let (acc, valid, padded) = if interior(c0) {
+                (pool_chunk::<V, true>(p, &group, start, &first_edge), whole, whole)
             } else {
-                for b in 0..kw {
-                    // Per tap column, the input lanes to load and the output lanes whose
-                    // tap is inside the input row: `ceil((0 - base) / sw)..ceil((iw - base) / sw)`.
-                    let ceil_div = |a: i64| (a + sw - 1).div_euclid(sw);
-                    let (start, store_bits) = (base(c0, b), lanes(0, (ow - c0) as i64));
-                    let bits = lanes(ceil_div(-start), ceil_div(iw - start)) & store_bits;
-                    edge.loads[b as usize] = V::load_mask(sw, lanes(-start, iw - start), bits);
-                    edge.taken[b as usize] = V::mask(bits);
-                }
-                pool_chunk::<V, false>(p, &group, base(c0, 0) as isize, &edge)
+                let edge = match c0 {
+                    0 => &first_edge,
+                    _ if c0 == last => &last_edge,
+                    _ => {
+                        other_edge.fill(p, c0);
+                        &other_edge
+                    }
+                };
+                (pool_chunk::<V, false>(p, &group, start, edge), edge.valid, edge.padded)
             };
-            // Per lane, the window's columns inside the input and inside the
-            // padded input (the average's divisors).
-            let (mut valid, mut padded) = ([0f32; 16], [0f32; 16]);
-            if !max {
-                for l in 0..V::LANES.min(ow - c0) {
-                    let (w0, w1, wp) = window(p, 1, c0 + l);
-                    (valid[l], padded[l]) = ((w1 - w0) as f32, wp as f32);
-                }
-            }
-            let (valid, padded) = (V::read(valid.as_ptr()), V::read(padded.as_ptr()));
             for (i, mut acc) in acc.into_iter().enumerate().take(rows) {
                 if !max {
                     let (h0, h1, hp) = window(p, 0, r0 + i);
@@ -158,13 +200,13 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
 /// One chunk of output columns (tap column 0 reading from `start`) over
 /// the group's rows: the maxima or sums. `INTERIOR`: every tap of every
 /// lane inside the input row (`edge` unused), so loads take no mask and
-/// every lane takes every tap.
+/// every lane takes every tap; otherwise `edge` is filled for the chunk.
 #[inline(always)]
 unsafe fn pool_chunk<V: PlaneVector, const INTERIOR: bool>(
     p: &PoolParams,
     group: &RowGroup,
     start: isize,
-    edge: &EdgeMasks<V>,
+    edge: &EdgeChunk<V>,
 ) -> [V; ROWS] {
     let (kw, sw, max) = (p.kernel[1], p.strides[1], p.kind == POOL_MAX);
     let none = V::mask(0);
@@ -184,8 +226,12 @@ unsafe fn pool_chunk<V: PlaneVector, const INTERIOR: bool>(
                 if !all && row.is_null() {
                     continue;
                 }
-                let v = if INTERIOR { V::load_full(row, at, sw) } else { V::load(row, at, sw, edge.loads[b]) };
-                let taken = edge.taken[b];
+                let v = if INTERIOR {
+                    V::load_full(row, at, sw)
+                } else {
+                    V::load(row, at, sw, edge.loads[b].assume_init())
+                };
+                let taken = if INTERIOR { V::mask(u32::MAX) } else { edge.taken[b].assume_init() };
                 acc[i] = match (max, INTERIOR) {
                     (false, true) => V::add(acc[i], v),
                     (false, false) => V::select(taken, V::add(acc[i], v), acc[i]),
