@@ -165,6 +165,22 @@ impl Interface {
         workspace: &Workspace,
         placement: Placement,
     ) -> Result<Vec<Datum>, String> {
+        let mut call = self.prepare(run, given, workspace, placement)?;
+        call.run()?;
+        call.finish()
+    }
+
+    /// A call of `run` on `given` (checked against the input types) whose
+    /// inputs are placed and outputs allocated once, to be run any number
+    /// of times: what a caller of the object file does, passing the same
+    /// buffers to every call (`onnxc bench` times this).
+    pub fn prepare<'a>(
+        &'a self,
+        run: RunFn,
+        given: &[Datum],
+        workspace: &'a Workspace,
+        placement: Placement,
+    ) -> Result<PreparedCall<'a>, String> {
         if given.len() != self.inputs.len() {
             return Err(format!("the model takes {} inputs, {} were given", self.inputs.len(), given.len()));
         }
@@ -173,34 +189,67 @@ impl Interface {
         }
         let mut outs: Vec<Output> =
             self.outputs.iter().map(|io| Output::new(io, placement)).collect::<Result<_, _>>()?;
-        let (workspace_bytes, use_hook) = (workspace.buffer.len(), workspace.use_hook);
-        let mut arena = HookArena { placement, blocks: Vec::new(), total: 0 };
-        let ctx = Context {
-            workspace: workspace.buffer.ptr(),
-            workspace_bytes,
-            alloc: use_hook.then_some(hook as AllocFn),
-            alloc_user: &mut arena as *mut HookArena as *mut u8,
-            parallel: workspace.parallel,
-        };
-        // Every buffer the inputs' addresses point into, kept for the call.
-        let mut keep: Vec<Buffer> = Vec::new();
+        // Every buffer the inputs' addresses point into, kept for the calls.
+        let mut inputs: Vec<Buffer> = Vec::new();
         let in_ptrs: Vec<usize> = given
             .iter()
-            .map(|d| place_datum(d, placement, &mut keep))
+            .map(|d| place_datum(d, placement, &mut inputs))
             .collect::<Result<_, _>>()
             .map_err(|e| format!("inputs: {e}"))?;
         let out_ptrs: Vec<usize> = outs.iter_mut().map(|o| o.pointer() as usize).collect();
         let pointers = |p: &[usize]| placement.copy(bytemuck::cast_slice(p), std::mem::align_of::<usize>());
         let (in_ptrs, out_ptrs) = (pointers(&in_ptrs)?, pointers(&out_ptrs)?);
-        // SAFETY: inputs match the compiled shapes (checked above), static
-        // outputs have their full size, dynamic ones a descriptor with room
-        // for their rank, and the workspace has at least the planned size.
-        let status = unsafe { run(&ctx, in_ptrs.ptr() as *const *const u8, out_ptrs.ptr() as *const *mut u8) };
+        let arena = HookArena { placement, blocks: Vec::new(), total: 0 };
+        Ok(PreparedCall { interface: self, run, workspace, _inputs: inputs, outs, in_ptrs, out_ptrs, arena })
+    }
+}
+
+/// A call prepared by [`Interface::prepare`]: its inputs placed, its
+/// outputs allocated, its workspace chosen.
+pub struct PreparedCall<'a> {
+    interface: &'a Interface,
+    run: RunFn,
+    workspace: &'a Workspace,
+    /// The buffers the input pointers point into.
+    _inputs: Vec<Buffer>,
+    outs: Vec<Output>,
+    in_ptrs: Buffer,
+    out_ptrs: Buffer,
+    /// What the allocator hook handed out in the last run (data-dependent
+    /// outputs point into it until the next run).
+    arena: HookArena,
+}
+
+impl PreparedCall<'_> {
+    /// Runs the model once, into the prepared outputs.
+    pub fn run(&mut self) -> Result<(), String> {
+        self.arena = HookArena { placement: self.arena.placement, blocks: Vec::new(), total: 0 };
+        let (workspace, interface) = (self.workspace, self.interface);
+        let ctx = Context {
+            workspace: workspace.buffer.ptr(),
+            workspace_bytes: workspace.buffer.len(),
+            alloc: workspace.use_hook.then_some(hook as AllocFn),
+            alloc_user: &mut self.arena as *mut HookArena as *mut u8,
+            parallel: workspace.parallel,
+        };
+        // SAFETY: inputs match the compiled shapes (checked when prepared),
+        // static outputs have their full size, dynamic ones a descriptor with
+        // room for their rank, and the workspace has at least the planned size.
+        let status =
+            unsafe { (self.run)(&ctx, self.in_ptrs.ptr() as *const *const u8, self.out_ptrs.ptr() as *const *mut u8) };
         if status != 0 {
-            let inputs: Vec<String> = self.inputs.iter().map(|io| io.name.clone()).collect();
-            return Err(codegen::status::describe(status, &self.node_names, &inputs));
+            let inputs: Vec<String> = interface.inputs.iter().map(|io| io.name.clone()).collect();
+            return Err(codegen::status::describe(status, &interface.node_names, &inputs));
         }
-        outs.into_iter().zip(&self.outputs).map(|(o, io)| o.finish(io)).collect()
+        Ok(())
+    }
+
+    /// The outputs of the last run.
+    pub fn finish(self) -> Result<Vec<Datum>, String> {
+        let PreparedCall { interface, outs, arena, .. } = self;
+        let outputs = outs.into_iter().zip(&interface.outputs).map(|(o, io)| o.finish(io)).collect();
+        drop(arena);
+        outputs
     }
 }
 

@@ -99,6 +99,16 @@ impl JitModel {
     pub fn run_in(&self, inputs: &[Datum], workspace: &crate::call::Workspace) -> Result<Vec<Datum>, String> {
         self.interface.call_in(self.run, inputs, workspace, Placement::Heap)
     }
+
+    /// A call on `inputs` in `workspace` to run repeatedly, its inputs
+    /// placed and outputs allocated once ([`crate::call::Interface::prepare`]).
+    pub fn prepare<'a>(
+        &'a self,
+        inputs: &[Datum],
+        workspace: &'a crate::call::Workspace,
+    ) -> Result<crate::call::PreparedCall<'a>, String> {
+        self.interface.prepare(self.run, inputs, workspace, Placement::Heap)
+    }
 }
 
 /// Evaluates one node whose inputs are all constants (constant folding).
