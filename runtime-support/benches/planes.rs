@@ -15,7 +15,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use onnxc_runtime::{
-    conv_scratch_elems, onnxc_conv_f32, onnxc_pool_f32, ConvParams, PoolParams, POOL_AVERAGE, POOL_MAX, STATUS_OK,
+    conv_scratch_elems, onnxc_conv_f32, onnxc_pool_f32, ConvParams, PoolParams, MAX_RANK, POOL_AVERAGE, POOL_MAX,
+    STATUS_OK,
 };
 use std::hint::black_box;
 use std::ptr::null;
@@ -58,18 +59,21 @@ fn rand_vec(len: usize) -> Vec<f32> {
         .collect()
 }
 
+/// Sets the two spatial dims of each of `dims` to its value: square layers.
+fn square<const N: usize>(dims: [&mut [i64; MAX_RANK]; N], values: [usize; N]) {
+    for (dim, value) in dims.into_iter().zip(values) {
+        dim[..2].fill(value as i64);
+    }
+}
+
 fn bench_pool(c: &mut Crit) {
     let mut g = c.benchmark_group("pool");
     for &(name, kind, channels, size, kernel, stride, pad) in POOLS {
         let out = (size + 2 * pad - kernel) / stride + 1;
         let mut p = PoolParams { kind, batch: 1, channels: channels as i64, spatial_rank: 2, ..Default::default() };
-        p.in_spatial[..2].fill(size as i64);
-        p.out_spatial[..2].fill(out as i64);
-        p.kernel[..2].fill(kernel as i64);
-        p.strides[..2].fill(stride as i64);
-        p.dilations[..2].fill(1);
-        p.pads_begin[..2].fill(pad as i64);
-        p.pads_end[..2].fill(pad as i64);
+        let dims = [&mut p.in_spatial, &mut p.out_spatial, &mut p.kernel, &mut p.strides, &mut p.dilations];
+        square(dims, [size, out, kernel, stride, 1]);
+        square([&mut p.pads_begin, &mut p.pads_end], [pad, pad]);
         let x = rand_vec(channels * size * size);
         let mut y = vec![0.0f32; channels * out * out];
         g.throughput(Throughput::Bytes(4 * (x.len() + y.len()) as u64));
@@ -97,12 +101,9 @@ fn bench_depthwise(c: &mut Crit) {
             spatial_rank: 2,
             ..Default::default()
         };
-        p.in_spatial[..2].fill(size as i64);
-        p.out_spatial[..2].fill(out as i64);
-        p.kernel[..2].fill(kernel as i64);
-        p.strides[..2].fill(stride as i64);
-        p.dilations[..2].fill(1);
-        p.pads_begin[..2].fill(pad as i64);
+        let dims = [&mut p.in_spatial, &mut p.out_spatial, &mut p.kernel, &mut p.strides, &mut p.dilations];
+        square(dims, [size, out, kernel, stride, 1]);
+        square([&mut p.pads_begin], [pad]);
         let x = rand_vec(channels * size * size);
         let w = rand_vec(channels * kernel * kernel);
         let bias = rand_vec(channels);
