@@ -305,6 +305,12 @@ unsafe fn interior_tap<T: Real, const STRIDE: usize>(
     }
 }
 
+/// Runs `one_plane` on planes `0..planes`, split over `parallel`.
+unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, one_plane: impl Fn(usize)) {
+    let parts = planes.min(super::conv::CHANNEL_TASKS);
+    Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(&one_plane));
+}
+
 unsafe fn pool<T: PoolElem>(
     p: *const PoolParams,
     x: *const T,
@@ -338,8 +344,7 @@ unsafe fn pool<T: PoolElem>(
                 || global_pool(x, p.kind == POOL_MAX),
             );
         };
-        let parts = planes.min(super::conv::CHANNEL_TASKS);
-        Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(one_plane));
+        for_each_plane(parallel, planes, one_plane);
         return STATUS_OK;
     }
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
@@ -352,8 +357,7 @@ unsafe fn pool<T: PoolElem>(
                 );
             }
         };
-        let parts = planes.min(super::conv::CHANNEL_TASKS);
-        Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(one_plane));
+        for_each_plane(parallel, planes, one_plane);
         return STATUS_OK;
     }
     // Row-major strides for reading, and the strides used to number indices.
@@ -536,7 +540,7 @@ mod tests {
             let mut p = PoolParams { batch: 1, channels: 2, spatial_rank: 1, ..Default::default() };
             (p.in_spatial[0], p.kernel[0], p.out_spatial[0], p.strides[0], p.dilations[0]) =
                 (len as i64, len as i64, 1, 1, 1);
-            let planes: Vec<f32> = x.iter().chain(x.iter().map(|v| -v).collect::<Vec<_>>().iter()).copied().collect();
+            let planes: Vec<f32> = x.iter().copied().chain(x.iter().map(|v| -v)).collect();
             for kind in [POOL_MAX, POOL_AVERAGE] {
                 p.kind = kind;
                 let mut y = [7.0f32; 2];
