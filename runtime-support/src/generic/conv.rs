@@ -18,7 +18,8 @@
 //! Every kernel is generic over the compute type; f32 and f64 are exported
 //! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
-use super::gemm::{GemmElem, MatMut, MatRef};
+use super::conv_window::ConvWindow;
+use super::gemm::{GemmElem, GemmKernel, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
 use super::prepacked::{
     pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd,
@@ -182,7 +183,9 @@ pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
 pub fn conv_scratch_elems(p: &ConvParams) -> usize {
     match validate(p) {
         Some(s) if !s.pointwise && p.packed_weights == 0 => s.c_per_group * s.taps * s.out_size,
-        _ => 0,
+        // Whichever CPU runs it, a direct kernel may need a padded input.
+        Some(s) => ConvWindow::of(p, &s).map_or(0, |w| w.scratch_elems()),
+        None => 0,
     }
 }
 
@@ -358,7 +361,7 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 ) -> i32 {
     match prepare(p, residual) {
         Ok((p, s, residual)) if p.packed_weights == 1 => {
-            conv_prepacked(p, &s, x, w, bias, residual, None, y, parallel);
+            conv_prepacked(p, &s, x, w, bias, residual, None, y, scratch, parallel, direct_kernel_runs());
             STATUS_OK
         }
         Err(status) => status,
@@ -387,7 +390,8 @@ pub unsafe extern "C" fn onnxc_conv_prologue_f32(
     match prepare(p, residual) {
         Ok((p, s, residual)) if conv_takes_prologue(p) && !prologue.is_null() => {
             let channels = ChannelPrologue { scale: prologue, shift: prologue.add(p.in_channels as usize) };
-            conv_prepacked(p, &s, x, w, bias, residual, Some(channels), y, parallel);
+            let no_scratch = core::ptr::null_mut();
+            conv_prepacked(p, &s, x, w, bias, residual, Some(channels), y, no_scratch, parallel, false);
             STATUS_OK
         }
         Err(status) => status,
@@ -574,9 +578,11 @@ impl FinishRow for ConvFinish<'_> {
 
 /// f32 convolution on weights packed by [`onnxc_pack_conv_weights_f32`]: per
 /// image and group one [`sgemm_prepacked`] whose B is the input (pointwise,
-/// maybe through a `prologue`) or its im2col matrix packed on the fly, the
+/// maybe through a `prologue`) or its im2col matrix packed on the fly, or,
+/// where `direct` and the window fits, the direct kernel on 2-D windows
+/// ([`crate::x86_64::direct_conv`], the input placed in `scratch`); the
 /// bias, residual and activation applied per finished tile, the work split
-/// over `parallel`. Needs no scratch.
+/// over `parallel`. `direct` allows the direct kernel.
 #[allow(clippy::too_many_arguments)]
 unsafe fn conv_prepacked(
     p: &ConvParams,
@@ -587,8 +593,11 @@ unsafe fn conv_prepacked(
     residual: Option<*const f32>,
     prologue: Option<ChannelPrologue>,
     y: *mut f32,
+    scratch: *mut f32,
     parallel: *const Parallel,
+    direct: bool,
 ) {
+    let window = ConvWindow::of(p, s).filter(|_| direct);
     let kdim = s.c_per_group * s.taps;
     let per_group = packed_a_len(s.m_per_group, kdim);
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
@@ -614,12 +623,29 @@ unsafe fn conv_prepacked(
             } else if s.pointwise {
                 let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
                 sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
+            } else if let Some(window) = &window {
+                #[cfg(target_arch = "x86_64")]
+                crate::x86_64::direct_conv::conv(
+                    window,
+                    window.place(xg, scratch),
+                    s.m_per_group,
+                    a,
+                    out.ptr,
+                    &finish,
+                    parallel,
+                );
             } else {
                 let im2col = Im2col::new(p, s, xg, 0.0);
                 sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &im2col, out, &finish, parallel);
             }
         }
     }
+}
+
+/// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
+/// where the gemm it replaces is the AVX2 one.
+fn direct_kernel_runs() -> bool {
+    cfg!(target_arch = "x86_64") && GemmKernel::best() == GemmKernel::Avx2Fma
 }
 
 /// The convolution on weights as given: the direct depthwise kernel (its
@@ -1277,12 +1303,79 @@ mod tests {
         });
     }
 
+    /// A `parallel_for` that runs the tasks last to first.
+    unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {
+        for i in (0..count).rev() {
+            task(env, i);
+        }
+    }
+
+    /// The direct kernel gives the bits of the im2col gemm it replaces:
+    /// one to nine weight panels (whole and partial channel blocks), pixel
+    /// counts off the tile, several depth slices, strides, dilation,
+    /// padding on any side, two images and groups, each fused finish (in
+    /// tiles and row by row), threads.
+    #[test]
+    fn direct_kernel_matches_the_gemm_bits() {
+        if !direct_kernel_runs() {
+            return;
+        }
+        let cases = [
+            case2d(3, 5, 1, (7, 9), (3, 3), 1, 1, [1, 1, 1, 1]),
+            case2d(40, 64, 1, (9, 10), (3, 3), 1, 1, [1, 1, 1, 1]),
+            case2d(6, 72, 2, (11, 7), (3, 2), 2, 1, [0, 1, 2, 0]),
+            case2d(8, 16, 1, (8, 8), (3, 3), 1, 2, [2, 2, 2, 2]),
+            case2d(5, 24, 1, (10, 10), (1, 1), 2, 1, [0, 0, 0, 0]),
+            case2d(3, 40, 1, (15, 15), (7, 7), 2, 1, [3, 3, 3, 3]),
+            case2d(2, 8, 1, (3, 3), (3, 3), 3, 1, [3, 3, 3, 3]),
+        ];
+        let finishes = [
+            (EPILOGUE_NONE, 0),
+            (EPILOGUE_RELU, 1),
+            (EPILOGUE_CLIP, 0),
+            (EPILOGUE_LEAKY_RELU, 1),
+            (EPILOGUE_SIGMOID, 1),
+        ];
+        for c in cases {
+            let p = ConvParams { packed_weights: 1, act_a: -0.25, act_b: 0.5, ..params(&c) };
+            let s = validate(&p).unwrap();
+            let x = rand_vec(c.batch * c.cin * c.input.iter().product::<usize>(), 1);
+            let w = rand_vec(c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(), 2);
+            let bias = rand_vec(c.cout, 3);
+            let out_n = c.batch * c.cout * s.out_size;
+            let residual = rand_vec(out_n, 4);
+            let mut packed = vec![f32::NAN; conv_packed_weights_elems(&p)];
+            assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+            for (activation, fused_residual) in finishes {
+                let p = ConvParams { activation, residual: fused_residual, ..p };
+                let run = |direct: bool, parallel: Parallel| {
+                    let (mut y, mut scratch) = (vec![f32::NAN; out_n], vec![f32::NAN; conv_scratch_elems(&p)]);
+                    let r = (fused_residual == 1).then_some(residual.as_ptr());
+                    let (xp, wp, bp, sp) = (x.as_ptr(), packed.as_ptr(), bias.as_ptr(), scratch.as_mut_ptr());
+                    unsafe { conv_prepacked(&p, &s, xp, wp, bp, r, None, y.as_mut_ptr(), sp, &parallel, direct) };
+                    y
+                };
+                let gemm = run(false, Parallel::SERIAL);
+                let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+                for direct in [run(true, Parallel::SERIAL), run(true, threaded)] {
+                    let same = gemm.iter().zip(&direct).all(|(g, d)| g.to_bits() == d.to_bits());
+                    assert!(same, "{:?} activation {activation}", c.kernel);
+                }
+            }
+        }
+    }
+
     #[test]
     fn scratch_and_validation() {
         let p = params(&case2d(4, 6, 2, (9, 9), (3, 3), 1, 1, [0, 0, 0, 0]));
         assert_eq!(conv_scratch_elems(&p), 2 * 9 * 49);
         let pw = params(&case2d(4, 6, 2, (9, 9), (1, 1), 1, 1, [0, 0, 0, 0]));
         assert_eq!(conv_scratch_elems(&pw), 0);
+        // Packed weights: a padded input copy for the direct kernel (2 channels
+        // per group of 11 x 11), none when the windows stay inside the input.
+        let padded = params(&case2d(4, 6, 2, (9, 9), (3, 3), 1, 1, [1, 1, 1, 1]));
+        assert_eq!(conv_scratch_elems(&ConvParams { packed_weights: 1, ..padded }), 2 * 11 * 11);
+        assert_eq!(conv_scratch_elems(&ConvParams { packed_weights: 1, ..p }), 0);
         let mut bad = p;
         bad.group = 4; // 6 output channels not divisible by 4
         assert_eq!(conv_scratch_elems(&bad), 0);

@@ -21,6 +21,7 @@
 
 pub mod attention;
 pub mod conv;
+pub(crate) mod conv_window;
 pub mod convert;
 pub mod copy;
 pub mod deform_conv;

@@ -216,7 +216,13 @@ unsafe fn finish(end: &TileEnd, i: usize, col: usize, mask: __m256i, full: bool,
         let r = end.residual.wrapping_offset(i as isize * end.residual_rs).wrapping_add(col);
         v = _mm256_add_ps(v, if full { _mm256_loadu_ps(r) } else { _mm256_maskload_ps(r, mask) });
     }
-    match end.activation {
+    activate(end.activation, v)
+}
+
+/// [`TileActivation::apply`] on each lane.
+#[inline(always)]
+pub(super) unsafe fn activate(activation: TileActivation, v: __m256) -> __m256 {
+    match activation {
         TileActivation::None => v,
         TileActivation::Clamp { lo, hi } => {
             let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));

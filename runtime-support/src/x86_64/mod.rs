@@ -13,6 +13,7 @@ pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
 pub mod depthwise;
+pub(crate) mod direct_conv;
 mod plane;
 pub mod pool;
 pub mod vnni;

@@ -1,0 +1,151 @@
+//! The input of a 2-D convolution laid out for a direct kernel, which reads
+//! each output pixel's receptive field in place rather than through an
+//! im2col matrix ([`crate::x86_64::direct_conv`]).
+//!
+//! A direct kernel computes depth step `l` (input channel `c`, kernel tap
+//! `(ky, kx)`, in the order of the packed weights' depth) of output pixel
+//! `p` from `x[corner(p) + offset[l]]`: one table of offsets for every
+//! pixel. That needs every tap of every window to land inside `x`, so an
+//! input with padding (or windows that reach past its end) is first copied
+//! into a zero-padded buffer in the caller's scratch, just large enough
+//! for the windows; an input without is read where it lies.
+//!
+//! This part is target-independent: the compiler sizes the scratch with it
+//! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
+//! object.
+
+use super::conv::{ConvParams, ConvShape};
+use core::mem::MaybeUninit;
+
+/// Longest depth (input channels per group × taps) whose offset table a
+/// direct kernel keeps on its stack.
+pub const MAX_DIRECT_DEPTH: usize = 8192;
+
+/// One group's input as a direct kernel reads it (see the module doc).
+#[derive(Clone, Debug)]
+pub(crate) struct ConvWindow {
+    channels: usize,
+    input: [usize; 2],
+    output: [usize; 2],
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    pads: [usize; 2],
+    /// Whether the input is copied into a zero-padded buffer.
+    padded: bool,
+    /// Floats per row and per channel plane of the input as read.
+    row_len: usize,
+    plane: usize,
+}
+
+impl ConvWindow {
+    /// The window of a 2-D convolution that is not pointwise (those read
+    /// their input as a matrix already), when its depth and its offsets fit
+    /// the direct kernels' table (`i32` byte offsets).
+    pub(crate) fn of(p: &ConvParams, s: &ConvShape) -> Option<ConvWindow> {
+        if s.rank != 2 || s.pointwise || p.packed_weights != 1 || s.c_per_group * s.taps > MAX_DIRECT_DEPTH {
+            return None;
+        }
+        let dim = |v: &[i64], d: usize| usize::try_from(v[d]).ok();
+        let mut w = ConvWindow {
+            channels: s.c_per_group,
+            input: [0; 2],
+            output: [0; 2],
+            kernel: [0; 2],
+            strides: [0; 2],
+            dilations: [0; 2],
+            pads: [0; 2],
+            padded: false,
+            row_len: 0,
+            plane: 0,
+        };
+        let mut span = [0; 2];
+        for (d, span) in span.iter_mut().enumerate() {
+            w.input[d] = dim(&p.in_spatial, d)?;
+            w.output[d] = dim(&p.out_spatial, d)?;
+            w.kernel[d] = dim(&p.kernel, d)?;
+            w.strides[d] = dim(&p.strides, d)?;
+            w.dilations[d] = dim(&p.dilations, d)?;
+            w.pads[d] = dim(&p.pads_begin, d)?;
+            // Rows (columns) from the first window's first to the last one's last.
+            let reach = (w.output[d].max(1) - 1).checked_mul(w.strides[d])?;
+            *span = reach.checked_add((w.kernel[d] - 1).checked_mul(w.dilations[d])?)? + 1;
+        }
+        w.padded = (0..2).any(|d| w.pads[d] != 0 || span[d] > w.input[d]);
+        [w.row_len, w.plane] =
+            if w.padded { [span[1], span[0].checked_mul(span[1])?] } else { [w.input[1], w.input[0] * w.input[1]] };
+        let bytes = w.channels.checked_mul(w.plane)?.checked_mul(4)?;
+        (bytes <= i32::MAX as usize).then_some(w)
+    }
+
+    /// Floats of scratch [`ConvWindow::place`] needs.
+    pub(crate) fn scratch_elems(&self) -> usize {
+        if self.padded {
+            self.channels * self.plane
+        } else {
+            0
+        }
+    }
+
+    /// Output pixels.
+    pub(crate) fn pixels(&self) -> usize {
+        self.output[0] * self.output[1]
+    }
+
+    /// Depth of the product: input channels × taps.
+    pub(crate) fn depth(&self) -> usize {
+        self.channels * self.kernel[0] * self.kernel[1]
+    }
+
+    /// The group's input (`channels` planes at `x`) as the kernel reads it:
+    /// `x` itself, or its zero-padded copy in `scratch`.
+    ///
+    /// # Safety
+    /// `x` holds the group's input planes; `scratch` holds
+    /// [`ConvWindow::scratch_elems`] floats and overlaps nothing else.
+    pub(crate) unsafe fn place(&self, x: *const f32, scratch: *mut f32) -> *const f32 {
+        if !self.padded {
+            return x;
+        }
+        let [in_h, in_w] = self.input;
+        let rows = self.plane / self.row_len;
+        // Columns `left..left + inside` of a padded row hold the input row.
+        let left = self.pads[1].min(self.row_len);
+        let inside = in_w.min(self.row_len - left);
+        for c in 0..self.channels {
+            for r in 0..rows {
+                let dst = core::slice::from_raw_parts_mut(scratch.add(c * self.plane + r * self.row_len), self.row_len);
+                match r.checked_sub(self.pads[0]).filter(|&y| y < in_h) {
+                    Some(y) => {
+                        let src = core::slice::from_raw_parts(x.add((c * in_h + y) * in_w), inside);
+                        dst[..left].fill(0.0);
+                        dst[left..left + inside].copy_from_slice(src);
+                        dst[left + inside..].fill(0.0);
+                    }
+                    None => dst.fill(0.0),
+                }
+            }
+        }
+        scratch
+    }
+
+    /// Writes the byte offset of each depth step (channel, then kernel row,
+    /// then kernel column) from a window's first element into `table`
+    /// ([`ConvWindow::depth`] entries).
+    pub(crate) fn tap_offsets(&self, table: &mut [MaybeUninit<i32>]) {
+        let [kh, kw] = self.kernel;
+        let taps = (0..self.channels).flat_map(|c| (0..kh * kw).map(move |t| (c, t / kw, t % kw)));
+        for (entry, (c, ky, kx)) in table.iter_mut().zip(taps) {
+            let floats = c * self.plane + ky * self.dilations[0] * self.row_len + kx * self.dilations[1];
+            // In range: `of` checked the whole input's bytes against i32.
+            entry.write((floats * 4) as i32);
+        }
+    }
+
+    /// The float offset of output pixel `p`'s window (its first tap) in the
+    /// input as placed.
+    pub(crate) fn corner(&self, p: usize) -> usize {
+        let (y, x) = (p / self.output[1], p % self.output[1]);
+        y * self.strides[0] * self.row_len + x * self.strides[1]
+    }
+}
