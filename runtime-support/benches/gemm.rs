@@ -14,9 +14,10 @@
 //! * `sgemm-prepacked/<kernel>/<M>x<K>x<N>`: the same products with A
 //!   packed ahead of time (`sgemm_prepacked_with`), as convolution weights
 //!   are, the bias added per finished tile row.
-//! * `conv/<weights>/<layer>`: `onnxc_conv_f32` on ResNet-50 layers (batch 1),
-//!   with the weights as given (im2col into scratch, then sgemm) and packed
-//!   ahead of time (im2col generated into the B panels), fastest kernel.
+//! * `conv/<weights>/<layer>`: `onnxc_conv_f32` on ResNet-50, ShuffleNet
+//!   and SqueezeNet layers (batch 1), with the weights as given (im2col
+//!   into scratch, then sgemm) and packed ahead of time (the direct kernel
+//!   where it runs, else im2col generated into the B panels), fastest kernel.
 //!
 //! Time is the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not
 //! wall time: the machine is shared, and CPU time leaves out the periods
@@ -179,28 +180,35 @@ fn bench_sgemm(c: &mut Crit) {
     }
 }
 
-/// ResNet-50 convolutions: (name, in channels, out channels, input size,
-/// kernel size, stride).
-const CONVS: &[(&str, usize, usize, usize, usize, usize)] = &[
-    ("stem-7x7s2", 3, 64, 224, 7, 2),
-    ("layer1-3x3", 64, 64, 56, 3, 1),
-    ("layer1-1x1", 64, 256, 56, 1, 1),
-    ("layer2-3x3s2", 128, 128, 56, 3, 2),
-    ("layer3-3x3", 256, 256, 14, 3, 1),
-    ("layer4-3x3", 512, 512, 7, 3, 1),
-    ("layer4-1x1", 2048, 512, 7, 1, 1),
+/// Convolutions of ResNet-50 and (pointwise, grouped) ShuffleNet and
+/// SqueezeNet: (name, in channels, out channels, group, input size, kernel
+/// size, stride).
+const CONVS: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
+    ("stem-7x7s2", 3, 64, 1, 224, 7, 2),
+    ("layer1-3x3", 64, 64, 1, 56, 3, 1),
+    ("layer1-1x1", 64, 256, 1, 56, 1, 1),
+    ("layer2-3x3s2", 128, 128, 1, 56, 3, 2),
+    ("layer3-3x3", 256, 256, 1, 14, 3, 1),
+    ("layer4-3x3", 512, 512, 1, 7, 3, 1),
+    ("layer4-1x1", 2048, 512, 1, 7, 1, 1),
+    ("shufflenet-1x1g4-14", 272, 272, 4, 14, 1, 1),
+    ("shufflenet-1x1g4-7", 544, 544, 4, 7, 1, 1),
+    ("squeezenet-conv10", 512, 1000, 1, 13, 1, 1),
+    ("squeezenet-conv1", 3, 64, 1, 224, 3, 2),
+    ("squeezenet-e3-55", 16, 64, 1, 55, 3, 1),
+    ("squeezenet-e3-13", 64, 256, 1, 13, 3, 1),
 ];
 
 fn bench_conv(c: &mut Crit) {
     let mut g = c.benchmark_group("conv");
-    for &(name, cin, cout, size, kernel, stride) in CONVS {
+    for &(name, cin, cout, group, size, kernel, stride) in CONVS {
         let pad = kernel / 2;
         let out = (size + 2 * pad - kernel) / stride + 1;
         let mut p = ConvParams {
             batch: 1,
             in_channels: cin as i64,
             out_channels: cout as i64,
-            group: 1,
+            group: group as i64,
             spatial_rank: 2,
             ..Default::default()
         };
@@ -211,13 +219,13 @@ fn bench_conv(c: &mut Crit) {
         p.dilations[..2].fill(1);
         p.pads_begin[..2].fill(pad as i64);
         let x = rand_vec(cin * size * size, 1);
-        let w = rand_vec(cout * cin * kernel * kernel, 2);
+        let w = rand_vec(cout * cin / group * kernel * kernel, 2);
         let bias = rand_vec(cout, 3);
         let mut y = vec![0.0f32; cout * out * out];
         let packed_params = ConvParams { packed_weights: 1, ..p };
         let mut packed = vec![0.0f32; conv_packed_weights_elems(&p)];
         assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
-        g.throughput(Throughput::Elements((2 * cout * cin * kernel * kernel * out * out) as u64));
+        g.throughput(Throughput::Elements((2 * cout * cin / group * kernel * kernel * out * out) as u64));
         for (layout, params, weights) in [("as-given", p, &w), ("prepacked", packed_params, &packed)] {
             let mut scratch = vec![0.0f32; conv_scratch_elems(&params)];
             g.bench_function(BenchmarkId::new(layout, name), |bch| {

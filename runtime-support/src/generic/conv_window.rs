@@ -43,7 +43,7 @@ impl ConvWindow {
     /// their input as a matrix already), when its depth and its offsets fit
     /// the direct kernels' table (`i32` byte offsets).
     pub(crate) fn of(p: &ConvParams, s: &ConvShape) -> Option<ConvWindow> {
-        if s.rank != 2 || s.pointwise || p.packed_weights != 1 || s.c_per_group * s.taps > MAX_DIRECT_DEPTH {
+        if s.rank != 2 || p.packed_weights != 1 || s.c_per_group * s.taps > MAX_DIRECT_DEPTH {
             return None;
         }
         let dim = |v: &[i64], d: usize| usize::try_from(v[d]).ok();
@@ -142,10 +142,24 @@ impl ConvWindow {
         }
     }
 
-    /// The float offset of output pixel `p`'s window (its first tap) in the
-    /// input as placed.
-    pub(crate) fn corner(&self, p: usize) -> usize {
-        let (y, x) = (p / self.output[1], p % self.output[1]);
-        y * self.strides[0] * self.row_len + x * self.strides[1]
+    /// The float offsets of the windows (their first taps) of output
+    /// pixels `p0..p0 + N` in the input as placed, those past the last
+    /// pixel `last` repeating its window.
+    pub(crate) fn corners<const N: usize>(&self, p0: usize, last: usize) -> [usize; N] {
+        let (mut y, mut x) = (p0 / self.output[1], p0 % self.output[1]);
+        let mut corner = y * self.strides[0] * self.row_len + x * self.strides[1];
+        core::array::from_fn(|i| {
+            let here = corner;
+            if p0 + i < last {
+                x += 1;
+                if x == self.output[1] {
+                    (x, y) = (0, y + 1);
+                    corner = y * self.strides[0] * self.row_len;
+                } else {
+                    corner += self.strides[1];
+                }
+            }
+            here
+        })
     }
 }

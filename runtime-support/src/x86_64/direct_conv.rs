@@ -310,7 +310,7 @@ impl<F: FinishRow> Job<'_, F> {
     unsafe fn tile(&self, mut input: TileInput, p0: usize, i0: usize, panels: usize, first: bool, last: bool) {
         let pixels = PIXELS.min(self.n - p0);
         // Pixels past the output repeat the last one (read, never stored).
-        input.pixels = core::array::from_fn(|i| self.x.add(self.window.corner(p0 + i.min(pixels - 1))));
+        input.pixels = self.window.corners(p0, self.n - 1).map(|corner| self.x.add(corner));
         let acc = if panels == 3 { sums3(input) } else { sums2(input) };
         let channels = (PANEL_ROWS * panels).min(self.m - i0);
         let y = self.y.add(i0 * self.n + p0);
