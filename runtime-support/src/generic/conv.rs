@@ -7,7 +7,11 @@
 //! group's output channels, the bias riding along as a broadcast C operand.
 //! Pointwise convolutions (all kernel dims 1, stride 1, no padding) skip
 //! im2col and multiply the input directly. This trades scratch memory for
-//! reusing the blocked gemm; a direct/Winograd path can come later.
+//! reusing the blocked gemm. With weights packed at compile time the im2col
+//! matrix is generated straight into the gemm's B panels instead, and on
+//! AVX2 hosts 2-D windows skip it altogether for the direct kernel
+//! ([`crate::x86_64::direct_conv`]), which reads the input in place or from
+//! a zero-padded copy ([`super::conv_window`]).
 //!
 //! The transposed direction (ConvTranspose, Col2Im) is the mirror image:
 //! one gemm `W^T * X` per image and group yields, for every (output
