@@ -628,7 +628,7 @@ unsafe fn conv_prepacked(
                 #[cfg(target_arch = "x86_64")]
                 crate::x86_64::direct_conv::conv(
                     window,
-                    window.place(xg, scratch),
+                    window.place(xg, scratch, parallel),
                     s.m_per_group,
                     a,
                     out.ptr,

@@ -14,7 +14,8 @@
 //! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
 //! object.
 
-use super::conv::{ConvParams, ConvShape};
+use super::conv::{ConvParams, ConvShape, CHANNEL_TASKS};
+use crate::parallel::{share, Parallel};
 use core::mem::MaybeUninit;
 
 /// Longest depth (input channels per group × taps) whose offset table a
@@ -98,35 +99,43 @@ impl ConvWindow {
     }
 
     /// The group's input (`channels` planes at `x`) as the kernel reads it:
-    /// `x` itself, or its zero-padded copy in `scratch`.
+    /// `x` itself, or its zero-padded copy in `scratch`, the channels
+    /// copied in parts over `parallel`.
     ///
     /// # Safety
     /// `x` holds the group's input planes; `scratch` holds
-    /// [`ConvWindow::scratch_elems`] floats and overlaps nothing else.
-    pub(crate) unsafe fn place(&self, x: *const f32, scratch: *mut f32) -> *const f32 {
+    /// [`ConvWindow::scratch_elems`] floats and overlaps nothing else;
+    /// `parallel` as [`Parallel::for_each`].
+    pub(crate) unsafe fn place(&self, x: *const f32, scratch: *mut f32, parallel: *const Parallel) -> *const f32 {
         if !self.padded {
             return x;
         }
+        let parts = self.channels.min(CHANNEL_TASKS);
+        Parallel::for_each(parallel, parts, |part| {
+            share(self.channels, parts, part).for_each(|c| self.place_channel(c, x, scratch))
+        });
+        scratch
+    }
+
+    /// Channel `c` of [`ConvWindow::place`]'s padded copy.
+    unsafe fn place_channel(&self, c: usize, x: *const f32, scratch: *mut f32) {
         let [in_h, in_w] = self.input;
         let rows = self.plane / self.row_len;
         // Columns `left..left + inside` of a padded row hold the input row.
         let left = self.pads[1].min(self.row_len);
         let inside = in_w.min(self.row_len - left);
-        for c in 0..self.channels {
-            for r in 0..rows {
-                let dst = core::slice::from_raw_parts_mut(scratch.add(c * self.plane + r * self.row_len), self.row_len);
-                match r.checked_sub(self.pads[0]).filter(|&y| y < in_h) {
-                    Some(y) => {
-                        let src = core::slice::from_raw_parts(x.add((c * in_h + y) * in_w), inside);
-                        dst[..left].fill(0.0);
-                        dst[left..left + inside].copy_from_slice(src);
-                        dst[left + inside..].fill(0.0);
-                    }
-                    None => dst.fill(0.0),
+        for r in 0..rows {
+            let dst = core::slice::from_raw_parts_mut(scratch.add(c * self.plane + r * self.row_len), self.row_len);
+            match r.checked_sub(self.pads[0]).filter(|&y| y < in_h) {
+                Some(y) => {
+                    let src = core::slice::from_raw_parts(x.add((c * in_h + y) * in_w), inside);
+                    dst[..left].fill(0.0);
+                    dst[left..left + inside].copy_from_slice(src);
+                    dst[left + inside..].fill(0.0);
                 }
+                None => dst.fill(0.0),
             }
         }
-        scratch
     }
 
     /// Writes the byte offset of each depth step (channel, then kernel row,

@@ -374,8 +374,10 @@ pub(crate) unsafe fn conv<F: FinishRow>(
     let mut tile_parts = tiles.div_ceil(BLOCK_TILES);
     let mut block_parts = 1;
     if Parallel::is_threaded(parallel) {
-        tile_parts = tile_parts.max(TASKS.min(tiles));
+        // Few pixels: split the channels, so that each thread reads its
+        // own part of the weights. Then a whole number of rounds of tasks.
         block_parts = TASKS.div_ceil(tile_parts).min(blocks);
+        tile_parts = (tile_parts * block_parts).next_multiple_of(TASKS).div_ceil(block_parts).min(tiles);
     }
     Parallel::for_each(parallel, tile_parts * block_parts, |task| {
         let tile_range = share(tiles, tile_parts, task / block_parts);
