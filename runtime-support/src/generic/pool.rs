@@ -25,6 +25,7 @@ use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
+use core::ops::Range;
 
 pub const POOL_MAX: i64 = 0;
 pub const POOL_AVERAGE: i64 = 1;
@@ -252,31 +253,40 @@ fn global_pool<T: Real>(x: &[T], max: bool) -> T {
 /// Element types of the pooling kernels, with the SIMD plane kernel where
 /// the type and CPU have one.
 trait PoolElem: Real {
-    /// Max or average pooling of one 2-D plane without dilation by a SIMD
-    /// kernel (the same bits as [`pool_2d`]); false (nothing written) when
-    /// there is none for these params.
+    /// Max or average pooling of 2-D planes `range` (each `in_size` and
+    /// `out_size` elements) without dilation by a SIMD kernel (the same
+    /// bits as [`pool_2d`]); false (nothing written) when there is none for
+    /// these params.
     ///
     /// # Safety
-    /// As `pool_2d`.
-    unsafe fn pool_plane_simd(_p: &PoolParams, _x: *const Self, _y: *mut Self) -> bool {
+    /// As `pool_2d`, for each plane.
+    unsafe fn pool_planes_simd(_p: &PoolParams, _x: *const Self, _y: *mut Self, _planes: Planes) -> bool {
         false
     }
 }
 
+/// Planes `range` of `in_size` input and `out_size` output elements each.
+#[derive(Clone, Debug)]
+pub(crate) struct Planes {
+    pub range: Range<usize>,
+    pub in_size: usize,
+    pub out_size: usize,
+}
+
 impl PoolElem for f32 {
-    unsafe fn pool_plane_simd(p: &PoolParams, x: *const f32, y: *mut f32) -> bool {
+    unsafe fn pool_planes_simd(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
         #[cfg(target_arch = "x86_64")]
         if crate::x86_64::pool::supports(p) {
             use super::gemm::GemmKernel;
-            use crate::x86_64::pool::{pool_plane_avx2, pool_plane_avx512};
+            use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
             match GemmKernel::best() {
-                GemmKernel::Avx512 => pool_plane_avx512(p, x, y),
-                GemmKernel::Avx2Fma => pool_plane_avx2(p, x, y),
+                GemmKernel::Avx512 => pool_planes_avx512(p, x, y, planes),
+                GemmKernel::Avx2Fma => pool_planes_avx2(p, x, y, planes),
                 GemmKernel::Generic => return false,
             }
             return true;
         }
-        let _ = (p, x, y);
+        let _ = (p, x, y, planes);
         false
     }
 }
@@ -305,10 +315,10 @@ unsafe fn interior_tap<T: Real, const STRIDE: usize>(
     }
 }
 
-/// Runs `one_plane` on planes `0..planes`, split over `parallel`.
-unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, one_plane: impl Fn(usize)) {
+/// Runs `some_planes` on ranges of planes `0..planes`, split over `parallel`.
+unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, some_planes: impl Fn(Range<usize>)) {
     let parts = planes.min(super::conv::CHANNEL_TASKS);
-    Parallel::for_each(parallel, parts, |part| share(planes, parts, part).for_each(&one_plane));
+    Parallel::for_each(parallel, parts, |part| some_planes(share(planes, parts, part)));
 }
 
 unsafe fn pool<T: PoolElem>(
@@ -344,20 +354,22 @@ unsafe fn pool<T: PoolElem>(
                 || global_pool(x, p.kind == POOL_MAX),
             );
         };
-        for_each_plane(parallel, planes, one_plane);
+        for_each_plane(parallel, planes, |range| range.for_each(one_plane));
         return STATUS_OK;
     }
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
-        let one_plane = |plane: usize| {
-            if !T::pool_plane_simd(p, x.add(plane * in_size), y.add(plane * out_size)) {
-                super::with_widest_vectors(
-                    #[inline(always)]
-                    || pool_2d(p, x.add(plane * in_size), y.add(plane * out_size)),
-                );
+        let some_planes = |range: Range<usize>| {
+            if !T::pool_planes_simd(p, x, y, Planes { range: range.clone(), in_size, out_size }) {
+                for plane in range {
+                    super::with_widest_vectors(
+                        #[inline(always)]
+                        || pool_2d(p, x.add(plane * in_size), y.add(plane * out_size)),
+                    );
+                }
             }
         };
-        for_each_plane(parallel, planes, one_plane);
+        for_each_plane(parallel, planes, some_planes);
         return STATUS_OK;
     }
     // Row-major strides for reading, and the strides used to number indices.
@@ -471,10 +483,10 @@ mod tests {
     #[test]
     fn simd_plane_matches_portable_bits() {
         use crate::generic::gemm::GemmKernel;
-        use crate::x86_64::pool::{pool_plane_avx2, pool_plane_avx512, supports};
-        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32);
+        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512, supports};
+        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes);
         let kernels: [(GemmKernel, PlaneKernel); 2] =
-            [(GemmKernel::Avx512, pool_plane_avx512), (GemmKernel::Avx2Fma, pool_plane_avx2)];
+            [(GemmKernel::Avx512, pool_planes_avx512), (GemmKernel::Avx2Fma, pool_planes_avx2)];
         let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| kernel.available()).collect();
         if kernels.is_empty() {
             std::eprintln!("skipping: no AVX2");
@@ -510,12 +522,16 @@ mod tests {
                     let at = (i * 7919 + n) % x.len();
                     x[at] = special;
                 }
-                let out = (p.out_spatial[0] * p.out_spatial[1]) as usize;
-                let mut want = vec![1.5f32; out];
+                // Two planes in one call: the plane, then its negation.
+                let (in_size, out) = (x.len(), (p.out_spatial[0] * p.out_spatial[1]) as usize);
+                let x: Vec<f32> = x.iter().copied().chain(x.iter().map(|v| -v)).collect();
+                let mut want = vec![1.5f32; 2 * out];
                 unsafe { pool_2d(&p, x.as_ptr(), want.as_mut_ptr()) };
-                for (kernel, pool_plane) in &kernels {
-                    let mut got = vec![2.5f32; out];
-                    unsafe { pool_plane(&p, x.as_ptr(), got.as_mut_ptr()) };
+                unsafe { pool_2d(&p, x[in_size..].as_ptr(), want[out..].as_mut_ptr()) };
+                for (kernel, pool_planes) in &kernels {
+                    let mut got = vec![2.5f32; 2 * out];
+                    let planes = Planes { range: 0..2, in_size, out_size: out };
+                    unsafe { pool_planes(&p, x.as_ptr(), got.as_mut_ptr(), planes) };
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
                         assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");

@@ -21,7 +21,7 @@
 //! gives -inf (max) or `0 / count` (average).
 
 use super::plane::{lanes, PlaneVector, Ymm, Zmm};
-use crate::generic::pool::{window, PoolParams, POOL_MAX};
+use crate::generic::pool::{window, Planes, PoolParams, POOL_MAX};
 use crate::generic::prepacked::prefetch_floats;
 use core::mem::MaybeUninit;
 
@@ -38,23 +38,38 @@ pub(crate) fn supports(p: &PoolParams) -> bool {
     matches!(p.strides[1], 1 | 2) && p.kernel[..2].iter().all(|&k| k as usize <= MAX_KERNEL)
 }
 
-/// Pools plane `x` (`in_spatial`) into `y` (`out_spatial`).
+/// Pools planes `planes` of `x` (each `in_size` floats) into those of `y`
+/// (each `out_size`).
 ///
 /// # Safety
 /// `p` is validated, 2-D, undilated, max or average, and [`supports`]ed;
-/// `x` and `y` hold the plane and its output; the CPU has AVX-512F.
+/// `x` and `y` hold the planes; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-pub(crate) unsafe fn pool_plane_avx512(p: &PoolParams, x: *const f32, y: *mut f32) {
-    pool_plane::<Zmm>(p, x, y)
+pub(crate) unsafe fn pool_planes_avx512(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) {
+    pool_planes::<Zmm>(p, x, y, planes)
 }
 
-/// [`pool_plane_avx512`] with ymm registers.
+/// [`pool_planes_avx512`] with ymm registers.
 ///
 /// # Safety
-/// As `pool_plane_avx512`, the CPU having AVX2 and FMA.
+/// As `pool_planes_avx512`, the CPU having AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn pool_plane_avx2(p: &PoolParams, x: *const f32, y: *mut f32) {
-    pool_plane::<Ymm>(p, x, y)
+pub(crate) unsafe fn pool_planes_avx2(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) {
+    pool_planes::<Ymm>(p, x, y, planes)
+}
+
+/// The first and last chunk's [`EdgeChunk`]s are the same for every plane:
+/// made once for the planes (on small planes making them took a good part
+/// of the time), then each plane pooled.
+#[inline(always)]
+unsafe fn pool_planes<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) {
+    let ow = p.out_spatial[1] as usize;
+    let (mut first_edge, mut last_edge) = (EdgeChunk::<V>::new(), EdgeChunk::<V>::new());
+    first_edge.fill(p, 0);
+    last_edge.fill(p, (ow - 1) / V::LANES * V::LANES);
+    for plane in planes.range {
+        pool_plane(p, x.add(plane * planes.in_size), y.add(plane * planes.out_size), &first_edge, &last_edge);
+    }
 }
 
 /// The input rows of one group of output rows: per window row reaching
@@ -116,8 +131,16 @@ impl<V: PlaneVector> EdgeChunk<V> {
     }
 }
 
+/// Pools plane `x` (`in_spatial`) into `y` (`out_spatial`), the first and
+/// last chunk's edges made by [`pool_planes`].
 #[inline(always)]
-unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32) {
+unsafe fn pool_plane<V: PlaneVector>(
+    p: &PoolParams,
+    x: *const f32,
+    y: *mut f32,
+    first_edge: &EdgeChunk<V>,
+    last_edge: &EdgeChunk<V>,
+) {
     let [ih, iw] = [p.in_spatial[0], p.in_spatial[1]];
     let [kh, sh, ph] = [p.kernel[0], p.strides[0], p.pads_begin[0]];
     let [oh, ow] = [p.out_spatial[0] as usize, p.out_spatial[1] as usize];
@@ -128,12 +151,9 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
     // A chunk is interior when every tap column's load (`LANES * sw`
     // floats from its base) lies inside the row and all its lanes are stored.
     let interior = |c0: usize| c0 + V::LANES <= ow && base(c0, 0) >= 0 && base(c0, kw - 1) + V::LANES as i64 * sw <= iw;
-    // The first and the last chunk (the usual edge chunks), made once.
+    // Other edge chunks than the first and the last (rare) are made here.
     let last = (ow - 1) / V::LANES * V::LANES;
-    let (mut first_edge, mut last_edge, mut other_edge) =
-        (EdgeChunk::<V>::new(), EdgeChunk::<V>::new(), EdgeChunk::<V>::new());
-    first_edge.fill(p, 0);
-    last_edge.fill(p, last);
+    let mut other_edge = EdgeChunk::<V>::new();
     // An interior chunk's windows have all their columns inside the input.
     let whole = V::splat(kw as f32);
     let mut group = RowGroup { len: 0, rows: [[core::ptr::null(); ROWS]; MAX_KERNEL] };
@@ -169,11 +189,11 @@ unsafe fn pool_plane<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32)
         for c0 in (0..ow).step_by(V::LANES) {
             let start = base(c0, 0) as isize;
             let (acc, valid, padded) = if interior(c0) {
-                (pool_chunk::<V, true>(p, &group, start, &first_edge), whole, whole)
+                (pool_chunk::<V, true>(p, &group, start, first_edge), whole, whole)
             } else {
                 let edge = match c0 {
-                    0 => &first_edge,
-                    _ if c0 == last => &last_edge,
+                    0 => first_edge,
+                    _ if c0 == last => last_edge,
                     _ => {
                         other_edge.fill(p, c0);
                         &other_edge
