@@ -112,85 +112,57 @@ struct TileInput {
     pixels: [*const f32; PIXELS],
 }
 
-/// The sums of a three-panel tile: `[pixel][panel]`.
-///
-/// # Safety
-/// Every read is inside the weights, the table and the placed input; the
-/// CPU has AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn sums3(tile: TileInput) -> [[__m256; MAX_PANELS]; PIXELS] {
-    let mut acc = [[_mm256_setzero_ps(); MAX_PANELS]; PIXELS];
-    let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut acc;
-    core::arch::asm!(
-        depth_loop!(step3),
-        w = inout(reg) tile.w => _,
-        t = inout(reg) tile.offsets => _,
-        k = inout(reg) tile.kc => _,
-        odd = in(reg) tile.kc,
-        ps = in(reg) tile.panel_stride,
-        p0 = in(reg) tile.pixels[0],
-        p1 = in(reg) tile.pixels[1],
-        p2 = in(reg) tile.pixels[2],
-        p3 = in(reg) tile.pixels[3],
-        r = out(reg) _,
-        b0 = out(ymm_reg) _,
-        b1 = out(ymm_reg) _,
-        b2 = out(ymm_reg) _,
-        ai = out(ymm_reg) _,
-        c00 = inout(ymm_reg) *c00,
-        c01 = inout(ymm_reg) *c01,
-        c02 = inout(ymm_reg) *c02,
-        c10 = inout(ymm_reg) *c10,
-        c11 = inout(ymm_reg) *c11,
-        c12 = inout(ymm_reg) *c12,
-        c20 = inout(ymm_reg) *c20,
-        c21 = inout(ymm_reg) *c21,
-        c22 = inout(ymm_reg) *c22,
-        c30 = inout(ymm_reg) *c30,
-        c31 = inout(ymm_reg) *c31,
-        c32 = inout(ymm_reg) *c32,
-        options(nostack, readonly),
-    );
-    acc
+/// A function computing a tile's sums, `[pixel][panel]`, with the asm
+/// loop of `$step`: weights in `$b`, sum `$c` in `acc[$i][$j]`.
+macro_rules! tile_sums {
+    ($(#[$doc:meta])* $name:ident, $step:ident, [$($b:ident),+], [$($c:ident = $i:literal, $j:literal);+]) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Every read is inside the weights, the table and the placed
+        /// input; the CPU has AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        unsafe fn $name(tile: TileInput) -> [[__m256; MAX_PANELS]; PIXELS] {
+            let mut acc = [[_mm256_setzero_ps(); MAX_PANELS]; PIXELS];
+            core::arch::asm!(
+                depth_loop!($step),
+                w = inout(reg) tile.w => _,
+                t = inout(reg) tile.offsets => _,
+                k = inout(reg) tile.kc => _,
+                odd = in(reg) tile.kc,
+                ps = in(reg) tile.panel_stride,
+                p0 = in(reg) tile.pixels[0],
+                p1 = in(reg) tile.pixels[1],
+                p2 = in(reg) tile.pixels[2],
+                p3 = in(reg) tile.pixels[3],
+                r = out(reg) _,
+                $($b = out(ymm_reg) _,)+
+                ai = out(ymm_reg) _,
+                $($c = inout(ymm_reg) acc[$i][$j],)+
+                options(nostack, readonly),
+            );
+            acc
+        }
+    };
 }
 
-/// [`sums3`] for two panels (the third column of the result is zero).
-///
-/// # Safety
-/// As [`sums3`].
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn sums2(tile: TileInput) -> [[__m256; MAX_PANELS]; PIXELS] {
-    let mut acc = [[_mm256_setzero_ps(); MAX_PANELS]; PIXELS];
-    let [[c00, c01, _], [c10, c11, _], [c20, c21, _], [c30, c31, _]] = &mut acc;
-    core::arch::asm!(
-        depth_loop!(step2),
-        w = inout(reg) tile.w => _,
-        t = inout(reg) tile.offsets => _,
-        k = inout(reg) tile.kc => _,
-        odd = in(reg) tile.kc,
-        ps = in(reg) tile.panel_stride,
-        p0 = in(reg) tile.pixels[0],
-        p1 = in(reg) tile.pixels[1],
-        p2 = in(reg) tile.pixels[2],
-        p3 = in(reg) tile.pixels[3],
-        r = out(reg) _,
-        b0 = out(ymm_reg) _,
-        b1 = out(ymm_reg) _,
-        ai = out(ymm_reg) _,
-        c00 = inout(ymm_reg) *c00,
-        c01 = inout(ymm_reg) *c01,
-        c10 = inout(ymm_reg) *c10,
-        c11 = inout(ymm_reg) *c11,
-        c20 = inout(ymm_reg) *c20,
-        c21 = inout(ymm_reg) *c21,
-        c30 = inout(ymm_reg) *c30,
-        c31 = inout(ymm_reg) *c31,
-        options(nostack, readonly),
-    );
-    acc
-}
+tile_sums!(
+    /// The sums of a three-panel tile.
+    sums3,
+    step3,
+    [b0, b1, b2],
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2;
+     c20 = 2, 0; c21 = 2, 1; c22 = 2, 2; c30 = 3, 0; c31 = 3, 1; c32 = 3, 2]
+);
+
+tile_sums!(
+    /// The sums of a two-panel tile (the third column zero).
+    sums2,
+    step2,
+    [b0, b1],
+    [c00 = 0, 0; c01 = 0, 1; c10 = 1, 0; c11 = 1, 1; c20 = 2, 0; c21 = 2, 1; c30 = 3, 0; c31 = 3, 1]
+);
 
 /// Stores the tile `acc` (`panels` panels) transposed: channel `i`'s four
 /// pixels at `y + i * rs`. Adds what is there when `accumulate`; then
