@@ -1205,6 +1205,7 @@ mod tests {
         check(case2d(1, 1, 1, (1, 1), (1, 1), 1, 1, [0, 0, 0, 0]));
         check(case2d(3, 130, 1, (13, 11), (5, 5), 1, 1, [2, 2, 2, 2])); // many output channels
         check(case2d(2, 2, 1, (3, 3), (3, 3), 3, 1, [3, 3, 3, 3])); // windows all padding
+        check(case2d(0, 3, 1, (4, 4), (3, 3), 1, 1, [1, 1, 1, 1])); // no input channels: the bias
     }
 
     /// The prologue kernel gives the bits of the packed convolution on the

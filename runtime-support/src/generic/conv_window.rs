@@ -40,11 +40,12 @@ pub(crate) struct ConvWindow {
 }
 
 impl ConvWindow {
-    /// The window of a 2-D convolution that is not pointwise (those read
-    /// their input as a matrix already), when its depth and its offsets fit
-    /// the direct kernels' table (`i32` byte offsets).
+    /// The window of a 2-D convolution on packed weights, when its depth
+    /// is not 0 (no input channels: the gemm path writes the bias) and it
+    /// and its offsets fit the direct kernels' table (`i32` byte offsets).
     pub(crate) fn of(p: &ConvParams, s: &ConvShape) -> Option<ConvWindow> {
-        if s.rank != 2 || p.packed_weights != 1 || s.c_per_group * s.taps > MAX_DIRECT_DEPTH {
+        let depth = s.c_per_group * s.taps;
+        if s.rank != 2 || p.packed_weights != 1 || depth == 0 || depth > MAX_DIRECT_DEPTH {
             return None;
         }
         let dim = |v: &[i64], d: usize| usize::try_from(v[d]).ok();
