@@ -1014,7 +1014,7 @@ unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T)
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use crate::generic::test_util::{assert_close, rand_vec, reversed, unravel};
     use core::ptr::null;
     use std::vec;
     use std::vec::Vec;
@@ -1315,13 +1315,6 @@ mod tests {
             dilations: vec![1, 1, 2],
             pads: vec![(1, 0), (1, 1), (0, 2)],
         });
-    }
-
-    /// A `parallel_for` that runs the tasks last to first.
-    unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {
-        for i in (0..count).rev() {
-            task(env, i);
-        }
     }
 
     /// The direct kernel gives the bits of the im2col gemm it replaces:

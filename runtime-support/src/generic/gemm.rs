@@ -564,6 +564,13 @@ pub trait MicroKernel {
     /// Deepest depth slice (`KC`; `KC * NR` at most [`B_BUF`]): one B panel sized for L1.
     const KC: usize;
 
+    /// The depth slice for depth `k`: even slices of at most `KC` (k = 576
+    /// -> 2 x 288 rather than 256 + 256 + 64). The slices fix the order of
+    /// the sums, so every driver of this kernel cuts the same ones.
+    fn depth_slice(k: usize) -> usize {
+        k.div_ceil(k.div_ceil(Self::KC))
+    }
+
     /// Multiplies `MR` rows of one A panel (`a[l * PANEL_ROWS + i]`, `kc`
     /// deep) by one `kc x NR` B panel and stores the first `cols` columns
     /// (`1..=NR`) of the tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the
@@ -698,8 +705,7 @@ pub unsafe fn blocked<K: MicroKernel>(
     let b_pack = b_buf.as_mut_ptr() as *mut f32;
     let tile = t_buf.as_mut_ptr() as *mut f32;
 
-    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
-    let kc_max = k.div_ceil(k.div_ceil(K::KC));
+    let kc_max = K::depth_slice(k);
     let mc_max = (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS);
     let nc_max = B_BUF / kc_max / nr * nr;
     let direct_y = y.cs == 1;

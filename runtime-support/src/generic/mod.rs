@@ -159,6 +159,14 @@ pub(crate) mod test_util {
             .collect()
     }
 
+    /// A `parallel_for` that runs the tasks last to first (a threaded split
+    /// in another order than the serial one).
+    pub unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {
+        for i in (0..count).rev() {
+            task(env, i);
+        }
+    }
+
     /// Row-major coordinates of flat index `flat` over `dims`.
     pub fn unravel(mut flat: usize, dims: &[usize]) -> [usize; 8] {
         let mut out = [0usize; 8];

@@ -227,8 +227,7 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
         }
         return;
     }
-    // Even depth slices (k = 576 -> 2 x 288 rather than 256 + 256 + 64).
-    let kc_max = k.div_ceil(k.div_ceil(K::KC));
+    let kc_max = K::depth_slice(k);
     let nc_max = (B_BUF / kc_max / K::NR * K::NR).clamp(K::NR, MAX_BLOCK_COLUMNS / K::NR * K::NR);
     let product = Product {
         m,
@@ -453,7 +452,7 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec};
+    use crate::generic::test_util::{assert_close, rand_vec, reversed};
     use std::vec;
 
     /// Bias, residual and activation, applied row by row or (when `tiled`)
@@ -523,13 +522,6 @@ mod tests {
                 let same = rows.iter().zip(&tiles).all(|(r, t)| r.to_bits() == t.to_bits() || r.is_nan() && t.is_nan());
                 assert!(same, "{kernel:?} {activation:?}");
             }
-        }
-    }
-
-    /// A `parallel_for` that runs the tasks last to first.
-    unsafe extern "C" fn reversed(_user: *mut u8, count: usize, task: crate::parallel::TaskFn, env: *mut u8) {
-        for i in (0..count).rev() {
-            task(env, i);
         }
     }
 

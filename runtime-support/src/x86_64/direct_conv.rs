@@ -339,7 +339,7 @@ pub(crate) unsafe fn conv<F: FinishRow>(
     let (k, n) = (window.depth(), window.pixels());
     let mut table = [MaybeUninit::<i32>::uninit(); MAX_DIRECT_DEPTH];
     window.tap_offsets(&mut table[..k]);
-    let kc_max = k.div_ceil(k.div_ceil(super::avx2::Avx2Fma::KC));
+    let kc_max = super::avx2::Avx2Fma::depth_slice(k);
     let job = Job { window, x, a, m, k, kc_max, offsets: table.as_ptr() as *const i32, y, n, finish };
     let tiles = n.div_ceil(PIXELS);
     let blocks = channel_blocks(m);
