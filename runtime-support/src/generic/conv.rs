@@ -183,7 +183,7 @@ pub(crate) fn validate(p: &ConvParams) -> Option<ConvShape> {
 }
 
 /// Number of scratch elements (of the kernel's type) [`onnxc_conv_f32`]
-/// needs for these params (0 for pointwise convolutions and invalid params).
+/// needs for these params (0 for invalid params).
 pub fn conv_scratch_elems(p: &ConvParams) -> usize {
     match validate(p) {
         Some(s) if !s.pointwise && p.packed_weights == 0 => s.c_per_group * s.taps * s.out_size,
@@ -601,7 +601,7 @@ unsafe fn conv_prepacked(
     parallel: *const Parallel,
     direct: bool,
 ) {
-    let window = ConvWindow::of(p, s).filter(|_| direct && (!s.pointwise || gemm_tiles_waste(s.out_size)));
+    let window = ConvWindow::of(p, s).filter(|_| direct);
     let kdim = s.c_per_group * s.taps;
     let per_group = packed_a_len(s.m_per_group, kdim);
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
@@ -644,15 +644,6 @@ unsafe fn conv_prepacked(
             }
         }
     }
-}
-
-/// Whether the AVX2 gemm's 24-column tiles would leave a tenth of their
-/// columns empty on `pixels` columns, so that a pointwise convolution runs
-/// faster directly, in 4-pixel tiles (7×7 and 13×13 planes: 0.84 and 0.87
-/// of the gemm's time). On whole tiles the gemm wins, its stores needing
-/// no transposition (56×56 and 14×14 planes: 1.05 and 1.16 its time direct).
-fn gemm_tiles_waste(pixels: usize) -> bool {
-    (pixels.div_ceil(24) * 24 - pixels) * 10 >= pixels
 }
 
 /// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
@@ -1239,6 +1230,7 @@ mod tests {
             let (mut want, mut got) = (vec![f32::NAN; out_n], vec![f32::NAN; out_n]);
             let prologue = [scale, shift].concat();
             let (xp, wp, bp) = (x.as_ptr(), packed.as_ptr(), bias.as_ptr());
+            let mut scratch = vec![0.0; conv_scratch_elems(&p)];
             unsafe {
                 let st = onnxc_conv_f32(
                     &p,
@@ -1247,7 +1239,7 @@ mod tests {
                     bp,
                     null(),
                     want.as_mut_ptr(),
-                    core::ptr::null_mut(),
+                    scratch.as_mut_ptr(),
                     null(),
                 );
                 assert_eq!(st, STATUS_OK);

@@ -10,6 +10,12 @@
 //! into a zero-padded buffer in the caller's scratch, just large enough
 //! for the windows; an input without is read where it lies.
 //!
+//! A 1×1 window without padding (pointwise, or strided) reads one value
+//! per input channel, from a different row of the input each step: far
+//! more rows than the L1 holds with the weights. Its input is therefore
+//! gathered into panels of [`PANEL_PIXELS`] pixels, channel-major
+//! (`panel[c * PANEL_PIXELS + i]`), which the kernel reads in sequence.
+//!
 //! This part is target-independent: the compiler sizes the scratch with it
 //! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
 //! object.
@@ -22,6 +28,20 @@ use core::mem::MaybeUninit;
 /// direct kernel keeps on its stack.
 pub const MAX_DIRECT_DEPTH: usize = 8192;
 
+/// Output pixels per tile of the direct kernels, and per gathered panel.
+pub const PANEL_PIXELS: usize = 4;
+
+/// Where the direct kernel reads the input.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Placement {
+    /// The input as it lies.
+    InPlace,
+    /// A zero-padded copy.
+    Padded,
+    /// Panels of [`PANEL_PIXELS`] pixels (1×1 windows without padding).
+    Panels,
+}
+
 /// One group's input as a direct kernel reads it (see the module doc).
 #[derive(Clone, Debug)]
 pub(crate) struct ConvWindow {
@@ -32,8 +52,7 @@ pub(crate) struct ConvWindow {
     strides: [usize; 2],
     dilations: [usize; 2],
     pads: [usize; 2],
-    /// Whether the input is copied into a zero-padded buffer.
-    padded: bool,
+    placement: Placement,
     /// Floats per row and per channel plane of the input as read.
     row_len: usize,
     plane: usize,
@@ -41,11 +60,17 @@ pub(crate) struct ConvWindow {
 
 impl ConvWindow {
     /// The window of a 2-D convolution on packed weights, when its depth
-    /// is not 0 (no input channels: the gemm path writes the bias) and it
-    /// and its offsets fit the direct kernels' table (`i32` byte offsets).
+    /// is not 0 (no input channels: the gemm path writes the bias), it
+    /// and its offsets fit the direct kernels' table (`i32` byte offsets),
+    /// and, for a pointwise convolution, the gemm's tiles fit its pixels
+    /// badly ([`gemm_tiles_waste`]). The convolution takes the direct
+    /// kernel exactly when this is `Some`, so its scratch is sized for it.
     pub(crate) fn of(p: &ConvParams, s: &ConvShape) -> Option<ConvWindow> {
         let depth = s.c_per_group * s.taps;
         if s.rank != 2 || p.packed_weights != 1 || depth == 0 || depth > MAX_DIRECT_DEPTH {
+            return None;
+        }
+        if s.pointwise && !gemm_tiles_waste(s.out_size) {
             return None;
         }
         let dim = |v: &[i64], d: usize| usize::try_from(v[d]).ok();
@@ -57,7 +82,7 @@ impl ConvWindow {
             strides: [0; 2],
             dilations: [0; 2],
             pads: [0; 2],
-            padded: false,
+            placement: Placement::InPlace,
             row_len: 0,
             plane: 0,
         };
@@ -73,19 +98,25 @@ impl ConvWindow {
             let reach = (w.output[d].max(1) - 1).checked_mul(w.strides[d])?;
             *span = reach.checked_add((w.kernel[d] - 1).checked_mul(w.dilations[d])?)? + 1;
         }
-        w.padded = (0..2).any(|d| w.pads[d] != 0 || span[d] > w.input[d]);
+        let padded = (0..2).any(|d| w.pads[d] != 0 || span[d] > w.input[d]);
+        w.placement = match (padded, s.taps) {
+            (true, _) => Placement::Padded,
+            (false, 1) => Placement::Panels,
+            (false, _) => Placement::InPlace,
+        };
         [w.row_len, w.plane] =
-            if w.padded { [span[1], span[0].checked_mul(span[1])?] } else { [w.input[1], w.input[0] * w.input[1]] };
-        let bytes = w.channels.checked_mul(w.plane)?.checked_mul(4)?;
+            if padded { [span[1], span[0].checked_mul(span[1])?] } else { [w.input[1], w.input[0] * w.input[1]] };
+        let panels = w.pixels().div_ceil(PANEL_PIXELS).checked_mul(PANEL_PIXELS)?;
+        let bytes = w.channels.checked_mul(w.plane.max(panels))?.checked_mul(4)?;
         (bytes <= i32::MAX as usize).then_some(w)
     }
 
     /// Floats of scratch [`ConvWindow::place`] needs.
     pub(crate) fn scratch_elems(&self) -> usize {
-        if self.padded {
-            self.channels * self.plane
-        } else {
-            0
+        match self.placement {
+            Placement::InPlace => 0,
+            Placement::Padded => self.channels * self.plane,
+            Placement::Panels => self.channels * self.pixels().next_multiple_of(PANEL_PIXELS),
         }
     }
 
@@ -108,14 +139,38 @@ impl ConvWindow {
     /// [`ConvWindow::scratch_elems`] floats and overlaps nothing else;
     /// `parallel` as [`Parallel::for_each`].
     pub(crate) unsafe fn place(&self, x: *const f32, scratch: *mut f32, parallel: *const Parallel) -> *const f32 {
-        if !self.padded {
-            return x;
+        match self.placement {
+            Placement::InPlace => return x,
+            Placement::Padded => {
+                let parts = self.channels.min(CHANNEL_TASKS);
+                Parallel::for_each(parallel, parts, |part| {
+                    share(self.channels, parts, part).for_each(|c| self.place_channel(c, x, scratch))
+                });
+            }
+            Placement::Panels => {
+                let panels = self.pixels().div_ceil(PANEL_PIXELS);
+                let parts = panels.min(CHANNEL_TASKS);
+                Parallel::for_each(parallel, parts, |part| {
+                    share(panels, parts, part).for_each(|t| self.gather_panel(t, x, scratch))
+                });
+            }
         }
-        let parts = self.channels.min(CHANNEL_TASKS);
-        Parallel::for_each(parallel, parts, |part| {
-            share(self.channels, parts, part).for_each(|c| self.place_channel(c, x, scratch))
-        });
         scratch
+    }
+
+    /// Panel `t` of [`ConvWindow::place`]'s gathered pixels: each
+    /// channel's input under the panel's output pixels, zeros past the last.
+    unsafe fn gather_panel(&self, t: usize, x: *const f32, scratch: *mut f32) {
+        let n = self.pixels();
+        let p0 = t * PANEL_PIXELS;
+        let corners = self.input_corners::<PANEL_PIXELS>(p0, n - 1);
+        let dst = core::slice::from_raw_parts_mut(scratch.add(p0 * self.channels), self.channels * PANEL_PIXELS);
+        for (c, values) in dst.chunks_exact_mut(PANEL_PIXELS).enumerate() {
+            let plane = x.add(c * self.plane);
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = if p0 + i < n { *plane.add(corners[i]) } else { 0.0 };
+            }
+        }
     }
 
     /// Channel `c` of [`ConvWindow::place`]'s padded copy.
@@ -143,6 +198,12 @@ impl ConvWindow {
     /// then kernel column) from a window's first element into `table`
     /// ([`ConvWindow::depth`] entries).
     pub(crate) fn tap_offsets(&self, table: &mut [MaybeUninit<i32>]) {
+        if self.placement == Placement::Panels {
+            for (l, entry) in table.iter_mut().enumerate() {
+                entry.write((l * PANEL_PIXELS * 4) as i32);
+            }
+            return;
+        }
         let [kh, kw] = self.kernel;
         let taps = (0..self.channels).flat_map(|c| (0..kh * kw).map(move |t| (c, t / kw, t % kw)));
         for (entry, (c, ky, kx)) in table.iter_mut().zip(taps) {
@@ -154,8 +215,17 @@ impl ConvWindow {
 
     /// The float offsets of the windows (their first taps) of output
     /// pixels `p0..p0 + N` in the input as placed, those past the last
-    /// pixel `last` repeating its window.
+    /// pixel `last` repeating its window. Gathered panels take `p0` a
+    /// multiple of [`PANEL_PIXELS`] and `N` that.
     pub(crate) fn corners<const N: usize>(&self, p0: usize, last: usize) -> [usize; N] {
+        if self.placement == Placement::Panels {
+            return core::array::from_fn(|i| p0 * self.channels + i);
+        }
+        self.input_corners(p0, last)
+    }
+
+    /// [`ConvWindow::corners`] in the input itself, or its padded copy.
+    fn input_corners<const N: usize>(&self, p0: usize, last: usize) -> [usize; N] {
         let (mut y, mut x) = (p0 / self.output[1], p0 % self.output[1]);
         let mut corner = y * self.strides[0] * self.row_len + x * self.strides[1];
         core::array::from_fn(|i| {
@@ -172,4 +242,13 @@ impl ConvWindow {
             here
         })
     }
+}
+
+/// Whether the AVX2 gemm's 24-column tiles would leave a tenth of their
+/// columns empty on `pixels` columns, so that a pointwise convolution runs
+/// faster directly, in 4-pixel tiles (7×7 and 13×13 planes: 0.84 and 0.87
+/// of the gemm's time). On whole tiles the gemm wins, its stores needing
+/// no transposition (56×56 and 14×14 planes: 1.05 and 1.16 its time direct).
+fn gemm_tiles_waste(pixels: usize) -> bool {
+    (pixels.div_ceil(24) * 24 - pixels) * 10 >= pixels
 }

@@ -10,7 +10,8 @@
 //!   ymm loads;
 //! - each pixel's input under depth step `l` is one broadcast from its
 //!   window's corner plus `offset[l]`, a table of the steps' byte offsets
-//!   ([`ConvWindow`]; padding is a zero-padded copy, so no tap is tested).
+//!   ([`ConvWindow`]; padding is a zero-padded copy, so no tap is tested;
+//!   1×1 windows read their pixels gathered into 4-pixel panels, in sequence).
 //!
 //! Any four output pixels can share a tile, whatever their rows and the
 //! strides; the tile is transposed as it is stored.
@@ -20,7 +21,7 @@
 //! ([`super::avx2`]), so the output has the bits of the im2col path.
 
 use super::avx2::activate;
-use crate::generic::conv_window::{ConvWindow, MAX_DIRECT_DEPTH};
+use crate::generic::conv_window::{ConvWindow, MAX_DIRECT_DEPTH, PANEL_PIXELS};
 use crate::generic::gemm::{MicroKernel, PANEL_ROWS};
 use crate::generic::prepacked::{FinishRow, TileEnd};
 use crate::parallel::{share, Parallel};
@@ -29,7 +30,7 @@ use core::mem::MaybeUninit;
 use core::ops::Range;
 
 /// Output pixels per tile.
-const PIXELS: usize = 4;
+const PIXELS: usize = PANEL_PIXELS;
 /// Most weight panels (8 output channels each) per tile.
 const MAX_PANELS: usize = 3;
 /// Pixel tiles per task: the input rows they read and their outputs stay
