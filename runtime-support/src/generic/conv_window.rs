@@ -165,8 +165,14 @@ impl ConvWindow {
         let p0 = t * PANEL_PIXELS;
         let corners = self.input_corners::<PANEL_PIXELS>(p0, n - 1);
         let dst = core::slice::from_raw_parts_mut(scratch.add(p0 * self.channels), self.channels * PANEL_PIXELS);
+        // Pointwise panels inside the output read consecutive input pixels.
+        let consecutive = p0 + PANEL_PIXELS <= n && corners[PANEL_PIXELS - 1] == corners[0] + PANEL_PIXELS - 1;
         for (c, values) in dst.chunks_exact_mut(PANEL_PIXELS).enumerate() {
             let plane = x.add(c * self.plane);
+            if consecutive {
+                values.copy_from_slice(core::slice::from_raw_parts(plane.add(corners[0]), PANEL_PIXELS));
+                continue;
+            }
             for (i, v) in values.iter_mut().enumerate() {
                 *v = if p0 + i < n { *plane.add(corners[i]) } else { 0.0 };
             }
