@@ -53,7 +53,8 @@ pub(crate) struct ConvWindow {
     dilations: [usize; 2],
     pads: [usize; 2],
     placement: Placement,
-    /// Floats per row and per channel plane of the input as read.
+    /// Floats per row and per channel plane of the input as placed (for
+    /// gathered panels, of the input they are gathered from).
     row_len: usize,
     plane: usize,
 }
@@ -106,6 +107,8 @@ impl ConvWindow {
         };
         [w.row_len, w.plane] =
             if padded { [span[1], span[0].checked_mul(span[1])?] } else { [w.input[1], w.input[0] * w.input[1]] };
+        // Both the placed input and the gathered panels stay within `i32`
+        // byte offsets, so neither the table nor `scratch_elems` overflows.
         let panels = w.pixels().div_ceil(PANEL_PIXELS).checked_mul(PANEL_PIXELS)?;
         let bytes = w.channels.checked_mul(w.plane.max(panels))?.checked_mul(4)?;
         (bytes <= i32::MAX as usize).then_some(w)
