@@ -33,6 +33,7 @@ use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
+use core::ops::Range;
 
 /// Parameters of [`onnxc_conv_f32`]: input `[batch, in_channels,
 /// in_spatial...]`, weights `[out_channels, in_channels/group, kernel...]`,
@@ -703,10 +704,11 @@ unsafe fn conv<T: GemmElem>(
 }
 
 /// A 2-D depthwise convolution (one input and one output channel per
-/// group), directly, a channel plane at a time ([`GemmElem::depthwise_plane`]
-/// where the type and CPU have a SIMD kernel, else
-/// [`depthwise_plane_portable`]), the epilogue on each finished plane.
-/// A GEMM per channel (M = 1, K = taps) would spend its time packing.
+/// group), directly, its channel planes split over `parallel`
+/// ([`GemmElem::depthwise_planes`] where the type and CPU have a SIMD
+/// kernel, else [`depthwise_plane_portable`]), the epilogue on each
+/// finished plane. A GEMM per channel (M = 1, K = taps) would spend its
+/// time packing.
 #[allow(clippy::too_many_arguments)]
 unsafe fn depthwise_2d<T: GemmElem>(
     p: &ConvParams,
@@ -719,19 +721,21 @@ unsafe fn depthwise_2d<T: GemmElem>(
     parallel: *const Parallel,
 ) {
     let channels = (p.batch * p.out_channels) as usize;
-    let depthwise_channel = |nc: usize| {
-        let c = nc % p.out_channels as usize;
-        let (xc, yc, wc) = (x.add(nc * s.in_size), y.add(nc * s.out_size), w.add(c * s.taps));
-        let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
-        let residual = residual.map(|r| r.add(nc * s.out_size));
-        let finish = |out: &mut [T]| epilogue(p, None, residual, out);
-        if !T::depthwise_plane(p, xc, wc, init, yc, finish) {
-            depthwise_plane_portable(p, xc, wc, init, yc);
-            finish(core::slice::from_raw_parts_mut(yc, s.out_size));
+    let finish = |nc: usize, out: &mut [T]| epilogue(p, None, residual.map(|r| r.add(nc * s.out_size)), out);
+    let some_planes = |planes: Range<usize>| {
+        if T::depthwise_planes(p, x, w, bias, y, planes.clone(), finish) {
+            return;
+        }
+        for nc in planes {
+            let c = nc % p.out_channels as usize;
+            let init = if bias.is_null() { T::ZERO } else { *bias.add(c) };
+            let yc = y.add(nc * s.out_size);
+            depthwise_plane_portable(p, x.add(nc * s.in_size), w.add(c * s.taps), init, yc);
+            finish(nc, core::slice::from_raw_parts_mut(yc, s.out_size));
         }
     };
     let parts = channels.min(CHANNEL_TASKS);
-    Parallel::for_each(parallel, parts, |part| share(channels, parts, part).for_each(depthwise_channel));
+    Parallel::for_each(parallel, parts, |part| some_planes(share(channels, parts, part)));
 }
 
 /// One channel plane of [`depthwise_2d`], portably: for each kernel tap,

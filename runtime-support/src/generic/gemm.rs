@@ -23,6 +23,7 @@ use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use core::mem::MaybeUninit;
+use core::ops::Range;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows of A per micro-kernel call.
@@ -103,18 +104,20 @@ pub trait GemmElem: Real {
         y: MatMut<Self>,
     );
 
-    /// One depthwise 2-D channel plane by a SIMD kernel, then `finish` on
-    /// it; false (nothing written) when there is none for these params.
+    /// Depthwise 2-D channel planes `planes` by a SIMD kernel, then
+    /// `finish(plane, output)` on each; false (nothing written) when there
+    /// is none for these params.
     ///
     /// # Safety
-    /// As `crate::x86_64::depthwise::depthwise_plane_avx512`, CPU aside.
-    unsafe fn depthwise_plane(
+    /// As `crate::x86_64::depthwise::depthwise_planes_avx512`, CPU aside.
+    unsafe fn depthwise_planes(
         _p: &ConvParams,
         _x: *const Self,
         _w: *const Self,
-        _bias: Self,
+        _bias: *const Self,
         _y: *mut Self,
-        _finish: impl FnOnce(&mut [Self]),
+        _planes: Range<usize>,
+        _finish: impl Fn(usize, &mut [Self]),
     ) -> bool {
         false
     }
@@ -137,25 +140,25 @@ impl GemmElem for f32 {
     }
 
     #[inline(always)]
-    unsafe fn depthwise_plane(
+    unsafe fn depthwise_planes(
         p: &ConvParams,
         x: *const f32,
         w: *const f32,
-        bias: f32,
+        bias: *const f32,
         y: *mut f32,
-        finish: impl FnOnce(&mut [f32]),
+        planes: Range<usize>,
+        finish: impl Fn(usize, &mut [f32]),
     ) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if crate::x86_64::depthwise::supports(p) {
-            use crate::x86_64::depthwise::{depthwise_plane_avx2, depthwise_plane_avx512};
+        {
+            use crate::x86_64::depthwise::{depthwise_planes_avx2, depthwise_planes_avx512};
             match GemmKernel::best() {
-                GemmKernel::Avx512 => depthwise_plane_avx512(p, x, w, bias, y, finish),
-                GemmKernel::Avx2Fma => depthwise_plane_avx2(p, x, w, bias, y, finish),
-                GemmKernel::Generic => return false,
+                GemmKernel::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
+                GemmKernel::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
+                GemmKernel::Generic => {}
             }
-            return true;
         }
-        let _ = (p, x, w, bias, y, finish);
+        let _ = (p, x, w, bias, y, planes, finish);
         false
     }
 }

@@ -46,6 +46,9 @@ pub(crate) trait PlaneVector: Copy {
     /// `row[start + l * stride]` in every lane: [`PlaneVector::load`] with
     /// all of the `LANES * stride` floats from `start` inside the row.
     unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Self;
+    /// The `2 * LANES` floats of `lo` then `hi`, split: the even ones, the
+    /// odd ones.
+    unsafe fn deinterleave(lo: Self, hi: Self) -> (Self, Self);
     /// Stores the first `count` lanes (all when `count >= LANES`) at `p`.
     unsafe fn store(p: *mut f32, count: usize, v: Self);
     unsafe fn splat(v: f32) -> Self;
@@ -107,6 +110,11 @@ impl PlaneVector for Zmm {
             return Zmm(_mm512_loadu_ps(p));
         }
         Zmm::even_lanes(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
+    }
+    #[inline(always)]
+    unsafe fn deinterleave(Zmm(lo): Zmm, Zmm(hi): Zmm) -> (Zmm, Zmm) {
+        let odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+        (Zmm::even_lanes(lo, hi), Zmm(_mm512_permutex2var_ps(lo, odd, hi)))
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, count: usize, v: Zmm) {
@@ -212,6 +220,11 @@ impl PlaneVector for Ymm {
         Ymm::even_lanes(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
     }
     #[inline(always)]
+    unsafe fn deinterleave(Ymm(lo): Ymm, Ymm(hi): Ymm) -> (Ymm, Ymm) {
+        let odd = _mm256_shuffle_ps::<0b11_01_11_01>(lo, hi);
+        (Ymm::even_lanes(lo, hi), Ymm::swap_middle_pairs(odd))
+    }
+    #[inline(always)]
     /// A part vector goes through the stack: AMD Zen runs a `vmaskmovps`
     /// store as a long microcode sequence, slower than a few scalar stores.
     unsafe fn store(p: *mut f32, count: usize, v: Ymm) {
@@ -264,7 +277,13 @@ impl Ymm {
     unsafe fn even_lanes(lo: __m256, hi: __m256) -> Ymm {
         // Even lanes of each 128-bit half: lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6;
         // then the middle 64-bit pairs swap places.
-        let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
-        Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even))))
+        Ymm::swap_middle_pairs(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi))
+    }
+
+    /// `v`'s 64-bit lane pairs 1 and 2 swapped: the 128-bit halves' picks
+    /// of `_mm256_shuffle_ps` put back in order.
+    #[inline(always)]
+    unsafe fn swap_middle_pairs(v: __m256) -> Ymm {
+        Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v))))
     }
 }
