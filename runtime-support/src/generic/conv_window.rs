@@ -253,11 +253,13 @@ impl ConvWindow {
     }
 }
 
-/// Whether the AVX2 gemm's 24-column tiles would leave a tenth of their
+/// Whether the AVX2 gemm's 24-column tiles would leave a ninth of their
 /// columns empty on `pixels` columns, so that a pointwise convolution runs
 /// faster directly, in 4-pixel tiles (7×7 and 13×13 planes: 0.84 and 0.87
-/// of the gemm's time). On whole tiles the gemm wins, its stores needing
-/// no transposition (56×56 and 14×14 planes: 1.05 and 1.16 its time direct).
+/// of the gemm's time). On whole tiles, or nearly (14×14 planes leave 20 of
+/// 216 columns empty), the gemm wins, its stores needing no transposition
+/// (a 56×56 plane: 1.05 its time direct; 14×14, 256 to 1024 channels and
+/// ShuffleNet's 68 per group: 1.13 and 1.28).
 fn gemm_tiles_waste(pixels: usize) -> bool {
-    (pixels.div_ceil(24) * 24 - pixels) * 10 >= pixels
+    (pixels.div_ceil(24) * 24 - pixels) * 9 >= pixels
 }
