@@ -15,6 +15,7 @@ pub mod avx512;
 pub mod depthwise;
 pub(crate) mod direct_conv;
 mod plane;
+mod tile;
 pub mod pool;
 pub mod vnni;
 
