@@ -133,7 +133,10 @@ pub(crate) fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize
 }
 
 /// Max and average pooling of one 2-D plane without dilation or indices:
-/// the same taps in the same order as the general loop. Output columns whose
+/// the same taps in the same order as the general loop, except that max
+/// starts from -inf where the window's first tap lies in the padding (as
+/// the SIMD kernels, whose padding is -inf, do; it differs only when that
+/// window's first tap inside the input is NaN). Output columns whose
 /// window lies inside the input row (all but a few at the edges) are done a
 /// tap at a time across the whole output row, a loop that vectorises; the
 /// edge columns compute their clipped window once and visit it.
@@ -150,9 +153,12 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
         let (h0, h1, ph) = window(p, 0, i);
         let row = core::slice::from_raw_parts_mut(y.add(i * ow), ow);
         let interior = if h0 < h1 { ja..jb } else { 0..0 };
+        // Whether the windows of this row start in the padding.
+        let top_padded = (i as i64) * p.strides[0] < p.pads_begin[0];
         for j in (0..ow).filter(|j| !interior.contains(j)) {
             let (w0, w1, pw) = window(p, 1, j);
-            let mut best: Option<T> = None;
+            let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
+            let mut best: Option<T> = padded_first.then_some(T::NEG_INF);
             let mut sum = T::ZERO;
             for h in h0..h1 {
                 for w in w0..w1 {
@@ -174,11 +180,14 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
             continue;
         }
         let out = &mut row[interior];
+        if max && top_padded {
+            out.fill(T::NEG_INF);
+        }
         for h in h0..h1 {
             for w in 0..kw {
                 // Input of output column `ja + q` for this tap: `src[q * stride]`.
                 let src = x.add(h * iw + ja * stride - pad as usize + w);
-                let first = h == h0 && w == 0;
+                let first = h == h0 && w == 0 && !(max && top_padded);
                 match stride {
                     1 => interior_tap::<T, 1>(out, src, 1, max, first),
                     2 => interior_tap::<T, 2>(out, src, 2, max, first),
@@ -276,15 +285,14 @@ pub(crate) struct Planes {
 impl PoolElem for f32 {
     unsafe fn pool_planes_simd(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if crate::x86_64::pool::supports(p) {
+        {
             use super::gemm::GemmKernel;
             use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
             match GemmKernel::best() {
-                GemmKernel::Avx512 => pool_planes_avx512(p, x, y, planes),
-                GemmKernel::Avx2Fma => pool_planes_avx2(p, x, y, planes),
-                GemmKernel::Generic => return false,
+                GemmKernel::Avx512 => return pool_planes_avx512(p, x, y, planes),
+                GemmKernel::Avx2Fma => return pool_planes_avx2(p, x, y, planes),
+                GemmKernel::Generic => {}
             }
-            return true;
         }
         let _ = (p, x, y, planes);
         false
@@ -483,8 +491,8 @@ mod tests {
     #[test]
     fn simd_plane_matches_portable_bits() {
         use crate::generic::gemm::GemmKernel;
-        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512, supports};
-        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes);
+        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
+        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes) -> bool;
         let kernels: [(GemmKernel, PlaneKernel); 2] =
             [(GemmKernel::Avx512, pool_planes_avx512), (GemmKernel::Avx2Fma, pool_planes_avx2)];
         let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| kernel.available()).collect();
@@ -515,7 +523,6 @@ mod tests {
                     p.out_spatial[d] = (input[d] + pads[d] + pads[d + 2] - kernel[d]) / strides[d] + 1 + extra;
                 }
                 p.count_include_pad = include_pad;
-                assert!(supports(&p));
                 let mut x = rand_vec((input[0] * input[1]) as usize, n as u64);
                 for (i, special) in [f32::NAN, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN].into_iter().enumerate()
                 {
@@ -531,7 +538,7 @@ mod tests {
                 for (kernel, pool_planes) in &kernels {
                     let mut got = vec![2.5f32; 2 * out];
                     let planes = Planes { range: 0..2, in_size, out_size: out };
-                    unsafe { pool_planes(&p, x.as_ptr(), got.as_mut_ptr(), planes) };
+                    assert!(unsafe { pool_planes(&p, x.as_ptr(), got.as_mut_ptr(), planes) }, "case {n} taken");
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
                         assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
@@ -539,11 +546,18 @@ mod tests {
                 }
             }
         }
-        // Windows taller or wider than 16 take the portable kernel.
-        let mut p = PoolParams { batch: 1, channels: 1, spatial_rank: 2, ..Default::default() };
-        p.kernel[..2].copy_from_slice(&[17, 3]);
-        p.strides[..2].copy_from_slice(&[1, 1]);
-        assert!(!supports(&p));
+        // A window whose row group does not fit the tile buffer takes the
+        // portable kernel.
+        let mut p = PoolParams { kind: POOL_MAX, batch: 1, channels: 1, spatial_rank: 2, ..Default::default() };
+        for (d, (input, kernel)) in [(700, 600), (5, 3)].into_iter().enumerate() {
+            (p.in_spatial[d], p.kernel[d], p.strides[d], p.dilations[d]) = (input, kernel, 1, 1);
+            p.out_spatial[d] = input - kernel + 1;
+        }
+        let (x, mut y) = (vec![0f32; 700 * 5], vec![0f32; 101 * 3]);
+        for (_, pool_planes) in &kernels {
+            let planes = Planes { range: 0..1, in_size: x.len(), out_size: y.len() };
+            assert!(!unsafe { pool_planes(&p, x.as_ptr(), y.as_mut_ptr(), planes) });
+        }
     }
 
     /// Global pooling (the whole plane, no padding) takes its own path:

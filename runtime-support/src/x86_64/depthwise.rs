@@ -116,7 +116,7 @@ unsafe fn tile<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, w: *cons
                     let start = (phase * t.phase_len + c0 + offset) as isize;
                     for (i, acc) in acc.iter_mut().enumerate() {
                         let row = buf.add(((r0 + i) * taps.sh + a * taps.dh) * t.in_stride);
-                        *acc = V::mul_add(weight, V::load_full(row, start, 1), *acc);
+                        *acc = V::mul_add(weight, V::read(row.offset(start)), *acc);
                     }
                 }
             }

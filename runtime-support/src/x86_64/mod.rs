@@ -15,8 +15,8 @@ pub mod avx512;
 pub mod depthwise;
 pub(crate) mod direct_conv;
 mod plane;
-mod tile;
 pub mod pool;
+mod tile;
 pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};

@@ -3,10 +3,10 @@
 //! the kernels are written once over [`PlaneVector`] and compiled per ISA.
 //!
 //! Lane sets are built as bits (bit `l` for lane `l`, [`lanes`]) and
-//! turned into the ISA's mask once per column chunk: AVX-512 masks are
-//! those bits; AVX2 masks are vectors, a compare away. A masked-off lane is
-//! never read (`vmaskmovps` and AVX-512 masked loads do not fault on it),
-//! so a load may start before or run past its row.
+//! turned into the ISA's mask: AVX-512 masks are those bits; AVX2 masks
+//! are vectors, a compare away. A masked-off lane is never read
+//! (`vmaskmovps` and AVX-512 masked loads do not fault on it), so a load
+//! may run past the input.
 
 use core::arch::x86_64::*;
 
@@ -27,25 +27,12 @@ pub(crate) trait PlaneVector: Copy {
     const LANES: usize;
     /// A set of lanes, in the form the ISA's masked operations take.
     type Mask: Copy;
-    /// The masks of one tap column's strided loads ([`PlaneVector::load`]).
-    type LoadMask: Copy;
 
     /// The lanes of `bits` (bit `l` for lane `l`; bits past `LANES` ignored).
     unsafe fn mask(bits: u32) -> Self::Mask;
-    unsafe fn mask_and(a: Self::Mask, b: Self::Mask) -> Self::Mask;
-    /// The lanes of `a` that are not in `b`.
-    unsafe fn mask_and_not(a: Self::Mask, b: Self::Mask) -> Self::Mask;
-    unsafe fn mask_or(a: Self::Mask, b: Self::Mask) -> Self::Mask;
-    /// The loads of [`PlaneVector::load`] with `stride` 1 or 2: with stride
-    /// 1 the lanes of `wanted`; with stride 2 the input columns of the two
-    /// `LANES`-float runs whose bits (`2 * LANES` of them) are in `inside`.
-    unsafe fn load_mask(stride: i64, inside: u32, wanted: u32) -> Self::LoadMask;
-    /// `row[start + l * stride]` in lane `l` (`stride` 1 or 2, as built
-    /// into `mask`), zero where nothing was loaded.
-    unsafe fn load(row: *const f32, start: isize, stride: i64, mask: Self::LoadMask) -> Self;
-    /// `row[start + l * stride]` in every lane: [`PlaneVector::load`] with
-    /// all of the `LANES * stride` floats from `start` inside the row.
-    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Self;
+    /// The first `count` floats from `p` (all when `count >= LANES`), zero
+    /// in the other lanes, whose floats are not read.
+    unsafe fn load_first(p: *const f32, count: usize) -> Self;
     /// The `2 * LANES` floats of `lo` then `hi`, split: the even ones, the
     /// odd ones.
     unsafe fn deinterleave(lo: Self, hi: Self) -> (Self, Self);
@@ -72,44 +59,14 @@ pub(crate) struct Zmm(__m512);
 impl PlaneVector for Zmm {
     const LANES: usize = 16;
     type Mask = u16;
-    type LoadMask = (u32, u16);
 
     #[inline(always)]
     unsafe fn mask(bits: u32) -> u16 {
         bits as u16
     }
     #[inline(always)]
-    unsafe fn mask_and(a: u16, b: u16) -> u16 {
-        a & b
-    }
-    #[inline(always)]
-    unsafe fn mask_and_not(a: u16, b: u16) -> u16 {
-        a & !b
-    }
-    #[inline(always)]
-    unsafe fn mask_or(a: u16, b: u16) -> u16 {
-        a | b
-    }
-    #[inline(always)]
-    unsafe fn load_mask(_stride: i64, inside: u32, wanted: u32) -> (u32, u16) {
-        (inside, wanted as u16)
-    }
-    #[inline(always)]
-    unsafe fn load(row: *const f32, start: isize, stride: i64, (inside, wanted): (u32, u16)) -> Zmm {
-        if stride == 1 {
-            return Zmm(_mm512_maskz_loadu_ps(wanted, row.wrapping_offset(start)));
-        }
-        let lo = _mm512_maskz_loadu_ps(inside as u16, row.wrapping_offset(start));
-        let hi = _mm512_maskz_loadu_ps((inside >> 16) as u16, row.wrapping_offset(start + 16));
-        Zmm::even_lanes(lo, hi)
-    }
-    #[inline(always)]
-    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Zmm {
-        let p = row.offset(start);
-        if stride == 1 {
-            return Zmm(_mm512_loadu_ps(p));
-        }
-        Zmm::even_lanes(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
+    unsafe fn load_first(p: *const f32, count: usize) -> Zmm {
+        Zmm(_mm512_maskz_loadu_ps(lanes(0, count as i64) as u16, p))
     }
     #[inline(always)]
     unsafe fn deinterleave(Zmm(lo): Zmm, Zmm(hi): Zmm) -> (Zmm, Zmm) {
@@ -171,53 +128,20 @@ impl PlaneVector for Ymm {
     const LANES: usize = 8;
     /// All ones in the lanes of the set.
     type Mask = __m256;
-    /// Stride 1: the wanted lanes and an unused mask; stride 2: the lanes
-    /// of the low and the high run; and whether every lane is loaded, when
-    /// plain loads replace the masked ones (`vmaskmovps` loads are several
-    /// times slower than plain ones on AMD Zen).
-    type LoadMask = ([__m256i; 2], bool);
 
     #[inline(always)]
     unsafe fn mask(bits: u32) -> __m256 {
         let bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
         _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits as i32), bit), bit))
     }
+    /// A whole vector is a plain load (`vmaskmovps` loads are several times
+    /// slower than plain ones on AMD Zen).
     #[inline(always)]
-    unsafe fn mask_and(a: __m256, b: __m256) -> __m256 {
-        _mm256_and_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn mask_and_not(a: __m256, b: __m256) -> __m256 {
-        _mm256_andnot_ps(b, a)
-    }
-    #[inline(always)]
-    unsafe fn mask_or(a: __m256, b: __m256) -> __m256 {
-        _mm256_or_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn load_mask(stride: i64, inside: u32, wanted: u32) -> ([__m256i; 2], bool) {
-        let (lo, hi) = if stride == 1 { (wanted, 0) } else { (inside, inside >> 8) };
-        let full = if stride == 1 { lo & 0xff == 0xff } else { inside & 0xffff == 0xffff };
-        ([_mm256_castps_si256(Self::mask(lo)), _mm256_castps_si256(Self::mask(hi))], full)
-    }
-    #[inline(always)]
-    unsafe fn load(row: *const f32, start: isize, stride: i64, ([lo, hi], full): ([__m256i; 2], bool)) -> Ymm {
-        if full {
-            return Ymm::load_full(row, start, stride);
-        }
-        let run = |at: isize, mask: __m256i| _mm256_maskload_ps(row.wrapping_offset(at), mask);
-        if stride == 1 {
-            return Ymm(run(start, lo));
-        }
-        Ymm::even_lanes(run(start, lo), run(start + 8, hi))
-    }
-    #[inline(always)]
-    unsafe fn load_full(row: *const f32, start: isize, stride: i64) -> Ymm {
-        let p = row.offset(start);
-        if stride == 1 {
+    unsafe fn load_first(p: *const f32, count: usize) -> Ymm {
+        if count >= 8 {
             return Ymm(_mm256_loadu_ps(p));
         }
-        Ymm::even_lanes(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+        Ymm(_mm256_maskload_ps(p, _mm256_castps_si256(Self::mask(lanes(0, count as i64)))))
     }
     #[inline(always)]
     unsafe fn deinterleave(Ymm(lo): Ymm, Ymm(hi): Ymm) -> (Ymm, Ymm) {

@@ -262,7 +262,8 @@ pub(crate) unsafe fn fill<V: PlaneVector>(
         if sw == 1 {
             V::store(dst.add(first), V::LANES, short::<V>(src, n, in_plane, 0, pad));
         } else {
-            let (even, odd) = V::deinterleave(short::<V>(src, n, in_plane, 0, pad), short::<V>(src, n, in_plane, 1, pad));
+            let (even, odd) =
+                V::deinterleave(short::<V>(src, n, in_plane, 0, pad), short::<V>(src, n, in_plane, 1, pad));
             V::store(dst.add(at(first)), V::LANES, even);
             V::store(dst.add(at(first + 1)), V::LANES, odd);
         }
@@ -288,7 +289,7 @@ unsafe fn short<V: PlaneVector>(src: *const f32, n: usize, in_plane: usize, k: u
     let v = if (k + 1) * V::LANES <= in_plane {
         V::read(src.add(k * V::LANES))
     } else {
-        V::load(src, (k * V::LANES) as isize, 1, V::load_mask(1, bits, bits))
+        V::load_first(src.wrapping_add(k * V::LANES), n.saturating_sub(k * V::LANES))
     };
     V::select(V::mask(bits), v, V::splat(pad))
 }
