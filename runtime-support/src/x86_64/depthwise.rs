@@ -13,7 +13,9 @@
 //! product first), taps in the padding adding `w * 0`.
 
 use super::plane::{PlaneVector, Ymm, Zmm};
-use super::tile::{pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS};
+use super::tile::{
+    phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
+};
 use crate::generic::conv::ConvParams;
 use core::ops::Range;
 
@@ -112,11 +114,11 @@ unsafe fn tile<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, w: *cons
                 for b in 0..taps.kw {
                     let weight = V::splat(*w.add(a * taps.kw + b));
                     // Output column `c0 + l`'s input `sw * (c0 + l) + b * dw`.
-                    let (phase, offset) = (b * taps.dw % taps.sw, b * taps.dw / taps.sw);
-                    let start = (phase * t.phase_len + c0 + offset) as isize;
+                    let (phase, offset) = phase_and_offset(b * taps.dw, taps.sw);
+                    let start = phase * t.phase_len + c0 + offset;
                     for (i, acc) in acc.iter_mut().enumerate() {
                         let row = buf.add(((r0 + i) * taps.sh + a * taps.dh) * t.in_stride);
-                        *acc = V::mul_add(weight, V::read(row.offset(start)), *acc);
+                        *acc = V::mul_add(weight, V::read(row.add(start)), *acc);
                     }
                 }
             }

@@ -19,7 +19,8 @@
 
 use super::plane::{PlaneVector, Ymm, Zmm};
 use super::tile::{
-    pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS, TILE_FLOATS,
+    phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
+    TILE_FLOATS,
 };
 use crate::generic::pool::{window, Planes, PoolParams, POOL_MAX};
 use core::mem::MaybeUninit;
@@ -168,5 +169,6 @@ unsafe fn tile<V: PlaneVector>(
 unsafe fn tap<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, [i, a, b, c0]: [usize; 4]) -> V {
     let row = buf.add((i * taps.sh + a) * t.in_stride);
     // Output column `c0 + l`'s input `sw * (c0 + l) + b`.
-    V::read(row.add((b % taps.sw) * t.phase_len + c0 + b / taps.sw))
+    let (phase, offset) = phase_and_offset(b, taps.sw);
+    V::read(row.add(phase * t.phase_len + c0 + offset))
 }

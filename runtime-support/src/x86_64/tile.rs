@@ -189,6 +189,18 @@ pub(crate) fn prefetch_plane(x: *const f32, size: usize) {
     }
 }
 
+/// Where input column `q` (from a tile's first) lies in a buffer row with
+/// column stride `sw` (1 or 2, [`Tiling`]): its phase, and its offset in it
+/// (no division: this runs per tap).
+#[inline(always)]
+pub(crate) fn phase_and_offset(q: usize, sw: usize) -> (usize, usize) {
+    if sw == 1 {
+        (0, q)
+    } else {
+        (q & 1, q >> 1)
+    }
+}
+
 /// Starts of the `size`-long pieces covering `0..total` (`size <= total`),
 /// the last one moved back to end at `total`.
 pub(crate) fn pieces(total: usize, size: usize) -> impl Iterator<Item = usize> {
