@@ -69,14 +69,7 @@ unsafe fn depthwise_planes<V: PlaneVector>(
     finish: impl Fn(usize, &mut [f32]),
 ) -> bool {
     let dim = |v: &[i64], d: usize| v[d] as usize;
-    let taps = Taps {
-        kh: dim(&p.kernel, 0),
-        kw: dim(&p.kernel, 1),
-        sh: dim(&p.strides, 0),
-        sw: dim(&p.strides, 1),
-        dh: dim(&p.dilations, 0),
-        dw: dim(&p.dilations, 1),
-    };
+    let taps = Taps::of(&p.kernel, &p.strides, &p.dilations);
     let input = [dim(&p.in_spatial, 0), dim(&p.in_spatial, 1)];
     let output = [dim(&p.out_spatial, 0), dim(&p.out_spatial, 1)];
     let pads = [p.pads_begin[0], p.pads_begin[1]];

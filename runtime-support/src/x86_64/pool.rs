@@ -53,14 +53,7 @@ const MAX_TILE_COLS: usize = TILE_FLOATS / ROWS;
 #[inline(always)]
 unsafe fn pool_planes<V: PlaneVector>(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
     let dim = |v: &[i64], d: usize| v[d] as usize;
-    let taps = Taps {
-        kh: dim(&p.kernel, 0),
-        kw: dim(&p.kernel, 1),
-        sh: dim(&p.strides, 0),
-        sw: dim(&p.strides, 1),
-        dh: 1,
-        dw: 1,
-    };
+    let taps = Taps::of(&p.kernel, &p.strides, &[1, 1]);
     let input = [dim(&p.in_spatial, 0), dim(&p.in_spatial, 1)];
     let output = [dim(&p.out_spatial, 0), dim(&p.out_spatial, 1)];
     let max = p.kind == POOL_MAX;

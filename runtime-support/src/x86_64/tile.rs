@@ -45,6 +45,15 @@ pub(crate) struct Taps {
     pub dw: usize,
 }
 
+impl Taps {
+    /// The 2-D window of validated params: kernel, strides and dilations.
+    pub(crate) fn of(kernel: &[i64], strides: &[i64], dilations: &[i64]) -> Taps {
+        let [kh, kw, sh, sw, dh, dw] = [kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1]];
+        let [kh, kw, sh, sw, dh, dw] = [kh, kw, sh, sw, dh, dw].map(|v| v as usize);
+        Taps { kh, kw, sh, sw, dh, dw }
+    }
+}
+
 /// How a plane is cut into tiles, and the padded input of a tile.
 ///
 /// A buffer row holds a tile's input row split by column phase: with
