@@ -132,6 +132,18 @@ pub(crate) fn window(p: &PoolParams, d: usize, o: usize) -> (usize, usize, usize
     (lo as usize, hi.max(lo) as usize, padded.max(0) as usize)
 }
 
+/// The taps along dim `d` the average of output position `o` divides by:
+/// those of its [`window`] inside the input, or inside the padded input
+/// with `count_include_pad`.
+pub(crate) fn average_extent(p: &PoolParams, d: usize, o: usize) -> usize {
+    let (lo, hi, padded) = window(p, d, o);
+    if p.count_include_pad != 0 {
+        padded
+    } else {
+        hi - lo
+    }
+}
+
 /// Max and average pooling of one 2-D plane without dilation or indices:
 /// the same taps in the same order as the general loop, except that max
 /// starts from -inf where the window's first tap lies in the padding (as
@@ -150,13 +162,13 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
     let (ja, jb, stride, kw) = (ja as usize, jb as usize, stride as usize, kw as usize);
     let max = p.kind == POOL_MAX;
     for i in 0..oh {
-        let (h0, h1, ph) = window(p, 0, i);
+        let (h0, h1, _) = window(p, 0, i);
         let row = core::slice::from_raw_parts_mut(y.add(i * ow), ow);
         let interior = if h0 < h1 { ja..jb } else { 0..0 };
         // Whether the windows of this row start in the padding.
         let top_padded = (i as i64) * p.strides[0] < p.pads_begin[0];
         for j in (0..ow).filter(|j| !interior.contains(j)) {
-            let (w0, w1, pw) = window(p, 1, j);
+            let (w0, w1, _) = window(p, 1, j);
             let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
             let mut best: Option<T> = padded_first.then_some(T::NEG_INF);
             let mut sum = T::ZERO;
@@ -172,7 +184,7 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
             row[j] = if max {
                 best.unwrap_or(T::NEG_INF)
             } else {
-                let n = if p.count_include_pad != 0 { ph * pw } else { (h1 - h0) * (w1 - w0) };
+                let n = average_extent(p, 0, i) * average_extent(p, 1, j);
                 sum / T::from_f64(n as f64)
             };
         }
@@ -196,7 +208,7 @@ unsafe fn pool_2d<T: Real>(p: &PoolParams, x: *const T, y: *mut T) {
             }
         }
         if !max {
-            let n = T::from_f64((if p.count_include_pad != 0 { ph } else { h1 - h0 } * kw) as f64);
+            let n = T::from_f64((average_extent(p, 0, i) * kw) as f64);
             out.iter_mut().for_each(|o| *o = *o / n);
         }
     }

@@ -116,8 +116,7 @@ unsafe fn tile<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, w: *cons
                 }
             }
             for (i, acc) in acc.into_iter().enumerate().take(t.rows - r0) {
-                let count = if r0 + i < out.spilling_rows { V::LANES } else { t.cols };
-                V::store(out.y.add((r0 + i) * out.ow + c0), count, acc);
+                out.store(t, r0 + i, c0, acc);
             }
         }
     }

@@ -22,7 +22,7 @@ use super::tile::{
     phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
     TILE_FLOATS,
 };
-use crate::generic::pool::{window, Planes, PoolParams, POOL_MAX};
+use crate::generic::pool::{average_extent, Planes, PoolParams, POOL_MAX};
 use core::mem::MaybeUninit;
 
 /// Pools planes `planes` of `x` (each `in_size` floats) into those of `y`
@@ -96,16 +96,7 @@ unsafe fn count_columns<V: PlaneVector>(
     counts: &mut [MaybeUninit<f32>; MAX_TILE_COLS],
 ) {
     for (j, count) in counts[..t.cols.max(V::LANES)].iter_mut().enumerate() {
-        let n = if j < t.cols {
-            let (lo, hi, padded) = window(p, 1, col + j);
-            if p.count_include_pad != 0 {
-                padded
-            } else {
-                hi - lo
-            }
-        } else {
-            1
-        };
+        let n = if j < t.cols { average_extent(p, 1, col + j) } else { 1 };
         count.write(n as f32);
     }
 }
@@ -144,12 +135,10 @@ unsafe fn tile<V: PlaneVector>(
             }
             for (i, mut acc) in acc.into_iter().enumerate().take(t.rows - r0) {
                 if let Some(counts) = counts {
-                    let (lo, hi, padded) = window(p, 0, r + r0 + i);
-                    let rows = if p.count_include_pad != 0 { padded } else { hi - lo };
+                    let rows = average_extent(p, 0, r + r0 + i);
                     acc = V::div(acc, V::mul(V::splat(rows as f32), V::read(counts.add(c0))));
                 }
-                let count = if r0 + i < out.spilling_rows { V::LANES } else { t.cols };
-                V::store(out.y.add((r0 + i) * out.ow + c0), count, acc);
+                out.store(t, r0 + i, c0, acc);
             }
         }
     }

@@ -109,7 +109,7 @@ impl Tiling {
 /// buffer each tile's padded input is copied into.
 pub(crate) struct Tiles<'a> {
     pub tiling: Tiling,
-    pub taps: Taps,
+    taps: Taps,
     input: [usize; 2],
     output: [usize; 2],
     /// Padding before the first input row and column.
@@ -228,7 +228,7 @@ pub(crate) fn pieces(total: usize, size: usize) -> impl Iterator<Item = usize> {
 /// plane (`vmaskmovps` loads are slow on AMD Zen).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn fill<V: PlaneVector>(
+unsafe fn fill<V: PlaneVector>(
     t: &Tiling,
     sw: usize,
     x: *const f32,
@@ -245,7 +245,10 @@ pub(crate) unsafe fn fill<V: PlaneVector>(
     let end = (iw - corner[1]).clamp(first as i64, span) as usize;
     let inside = |f: usize| (first.saturating_sub(f)).div_ceil(sw)..(end.saturating_sub(f)).div_ceil(sw);
     // Where buffer column `q`'s phase holds it.
-    let at = |q: usize| q % sw * t.phase_len + q / sw;
+    let at = |q: usize| {
+        let (phase, offset) = phase_and_offset(q, sw);
+        phase * t.phase_len + offset
+    };
     let (n, long) = (end - first, end - first >= sw * V::LANES);
     for j in 0..t.in_rows {
         let h = corner[0] + j as i64;
@@ -296,7 +299,7 @@ pub(crate) unsafe fn fill<V: PlaneVector>(
 
 /// `value` vectors over `columns` (whole vectors) from `dst`.
 #[inline(always)]
-pub(crate) unsafe fn splat<V: PlaneVector>(dst: *mut f32, columns: Range<usize>, value: f32) {
+unsafe fn splat<V: PlaneVector>(dst: *mut f32, columns: Range<usize>, value: f32) {
     for d in columns.step_by(V::LANES) {
         V::store(dst.add(d), V::LANES, V::splat(value));
     }
@@ -321,9 +324,18 @@ unsafe fn short<V: PlaneVector>(src: *const f32, n: usize, in_plane: usize, k: u
 /// that row is stored (rows are stored in order), and only its columns on
 /// the rest.
 pub(crate) struct TileOut {
-    pub y: *mut f32,
-    pub ow: usize,
-    pub spilling_rows: usize,
+    y: *mut f32,
+    ow: usize,
+    spilling_rows: usize,
+}
+
+impl TileOut {
+    /// Stores `v`, the outputs of tile row `i` from tile column `c0`.
+    #[inline(always)]
+    pub(crate) unsafe fn store<V: PlaneVector>(&self, t: &Tiling, i: usize, c0: usize, v: V) {
+        let count = if i < self.spilling_rows { V::LANES } else { t.cols };
+        V::store(self.y.add(i * self.ow + c0), count, v);
+    }
 }
 
 /// Runs `$body` with `$taps` rebound to a literal when it is one of the
