@@ -51,13 +51,23 @@ pub fn compile(graph: &Graph, plan: &Plan) -> Result<JitModel, CodegenError> {
 /// [`compile`], in portable mode when `portable` (no kernel-library calls),
 /// stopping once `limits`' compile time is spent.
 pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits) -> Result<JitModel, CodegenError> {
+    compile_in(graph, plan, codegen::Mode { portable, profile: false }, limits)
+}
+
+/// [`compile`] with every node's time charged through [`crate::profile`].
+pub fn compile_profiled(graph: &Graph, plan: &Plan, limits: &Limits) -> Result<JitModel, CodegenError> {
+    compile_in(graph, plan, codegen::Mode { portable: false, profile: true }, limits)
+}
+
+fn compile_in(graph: &Graph, plan: &Plan, mode: codegen::Mode, limits: &Limits) -> Result<JitModel, CodegenError> {
     let isa = host_isa().map_err(CodegenError::Module)?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for k in onnxc_runtime::abi::KERNELS.iter().chain(onnxc_runtime_std::KERNELS) {
         builder.symbol(k.name, k.address);
     }
+    builder.symbol(codegen::PROFILE_HOOK, crate::profile::onnxc_profile_node as *const u8);
     let mut module = JITModule::new(builder);
-    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", portable, limits)?;
+    let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", mode, limits)?;
     module.finalize_definitions()?;
     let code = module.get_finalized_function(id);
     // SAFETY: `define_model` gave the function exactly the `RunFn` signature.

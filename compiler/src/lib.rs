@@ -22,6 +22,7 @@ pub mod load;
 pub mod ops;
 pub mod passes;
 pub mod plan;
+pub mod profile;
 pub mod regex;
 pub mod tensor_io;
 

@@ -4,6 +4,7 @@
 pub mod compile;
 pub mod info;
 pub mod object_runner;
+pub mod profile;
 pub mod run;
 pub mod test;
 

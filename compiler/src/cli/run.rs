@@ -48,6 +48,10 @@ pub struct BenchArgs {
     /// Timed runs after warm-up
     #[arg(long, default_value_t = 20)]
     pub iters: usize,
+    /// Also time every node (its median over the timed runs), printed by
+    /// time and summed by operator; the code calls a clock after each node
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// Reads the value files `paths`, the k-th as what the graph declares
@@ -144,7 +148,12 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
     let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits, false).map_err(|e| e.to_string())?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
-    let jit = driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?;
+    let jit = if a.profile {
+        onnxc::jit::compile_profiled(&graph, &plan, &limits)
+            .map_err(|error| driver::Error::Codegen { file: a.model.clone(), error }.to_string())?
+    } else {
+        driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?
+    };
     let inputs = jit
         .interface()
         .inputs
@@ -171,11 +180,19 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     for _ in 0..warmup {
         call.run()?;
     }
+    onnxc::profile::take(0);
     let mut times = Vec::with_capacity(a.iters);
+    let mut node_times = Vec::new();
     for _ in 0..a.iters.max(1) {
         let start = Instant::now();
         call.run()?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
+        if a.profile {
+            node_times.push(onnxc::profile::take(graph.nodes.len()));
+        }
+    }
+    if a.profile {
+        super::profile::print(&graph, &node_times);
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];

@@ -7,13 +7,15 @@
 //! upper bits are the failing node's index + 1 (see [`status`]).
 //! Operators emit their code through [`Lower`]: pointers to their inputs,
 //! outputs and scratch, calls into the kernel library, loops, and a
-//! checked early exit. In portable mode ([`define_model`]'s `portable`)
+//! checked early exit. In portable mode ([`Mode::portable`])
 //! the kernel library is off limits: operators take their Cranelift-only
 //! lowering (built from [`Lower::nest`] and [`Lower::fold_nest`]), and one
 //! without it fails to compile, naming the node and operator, instead of
 //! leaving an undefined symbol for the linker. This module (with `emit` and `jit`) is the only place
 //! that names the Cranelift crates; operator files reach Cranelift through
-//! the re-exports below.
+//! the re-exports below. With [`Mode::profile`] (only `onnxc bench
+//! --profile` asks for it) the code calls [`PROFILE_HOOK`] on entry and
+//! after every node, so the time between two calls is that node's.
 
 mod alloc;
 mod composite;
@@ -53,6 +55,20 @@ impl From<cranelift_module::ModuleError> for CodegenError {
         CodegenError::Module(format!("{e:?}"))
     }
 }
+
+/// How the code is generated.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mode {
+    /// No kernel-library calls: the object references only memcpy/memset.
+    pub portable: bool,
+    /// Calls [`PROFILE_HOOK`] on entry and after every node.
+    pub profile: bool,
+}
+
+/// `void onnxc_profile_node(uint32_t index)`: called with `u32::MAX` on
+/// entry and with a node's index when that node is done (profiled code only;
+/// the program that runs it defines the function).
+pub const PROFILE_HOOK: &str = "onnxc_profile_node";
 
 /// Byte offsets of the fields of `onnxc_context` (see the generated header).
 struct ContextLayout {
@@ -98,11 +114,13 @@ struct Env {
     footprint: Footprint,
     /// No kernel-library calls: the object references only memcpy/memset.
     portable: bool,
+    /// [`PROFILE_HOOK`], in profiled code.
+    profile_hook: Option<FuncRef>,
 }
 
 /// Declares and defines `symbol` (the model's run function) in `module`;
-/// returns it with what each node cost in code and read-only data. With
-/// `portable`, no operator calls the kernel library. A plan with several
+/// returns it with what each node cost in code and read-only data, generated
+/// as `mode` says. A plan with several
 /// parts gets one local function per part, which `symbol` calls in turn;
 /// `limits`' compile-time clock is checked before each.
 pub fn define_model<M: Module>(
@@ -110,7 +128,7 @@ pub fn define_model<M: Module>(
     graph: &Graph,
     plan: &Plan,
     symbol: &str,
-    portable: bool,
+    mode: Mode,
     limits: &Limits,
 ) -> Result<(FuncId, Footprint), CodegenError> {
     let ptr = module.target_config().pointer_type();
@@ -133,7 +151,7 @@ pub fn define_model<M: Module>(
         const_data: &const_data,
         carried: Carried { footprint, data_count: 0 },
         symbol,
-        portable,
+        mode,
     };
     let mut parts = Vec::new();
     let mut open_guards = 0;
@@ -212,7 +230,7 @@ struct Function<'g> {
     const_data: &'g BTreeMap<ValueId, DataId>,
     carried: Carried,
     symbol: &'g str,
-    portable: bool,
+    mode: Mode,
 }
 
 /// What one function's lowering passes on to the next.
@@ -305,8 +323,20 @@ impl Function<'_> {
             guards: Vec::new(),
             repeats: Vec::new(),
             footprint: carried.footprint,
-            portable: self.portable,
+            portable: self.mode.portable,
+            profile_hook: None,
         };
+        if self.mode.profile {
+            let mut hook = Signature::new(module.target_config().default_call_conv);
+            hook.params.push(AbiParam::new(types::I32));
+            let id = module.declare_function(PROFILE_HOOK, Linkage::Import, &hook)?;
+            let hook = module.declare_func_in_func(id, b.func);
+            if !part {
+                let start = b.ins().iconst(types::I32, u32::MAX as i64);
+                b.ins().call(hook, &[start]);
+            }
+            env.profile_hook = Some(hook);
+        }
         if let (Body::Part { open_guards, .. }, Some(h)) = (&body, &plan.handover) {
             for depth in 0..*open_guards {
                 let flag =
@@ -323,6 +353,10 @@ impl Function<'_> {
             let mut cx =
                 Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
             node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
+            if let Some(hook) = env.profile_hook {
+                let index = b.ins().iconst(types::I32, index as i64);
+                b.ins().call(hook, &[index]);
+            }
         }
         b.set_srcloc(SourceLoc::default());
         let open_guards = env.guards.len();
@@ -543,8 +577,14 @@ impl<'f> Lower<'_, 'f> {
         self.node.outputs.len()
     }
 
+    /// True when output `i` is present and something reads it (a node or
+    /// the caller). Lowerings write their optional outputs only then: an
+    /// unread one (Dropout's mask, MaxPool's indices) is nobody's business.
     pub fn has_output(&self, i: usize) -> bool {
-        self.node.outputs.get(i).is_some_and(|&v| !self.graph.value(v).name.is_empty())
+        self.node.outputs.get(i).is_some_and(|&v| {
+            !self.graph.value(v).name.is_empty()
+                && (self.graph.outputs.contains(&v) || self.graph.nodes.iter().any(|n| n.inputs.contains(&Some(v))))
+        })
     }
 
     /// Element type and shape of input `i` (its copy's type once staged).

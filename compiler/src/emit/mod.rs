@@ -69,7 +69,14 @@ pub fn object(
         .map_err(|e| CodegenError::Module(format!("target {triple}: {e}")))?;
     let builder = ObjectBuilder::new(isa, prefix.as_bytes().to_vec(), default_libcall_names())?;
     let mut module = ObjectModule::new(builder);
-    let (_, footprint) = codegen::define_model(&mut module, graph, plan, &format!("{prefix}_run"), portable, limits)?;
+    let (_, footprint) = codegen::define_model(
+        &mut module,
+        graph,
+        plan,
+        &format!("{prefix}_run"),
+        codegen::Mode { portable, profile: false },
+        limits,
+    )?;
     let bytes = module.finish().emit().map_err(|e| CodegenError::Module(e.to_string()))?;
     Ok(Object { bytes, footprint })
 }
