@@ -9,18 +9,17 @@
 //! it; `onnxc_conv_prologue_f32` computes `max(x * scale[c] + shift[c], 0)`
 //! there (input 4 of the Conv), per input channel `c`.
 //!
-//! `affine` is any chain of inference BatchNormalization and Mul or Add
-//! by a per-channel constant (`[C, 1, 1]`, `[1, C, 1, 1]`, a scalar...;
-//! exporters from Caffe2 write the normalisation's scale and bias that
-//! way), composed into one `scale` and `shift` — the same values up to
-//! rounding, as BatchNormalization folding.
+//! `affine` is any chain of per-channel affine maps ([`super::affine`]),
+//! composed into one `scale` and `shift` — the same values up to
+//! rounding, as in `fold_affine`.
 //!
 //! Applies when the Conv is f32, pointwise (1x1, stride 1, no padding)
 //! with packed weights (so it runs after `pack_conv_weights`), and each
 //! intermediate has the input's shape and is read only by the next node,
 //! all in one guarded or repeated range.
 
-use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use super::affine::affine_step;
+use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 use onnxc_runtime::conv_takes_prologue;
@@ -87,69 +86,6 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
     }
     let mut flags = removed.into_iter();
     graph.nodes.retain(|_| !flags.next().unwrap_or(false));
-}
-
-/// One per-channel affine map `v -> v * mul[c] + add[c]`.
-struct Step {
-    mul: Vec<f32>,
-    add: Vec<f32>,
-}
-
-impl Step {
-    /// `x * scale + shift` followed by this step, as a new scale and shift.
-    fn apply(&self, c: usize, scale: f32, shift: f32) -> (f32, f32) {
-        (scale * self.mul[c], shift * self.mul[c] + self.add[c])
-    }
-}
-
-/// The affine step `node` computes and the value it reads, when it is an
-/// inference BatchNormalization or a Mul/Add by a per-channel constant.
-fn affine_step(graph: &Graph, node: &Node, rank: usize, channels: usize) -> Option<(ValueId, Step)> {
-    let values = |v: &Option<ValueId>, statistic: bool| {
-        v.and_then(|v| graph.const_value(v)).and_then(|t| per_channel(t, rank, channels, statistic))
-    };
-    let constant = |v: &Option<ValueId>| values(v, false);
-    match (&node.op, node.inputs.as_slice()) {
-        (Op::BatchNorm(norm), [Some(x), stats @ ..]) if norm.spatial && norm.training.is_none() => {
-            let stats: Vec<Vec<f32>> = stats.iter().map(|v| values(v, true)).collect::<Option<_>>()?;
-            let [gamma, beta, mean, var]: [Vec<f32>; 4] = stats.try_into().ok()?;
-            let k: Vec<f32> = (0..channels).map(|c| gamma[c] / (var[c] + norm.epsilon).sqrt()).collect();
-            let add = (0..channels).map(|c| beta[c] - mean[c] * k[c]).collect();
-            (node.outputs.len() == 1).then_some((*x, Step { mul: k, add }))
-        }
-        (Op::Elementwise(e), [a, b]) if matches!(e.func, Func::Mul | Func::Add | Func::Sum) => {
-            let (x, values) = match (constant(a), constant(b)) {
-                (None, Some(v)) => (a.as_ref()?, v),
-                (Some(v), None) => (b.as_ref()?, v),
-                _ => return None,
-            };
-            let step = match e.func {
-                Func::Mul => Step { mul: values, add: vec![0.0; channels] },
-                _ => Step { mul: vec![1.0; channels], add: values },
-            };
-            Some((*x, step))
-        }
-        _ => None,
-    }
-}
-
-/// A constant's values per channel (axis 1 of a rank-`rank` tensor): a
-/// BatchNormalization `statistic` (`[C]`), or an operand that broadcasts
-/// along every other axis (`[C, 1, 1]`, `[1, C, 1, 1]`, a single value).
-fn per_channel(t: &Tensor, rank: usize, channels: usize, statistic: bool) -> Option<Vec<f32>> {
-    let values = t.to_f32s()?;
-    let dims = &t.shape;
-    if statistic {
-        return (dims.len() == 1 && values.len() == channels).then_some(values);
-    }
-    if dims.len() > rank || !dims.iter().enumerate().all(|(i, &d)| d == 1 || rank - dims.len() + i == 1) {
-        return None;
-    }
-    match values.len() {
-        1 => Some(vec![values[0]; channels]),
-        n if n == channels => Some(values),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use crate::ops::Op;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
-mod fold_batchnorm;
+mod affine;
+mod fold_affine;
 mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_conv_prologue;
@@ -19,7 +20,7 @@ mod pack_conv_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
-pub use fold_batchnorm::fold_batchnorm_into_conv;
+pub use fold_affine::fold_affine_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_conv_prologue::fuse_conv_prologue;
@@ -33,7 +34,7 @@ pub use pack_conv_weights::pack_conv_weights;
 /// fused into them that their loops would not do.
 pub fn run(graph: &mut Graph, portable: bool) {
     eliminate_dead_nodes(graph);
-    fold_batchnorm_into_conv(graph);
+    fold_affine_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);
     fuse_matmul_add(graph);
