@@ -180,8 +180,8 @@ fn bench_sgemm(c: &mut Crit) {
     }
 }
 
-/// Convolutions of ResNet-50 and (pointwise, grouped) ShuffleNet and
-/// SqueezeNet: (name, in channels, out channels, group, input size, kernel
+/// Convolutions of ResNet-50, (pointwise, grouped) ShuffleNet, SqueezeNet,
+/// DenseNet-121 (32 output channels) and VGG-19 (a large plane): (name, in channels, out channels, group, input size, kernel
 /// size, stride).
 const CONVS: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
     ("stem-7x7s2", 3, 64, 1, 224, 7, 2),
@@ -199,6 +199,8 @@ const CONVS: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
     ("squeezenet-conv1", 3, 64, 1, 224, 3, 2),
     ("squeezenet-e3-55", 16, 64, 1, 55, 3, 1),
     ("squeezenet-e3-13", 64, 256, 1, 13, 3, 1),
+    ("densenet-3x3-56", 128, 32, 1, 56, 3, 1),
+    ("vgg19-conv1_2", 64, 64, 1, 224, 3, 1),
 ];
 
 fn bench_conv(c: &mut Crit) {

@@ -28,6 +28,10 @@ const B_BUF: usize = 64 * 1024;
 pub const MAX_BLOCK_COLUMNS: usize = 2048;
 /// Floats of the largest tile (tiles of fewer rows are computed into a stack tile).
 const TILE_BUF: usize = 16 * 32;
+/// Outputs larger than this (a core's L2) are prefetched a tile ahead:
+/// their rows are far apart and miss the caches, and the hardware
+/// prefetchers do not follow a tile's short row segments.
+const PREFETCHED_OUTPUT_BYTES: usize = 512 * 1024;
 
 #[repr(C, align(64))]
 struct Aligned<const N: usize>([f32; N]);
@@ -239,6 +243,7 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
         finish,
         kc_max,
         mc_max: (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS),
+        prefetch_output: m.saturating_mul(n).saturating_mul(4) > PREFETCHED_OUTPUT_BYTES,
     };
     // Column blocks of (nearly) equal whole B panels, at most `nc_max`
     // wide. With threads, more and narrower blocks first (they cost
@@ -313,6 +318,8 @@ pub struct Product<'a, B, F> {
     finish: &'a F,
     kc_max: usize,
     mc_max: usize,
+    /// Whether the output is larger than [`PREFETCHED_OUTPUT_BYTES`].
+    prefetch_output: bool,
 }
 
 impl<B: BSource, F: FinishRow> Product<'_, B, F> {
@@ -367,8 +374,17 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                     let valid_rows = mr.min(m - i0);
                     let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
                     let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                    if last {
-                        (i0..i0 + valid_rows).for_each(|i| self.finish.prefetch(i, jc, cols));
+                    // The next tile's output rows (when large), and on the
+                    // last slice what its finish reads, while this one
+                    // computes.
+                    let next = (i0 + mr).min(ic + mc)..(i0 + 2 * mr).min(ic + mc);
+                    for i in next {
+                        if self.prefetch_output {
+                            prefetch_floats(y.ptr.wrapping_offset(i as isize * y.rs + jc as isize), cols);
+                        }
+                        if last {
+                            self.finish.prefetch(i, jc, cols);
+                        }
                     }
                     let end = if last && valid_rows == mr { self.finish.tile_end(i0, jc) } else { None };
                     if let Some(end) = &end {
