@@ -269,14 +269,24 @@ unsafe fn fill<V: PlaneVector>(
                 splat::<V>(phase, 0..d.start, pad);
                 splat::<V>(phase, d.end / V::LANES * V::LANES..t.phase_len, pad);
             }
-            for (q, src) in pieces(n, sw * V::LANES).map(|q| (first + q, src.add(q))) {
-                if sw == 1 {
-                    V::store(dst.add(q), V::LANES, V::read(src));
-                } else {
-                    let (even, odd) = V::deinterleave(V::read(src), V::read(src.add(V::LANES)));
-                    V::store(dst.add(at(q)), V::LANES, even);
-                    V::store(dst.add(at(q + 1)), V::LANES, odd);
+            if sw == 1 {
+                for q in pieces(n, V::LANES) {
+                    V::store(dst.add(first + q), V::LANES, V::read(src.add(q)));
                 }
+                continue;
+            }
+            // Column stride 2: whole pieces from `first`, each phase's
+            // stores running on from the one before; then the last piece,
+            // moved back to end at `end` (its phases placed afresh: its
+            // parity may differ).
+            let piece = 2 * V::LANES;
+            let (even, odd) = (dst.add(at(first)), dst.add(at(first + 1)));
+            for k in 0..n / piece {
+                deinterleave_piece::<V>(src.add(k * piece), even.add(k * V::LANES), odd.add(k * V::LANES));
+            }
+            if n % piece != 0 {
+                let q = first + n - piece;
+                deinterleave_piece::<V>(src.add(n - piece), dst.add(at(q)), dst.add(at(q + 1)));
             }
             continue;
         }
@@ -296,6 +306,15 @@ unsafe fn fill<V: PlaneVector>(
 
 // Helpers of `fill` as functions: closures would not inline their
 // intrinsics, being compiled without the caller's target features.
+
+/// Copies the two vectors at `src` into a buffer row: the even columns
+/// to `even`, the odd ones to `odd`.
+#[inline(always)]
+unsafe fn deinterleave_piece<V: PlaneVector>(src: *const f32, even: *mut f32, odd: *mut f32) {
+    let (e, o) = V::deinterleave(V::read(src), V::read(src.add(V::LANES)));
+    V::store(even, V::LANES, e);
+    V::store(odd, V::LANES, o);
+}
 
 /// `value` vectors over `columns` (whole vectors) from `dst`.
 #[inline(always)]
