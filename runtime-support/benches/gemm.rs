@@ -181,8 +181,8 @@ fn bench_sgemm(c: &mut Crit) {
 }
 
 /// Convolutions of ResNet-50, (pointwise, grouped) ShuffleNet, SqueezeNet,
-/// DenseNet-121 (32 output channels) and VGG-19 (a large plane): (name, in channels, out channels, group, input size, kernel
-/// size, stride).
+/// DenseNet-121 (32 output channels) and VGG-19 (large planes): (name, in
+/// channels, out channels, group, input size, kernel size, stride).
 const CONVS: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
     ("stem-7x7s2", 3, 64, 1, 224, 7, 2),
     ("layer1-3x3", 64, 64, 1, 56, 3, 1),
@@ -201,6 +201,10 @@ const CONVS: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
     ("squeezenet-e3-13", 64, 256, 1, 13, 3, 1),
     ("densenet-3x3-56", 128, 32, 1, 56, 3, 1),
     ("vgg19-conv1_2", 64, 64, 1, 224, 3, 1),
+    ("vgg19-conv1_1", 3, 64, 1, 224, 3, 1),
+    ("vgg19-conv2_2", 128, 128, 1, 112, 3, 1),
+    ("vgg19-conv3_2", 256, 256, 1, 56, 3, 1),
+    ("shufflenet-conv1", 3, 24, 1, 224, 3, 2),
 ];
 
 fn bench_conv(c: &mut Crit) {
