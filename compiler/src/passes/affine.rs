@@ -18,9 +18,21 @@ pub struct Step {
 
 impl Step {
     /// `x * scale + shift` followed by this step, as a new scale and shift.
-    pub fn apply(&self, c: usize, scale: f32, shift: f32) -> (f32, f32) {
+    fn apply(&self, c: usize, scale: f32, shift: f32) -> (f32, f32) {
         (scale * self.mul[c], shift * self.mul[c] + self.add[c])
     }
+}
+
+/// `steps`, in the order they are applied, as one `scale` and `shift` per
+/// channel.
+pub fn compose<'a>(steps: impl IntoIterator<Item = &'a Step>, channels: usize) -> (Vec<f32>, Vec<f32>) {
+    let (mut scale, mut shift) = (vec![1.0f32; channels], vec![0.0f32; channels]);
+    for step in steps {
+        for c in 0..channels {
+            (scale[c], shift[c]) = step.apply(c, scale[c], shift[c]);
+        }
+    }
+    (scale, shift)
 }
 
 /// The affine step `node` computes and the value it reads, when it is an

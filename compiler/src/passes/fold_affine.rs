@@ -12,7 +12,7 @@
 //! value of the chain has the convolution's shape and is read only by the
 //! next node, all in one guarded or repeated range.
 
-use super::affine::{affine_step, Step};
+use super::affine::{affine_step, compose, Step};
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::Op;
 
@@ -62,12 +62,7 @@ pub fn fold_affine_into_conv(graph: &mut Graph) {
         if chain.is_empty() {
             continue;
         }
-        let (mut scale, mut shift) = (vec![1.0f32; channels], vec![0.0f32; channels]);
-        for step in &steps {
-            for c in 0..channels {
-                (scale[c], shift[c]) = step.apply(c, scale[c], shift[c]);
-            }
-        }
+        let (scale, shift) = compose(&steps, channels);
         let Some((w2, b2)) = folded(w, b, &scale, &shift) else { continue };
         let name = graph.nodes[conv_index].name.clone();
         let w_id = add_const(graph, format!("{name}.w_affine"), w2);

@@ -18,7 +18,7 @@
 //! intermediate has the input's shape and is read only by the next node,
 //! all in one guarded or repeated range.
 
-use super::affine::affine_step;
+use super::affine::{affine_step, compose};
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
@@ -65,12 +65,7 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
             steps.push(step);
             x = input;
         }
-        let (mut scale, mut shift) = (vec![1.0f32; channels], vec![0.0f32; channels]);
-        for step in steps.iter().rev() {
-            for c in 0..channels {
-                (scale[c], shift[c]) = step.apply(c, scale[c], shift[c]);
-            }
-        }
+        let (scale, shift) = compose(steps.iter().rev(), channels);
         let prologue = Tensor::from_f32s(vec![2 * channels], &[scale, shift].concat());
         let name = format!("{}.prologue", graph.nodes[conv_index].name);
         let ty = TensorType::known(DType::F32, &prologue.shape);
