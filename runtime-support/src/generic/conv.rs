@@ -1380,6 +1380,13 @@ mod tests {
         let padded = params(&case2d(4, 6, 2, (9, 9), (3, 3), 1, 1, [1, 1, 1, 1]));
         assert_eq!(conv_scratch_elems(&ConvParams { packed_weights: 1, ..padded }), 2 * 11 * 11);
         assert_eq!(conv_scratch_elems(&ConvParams { packed_weights: 1, ..p }), 0);
+        // Stride-1 windows with more than 3 MiB of output take the gemm (no
+        // copy): 64 channels of 112 x 112 do, 32 channels or stride 2 do not.
+        let large = |cout, stride| {
+            let p = params(&case2d(1, cout, 1, (112, 112), (3, 3), stride, 1, [1, 1, 1, 1]));
+            conv_scratch_elems(&ConvParams { packed_weights: 1, ..p })
+        };
+        assert_eq!((large(64, 1), large(32, 1), large(64, 2)), (0, 114 * 114, 113 * 113));
         let mut bad = p;
         bad.group = 4; // 6 output channels not divisible by 4
         assert_eq!(conv_scratch_elems(&bad), 0);

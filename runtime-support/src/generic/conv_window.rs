@@ -99,6 +99,9 @@ impl ConvWindow {
             let reach = (w.output[d].max(1) - 1).checked_mul(w.strides[d])?;
             *span = reach.checked_add((w.kernel[d] - 1).checked_mul(w.dilations[d])?)? + 1;
         }
+        if w.strides == [1, 1] && gemm_outruns_direct(s.m_per_group, w.pixels()) {
+            return None;
+        }
         let padded = (0..2).any(|d| w.pads[d] != 0 || span[d] > w.input[d]);
         w.placement = match (padded, s.taps) {
             (true, _) => Placement::Padded,
@@ -262,4 +265,17 @@ impl ConvWindow {
 /// ShuffleNet's 68 per group: 1.13 and 1.28).
 fn gemm_tiles_waste(pixels: usize) -> bool {
     (pixels.div_ceil(24) * 24 - pixels) * 9 >= pixels
+}
+
+/// Whether a stride-1 window's output (`channels` rows of `pixels`) is
+/// large enough that the gemm on its im2col matrix runs faster than the
+/// direct kernel. Measured in pairs (alternate calls, one process): past
+/// 3 MiB the gemm took 0.79 to 0.94 of the direct kernel's time (VGG-19's
+/// layers on 224², 112² and 56² planes, 3 to 256 channels); at 2.4 MiB
+/// (Inception's 64 to 192 channels on 56²) the two were even, and below
+/// the direct kernel wins (ResNet-50's 64 channels on 56²: the gemm 1.07
+/// to 1.10). Strided windows stay direct: the 7×7 stride-2 stem, with a
+/// 3 MiB output, took 1.2 times as long through the gemm.
+fn gemm_outruns_direct(channels: usize, pixels: usize) -> bool {
+    channels.saturating_mul(pixels).saturating_mul(4) > 3 << 20
 }

@@ -31,7 +31,7 @@ const TILE_BUF: usize = 16 * 32;
 /// Outputs larger than this (a core's L2) are prefetched a tile ahead:
 /// their rows are far apart and miss the caches, and the hardware
 /// prefetchers do not follow a tile's short row segments.
-const PREFETCHED_OUTPUT_BYTES: usize = 512 * 1024;
+pub(crate) const PREFETCHED_OUTPUT_BYTES: usize = 512 * 1024;
 
 #[repr(C, align(64))]
 struct Aligned<const N: usize>([f32; N]);

@@ -23,7 +23,7 @@
 use super::avx2::activate;
 use crate::generic::conv_window::{ConvWindow, MAX_DIRECT_DEPTH, PANEL_PIXELS};
 use crate::generic::gemm::{MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{FinishRow, TileEnd};
+use crate::generic::prepacked::{prefetch_floats, FinishRow, TileEnd, PREFETCHED_OUTPUT_BYTES};
 use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -38,6 +38,9 @@ const MAX_PANELS: usize = 3;
 const BLOCK_TILES: usize = 64;
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 8;
+/// How far ahead of a tile, in pixels, the first depth slice prefetches
+/// the output rows of large outputs (two cache lines: eight tiles).
+const PREFETCH_PIXELS: usize = 32;
 
 /// One depth step: the step's table entry and first-panel weights at byte
 /// offsets `$t` and `$w`; `$b at $panel` the weight loads; then per pixel
@@ -225,6 +228,10 @@ struct Job<'a, F> {
     /// Output: `m` channel rows of `n` pixels.
     y: *mut f32,
     n: usize,
+    /// Whether the output is larger than [`PREFETCHED_OUTPUT_BYTES`]: its
+    /// lines are then in no cache when the first slice stores a tile's
+    /// 24 rows of 16 bytes, and the store queue fills while they arrive.
+    prefetch_output: bool,
     finish: &'a F,
 }
 
@@ -282,6 +289,13 @@ impl<F: FinishRow> Job<'_, F> {
     #[inline(always)]
     unsafe fn tile(&self, mut input: TileInput, p0: usize, i0: usize, panels: usize, first: bool, last: bool) {
         let pixels = PIXELS.min(self.n - p0);
+        if first && self.prefetch_output && p0 % 16 == 0 {
+            // Every 16 pixels (a cache line of each row): the line two ahead.
+            let ahead = self.y.wrapping_add(i0 * self.n + p0 + PREFETCH_PIXELS);
+            for i in 0..PANEL_ROWS * panels {
+                prefetch_floats(ahead.wrapping_add(i * self.n), 1);
+            }
+        }
         // Pixels past the output repeat the last one (read, never stored).
         input.pixels = self.window.corners(p0, self.n - 1).map(|corner| self.x.add(corner));
         let acc = if panels == 3 { sums3(input) } else { sums2(input) };
@@ -341,7 +355,8 @@ pub(crate) unsafe fn conv<F: FinishRow>(
     let mut table = [MaybeUninit::<i32>::uninit(); MAX_DIRECT_DEPTH];
     window.tap_offsets(&mut table[..k]);
     let kc_max = super::avx2::Avx2Fma::depth_slice(k);
-    let job = Job { window, x, a, m, k, kc_max, offsets: table.as_ptr() as *const i32, y, n, finish };
+    let prefetch_output = m.saturating_mul(n).saturating_mul(4) > PREFETCHED_OUTPUT_BYTES;
+    let job = Job { window, x, a, m, k, kc_max, offsets: table.as_ptr() as *const i32, y, n, prefetch_output, finish };
     let tiles = n.div_ceil(PIXELS);
     let blocks = channel_blocks(m);
     let mut tile_parts = tiles.div_ceil(BLOCK_TILES);
