@@ -289,7 +289,7 @@ impl<F: FinishRow> Job<'_, F> {
     #[inline(always)]
     unsafe fn tile(&self, mut input: TileInput, p0: usize, i0: usize, panels: usize, first: bool, last: bool) {
         let pixels = PIXELS.min(self.n - p0);
-        if first && self.prefetch_output && p0 % 16 == 0 {
+        if first && self.prefetch_output && p0.is_multiple_of(16) {
             // Every 16 pixels (a cache line of each row): the line two ahead.
             let ahead = self.y.wrapping_add(i0 * self.n + p0 + PREFETCH_PIXELS);
             for i in 0..PANEL_ROWS * panels {
