@@ -207,11 +207,12 @@ unsafe fn tile(
     }
 }
 
-/// Stores a whole tile (`NR` columns): the edge tiles' arithmetic, unrolled
-/// with the sums in registers, without lane masks or a branch per vector
-/// (which, with the sums spilled to the stack, had taken more time than a
-/// 6-deep tile's products: grouped 1×1 convolutions on 56² planes 0.86 to
-/// 0.90 of their time, ResNet-50's 64 to 256 channels 0.94 to 0.96).
+/// Stores a whole tile (`NR` columns): the edge tiles' arithmetic and
+/// [`finish`], unrolled with the sums in registers, without lane masks or
+/// a branch per vector (which, with the sums spilled to the stack, had
+/// taken more time than a 6-deep tile's products: grouped 1×1
+/// convolutions on 56² planes 0.86 to 0.90 of their time, ResNet-50's 64
+/// to 256 channels 0.94 to 0.96).
 #[inline(always)]
 unsafe fn store_whole(
     acc: &[[__m256; 3]; MR],
@@ -222,23 +223,16 @@ unsafe fn store_whole(
     end: Option<&TileEnd>,
 ) {
     let al = _mm256_set1_ps(alpha);
+    let every_lane = _mm256_set1_epi32(-1);
     for (i, row) in acc.iter().enumerate() {
         let out = y.offset(i as isize * rs);
-        let bias = end.filter(|e| !e.bias.is_null()).map(|e| _mm256_set1_ps(*e.bias.add(i)));
-        let residual =
-            end.filter(|e| !e.residual.is_null()).map(|e| e.residual.wrapping_offset(i as isize * e.residual_rs));
         for (q, &v) in row.iter().enumerate() {
             let dst = out.add(8 * q);
-            let mut v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
-            if let Some(end) = end {
-                if let Some(bias) = bias {
-                    v = _mm256_add_ps(v, bias);
-                }
-                if let Some(r) = residual {
-                    v = _mm256_add_ps(v, _mm256_loadu_ps(r.add(8 * q)));
-                }
-                v = activate(end.activation, v);
-            }
+            let v = if accumulate { _mm256_fmadd_ps(v, al, _mm256_loadu_ps(dst)) } else { _mm256_mul_ps(v, al) };
+            let v = match end {
+                Some(end) => finish(end, i, 8 * q, every_lane, true, v),
+                None => v,
+            };
             _mm256_storeu_ps(dst, v);
         }
     }
