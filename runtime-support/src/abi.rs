@@ -8,6 +8,7 @@
 //! against the real function.
 
 use crate::generic::attention::*;
+use crate::generic::blocked::*;
 use crate::generic::conv::*;
 use crate::generic::convert::*;
 use crate::generic::copy::*;
@@ -176,6 +177,9 @@ kernel_table! {
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_prologue_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
+    onnxc_conv_blocked_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
+    onnxc_to_blocked_f32(*const f32, *mut f32, i64, i64, i64) -> i32;
+    onnxc_from_blocked_f32(*const f32, *mut f32, i64, i64, i64) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *const Parallel) -> i32;
     onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64, *const Parallel) -> i32;
     onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64, *const Parallel) -> i32;

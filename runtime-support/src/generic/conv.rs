@@ -91,7 +91,7 @@ pub const EPILOGUE_TANH: i64 = 7;
 /// they call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
 /// `max(-0, 0)` is `+0`), so the results are the same bits.
 #[inline(always)]
-unsafe fn epilogue<T: Real>(p: &ConvParams, bias: Option<T>, residual: Option<*const T>, out: &mut [T]) {
+pub(crate) unsafe fn epilogue<T: Real>(p: &ConvParams, bias: Option<T>, residual: Option<*const T>, out: &mut [T]) {
     let residual = residual.map(|r| core::slice::from_raw_parts(r, out.len()));
     let (a, b) = (T::from_f64(p.act_a), T::from_f64(p.act_b));
     let (zero, one) = (T::ZERO, T::ONE);

@@ -20,6 +20,7 @@
 //! sizes, which are the caller's responsibility.
 
 pub mod attention;
+pub mod blocked;
 pub mod conv;
 pub(crate) mod conv_window;
 pub mod convert;

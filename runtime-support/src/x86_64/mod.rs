@@ -12,6 +12,7 @@
 pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
+pub(crate) mod blocked_conv;
 pub mod depthwise;
 pub(crate) mod direct_conv;
 mod plane;

@@ -1,0 +1,485 @@
+//! The blocked activation layout (NCHWc, 8 channels) and the convolution
+//! that reads and writes it.
+//!
+//! In NCHW a convolution's tile of output channels × pixels is written a
+//! row segment per channel, and each pixel's input comes from a different
+//! plane per depth step; on the machines we measure, that access pattern,
+//! not the arithmetic, is what keeps the NCHW kernels behind ONNX Runtime
+//! (BENCHMARKS.md, session 14). In the blocked layout a tensor
+//! `[N][C][H][W]` is stored `[N][C/8][H][W][8]`: the 8 channels of a block
+//! at one pixel are one ymm vector, so a tile's outputs are whole-vector
+//! stores and its inputs consecutive broadcasts from one line.
+//!
+//! The compiler chooses the layout once per graph (its `layout` pass):
+//! chains of convolutions and elementwise ops run blocked, with
+//! [`onnxc_to_blocked_f32`] and [`onnxc_from_blocked_f32`] at their edges.
+//! Only tensors whose channels are a multiple of 8 are blocked, so a block
+//! never holds padding.
+//!
+//! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`]
+//! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
+//! in sequence, and the 8 output channels of an input channel are one
+//! vector. This module holds the portable convolution (the reference the
+//! AVX2 kernel is tested against, and the fallback); the AVX2 kernel is
+//! `x86_64::blocked_conv`.
+
+use super::conv::{epilogue, validate, ConvParams};
+use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::parallel::Parallel;
+
+/// Channels per block.
+pub const BLOCK: usize = 8;
+
+/// Whether [`onnxc_conv_blocked_f32`] takes these params: a 2-D
+/// convolution of one group whose input and output channels are
+/// multiples of [`BLOCK`].
+pub fn conv_takes_blocked(p: &ConvParams) -> bool {
+    validate(p).is_some()
+        && p.spatial_rank == 2
+        && p.group == 1
+        && p.in_channels as usize % BLOCK == 0
+        && p.out_channels as usize % BLOCK == 0
+}
+
+/// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]
+/// (0 for params it does not take).
+pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
+    if !conv_takes_blocked(p) {
+        return 0;
+    }
+    (p.out_channels * p.in_channels * p.kernel[0] * p.kernel[1]) as usize
+}
+
+/// The sizes of a blocked convolution, from params [`conv_takes_blocked`]
+/// accepted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockedShape {
+    pub batch: usize,
+    /// Input and output channel blocks.
+    pub in_blocks: usize,
+    pub out_blocks: usize,
+    pub in_h: usize,
+    pub in_w: usize,
+    pub out_h: usize,
+    pub out_w: usize,
+    pub kernel: [usize; 2],
+    pub strides: [usize; 2],
+    pub dilations: [usize; 2],
+    pub pads: [usize; 2],
+}
+
+impl BlockedShape {
+    pub(crate) fn of(p: &ConvParams) -> Option<BlockedShape> {
+        if !conv_takes_blocked(p) {
+            return None;
+        }
+        let pair = |v: &[i64]| [v[0] as usize, v[1] as usize];
+        Some(BlockedShape {
+            batch: p.batch as usize,
+            in_blocks: p.in_channels as usize / BLOCK,
+            out_blocks: p.out_channels as usize / BLOCK,
+            in_h: p.in_spatial[0] as usize,
+            in_w: p.in_spatial[1] as usize,
+            out_h: p.out_spatial[0] as usize,
+            out_w: p.out_spatial[1] as usize,
+            kernel: pair(&p.kernel),
+            strides: pair(&p.strides),
+            dilations: pair(&p.dilations),
+            pads: pair(&p.pads_begin),
+        })
+    }
+
+    /// Floats of one input image, and of one output image.
+    pub(crate) fn in_image(&self) -> usize {
+        self.in_blocks * self.in_h * self.in_w * BLOCK
+    }
+
+    pub(crate) fn out_image(&self) -> usize {
+        self.out_blocks * self.out_h * self.out_w * BLOCK
+    }
+
+    /// Floats of one output block's packed weights.
+    pub(crate) fn weights_per_block(&self) -> usize {
+        self.kernel[0] * self.kernel[1] * self.in_blocks * BLOCK * BLOCK
+    }
+
+    /// The kernel taps along `axis` whose input index, for output index
+    /// `o`, falls inside the input (`len` long): `o * stride - pad + k * dilation`.
+    pub(crate) fn taps(&self, axis: usize, o: usize, len: usize) -> core::ops::Range<usize> {
+        let (s, d, pad, k) = (self.strides[axis], self.dilations[axis], self.pads[axis], self.kernel[axis]);
+        let start = o * s;
+        let first = pad.saturating_sub(start).div_ceil(d);
+        // Taps with `start + k * d < len + pad`.
+        let end = (len + pad).saturating_sub(start).div_ceil(d).min(k);
+        first.min(end)..end
+    }
+}
+
+/// Packs `w` (`[M][C][KH][KW]`, ONNX order) into `packed`
+/// (`[M/8][KH][KW][C/8][8 in][8 out]`).
+///
+/// # Safety
+/// As the module contract; `packed` holds [`conv_blocked_weights_elems`] floats.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
+    p: *const ConvParams,
+    w: *const f32,
+    packed: *mut f32,
+) -> i32 {
+    let Some(s) = p.as_ref().and_then(BlockedShape::of) else { return STATUS_INVALID_PARAMS };
+    let [kh, kw] = s.kernel;
+    let c = s.in_blocks * BLOCK;
+    let mut out = packed;
+    for mb in 0..s.out_blocks {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                for ci in 0..c {
+                    for co in 0..BLOCK {
+                        let m = mb * BLOCK + co;
+                        *out = *w.add(((m * c + ci) * kh + ky) * kw + kx);
+                        out = out.add(1);
+                    }
+                }
+            }
+        }
+    }
+    STATUS_OK
+}
+
+/// `y = conv(x)` with `x`, `y` and `residual` blocked and the weights
+/// packed by [`onnxc_pack_conv_weights_blocked_f32`]; the epilogue
+/// (`bias`, `residual`, activation) is [`onnxc_conv_f32`]'s. `bias`
+/// (`out_channels` floats) and `residual` may be null. Results are within
+/// rounding of the NCHW convolution (the sums' order differs), and the same
+/// for any thread count.
+///
+/// [`onnxc_conv_f32`]: super::conv::onnxc_conv_f32
+///
+/// # Safety
+/// As the module contract.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn onnxc_conv_blocked_f32(
+    p: *const ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    residual: *const f32,
+    y: *mut f32,
+    parallel: *const Parallel,
+) -> i32 {
+    let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
+    let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
+    if p.residual == 0 && !residual.is_null() || p.residual == 1 && residual.is_null() {
+        return STATUS_INVALID_PARAMS;
+    }
+    if s.batch * s.out_image() == 0 {
+        return STATUS_OK;
+    }
+    let operands = BlockedOperands { x, w, bias, residual, y };
+    #[cfg(target_arch = "x86_64")]
+    if super::gemm::GemmKernel::best() != super::gemm::GemmKernel::Generic {
+        crate::x86_64::blocked_conv::conv(p, &s, operands, parallel);
+        return STATUS_OK;
+    }
+    conv_reference(p, &s, operands);
+    STATUS_OK
+}
+
+/// The data of a blocked convolution call.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockedOperands {
+    pub x: *const f32,
+    pub w: *const f32,
+    pub bias: *const f32,
+    pub residual: *const f32,
+    pub y: *mut f32,
+}
+
+/// The portable blocked convolution: each output vector's sum over the
+/// taps inside the input, then the epilogue.
+///
+/// # Safety
+/// As [`onnxc_conv_blocked_f32`], `s` from `p`.
+pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: BlockedOperands) {
+    let kw = s.kernel[1];
+    for n in 0..s.batch {
+        let x = o.x.add(n * s.in_image());
+        for mb in 0..s.out_blocks {
+            let w = o.w.add(mb * s.weights_per_block());
+            for oy in 0..s.out_h {
+                for ox in 0..s.out_w {
+                    let mut acc = [0.0f32; BLOCK];
+                    for ky in s.taps(0, oy, s.in_h) {
+                        let iy = oy * s.strides[0] + ky * s.dilations[0] - s.pads[0];
+                        for kx in s.taps(1, ox, s.in_w) {
+                            let ix = ox * s.strides[1] + kx * s.dilations[1] - s.pads[1];
+                            let taps = w.add((ky * kw + kx) * s.in_blocks * BLOCK * BLOCK);
+                            for cb in 0..s.in_blocks {
+                                let pixel = x.add(((cb * s.in_h + iy) * s.in_w + ix) * BLOCK);
+                                for ci in 0..BLOCK {
+                                    let weights = taps.add((cb * BLOCK + ci) * BLOCK);
+                                    for (co, a) in acc.iter_mut().enumerate() {
+                                        *a += *pixel.add(ci) * *weights.add(co);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let at = n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK;
+                    let out = core::slice::from_raw_parts_mut(o.y.add(at), BLOCK);
+                    finish_vector(p, o.bias, o.residual, at, mb, &acc, out);
+                }
+            }
+        }
+    }
+}
+
+/// Writes `out = activation((sums + bias) + residual)` for one output
+/// vector at float `at` of output block `mb`: the NCHW epilogue, lane by
+/// lane.
+///
+/// # Safety
+/// As [`onnxc_conv_blocked_f32`]; `at` is inside the output.
+pub(crate) unsafe fn finish_vector(
+    p: &ConvParams,
+    bias: *const f32,
+    residual: *const f32,
+    at: usize,
+    mb: usize,
+    sums: &[f32; BLOCK],
+    out: &mut [f32],
+) {
+    for (lane, (o, &v)) in out.iter_mut().zip(sums).enumerate() {
+        *o = v;
+        let b = (!bias.is_null()).then(|| *bias.add(mb * BLOCK + lane));
+        let r = (!residual.is_null()).then(|| residual.add(at + lane));
+        epilogue(p, b, r, core::slice::from_mut(o));
+    }
+}
+
+/// Reorders `x` (`batch` images of `channels` planes of `pixels`) into
+/// the blocked layout `y`. `channels` is a multiple of [`BLOCK`].
+///
+/// # Safety
+/// As the module contract.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_to_blocked_f32(
+    x: *const f32,
+    y: *mut f32,
+    batch: i64,
+    channels: i64,
+    pixels: i64,
+) -> i32 {
+    let Some((batch, channels, pixels)) = reorder_sizes(batch, channels, pixels) else { return STATUS_INVALID_PARAMS };
+    for block in 0..batch * channels / BLOCK {
+        let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
+        for i in 0..pixels {
+            for c in 0..BLOCK {
+                *dst.add(i * BLOCK + c) = *src.add(c * pixels + i);
+            }
+        }
+    }
+    STATUS_OK
+}
+
+/// The sizes of a reorder, when they are valid.
+fn reorder_sizes(batch: i64, channels: i64, pixels: i64) -> Option<(usize, usize, usize)> {
+    let [batch, channels, pixels] = [batch, channels, pixels].map(|v| usize::try_from(v).ok());
+    Some((batch?, channels.filter(|c| c.is_multiple_of(BLOCK))?, pixels?))
+}
+
+/// The inverse of [`onnxc_to_blocked_f32`].
+///
+/// # Safety
+/// As the module contract.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_from_blocked_f32(
+    x: *const f32,
+    y: *mut f32,
+    batch: i64,
+    channels: i64,
+    pixels: i64,
+) -> i32 {
+    let Some((batch, channels, pixels)) = reorder_sizes(batch, channels, pixels) else { return STATUS_INVALID_PARAMS };
+    for block in 0..batch * channels / BLOCK {
+        let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
+        for c in 0..BLOCK {
+            for i in 0..pixels {
+                *dst.add(c * pixels + i) = *src.add(i * BLOCK + c);
+            }
+        }
+    }
+    STATUS_OK
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::conv::{
+        onnxc_conv_f32, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
+    };
+    use crate::generic::test_util::{assert_close, rand_vec, reversed};
+    use core::ptr::null;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// `(channels in, out, input h × w, kernel, stride, dilation, pads)`.
+    type Case = (usize, usize, [usize; 2], [usize; 2], usize, usize, [usize; 2]);
+
+    fn params(&(cin, cout, input, kernel, stride, dilation, pads): &Case) -> ConvParams {
+        let mut p = ConvParams {
+            batch: 2,
+            in_channels: cin as i64,
+            out_channels: cout as i64,
+            group: 1,
+            spatial_rank: 2,
+            ..Default::default()
+        };
+        for d in 0..2 {
+            p.in_spatial[d] = input[d] as i64;
+            p.kernel[d] = kernel[d] as i64;
+            p.strides[d] = stride as i64;
+            p.dilations[d] = dilation as i64;
+            p.pads_begin[d] = pads[d] as i64;
+            let span = dilation * (kernel[d] - 1) + 1;
+            p.out_spatial[d] = ((input[d] + 2 * pads[d] - span) / stride + 1) as i64;
+        }
+        p
+    }
+
+    fn blocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
+        let mut y = vec![0.0; x.len()];
+        let pixels = x.len() / batch / channels;
+        assert_eq!(
+            unsafe { onnxc_to_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64) },
+            STATUS_OK
+        );
+        y
+    }
+
+    fn unblocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
+        let mut y = vec![0.0; x.len()];
+        let pixels = x.len() / batch / channels;
+        assert_eq!(
+            unsafe { onnxc_from_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64) },
+            STATUS_OK
+        );
+        y
+    }
+
+    #[test]
+    fn reorders_are_inverse_and_put_eight_channels_per_pixel() {
+        let x: Vec<f32> = (0..2 * 16 * 3).map(|i| i as f32).collect();
+        let y = blocked(&x, 2, 16);
+        // Image 1, block 1, pixel 2, lane 5: channel 13 of image 1 at pixel 2.
+        assert_eq!(y[((16 / 8 + 1) * 3 + 2) * 8 + 5], x[(16 + 13) * 3 + 2]);
+        assert_eq!(unblocked(&y, 2, 16), x);
+        let mut out = vec![0.0; 12];
+        assert_eq!(unsafe { onnxc_to_blocked_f32(x.as_ptr(), out.as_mut_ptr(), 1, 4, 3) }, STATUS_INVALID_PARAMS);
+    }
+
+    /// Every case through the NCHW kernel and through the blocked one
+    /// (reordered in and out), with each epilogue, serial and threaded.
+    #[test]
+    fn blocked_conv_matches_the_nchw_conv() {
+        let cases: [Case; 7] = [
+            (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
+            (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),
+            (16, 16, [10, 9], [3, 3], 2, 1, [1, 1]),
+            (8, 8, [6, 13], [1, 1], 1, 1, [0, 0]),
+            (24, 16, [12, 12], [1, 1], 2, 1, [0, 0]),
+            (8, 16, [15, 14], [7, 7], 2, 1, [3, 3]),
+            (16, 8, [9, 9], [3, 2], 1, 2, [2, 0]),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            let p = params(case);
+            let (cin, cout) = (case.0, case.1);
+            let (in_len, out_len) =
+                (2 * cin * case.2[0] * case.2[1], 2 * cout * (p.out_spatial[0] * p.out_spatial[1]) as usize);
+            let x = rand_vec(in_len, i as u64);
+            let w = rand_vec(cout * cin * case.3[0] * case.3[1], 10 + i as u64);
+            let bias = rand_vec(cout, 20 + i as u64);
+            let residual = rand_vec(out_len, 30 + i as u64);
+            let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
+            assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+            let (xb, rb) = (blocked(&x, 2, cin), blocked(&residual, 2, cout));
+            for (activation, fused) in
+                [(EPILOGUE_NONE, 0), (EPILOGUE_RELU, 1), (EPILOGUE_LEAKY_RELU, 1), (EPILOGUE_HARD_SWISH, 0)]
+            {
+                let p = ConvParams { activation, act_a: 0.1, residual: fused, ..p };
+                let r = if fused == 1 { (residual.as_ptr(), rb.as_ptr()) } else { (null(), null()) };
+                let mut want = vec![0.0; out_len];
+                let mut scratch = vec![0.0; crate::generic::conv::conv_scratch_elems(&p)];
+                let status = unsafe {
+                    onnxc_conv_f32(
+                        &p,
+                        x.as_ptr(),
+                        w.as_ptr(),
+                        bias.as_ptr(),
+                        r.0,
+                        want.as_mut_ptr(),
+                        scratch.as_mut_ptr(),
+                        null(),
+                    )
+                };
+                assert_eq!(status, STATUS_OK);
+                let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+                let mut outputs = Vec::new();
+                for parallel in [null(), &threaded as *const Parallel] {
+                    let mut y = vec![f32::NAN; out_len];
+                    let status = unsafe {
+                        onnxc_conv_blocked_f32(
+                            &p,
+                            xb.as_ptr(),
+                            packed.as_ptr(),
+                            bias.as_ptr(),
+                            r.1,
+                            y.as_mut_ptr(),
+                            parallel,
+                        )
+                    };
+                    assert_eq!(status, STATUS_OK);
+                    assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
+                    outputs.push(y);
+                }
+                assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
+                let s = BlockedShape::of(&p).expect("blocked");
+                let mut reference = vec![f32::NAN; out_len];
+                let o = BlockedOperands {
+                    x: xb.as_ptr(),
+                    w: packed.as_ptr(),
+                    bias: bias.as_ptr(),
+                    residual: r.1,
+                    y: reference.as_mut_ptr(),
+                };
+                unsafe { conv_reference(&p, &s, o) };
+                assert_close(&unblocked(&reference, 2, cout), &want, 1e-5);
+            }
+        }
+    }
+
+    #[test]
+    fn only_single_group_2d_convolutions_of_whole_blocks_are_taken() {
+        let p = params(&(16, 8, [5, 5], [3, 3], 1, 1, [1, 1]));
+        assert!(conv_takes_blocked(&p));
+        assert!(!conv_takes_blocked(&ConvParams { in_channels: 12, ..p }));
+        assert!(!conv_takes_blocked(&ConvParams { group: 2, ..p }));
+        assert!(!conv_takes_blocked(&ConvParams { spatial_rank: 1, ..p }));
+        assert_eq!(conv_blocked_weights_elems(&ConvParams { out_channels: 4, ..p }), 0);
+        let mut y = [0.0f32; 1];
+        let status = unsafe {
+            onnxc_conv_blocked_f32(
+                &ConvParams { group: 2, ..p },
+                null(),
+                null(),
+                null(),
+                null(),
+                y.as_mut_ptr(),
+                null(),
+            )
+        };
+        assert_eq!(status, STATUS_INVALID_PARAMS);
+    }
+}
