@@ -267,6 +267,11 @@ pub struct Conv {
     /// convolution (pointwise, packed weights only); set by
     /// `passes::fuse_conv_prologue`.
     pub prologue: bool,
+    /// Input 0, input 3 and the output are in the blocked layout
+    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]) and input 1 holds the
+    /// weights packed by `onnxc_pack_conv_weights_blocked_f32`; set by
+    /// `passes::choose_layout`.
+    pub blocked: bool,
 }
 
 /// An activation applied in the convolution's epilogue.
@@ -329,6 +334,7 @@ impl Conv {
             residual: false,
             packed_weights: None,
             prologue: false,
+            blocked: false,
         })
     }
 
@@ -393,6 +399,10 @@ trait ConvKernel {
     fn has_prologue(&self) -> bool {
         false
     }
+    /// Whether the data is in the blocked layout (see [`Conv::blocked`]).
+    fn is_blocked(&self) -> bool {
+        false
+    }
     /// True when portable mode lowers it as direct loops
     /// ([`super::window_loops`]); otherwise portable mode refuses it.
     const DIRECT_LOOPS: bool;
@@ -413,7 +423,13 @@ trait ConvKernel {
                 return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, p.out_channels));
             }
         }
-        let shape = Conv::output_shape(&p);
+        let mut shape = Conv::output_shape(&p);
+        if self.is_blocked() {
+            if x.dtype != DType::F32 {
+                return Err(format!("a blocked convolution needs f32, not {}", x.dtype));
+            }
+            shape = super::layout::blocked_shape(&shape).ok_or("the output channels are not whole blocks")?;
+        }
         if let Some(pro) = cx.opt_input(4) {
             let want = [2 * p.in_channels as usize];
             if !self.has_prologue() || pro.dtype != DType::F32 || x.dtype != DType::F32 || pro.shape != want {
@@ -434,6 +450,9 @@ trait ConvKernel {
         };
         // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
         let size = if x.dtype == DType::F64 { 8 } else { 4 };
+        if self.is_blocked() {
+            return 0;
+        }
         self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * size)
     }
 
@@ -449,6 +468,12 @@ trait ConvKernel {
         }
         if self.has_prologue() {
             return lower_with_prologue(cx, dtype, &p);
+        }
+        if self.is_blocked() {
+            let params = cx.params(&p)?;
+            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
+            args.extend([cx.output_ptr(0)?, cx.parallel_ptr()]);
+            return cx.call_checked("onnxc_conv_blocked_f32", &args);
         }
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
@@ -511,7 +536,16 @@ impl ConvKernel for Conv {
         self.prologue
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
-        self.params(x, self.packed_weights.as_deref().unwrap_or(w))
+        let w = self.packed_weights.as_deref().unwrap_or(w);
+        if self.blocked {
+            let x = super::layout::unblocked_shape(x)
+                .ok_or_else(|| format!("input 0 has shape {x:?}, which is not blocked"))?;
+            return self.params(&x, w);
+        }
+        self.params(x, w)
+    }
+    fn is_blocked(&self) -> bool {
+        self.blocked
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_scratch_elems(p)
@@ -535,6 +569,7 @@ pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
         residual: false,
         packed_weights: None,
         prologue: false,
+        blocked: false,
     };
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }

@@ -18,6 +18,7 @@ pub mod fused;
 pub mod gather;
 pub mod gradient;
 pub mod image;
+pub mod layout;
 pub mod linalg;
 pub mod loss;
 pub mod maps;
@@ -242,6 +243,7 @@ ops! {
     ConvTranspose(conv::ConvTranspose),
     DeformConv(conv::DeformConv),
     Col2Im(conv::Col2Im),
+    Reorder(layout::Reorder),
     Pool(pool::Pool),
     MaxUnpool(pool::MaxUnpool),
     RoiPool(pool::RoiPool),

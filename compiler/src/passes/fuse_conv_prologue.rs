@@ -35,7 +35,7 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
         let Some(Some(rectified)) = conv_node.inputs.first().copied() else { continue };
         let Some((DType::F32, shape)) = graph.concrete(rectified) else { continue };
         let Some(Ok(p)) = conv.packed_weights.as_ref().map(|w| conv.params(&shape, w)) else { continue };
-        if conv.prologue || !conv_takes_prologue(&p) {
+        if conv.prologue || conv.blocked || !conv_takes_prologue(&p) {
             continue;
         }
         // Walk up from the conv: the Relu, then the affine nodes.

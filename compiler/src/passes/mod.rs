@@ -9,6 +9,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
 
 mod affine;
+mod choose_layout;
 mod fold_affine;
 mod fuse_conv_activation;
 mod fuse_conv_add;
@@ -20,6 +21,7 @@ mod pack_conv_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
+pub use choose_layout::choose_layout;
 pub use fold_affine::fold_affine_into_conv;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
@@ -40,6 +42,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_matmul_add(graph);
     gemm_by_splat(graph);
     if !portable {
+        choose_layout(graph);
         pack_conv_weights(graph);
         fuse_conv_prologue(graph);
     }

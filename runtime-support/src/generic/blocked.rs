@@ -37,8 +37,8 @@ pub fn conv_takes_blocked(p: &ConvParams) -> bool {
     validate(p).is_some()
         && p.spatial_rank == 2
         && p.group == 1
-        && p.in_channels as usize % BLOCK == 0
-        && p.out_channels as usize % BLOCK == 0
+        && (p.in_channels as usize).is_multiple_of(BLOCK)
+        && (p.out_channels as usize).is_multiple_of(BLOCK)
 }
 
 /// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]

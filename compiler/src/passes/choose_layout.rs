@@ -1,0 +1,289 @@
+//! Which convolutions run in the blocked layout (NCHWc), chosen once per
+//! graph, and the reorders at the edges of the parts that do.
+//!
+//! The blocked convolution (`onnxc_conv_blocked_f32`) outruns the NCHW
+//! kernels because its tiles read and write whole 8-channel vectors
+//! (`onnxc_runtime::generic::blocked`); a reorder into or out of the
+//! layout costs a pass over the tensor. So convolutions that feed each
+//! other (as input 0 or as the residual of a fused Add) are grouped, and
+//! a group runs blocked only when it has more convolutions than the
+//! reorders it needs: the values it reads from outside, and its outputs
+//! that something else (or the graph's caller) reads in NCHW.
+//!
+//! A blocked convolution writes a new value `[N, C/8, H, W, 8]`; where its
+//! NCHW output is still read, a `FromBlocked` right after it recomputes
+//! the original value, so readers outside the group are untouched. An
+//! outside value a group reads gets one `ToBlocked`, just before its first
+//! blocked reader. The weights are packed for the blocked kernel here, by
+//! the kernel library's own packer.
+//!
+//! Applies to f32 2-D Conv of one group, constant weights, input and
+//! output channels multiples of 8, without a prologue, when the code calls
+//! kernels; a group never spans a guarded or repeated range's marker. Runs
+//! after the rewrites that fuse into Conv and before `pack_conv_weights`.
+
+use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::layout::{blocked_shape, Reorder};
+use crate::ops::Op;
+use onnxc_runtime::{
+    conv_blocked_weights_elems, conv_takes_blocked, onnxc_pack_conv_weights_blocked_f32, ConvParams, STATUS_OK,
+};
+use petgraph::unionfind::UnionFind;
+use std::collections::{HashMap, HashSet};
+
+/// The input slots a blocked convolution reads blocked: X and the residual.
+const BLOCKED_SLOTS: [usize; 2] = [0, 3];
+
+pub fn choose_layout(graph: &mut Graph) {
+    let params: HashMap<usize, ConvParams> =
+        (0..graph.nodes.len()).filter_map(|i| Some((i, candidate(graph, i)?))).collect();
+    if params.is_empty() {
+        return;
+    }
+    let producer = super::producers(graph);
+    let region = super::regions(graph);
+    let member_producer = |v: ValueId, reader: usize| {
+        producer.get(&v).copied().filter(|p| params.contains_key(p) && region[*p] == region[reader])
+    };
+    let mut groups = UnionFind::<usize>::new(graph.nodes.len());
+    for &i in params.keys() {
+        for slot in BLOCKED_SLOTS {
+            if let Some(p) = blocked_input(graph, i, slot).and_then(|v| member_producer(v, i)) {
+                groups.union(i, p);
+            }
+        }
+    }
+    // Per group: its convolutions, values reordered in, outputs reordered out.
+    let mut convs: HashMap<usize, usize> = HashMap::new();
+    let mut reordered_in: HashSet<(usize, ValueId)> = HashSet::new();
+    for &i in params.keys() {
+        *convs.entry(groups.find(i)).or_default() += 1;
+        for slot in BLOCKED_SLOTS {
+            if let Some(v) = blocked_input(graph, i, slot) {
+                if member_producer(v, i).is_none() {
+                    reordered_in.insert((groups.find(i), v));
+                }
+            }
+        }
+    }
+    let read_in_nchw = nchw_reads(graph, &params, &groups);
+    let mut reorders: HashMap<usize, usize> = HashMap::new();
+    for &(group, _) in &reordered_in {
+        *reorders.entry(group).or_default() += 1;
+    }
+    for &i in params.keys() {
+        if read_in_nchw.contains(&graph.nodes[i].outputs[0]) {
+            *reorders.entry(groups.find(i)).or_default() += 1;
+        }
+    }
+    let chosen: HashSet<usize> = params
+        .keys()
+        .copied()
+        .filter(|&i| convs[&groups.find(i)] > reorders.get(&groups.find(i)).copied().unwrap_or(0))
+        .collect();
+    if chosen.is_empty() {
+        return;
+    }
+    rewrite(graph, &params, &chosen, &read_in_nchw);
+}
+
+/// The params of node `i` when it is a Conv the blocked kernel can run.
+fn candidate(graph: &Graph, i: usize) -> Option<ConvParams> {
+    let node = &graph.nodes[i];
+    let Op::Conv(conv) = &node.op else { return None };
+    if conv.prologue || conv.blocked || conv.packed_weights.is_some() {
+        return None;
+    }
+    let (x, w) = (node.inputs.first().copied()??, node.inputs.get(1).copied()??);
+    let (DType::F32, x_shape) = graph.concrete(x)? else { return None };
+    let weights = graph.const_value(w)?;
+    if weights.dtype != DType::F32 {
+        return None;
+    }
+    let p = conv.params(&x_shape, &weights.shape).ok()?;
+    conv_takes_blocked(&p).then_some(p)
+}
+
+/// Input `slot` of node `i`, when it has one.
+fn blocked_input(graph: &Graph, i: usize, slot: usize) -> Option<ValueId> {
+    graph.nodes[i].inputs.get(slot).copied().flatten()
+}
+
+/// The candidates' outputs that are read in NCHW: as graph outputs, or by
+/// any node but a candidate of the same group in a blocked slot.
+fn nchw_reads(graph: &Graph, params: &HashMap<usize, ConvParams>, groups: &UnionFind<usize>) -> HashSet<ValueId> {
+    let group_of: HashMap<ValueId, usize> =
+        params.keys().map(|&i| (graph.nodes[i].outputs[0], groups.find(i))).collect();
+    let mut read: HashSet<ValueId> = graph.outputs.iter().copied().filter(|v| group_of.contains_key(v)).collect();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for (slot, v) in node.inputs.iter().enumerate() {
+            let Some(&group) = v.as_ref().and_then(|v| group_of.get(v)) else { continue };
+            let blocked_read = params.contains_key(&i) && BLOCKED_SLOTS.contains(&slot) && groups.find(i) == group;
+            if !blocked_read {
+                read.extend(*v);
+            }
+        }
+    }
+    read
+}
+
+/// Makes the `chosen` convolutions blocked, with their reorders.
+fn rewrite(
+    graph: &mut Graph,
+    params: &HashMap<usize, ConvParams>,
+    chosen: &HashSet<usize>,
+    read_in_nchw: &HashSet<ValueId>,
+) {
+    // Each chosen convolution's blocked output, by its NCHW output.
+    let mut blocked: HashMap<ValueId, ValueId> = HashMap::new();
+    let nodes = std::mem::take(&mut graph.nodes);
+    for (i, mut node) in nodes.into_iter().enumerate() {
+        if !chosen.contains(&i) {
+            graph.nodes.push(node);
+            continue;
+        }
+        for slot in BLOCKED_SLOTS {
+            let Some(v) = node.inputs.get(slot).copied().flatten() else { continue };
+            let v_blocked = match blocked.get(&v) {
+                Some(&b) => b,
+                None => {
+                    let b = add_blocked_value(graph, v);
+                    graph.nodes.push(reorder(graph, true, v, b));
+                    blocked.insert(v, b);
+                    b
+                }
+            };
+            node.inputs[slot] = Some(v_blocked);
+        }
+        let y = node.outputs[0];
+        let y_blocked = add_blocked_value(graph, y);
+        blocked.insert(y, y_blocked);
+        node.outputs[0] = y_blocked;
+        let w = node.inputs[1].expect("a candidate has weights");
+        let (packed, logical) = pack_weights(graph, w, &params[&i]);
+        node.inputs[1] = Some(packed);
+        if let Op::Conv(conv) = &mut node.op {
+            conv.packed_weights = Some(logical);
+            conv.blocked = true;
+        }
+        graph.nodes.push(node);
+        if read_in_nchw.contains(&y) {
+            graph.nodes.push(reorder(graph, false, y_blocked, y));
+        }
+    }
+}
+
+/// A new value holding `v` blocked.
+fn add_blocked_value(graph: &mut Graph, v: ValueId) -> ValueId {
+    let (dtype, shape) = graph.concrete(v).expect("candidates' values have known shapes");
+    let shape = blocked_shape(&shape).expect("candidates' channels are whole blocks");
+    let name = format!("{}.blocked", graph.value(v).name);
+    graph.add_value(name, Some(TensorType::known(dtype, &shape)), ValueDef::Computed)
+}
+
+/// The node reordering `from` into `to`.
+fn reorder(graph: &Graph, to_blocked: bool, from: ValueId, to: ValueId) -> Node {
+    let op = Reorder { to_blocked };
+    let name = format!("{}.{}", graph.value(from).name, crate::ops::Operator::name(&op));
+    Node { name, op: Op::Reorder(op), inputs: vec![Some(from)], outputs: vec![to] }
+}
+
+/// Weights `w` packed for the blocked kernel, as a new constant, and their
+/// logical shape.
+fn pack_weights(graph: &mut Graph, w: ValueId, p: &ConvParams) -> (ValueId, Vec<usize>) {
+    let weights = graph.const_value(w).expect("candidates' weights are constant");
+    let values = weights.to_f32s().expect("candidates' weights are f32");
+    let logical = weights.shape.clone();
+    let mut packed = vec![0.0f32; conv_blocked_weights_elems(p)];
+    // SAFETY: `conv_takes_blocked` accepted `p`, `values` holds its
+    // weights and `packed` the packed size.
+    let status = unsafe { onnxc_pack_conv_weights_blocked_f32(p, values.as_ptr(), packed.as_mut_ptr()) };
+    assert_eq!(status, STATUS_OK, "the blocked packer refused params it takes");
+    let tensor = Tensor::from_f32s(vec![packed.len()], &packed);
+    let name = format!("{}.blocked_weights", graph.value(w).name);
+    let ty = TensorType::known(DType::F32, &tensor.shape);
+    (graph.add_value(name, Some(ty), ValueDef::Const(tensor)), logical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::elementwise::{Elementwise, Func};
+    use crate::passes::test_graph::{constant, floats, push, push_conv, run_bytes, value};
+
+    /// Appends `y = Conv(x)` with `channels` out of `[1, c, 5, 5]` and a
+    /// `k`×`k` kernel padded to keep the size.
+    fn conv(g: &mut Graph, name: &str, x: ValueId, channels: [usize; 2], k: usize) -> ValueId {
+        let [c, m] = channels;
+        let weights: Vec<f32> = (0..m * c * k * k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let w = constant(g, &format!("{name}.w"), &[m, c, k, k], &weights);
+        let y = value(g, name, &[1, m, 5, 5], ValueDef::Computed);
+        push_conv(g, &[k / 2; 4], 1, x, w, y);
+        y
+    }
+
+    /// x → conv a (8 → 16, 3×3) → conv b (16 → 8, 1×1, plus x as its
+    /// residual) → conv c (8 → 8, 3×3) → Relu → y; `convs` of them (1 to 3).
+    fn graph(convs: usize) -> Graph {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let mut last = conv(&mut g, "a", x, [8, 16], 3);
+        if convs > 1 {
+            last = conv(&mut g, "b", last, [16, 8], 1);
+            let node = g.nodes.last_mut().expect("b");
+            node.inputs.extend([None, Some(x)]);
+            if let Op::Conv(conv) = &mut node.op {
+                conv.residual = true;
+            }
+        }
+        if convs > 2 {
+            last = conv(&mut g, "c", last, [8, 8], 3);
+        }
+        let channels = g.concrete(last).expect("shape").1[1];
+        let y = value(&mut g, "y", &[1, channels, 5, 5], ValueDef::Computed);
+        push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[last], y);
+        g.outputs.push(y);
+        g
+    }
+
+    #[test]
+    fn a_chain_of_convolutions_runs_blocked_between_two_reorders() {
+        let reference = graph(3);
+        let mut g = reference.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Conv", "FromBlocked", "Relu"]);
+        let x_blocked = g.nodes[0].outputs[0];
+        assert_eq!(g.concrete(x_blocked).map(|t| t.1), Some(vec![1, 1, 5, 5, 8]));
+        for node in &g.nodes[1..4] {
+            let Op::Conv(conv) = &node.op else { unreachable!() };
+            assert!(conv.blocked && conv.packed_weights.is_some());
+        }
+        // Conv b reads conv a's blocked output, and x blocked as its residual.
+        assert_eq!(g.nodes[2].inputs[0], Some(g.nodes[1].outputs[0]));
+        assert_eq!(g.nodes[2].inputs[3], Some(x_blocked));
+
+        let x: Vec<f32> = (0..200).map(|i| (i as f32 * 0.71).cos()).collect();
+        let x = Tensor::from_f32s(vec![1, 8, 5, 5], &x);
+        let want = floats(&run_bytes(&reference, std::slice::from_ref(&x), false)[0]);
+        let got = floats(&run_bytes(&g, std::slice::from_ref(&x), false)[0]);
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn convolutions_that_would_cost_as_many_reorders_stay_nchw() {
+        for convs in [1, 2] {
+            let mut g = graph(convs);
+            choose_layout(&mut g);
+            assert!(g
+                .nodes
+                .iter()
+                .all(|n| !matches!(&n.op, Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { blocked: true, .. }))));
+        }
+    }
+}
