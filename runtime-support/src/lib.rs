@@ -33,6 +33,7 @@ pub mod x86_64;
 pub use abi::*;
 pub use generic::attention::*;
 pub use generic::blocked::*;
+pub use generic::blocked_pool::*;
 pub use generic::conv::*;
 pub use generic::convert::*;
 pub use generic::copy::*;

@@ -55,6 +55,9 @@ pub struct Pool {
     /// Global pools take the whole spatial extent as their window.
     pub global: bool,
     pub window: Window,
+    /// Input and output are in the blocked layout (`[N, C/8, H, W, 8]`,
+    /// see [`super::layout`]); set by `passes::choose_layout`.
+    pub blocked: bool,
 }
 
 fn flag(cx: &NodeImport, name: &str) -> Result<bool, String> {
@@ -96,7 +99,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if cx.output_count > 1 && op_type != "MaxPool" {
         return Err(format!("{op_type} has one output"));
     }
-    Ok(Op::Pool(Pool { op_type, kind, global, window }))
+    Ok(Op::Pool(Pool { op_type, kind, global, window, blocked: false }))
 }
 
 impl Pool {
@@ -129,7 +132,17 @@ impl Pool {
         self.window.resolve(spatial, &self.window.kernel_shape)
     }
 
-    fn params(&self, x: &[usize]) -> Result<PoolParams, String> {
+    /// The kernel parameters for input shape `x` (blocked when the pool is).
+    pub(crate) fn params(&self, x: &[usize]) -> Result<PoolParams, String> {
+        if self.blocked {
+            let x = super::layout::unblocked_shape(x)
+                .ok_or_else(|| format!("input 0 has shape {x:?}, which is not blocked"))?;
+            return self.layout_params(&x);
+        }
+        self.layout_params(x)
+    }
+
+    fn layout_params(&self, x: &[usize]) -> Result<PoolParams, String> {
         if x.len() < 2 || (!self.global && x.len() < 3) {
             return Err(format!("input 0 has shape {x:?}, expected [N, C, spatial...]"));
         }
@@ -170,8 +183,14 @@ impl Operator for Pool {
         }
         let p = self.params(x.shape)?;
         let r = p.spatial_rank as usize;
-        let shape: Vec<usize> =
-            x.shape[..2].iter().copied().chain(p.out_spatial[..r].iter().map(|&d| d as usize)).collect();
+        let (n, c) = (p.batch as usize, p.channels as usize);
+        let mut shape: Vec<usize> = [n, c].into_iter().chain(p.out_spatial[..r].iter().map(|&d| d as usize)).collect();
+        if self.blocked {
+            if x.dtype != DType::F32 || cx.output_count > 1 {
+                return Err("a blocked pool needs f32 and has one output".into());
+            }
+            shape = super::layout::blocked_shape(&shape).ok_or("the channels are not whole blocks")?;
+        }
         let mut out = vec![Inferred::new(x.dtype, shape.clone())];
         if cx.output_count > 1 {
             out.push(Inferred::new(DType::I64, shape));
@@ -197,6 +216,10 @@ impl Operator for Pool {
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
+        if self.blocked {
+            let parallel = cx.parallel_ptr();
+            return cx.call_checked("onnxc_pool_blocked_f32", &[params, xp, yp, parallel]);
+        }
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
             let parallel = cx.parallel_ptr();

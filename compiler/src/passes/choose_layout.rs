@@ -22,33 +22,31 @@
 //! kernels; a group never spans a guarded or repeated range's marker. Runs
 //! after the rewrites that fuse into Conv and before `pack_conv_weights`.
 
+use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::layout::{blocked_shape, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
-    conv_blocked_weights_elems, conv_takes_blocked, onnxc_pack_conv_weights_blocked_f32, ConvParams, STATUS_OK,
+    conv_blocked_weights_elems, conv_takes_blocked, onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked,
+    ConvParams, STATUS_OK,
 };
 use petgraph::unionfind::UnionFind;
 use std::collections::{HashMap, HashSet};
 
-/// The input slots a blocked convolution reads blocked: X and the residual.
-const BLOCKED_SLOTS: [usize; 2] = [0, 3];
-
 pub fn choose_layout(graph: &mut Graph) {
-    let params: HashMap<usize, ConvParams> =
-        (0..graph.nodes.len()).filter_map(|i| Some((i, candidate(graph, i)?))).collect();
-    if params.is_empty() {
+    let roles: HashMap<usize, Role> = (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, i)?))).collect();
+    if !roles.values().any(|r| matches!(r, Role::Conv(_))) {
         return;
     }
     let producer = super::producers(graph);
     let region = super::regions(graph);
     let member_producer = |v: ValueId, reader: usize| {
-        producer.get(&v).copied().filter(|p| params.contains_key(p) && region[*p] == region[reader])
+        producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[reader])
     };
     let mut groups = UnionFind::<usize>::new(graph.nodes.len());
-    for &i in params.keys() {
-        for slot in BLOCKED_SLOTS {
-            if let Some(p) = blocked_input(graph, i, slot).and_then(|v| member_producer(v, i)) {
+    for &i in roles.keys() {
+        for v in blocked_inputs(graph, i) {
+            if let Some(p) = member_producer(v, i) {
                 groups.union(i, p);
             }
         }
@@ -56,70 +54,104 @@ pub fn choose_layout(graph: &mut Graph) {
     // Per group: its convolutions, values reordered in, outputs reordered out.
     let mut convs: HashMap<usize, usize> = HashMap::new();
     let mut reordered_in: HashSet<(usize, ValueId)> = HashSet::new();
-    for &i in params.keys() {
-        *convs.entry(groups.find(i)).or_default() += 1;
-        for slot in BLOCKED_SLOTS {
-            if let Some(v) = blocked_input(graph, i, slot) {
-                if member_producer(v, i).is_none() {
-                    reordered_in.insert((groups.find(i), v));
-                }
+    for (&i, role) in &roles {
+        if matches!(role, Role::Conv(_)) {
+            *convs.entry(groups.find(i)).or_default() += 1;
+        }
+        for v in blocked_inputs(graph, i) {
+            if member_producer(v, i).is_none() {
+                reordered_in.insert((groups.find(i), v));
             }
         }
     }
-    let read_in_nchw = nchw_reads(graph, &params, &groups);
+    let read_in_nchw = nchw_reads(graph, &roles, &groups);
     let mut reorders: HashMap<usize, usize> = HashMap::new();
     for &(group, _) in &reordered_in {
         *reorders.entry(group).or_default() += 1;
     }
-    for &i in params.keys() {
+    for &i in roles.keys() {
         if read_in_nchw.contains(&graph.nodes[i].outputs[0]) {
             *reorders.entry(groups.find(i)).or_default() += 1;
         }
     }
-    let chosen: HashSet<usize> = params
-        .keys()
-        .copied()
-        .filter(|&i| convs[&groups.find(i)] > reorders.get(&groups.find(i)).copied().unwrap_or(0))
-        .collect();
+    let gain = |i: usize| {
+        let group = groups.find(i);
+        convs.get(&group).copied().unwrap_or(0) > reorders.get(&group).copied().unwrap_or(0)
+    };
+    let chosen: HashSet<usize> = roles.keys().copied().filter(|&i| gain(i)).collect();
     if chosen.is_empty() {
         return;
     }
-    rewrite(graph, &params, &chosen, &read_in_nchw);
+    rewrite(graph, &roles, &chosen, &read_in_nchw);
 }
 
-/// The params of node `i` when it is a Conv the blocked kernel can run.
-fn candidate(graph: &Graph, i: usize) -> Option<ConvParams> {
+/// How a node takes part in the blocked layout.
+enum Role {
+    /// A convolution the blocked kernel runs, with its params.
+    Conv(Box<ConvParams>),
+    /// A node that carries blocked values between convolutions: a pool
+    /// the blocked pooling kernel runs, or a Concat along the channels.
+    Carrier,
+}
+
+/// Node `i`'s role when it can run blocked.
+fn role(graph: &Graph, i: usize) -> Option<Role> {
     let node = &graph.nodes[i];
-    let Op::Conv(conv) = &node.op else { return None };
-    if conv.prologue || conv.blocked || conv.packed_weights.is_some() {
-        return None;
+    let f32_shape = |slot: usize| match graph.concrete(node.inputs.get(slot).copied()??)? {
+        (DType::F32, shape) => Some(shape),
+        _ => None,
+    };
+    match &node.op {
+        Op::Conv(conv) if !conv.prologue && !conv.blocked && conv.packed_weights.is_none() => {
+            let weights = graph.const_value(node.inputs.get(1).copied()??)?;
+            if weights.dtype != DType::F32 {
+                return None;
+            }
+            let p = conv.params(&f32_shape(0)?, &weights.shape).ok()?;
+            conv_takes_blocked(&p).then(|| Role::Conv(Box::new(p)))
+        }
+        Op::Pool(pool) if !pool.blocked && !pool.global && node.outputs.len() == 1 => {
+            let p = pool.params(&f32_shape(0)?).ok()?;
+            pool_takes_blocked(&p).then_some(Role::Carrier)
+        }
+        Op::Concat(concat) => {
+            let shapes: Option<Vec<Vec<usize>>> = (0..node.inputs.len()).map(f32_shape).collect();
+            let shapes = shapes?;
+            let channels_axis = normalize_axis(concat.axis, 4) == Some(1);
+            let whole_blocks = shapes.iter().all(|s| blocked_shape(s).is_some());
+            (channels_axis && whole_blocks).then_some(Role::Carrier)
+        }
+        _ => None,
     }
-    let (x, w) = (node.inputs.first().copied()??, node.inputs.get(1).copied()??);
-    let (DType::F32, x_shape) = graph.concrete(x)? else { return None };
-    let weights = graph.const_value(w)?;
-    if weights.dtype != DType::F32 {
-        return None;
-    }
-    let p = conv.params(&x_shape, &weights.shape).ok()?;
-    conv_takes_blocked(&p).then_some(p)
 }
 
-/// Input `slot` of node `i`, when it has one.
-fn blocked_input(graph: &Graph, i: usize, slot: usize) -> Option<ValueId> {
-    graph.nodes[i].inputs.get(slot).copied().flatten()
+/// The input slots node `i` reads blocked when it runs blocked: a
+/// convolution's X and residual, a pool's input, every part of a Concat.
+fn blocked_slots(node: &Node) -> Vec<usize> {
+    match node.op {
+        Op::Conv(_) => vec![0, 3],
+        Op::Pool(_) => vec![0],
+        _ => (0..node.inputs.len()).collect(),
+    }
 }
 
-/// The candidates' outputs that are read in NCHW: as graph outputs, or by
-/// any node but a candidate of the same group in a blocked slot.
-fn nchw_reads(graph: &Graph, params: &HashMap<usize, ConvParams>, groups: &UnionFind<usize>) -> HashSet<ValueId> {
+/// The values in node `i`'s blocked slots.
+fn blocked_inputs(graph: &Graph, i: usize) -> Vec<ValueId> {
+    let node = &graph.nodes[i];
+    blocked_slots(node).into_iter().filter_map(|slot| node.inputs.get(slot).copied().flatten()).collect()
+}
+
+/// The members' outputs that are read in NCHW: as graph outputs, or by
+/// any node but a member of the same group in a blocked slot.
+fn nchw_reads(graph: &Graph, roles: &HashMap<usize, Role>, groups: &UnionFind<usize>) -> HashSet<ValueId> {
     let group_of: HashMap<ValueId, usize> =
-        params.keys().map(|&i| (graph.nodes[i].outputs[0], groups.find(i))).collect();
+        roles.keys().map(|&i| (graph.nodes[i].outputs[0], groups.find(i))).collect();
     let mut read: HashSet<ValueId> = graph.outputs.iter().copied().filter(|v| group_of.contains_key(v)).collect();
     for (i, node) in graph.nodes.iter().enumerate() {
+        let slots = if roles.contains_key(&i) { blocked_slots(node) } else { Vec::new() };
         for (slot, v) in node.inputs.iter().enumerate() {
             let Some(&group) = v.as_ref().and_then(|v| group_of.get(v)) else { continue };
-            let blocked_read = params.contains_key(&i) && BLOCKED_SLOTS.contains(&slot) && groups.find(i) == group;
-            if !blocked_read {
+            if !(slots.contains(&slot) && groups.find(i) == group) {
                 read.extend(*v);
             }
         }
@@ -127,14 +159,9 @@ fn nchw_reads(graph: &Graph, params: &HashMap<usize, ConvParams>, groups: &Union
     read
 }
 
-/// Makes the `chosen` convolutions blocked, with their reorders.
-fn rewrite(
-    graph: &mut Graph,
-    params: &HashMap<usize, ConvParams>,
-    chosen: &HashSet<usize>,
-    read_in_nchw: &HashSet<ValueId>,
-) {
-    // Each chosen convolution's blocked output, by its NCHW output.
+/// Makes the `chosen` nodes blocked, with their reorders.
+fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usize>, read_in_nchw: &HashSet<ValueId>) {
+    // Each value's blocked form, by its NCHW value.
     let mut blocked: HashMap<ValueId, ValueId> = HashMap::new();
     let nodes = std::mem::take(&mut graph.nodes);
     for (i, mut node) in nodes.into_iter().enumerate() {
@@ -142,7 +169,7 @@ fn rewrite(
             graph.nodes.push(node);
             continue;
         }
-        for slot in BLOCKED_SLOTS {
+        for slot in blocked_slots(&node) {
             let Some(v) = node.inputs.get(slot).copied().flatten() else { continue };
             let v_blocked = match blocked.get(&v) {
                 Some(&b) => b,
@@ -159,12 +186,20 @@ fn rewrite(
         let y_blocked = add_blocked_value(graph, y);
         blocked.insert(y, y_blocked);
         node.outputs[0] = y_blocked;
-        let w = node.inputs[1].expect("a candidate has weights");
-        let (packed, logical) = pack_weights(graph, w, &params[&i]);
-        node.inputs[1] = Some(packed);
-        if let Op::Conv(conv) = &mut node.op {
-            conv.packed_weights = Some(logical);
-            conv.blocked = true;
+        if let Some(Role::Conv(p)) = roles.get(&i) {
+            let w = node.inputs[1].expect("a convolution has weights");
+            let (packed, logical) = pack_weights(graph, w, p);
+            node.inputs[1] = Some(packed);
+            if let Op::Conv(conv) = &mut node.op {
+                conv.packed_weights = Some(logical);
+            }
+        }
+        match &mut node.op {
+            Op::Conv(conv) => conv.blocked = true,
+            Op::Pool(pool) => pool.blocked = true,
+            // The channels' axis, 1 in both layouts.
+            Op::Concat(concat) => concat.axis = 1,
+            _ => {}
         }
         graph.nodes.push(node);
         if read_in_nchw.contains(&y) {
@@ -208,7 +243,10 @@ fn pack_weights(graph: &mut Graph, w: ValueId, p: &ConvParams) -> (ValueId, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::conv::Window;
     use crate::ops::elementwise::{Elementwise, Func};
+    use crate::ops::pool::{Pool, PoolKind};
+    use crate::ops::shape_ops::Concat;
     use crate::passes::test_graph::{constant, floats, push, push_conv, run_bytes, value};
 
     /// Appends `y = Conv(x)` with `channels` out of `[1, c, 5, 5]` and a
@@ -264,11 +302,58 @@ mod tests {
         // Conv b reads conv a's blocked output, and x blocked as its residual.
         assert_eq!(g.nodes[2].inputs[0], Some(g.nodes[1].outputs[0]));
         assert_eq!(g.nodes[2].inputs[3], Some(x_blocked));
+        assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
+    }
 
-        let x: Vec<f32> = (0..200).map(|i| (i as f32 * 0.71).cos()).collect();
-        let x = Tensor::from_f32s(vec![1, 8, 5, 5], &x);
-        let want = floats(&run_bytes(&reference, std::slice::from_ref(&x), false)[0]);
-        let got = floats(&run_bytes(&g, std::slice::from_ref(&x), false)[0]);
+    /// x → convs a and b (8 → 8 each) → Concat → MaxPool 2×2 → conv c
+    /// (16 → 8) → Relu → y: the Concat and the pool carry blocked values.
+    #[test]
+    fn concats_and_pools_between_convolutions_stay_blocked() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let a = conv(&mut g, "a", x, [8, 8], 3);
+        let b = conv(&mut g, "b", x, [8, 8], 1);
+        let joined = value(&mut g, "joined", &[1, 16, 5, 5], ValueDef::Computed);
+        push(&mut g, "concat", Concat { axis: -3 }, &[a, b], joined);
+        let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        (window.kernel_shape, window.strides, window.pads) = (vec![2, 2], vec![2, 2], vec![0, 0, 1, 1]);
+        let pool = Pool {
+            op_type: "MaxPool",
+            kind: PoolKind::Max { column_major: false },
+            global: false,
+            window,
+            blocked: false,
+        };
+        let pooled = value(&mut g, "pooled", &[1, 16, 3, 3], ValueDef::Computed);
+        push(&mut g, "pool", pool, &[joined], pooled);
+        let weights: Vec<f32> = (0..8 * 16).map(|i| (i as f32 * 0.29).cos()).collect();
+        let w = constant(&mut g, "c.w", &[8, 16, 1, 1], &weights);
+        let c = value(&mut g, "c", &[1, 8, 3, 3], ValueDef::Computed);
+        push_conv(&mut g, &[0; 4], 1, pooled, w, c);
+        let y = value(&mut g, "y", &[1, 8, 3, 3], ValueDef::Computed);
+        push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[c], y);
+        g.outputs.push(y);
+
+        let reference = g.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Concat", "MaxPool", "Conv", "FromBlocked", "Relu"]);
+        assert!(matches!(&g.nodes[3].op, Op::Concat(Concat { axis: 1 })));
+        assert!(matches!(&g.nodes[4].op, Op::Pool(Pool { blocked: true, .. })));
+        assert_eq!(g.concrete(g.nodes[4].outputs[0]).map(|t| t.1), Some(vec![1, 2, 3, 3, 8]));
+        assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
+    }
+
+    /// Runs both graphs on one input of `shape`: the results agree within
+    /// rounding (the blocked kernels sum in another order).
+    fn assert_runs_alike(reference: &Graph, rewritten: &Graph, shape: &[usize]) {
+        let len = shape.iter().product();
+        let x: Vec<f32> = (0..len).map(|i| (i as f32 * 0.71).cos()).collect();
+        let x = Tensor::from_f32s(shape.to_vec(), &x);
+        let want = floats(&run_bytes(reference, std::slice::from_ref(&x), false)[0]);
+        let got = floats(&run_bytes(rewritten, std::slice::from_ref(&x), false)[0]);
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{got:?} vs {want:?}");

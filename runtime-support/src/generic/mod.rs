@@ -21,6 +21,7 @@
 
 pub mod attention;
 pub mod blocked;
+pub mod blocked_pool;
 pub mod conv;
 pub(crate) mod conv_window;
 pub mod convert;

@@ -67,7 +67,7 @@ pub(crate) fn window_fits(out: i64, kernel: i64, stride: i64, dilation: i64, pad
     [reach, span, -pad, reach - pad, span - pad, reach + span - pad].iter().all(|&v| i64::try_from(v).is_ok())
 }
 
-fn validate(p: &PoolParams) -> Option<usize> {
+pub(crate) fn validate(p: &PoolParams) -> Option<usize> {
     let r = checked_rank(p.spatial_rank, MAX_SPATIAL_RANK, &p.in_spatial)?;
     let ok = p.batch >= 0
         && p.channels >= 0
