@@ -9,7 +9,9 @@
 //! Padding is never materialised. An output row keeps the kernel rows that
 //! fall inside the input; pixels whose window crosses the left or right
 //! edge are computed one at a time over the kernel columns inside, and the
-//! rest in full tiles.
+//! rest in full tiles, the last one moved back over the one before where
+//! the pixels do not divide into tiles (each pixel's sums are the same in
+//! any tile, so the pixels stored twice get the same bits).
 //!
 //! Work is split over (image, output block group, output rows); each
 //! output vector is computed by one task in one order, so the result is
@@ -230,12 +232,18 @@ impl Job<'_> {
         let reach = (s.kernel[1] - 1) * dw;
         let inner_end = if s.in_w + pw > reach { ((s.in_w + pw - reach - 1) / sw + 1).min(s.out_w) } else { 0 };
         let inner_end = inner_end.max(inner_start);
+        // The inner pixels in full tiles, the last one overlapping the one
+        // before where they do not divide (it stores the same values again).
+        let inner = inner_end - inner_start;
+        let tiles = if inner >= PX { inner.div_ceil(PX) } else { 0 };
+        let tile_at = |t: usize| inner_start + (t * PX).min(inner - PX);
+        let singles = (0..s.out_w).filter(|&ox| tiles == 0 || !(inner_start..inner_end).contains(&ox));
         for oy in rows {
-            let mut ox = 0;
-            while ox < s.out_w {
-                let pixels = if ox >= inner_start && ox + PX <= inner_end { PX } else { 1 };
-                self.tile(n, mb, blocks, oy, ox, pixels);
-                ox += pixels;
+            for t in 0..tiles {
+                self.tile(n, mb, blocks, oy, tile_at(t), PX);
+            }
+            for ox in singles.clone() {
+                self.tile(n, mb, blocks, oy, ox, 1);
             }
         }
     }
