@@ -56,30 +56,44 @@ pub unsafe extern "C" fn onnxc_pool_blocked_f32(
 /// One block of channels: every output pixel's window, lane-wise.
 #[inline(always)]
 unsafe fn pool_plane(p: &PoolParams, x: *const f32, y: *mut f32) {
+    if p.kind == POOL_MAX {
+        pool_plane_of::<true>(p, x, y)
+    } else {
+        pool_plane_of::<false>(p, x, y)
+    }
+}
+
+/// [`pool_plane`] for max (`MAX`) or average pooling.
+#[inline(always)]
+unsafe fn pool_plane_of<const MAX: bool>(p: &PoolParams, x: *const f32, y: *mut f32) {
     let [iw, oh, ow] = [p.in_spatial[1], p.out_spatial[0], p.out_spatial[1]].map(|d| d as usize);
-    let max = p.kind == POOL_MAX;
+    let tap = |h: usize, w: usize| *(x.add((h * iw + w) * BLOCK) as *const [f32; BLOCK]);
     for i in 0..oh {
         let (h0, h1, _) = window(p, 0, i);
         let top_padded = (i as i64) * p.strides[0] < p.pads_begin[0];
         for j in 0..ow {
             let (w0, w1, _) = window(p, 1, j);
             let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
-            let mut acc = [if max { f32::NEG_INFINITY } else { 0.0 }; BLOCK];
-            let mut first = max && !padded_first;
+            // Max starts from the first tap, or from -inf where that lies
+            // in the padding; the sum from zero.
+            let from_first = MAX && !padded_first && h0 < h1 && w0 < w1;
+            let mut acc = if from_first { tap(h0, w0) } else { [if MAX { f32::NEG_INFINITY } else { 0.0 }; BLOCK] };
             for h in h0..h1 {
-                for w in w0..w1 {
-                    let v = &*(x.add((h * iw + w) * BLOCK) as *const [f32; BLOCK]);
-                    if first {
-                        acc = *v;
-                        first = false;
-                    } else if max {
-                        acc.iter_mut().zip(v).for_each(|(a, &v)| *a = if v > *a { v } else { *a });
-                    } else {
-                        acc.iter_mut().zip(v).for_each(|(a, &v)| *a += v);
+                let start = if from_first && h == h0 { w0 + 1 } else { w0 };
+                for w in start..w1 {
+                    let v = tap(h, w);
+                    for (a, &v) in acc.iter_mut().zip(&v) {
+                        *a = if !MAX {
+                            *a + v
+                        } else if v > *a {
+                            v
+                        } else {
+                            *a
+                        };
                     }
                 }
             }
-            if !max {
+            if !MAX {
                 let n = (average_extent(p, 0, i) * average_extent(p, 1, j)) as f32;
                 acc.iter_mut().for_each(|a| *a /= n);
             }
