@@ -19,8 +19,11 @@
 //!
 //! Applies to f32 2-D Conv of one group, constant weights, input and
 //! output channels multiples of 8, without a prologue, when the code calls
-//! kernels; a group never spans a guarded or repeated range's marker. Runs
-//! after the rewrites that fuse into Conv and before `pack_conv_weights`.
+//! kernels; between them, 2-D max/average pools, Concats along the
+//! channels and elementwise nodes (inputs of the output's shape or
+//! scalars) carry blocked values. A group never spans a guarded or
+//! repeated range's marker. Runs after the rewrites that fuse into Conv
+//! and before `pack_conv_weights` and `fuse_elementwise`.
 
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
@@ -34,7 +37,9 @@ use petgraph::unionfind::UnionFind;
 use std::collections::{HashMap, HashSet};
 
 pub fn choose_layout(graph: &mut Graph) {
-    let roles: HashMap<usize, Role> = (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, i)?))).collect();
+    let uses = super::use_counts(graph);
+    let roles: HashMap<usize, Role> =
+        (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, &uses, i)?))).collect();
     if !roles.values().any(|r| matches!(r, Role::Conv(_))) {
         return;
     }
@@ -94,8 +99,9 @@ enum Role {
     Carrier,
 }
 
-/// Node `i`'s role when it can run blocked.
-fn role(graph: &Graph, i: usize) -> Option<Role> {
+/// Node `i`'s role when it can run blocked (`uses`: how many times each
+/// value is read).
+fn role(graph: &Graph, uses: &HashMap<ValueId, usize>, i: usize) -> Option<Role> {
     let node = &graph.nodes[i];
     let f32_shape = |slot: usize| match graph.concrete(node.inputs.get(slot).copied()??)? {
         (DType::F32, shape) => Some(shape),
@@ -114,6 +120,17 @@ fn role(graph: &Graph, i: usize) -> Option<Role> {
             let p = pool.params(&f32_shape(0)?).ok()?;
             pool_takes_blocked(&p).then_some(Role::Carrier)
         }
+        // Outputs past the first (Dropout's mask) must be unread.
+        Op::Elementwise(_) if node.outputs.iter().skip(1).all(|v| !uses.contains_key(v)) => {
+            let shape = graph.concrete(node.outputs[0]).filter(|(d, _)| *d == DType::F32)?.1;
+            blocked_shape(&shape)?;
+            // Each input is the output's shape (read blocked) or a scalar.
+            let fits = |slot: usize| match node.inputs[slot] {
+                Some(v) => graph.concrete(v).is_some_and(|(_, s)| s == shape || s.iter().product::<usize>() == 1),
+                None => true,
+            };
+            (f32_shape(0)? == shape && (0..node.inputs.len()).all(fits)).then_some(Role::Carrier)
+        }
         Op::Concat(concat) => {
             let shapes: Option<Vec<Vec<usize>>> = (0..node.inputs.len()).map(f32_shape).collect();
             let shapes = shapes?;
@@ -126,11 +143,17 @@ fn role(graph: &Graph, i: usize) -> Option<Role> {
 }
 
 /// The input slots node `i` reads blocked when it runs blocked: a
-/// convolution's X and residual, a pool's input, every part of a Concat.
-fn blocked_slots(node: &Node) -> Vec<usize> {
+/// convolution's X and residual, a pool's input, every part of a Concat,
+/// an elementwise node's inputs shaped like its output.
+fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
     match node.op {
         Op::Conv(_) => vec![0, 3],
         Op::Pool(_) => vec![0],
+        Op::Elementwise(_) => {
+            let shape = graph.concrete(node.outputs[0]).map(|t| t.1);
+            let full = |v: Option<ValueId>| v.and_then(|v| graph.concrete(v)).map(|t| t.1) == shape;
+            (0..node.inputs.len()).filter(|&slot| full(node.inputs[slot])).collect()
+        }
         _ => (0..node.inputs.len()).collect(),
     }
 }
@@ -138,7 +161,7 @@ fn blocked_slots(node: &Node) -> Vec<usize> {
 /// The values in node `i`'s blocked slots.
 fn blocked_inputs(graph: &Graph, i: usize) -> Vec<ValueId> {
     let node = &graph.nodes[i];
-    blocked_slots(node).into_iter().filter_map(|slot| node.inputs.get(slot).copied().flatten()).collect()
+    blocked_slots(graph, node).into_iter().filter_map(|slot| node.inputs.get(slot).copied().flatten()).collect()
 }
 
 /// The members' outputs that are read in NCHW: as graph outputs, or by
@@ -148,7 +171,7 @@ fn nchw_reads(graph: &Graph, roles: &HashMap<usize, Role>, groups: &UnionFind<us
         roles.keys().map(|&i| (graph.nodes[i].outputs[0], groups.find(i))).collect();
     let mut read: HashSet<ValueId> = graph.outputs.iter().copied().filter(|v| group_of.contains_key(v)).collect();
     for (i, node) in graph.nodes.iter().enumerate() {
-        let slots = if roles.contains_key(&i) { blocked_slots(node) } else { Vec::new() };
+        let slots = if roles.contains_key(&i) { blocked_slots(graph, node) } else { Vec::new() };
         for (slot, v) in node.inputs.iter().enumerate() {
             let Some(&group) = v.as_ref().and_then(|v| group_of.get(v)) else { continue };
             if !(slots.contains(&slot) && groups.find(i) == group) {
@@ -169,7 +192,7 @@ fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usi
             graph.nodes.push(node);
             continue;
         }
-        for slot in blocked_slots(&node) {
+        for slot in blocked_slots(graph, &node) {
             let Some(v) = node.inputs.get(slot).copied().flatten() else { continue };
             let v_blocked = match blocked.get(&v) {
                 Some(&b) => b,
@@ -186,6 +209,10 @@ fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usi
         let y_blocked = add_blocked_value(graph, y);
         blocked.insert(y, y_blocked);
         node.outputs[0] = y_blocked;
+        // Unread further outputs take the layout too, to keep their shapes.
+        for out in node.outputs.iter_mut().skip(1) {
+            *out = add_blocked_value(graph, *out);
+        }
         if let Some(Role::Conv(p)) = roles.get(&i) {
             let w = node.inputs[1].expect("a convolution has weights");
             let (packed, logical) = pack_weights(graph, w, p);
@@ -261,7 +288,8 @@ mod tests {
     }
 
     /// x → conv a (8 → 16, 3×3) → conv b (16 → 8, 1×1, plus x as its
-    /// residual) → conv c (8 → 8, 3×3) → Relu → y; `convs` of them (1 to 3).
+    /// residual) → conv c (8 → 8, 3×3) → Relu → y; `convs` of them (1 to
+    /// 3). The Relu runs blocked too, on the rank-5 value.
     fn graph(convs: usize) -> Graph {
         let mut g = Graph::default();
         let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
@@ -292,7 +320,7 @@ mod tests {
         choose_layout(&mut g);
         assert_eq!(super::super::verify(&g), Ok(()));
         let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
-        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Conv", "FromBlocked", "Relu"]);
+        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Conv", "Relu", "FromBlocked"]);
         let x_blocked = g.nodes[0].outputs[0];
         assert_eq!(g.concrete(x_blocked).map(|t| t.1), Some(vec![1, 1, 5, 5, 8]));
         for node in &g.nodes[1..4] {
@@ -339,7 +367,7 @@ mod tests {
         choose_layout(&mut g);
         assert_eq!(super::super::verify(&g), Ok(()));
         let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
-        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Concat", "MaxPool", "Conv", "FromBlocked", "Relu"]);
+        assert_eq!(ops, ["ToBlocked", "Conv", "Conv", "Concat", "MaxPool", "Conv", "Relu", "FromBlocked"]);
         assert!(matches!(&g.nodes[3].op, Op::Concat(Concat { axis: 1 })));
         assert!(matches!(&g.nodes[4].op, Op::Pool(Pool { blocked: true, .. })));
         assert_eq!(g.concrete(g.nodes[4].outputs[0]).map(|t| t.1), Some(vec![1, 2, 3, 3, 8]));
