@@ -271,22 +271,7 @@ pub unsafe extern "C" fn onnxc_to_blocked_f32(
     channels: i64,
     pixels: i64,
 ) -> i32 {
-    let Some((batch, channels, pixels)) = reorder_sizes(batch, channels, pixels) else { return STATUS_INVALID_PARAMS };
-    for block in 0..batch * channels / BLOCK {
-        let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
-        for i in 0..pixels {
-            for c in 0..BLOCK {
-                *dst.add(i * BLOCK + c) = *src.add(c * pixels + i);
-            }
-        }
-    }
-    STATUS_OK
-}
-
-/// The sizes of a reorder, when they are valid.
-fn reorder_sizes(batch: i64, channels: i64, pixels: i64) -> Option<(usize, usize, usize)> {
-    let [batch, channels, pixels] = [batch, channels, pixels].map(|v| usize::try_from(v).ok());
-    Some((batch?, channels.filter(|c| c.is_multiple_of(BLOCK))?, pixels?))
+    reorder(x, y, [batch, channels, pixels], true)
 }
 
 /// The inverse of [`onnxc_to_blocked_f32`].
@@ -301,12 +286,29 @@ pub unsafe extern "C" fn onnxc_from_blocked_f32(
     channels: i64,
     pixels: i64,
 ) -> i32 {
-    let Some((batch, channels, pixels)) = reorder_sizes(batch, channels, pixels) else { return STATUS_INVALID_PARAMS };
+    reorder(x, y, [batch, channels, pixels], false)
+}
+
+/// A reorder into the blocked layout or out of it, block by block: the
+/// loops write `y` in sequence, reading the 8 planes of a block side by
+/// side (into the layout) or the block's pixels once per channel (out of it).
+unsafe fn reorder(x: *const f32, y: *mut f32, [batch, channels, pixels]: [i64; 3], into_blocked: bool) -> i32 {
+    let [Some(batch), Some(channels), Some(pixels)] = [batch, channels, pixels].map(|v| usize::try_from(v).ok()) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    if !channels.is_multiple_of(BLOCK) {
+        return STATUS_INVALID_PARAMS;
+    }
+    // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
     for block in 0..batch * channels / BLOCK {
         let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
-        for c in 0..BLOCK {
+        if into_blocked {
             for i in 0..pixels {
-                *dst.add(c * pixels + i) = *src.add(i * BLOCK + c);
+                (0..BLOCK).for_each(|c| *dst.add(i * BLOCK + c) = *src.add(c * pixels + i));
+            }
+        } else {
+            for c in 0..BLOCK {
+                (0..pixels).for_each(|i| *dst.add(c * pixels + i) = *src.add(i * BLOCK + c));
             }
         }
     }
