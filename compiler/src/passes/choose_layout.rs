@@ -184,8 +184,12 @@ fn nchw_reads(graph: &Graph, roles: &HashMap<usize, Role>, groups: &UnionFind<us
 
 /// Makes the `chosen` nodes blocked, with their reorders.
 fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usize>, read_in_nchw: &HashSet<ValueId>) {
-    // Each value's blocked form, by its NCHW value.
+    // Each member's blocked output, by its NCHW output; each outside
+    // value's reorder, by the value and the guarded or repeated range it
+    // was made in (a reorder made in one range may not run for another).
     let mut blocked: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut reordered: HashMap<(ValueId, usize), ValueId> = HashMap::new();
+    let region = super::regions(graph);
     let nodes = std::mem::take(&mut graph.nodes);
     for (i, mut node) in nodes.into_iter().enumerate() {
         if !chosen.contains(&i) {
@@ -194,12 +198,12 @@ fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usi
         }
         for slot in blocked_slots(graph, &node) {
             let Some(v) = node.inputs.get(slot).copied().flatten() else { continue };
-            let v_blocked = match blocked.get(&v) {
+            let v_blocked = match blocked.get(&v).or_else(|| reordered.get(&(v, region[i]))) {
                 Some(&b) => b,
                 None => {
                     let b = add_blocked_value(graph, v);
                     graph.nodes.push(reorder(graph, true, v, b));
-                    blocked.insert(v, b);
+                    reordered.insert((v, region[i]), b);
                     b
                 }
             };
