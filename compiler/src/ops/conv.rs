@@ -448,11 +448,11 @@ trait ConvKernel {
         let (Ok(x), Ok(w)) = (cx.input(0), cx.input(1)) else {
             return 0;
         };
-        // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
-        let size = if x.dtype == DType::F64 { 8 } else { 4 };
         if self.is_blocked() {
             return 0;
         }
+        // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
+        let size = if x.dtype == DType::F64 { 8 } else { 4 };
         self.conv_params(x.shape, w.shape).map_or(0, |p| Self::scratch_elems(&p) * size)
     }
 

@@ -79,6 +79,19 @@ pub const EPILOGUE_HARD_SIGMOID: i64 = 5;
 pub const EPILOGUE_HARD_SWISH: i64 = 6;
 pub const EPILOGUE_TANH: i64 = 7;
 
+/// The epilogue's activation when it is a compare and a select (which SIMD
+/// tiles apply in registers), else `None`.
+pub(crate) fn tile_activation(p: &ConvParams) -> Option<TileActivation> {
+    let (a, b) = (p.act_a as f32, p.act_b as f32);
+    match p.activation {
+        EPILOGUE_NONE => Some(TileActivation::None),
+        EPILOGUE_RELU => Some(TileActivation::Clamp { lo: 0.0, hi: f32::INFINITY }),
+        EPILOGUE_CLIP => Some(TileActivation::Clamp { lo: a, hi: b }),
+        EPILOGUE_LEAKY_RELU => Some(TileActivation::Leaky { slope: a }),
+        _ => None,
+    }
+}
+
 /// The fused tail of a finished output row or block, in one pass:
 /// `out = activation((out + bias) + residual)`, each step in the order the
 /// separate operators compute it (so the sum is bit-identical); `residual`
@@ -554,14 +567,7 @@ impl FinishRow for ConvFinish<'_> {
     /// Bias, residual and the activations that are a compare and a select.
     #[inline(always)]
     fn tile_end(&self, i0: usize, j0: usize) -> Option<TileEnd> {
-        let (a, b) = (self.p.act_a as f32, self.p.act_b as f32);
-        let activation = match self.p.activation {
-            EPILOGUE_NONE => TileActivation::None,
-            EPILOGUE_RELU => TileActivation::Clamp { lo: 0.0, hi: f32::INFINITY },
-            EPILOGUE_CLIP => TileActivation::Clamp { lo: a, hi: b },
-            EPILOGUE_LEAKY_RELU => TileActivation::Leaky { slope: a },
-            _ => return None,
-        };
+        let activation = tile_activation(self.p)?;
         Some(TileEnd {
             bias: self.bias.map_or(core::ptr::null(), |b| b.wrapping_add(i0)),
             residual: self.residual.map_or(core::ptr::null(), |r| r.wrapping_add(i0 * self.row_stride + j0)),

@@ -19,7 +19,7 @@
 
 use super::avx2::activate;
 use crate::generic::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
-use crate::generic::conv::{ConvParams, EPILOGUE_CLIP, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU};
+use crate::generic::conv::{tile_activation, ConvParams};
 use crate::generic::prepacked::TileActivation;
 use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
@@ -328,14 +328,7 @@ impl Job<'_> {
 /// As [`crate::generic::blocked::onnxc_conv_blocked_f32`]; the CPU has AVX2
 /// and FMA.
 pub(crate) unsafe fn conv(p: &ConvParams, s: &BlockedShape, o: BlockedOperands, parallel: *const Parallel) {
-    let (a, b) = (p.act_a as f32, p.act_b as f32);
-    let activation = match p.activation {
-        EPILOGUE_NONE => Some(TileActivation::None),
-        EPILOGUE_RELU => Some(TileActivation::Clamp { lo: 0.0, hi: f32::INFINITY }),
-        EPILOGUE_CLIP => Some(TileActivation::Clamp { lo: a, hi: b }),
-        EPILOGUE_LEAKY_RELU => Some(TileActivation::Leaky { slope: a }),
-        _ => None,
-    };
+    let activation = tile_activation(p);
     let strides = Strides {
         pixel: s.strides[1] * BLOCK,
         tap_row: s.dilations[0] * s.in_w * BLOCK,
