@@ -124,9 +124,12 @@ fn role(graph: &Graph, uses: &HashMap<ValueId, usize>, i: usize) -> Option<Role>
         Op::Elementwise(_) if node.outputs.iter().skip(1).all(|v| !uses.contains_key(v)) => {
             let shape = graph.concrete(node.outputs[0]).filter(|(d, _)| *d == DType::F32)?.1;
             blocked_shape(&shape)?;
-            // Each input is the output's shape (read blocked) or a scalar.
+            // Each input is f32 of the output's shape (read blocked, and
+            // reordered by the f32 kernels) or a scalar.
             let fits = |slot: usize| match node.inputs[slot] {
-                Some(v) => graph.concrete(v).is_some_and(|(_, s)| s == shape || s.iter().product::<usize>() == 1),
+                Some(v) => graph
+                    .concrete(v)
+                    .is_some_and(|(d, s)| (d == DType::F32 && s == shape) || s.iter().product::<usize>() == 1),
                 None => true,
             };
             (f32_shape(0)? == shape && (0..node.inputs.len()).all(fits)).then_some(Role::Carrier)
