@@ -58,7 +58,10 @@ def onnxc_profile(model, iters):
         conv = CONV_ROW.search(line)
         if op == "Conv" and conv:
             output, weights, strides, group = conv.groups()
-            plane = "x".join(output.split("x")[2:])
+            dims = output.split("x")
+            # A blocked output `N x C/8 x H x W x 8` pairs with ORT's NCHW(c) one by its plane.
+            blocked = len(dims) == 5 and dims[4] == "8" and int(dims[1]) * 8 == int(weights.split("x")[0])
+            plane = "x".join(dims[2:4] if blocked else dims[2:])
             times[conv_key(weights, strides, group, plane)] += ms
         else:
             times[op] += ms

@@ -178,9 +178,12 @@ pub unsafe extern "C" fn onnxc_conv_blocked_f32(
     }
     let operands = BlockedOperands { x, w, bias, residual, y };
     #[cfg(target_arch = "x86_64")]
-    if super::gemm::GemmKernel::best() != super::gemm::GemmKernel::Generic {
-        crate::x86_64::blocked_conv::conv(p, &s, operands, parallel);
-        return STATUS_OK;
+    match super::gemm::GemmKernel::best() {
+        super::gemm::GemmKernel::Generic => {}
+        kernel => {
+            crate::x86_64::blocked_conv::conv(p, &s, operands, parallel, kernel);
+            return STATUS_OK;
+        }
     }
     conv_reference(p, &s, operands);
     STATUS_OK
@@ -322,6 +325,8 @@ mod tests {
     use crate::generic::conv::{
         onnxc_conv_f32, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
+    #[cfg(target_arch = "x86_64")]
+    use crate::generic::gemm::GemmKernel;
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
     use core::ptr::null;
     use std::vec;
@@ -386,9 +391,11 @@ mod tests {
     /// (reordered in and out), with each epilogue, serial and threaded.
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
-        let cases: [Case; 7] = [
+        let cases: [Case; 9] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),
+            (16, 64, [7, 7], [3, 3], 1, 1, [1, 1]),
+            (8, 56, [5, 14], [1, 1], 1, 1, [0, 0]),
             (16, 16, [10, 9], [3, 3], 2, 1, [1, 1]),
             (8, 8, [6, 13], [1, 1], 1, 1, [0, 0]),
             (24, 16, [12, 12], [1, 1], 2, 1, [0, 0]),
@@ -448,6 +455,24 @@ mod tests {
                 }
                 assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
                 let s = BlockedShape::of(&p).expect("blocked");
+                #[cfg(target_arch = "x86_64")]
+                for kernel in [GemmKernel::Avx2Fma, GemmKernel::Avx512].into_iter().filter(|k| k.available()) {
+                    let mut outputs = Vec::new();
+                    for parallel in [null(), &threaded as *const Parallel] {
+                        let mut y = vec![f32::NAN; out_len];
+                        let o = BlockedOperands {
+                            x: xb.as_ptr(),
+                            w: packed.as_ptr(),
+                            bias: bias.as_ptr(),
+                            residual: r.1,
+                            y: y.as_mut_ptr(),
+                        };
+                        unsafe { crate::x86_64::blocked_conv::conv(&p, &s, o, parallel, kernel) };
+                        assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
+                        outputs.push(y);
+                    }
+                    assert_eq!(outputs[0], outputs[1], "case {i}, {kernel:?}: thread split changed the bits");
+                }
                 let mut reference = vec![f32::NAN; out_len];
                 let o = BlockedOperands {
                     x: xb.as_ptr(),

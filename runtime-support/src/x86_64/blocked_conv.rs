@@ -1,17 +1,26 @@
-//! AVX2+FMA convolution in the blocked layout ([`crate::generic::blocked`]).
+//! x86-64 convolution in the blocked layout ([`crate::generic::blocked`]).
 //!
-//! A tile is `PX` consecutive output pixels of one row × `BLK` output
-//! blocks (8 channels each), its `PX × BLK` sums in ymm registers over the
-//! whole depth: per input channel, `BLK` weight vectors are loaded and
-//! each pixel's input is one broadcast, so a tile's inputs are consecutive
-//! floats of a few lines and its outputs whole-vector stores.
+//! A tile is a few output pixels × a few output blocks (8 channels each),
+//! its sums in ymm registers over the whole depth: per input channel, one
+//! weight vector per block is loaded and each pixel's input is one
+//! broadcast, so a tile's outputs are whole-vector stores. Two tile sets:
+//! 4 pixels × 3 blocks in the 16 registers of AVX2, and, where AVX-512 is
+//! there, 6 pixels × 4 blocks in its 32 (still ymm: the weights' layout is
+//! the same, and on the AMD cores we measure a zmm FMA does no more work
+//! than two ymm ones). The wider tile loads a third fewer weights and
+//! broadcasts per FMA: most layers stream their weights from L2 once per
+//! tile.
 //!
-//! Padding is never materialised. An output row keeps the kernel rows that
-//! fall inside the input; pixels whose window crosses the left or right
-//! edge are computed one at a time over the kernel columns inside, and the
-//! rest in full tiles, the last one moved back over the one before where
-//! the pixels do not divide into tiles (each pixel's sums are the same in
-//! any tile, so the pixels stored twice get the same bits).
+//! Padding is never materialised. Output pixels are grouped by the kernel
+//! taps that fall inside the input (the same rows and columns of the
+//! kernel): the interior, each edge row or column, each corner. Each pixel
+//! has its own input pointer, so a tile takes any pixels of one group,
+//! across output rows: a 7×7 map is 25 interior pixels and four edges of
+//! 5, not 7 rows of partial tiles. A group is cut into full tiles, the last
+//! moved back over the one before (or, for a group smaller than a tile,
+//! its last pixel repeated); the pixels computed twice get the same bits.
+//! Groups of a pixel or two are computed a pixel at a time, even and odd
+//! input channels summed apart so that enough FMA chains are in flight.
 //!
 //! Work is split over (image, output block group, output rows); each
 //! output vector is computed by one task in one order, so the result is
@@ -20,23 +29,27 @@
 use super::avx2::activate;
 use crate::generic::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
 use crate::generic::conv::{tile_activation, ConvParams};
+use crate::generic::gemm::GemmKernel;
 use crate::generic::prepacked::TileActivation;
 use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-/// Pixels of a full tile.
-const PX: usize = 4;
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 16;
+/// Weights up to this size are walked by every tile, one block group
+/// after another, so that the tile's input is read from L1 for all but the
+/// first; larger ones a block group at a time over all pixels, so that the
+/// group's weights stay in L2 (the input then is read once per group).
+const GROUPS_PER_TILE_WEIGHT_BYTES: usize = 192 * 1024;
 
-/// Where a tile reads: its first pixel's window origin (`x`, which may lie
-/// outside the input: only taps in `ky` × `kx` are read), the weights of
-/// its first output block at tap (0, 0), and the distance in floats to the
-/// next block's (0 for a lone block, whose second sums are discarded).
+/// Where a tile reads: each pixel's window origin (which may lie outside
+/// the input: only taps in `ky` × `kx` are read), the weights of its first
+/// output block at tap (0, 0), and the distance in floats to the next
+/// block's (0 for a lone block, whose second sums are discarded).
 #[derive(Clone, Copy)]
-struct TileInput {
-    x: *const f32,
+struct TileInput<const P: usize> {
+    x: [*const f32; P],
     w: *const f32,
     w_block: usize,
     ky: (usize, usize),
@@ -45,8 +58,7 @@ struct TileInput {
 
 /// The strides shared by every tile of a call, in floats.
 struct Strides {
-    /// Between a tile's pixels, and between kernel rows and columns.
-    pixel: usize,
+    /// Between kernel rows and columns in the input.
     tap_row: usize,
     tap_col: usize,
     /// Between input blocks.
@@ -60,14 +72,15 @@ struct Strides {
 /// One input channel's step (the `$ci`th of its block): the weights at
 /// byte offset `$wo` in each output block's panel (`$b at $panel`), then
 /// per pixel `$p` a broadcast of its input at byte `$xo` and its FMAs into
-/// `$c` with `$pb`.
+/// `$c` with `$pb`. Vector operands are named with the `y` modifier, so
+/// they may be any of AVX-512's 32 registers.
 macro_rules! step {
     ($wo:literal, $xo:literal, [$($b:literal at $panel:literal),+], [$($p:literal => [$($c:literal * $pb:literal),+]),+]) => {
         concat!(
-            $("vmovups {", $b, "}, [{w} + ", $panel, $wo, "]\n",)+
+            $("vmovups {", $b, ":y}, [{w} + ", $panel, $wo, "]\n",)+
             $(
-                "vbroadcastss {ai}, dword ptr [{", $p, "} + ", $xo, "]\n",
-                $("vfmadd231ps {", $c, "}, {ai}, {", $pb, "}\n",)+
+                "vbroadcastss {ai:y}, dword ptr [{", $p, "} + ", $xo, "]\n",
+                $("vfmadd231ps {", $c, ":y}, {ai:y}, {", $pb, ":y}\n",)+
             )+
         )
     };
@@ -97,33 +110,37 @@ macro_rules! block_loop {
 
 /// A function adding a tile's products over every tap in its ranges into
 /// `acc[$i][$j]`, with the asm loop over each tap's input blocks: pixel
-/// pointers `$p`, weights in `$b`, even and odd input channels' FMAs as
-/// `$even` and `$odd` list them.
+/// pointers `$p`, weights in `$b` (registers of class `$class`; the
+/// weight panels at multiples `$wm` of the block distance in `$ws`), even
+/// and odd input channels' FMAs as `$even` and `$odd` list them.
 macro_rules! tile_sums {
-    ($(#[$doc:meta])* $name:ident, $rows:literal, $blocks:literal, [$($p:ident = $pi:literal),+], [$($b:ident),+],
+    ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $px:literal, $rows:literal, $blocks:literal,
+     [$($p:ident = $pi:literal),+], [$($b:ident),+], [$($ws:ident = $wm:literal),+],
      $block_list:tt, $even:tt, $odd:tt, [$($c:ident = $i:literal, $j:literal);+]) => {
         $(#[$doc])*
         ///
         /// # Safety
-        /// Every tap in the ranges is inside the input; the CPU has AVX2
-        /// and FMA.
-        #[target_feature(enable = "avx2,fma")]
+        /// Every tap in the ranges is inside the input; the CPU has the
+        /// features enabled here.
+        #[target_feature(enable = $features)]
         #[inline]
-        unsafe fn $name(t: TileInput, s: &Strides) -> [[__m256; $blocks]; $rows] {
+        unsafe fn $name(t: TileInput<$px>, s: &Strides) -> [[__m256; $blocks]; $rows] {
             let mut acc = [[_mm256_setzero_ps(); $blocks]; $rows];
             for ky in t.ky.0..t.ky.1 {
                 for kx in t.kx.0..t.kx.1 {
-                    let x = t.x.wrapping_add(ky * s.tap_row + kx * s.tap_col);
+                    let tap = ky * s.tap_row + kx * s.tap_col;
                     core::arch::asm!(
                         block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
                         w = inout(reg) t.w.add((ky * s.kernel_w + kx) * s.w_tap) => _,
                         k = inout(reg) s.in_blocks => _,
-                        ws = in(reg) t.w_block * 4,
+                        $($ws = in(reg) t.w_block * 4 * $wm,)+
                         ib = in(reg) s.in_block * 4,
-                        $($p = inout(reg) x.wrapping_add($pi * s.pixel) => _,)+
-                        $($b = out(ymm_reg) _,)+
-                        ai = out(ymm_reg) _,
-                        $($c = inout(ymm_reg) acc[$i][$j],)+
+                        $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
+                        // Typed as ymm (an untyped scratch would take the
+                        // class's zmm width and ignore the `y` modifier).
+                        $($b = inout($class) _mm256_setzero_ps() => _,)+
+                        ai = inout($class) _mm256_setzero_ps() => _,
+                        $($c = inout($class) acc[$i][$j],)+
                         options(nostack, readonly),
                     );
                 }
@@ -134,8 +151,8 @@ macro_rules! tile_sums {
 }
 
 tile_sums!(
-    /// The sums of four pixels × three output blocks.
-    sums4x3, 4, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1, b2],
+    /// The sums of four pixels × three output blocks (AVX2).
+    sums4x3, "avx2,fma", ymm_reg, 4, 4, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
     ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
      "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
@@ -145,13 +162,12 @@ tile_sums!(
      "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
      "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
      "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
-    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2;
-     c20 = 2, 0; c21 = 2, 1; c22 = 2, 2; c30 = 3, 0; c31 = 3, 1; c32 = 3, 2]
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2; c20 = 2, 0; c21 = 2, 1; c22 = 2, 2; c30 = 3, 0; c31 = 3, 1; c32 = 3, 2]
 );
 
 tile_sums!(
-    /// The sums of four pixels × two output blocks.
-    sums4x2, 4, 2, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1],
+    /// The sums of four pixels × two output blocks (AVX2).
+    sums4x2, "avx2,fma", ymm_reg, 4, 4, 2, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1], [ws = 1],
     ["b0" at "", "b1" at "{ws} + "],
     ["p0" => ["c00" * "b0", "c01" * "b1"],
      "p1" => ["c10" * "b0", "c11" * "b1"],
@@ -165,10 +181,77 @@ tile_sums!(
 );
 
 tile_sums!(
-    /// The sums of one pixel × three output blocks, over the even input
-    /// channels in row 0 and the odd ones in row 1 (so that six chains of
-    /// FMAs are in flight, not three).
-    sums1x3, 2, 3, [p0 = 0], [b0, b1, b2],
+    /// The sums of six pixels × four output blocks (AVX-512's 32 registers).
+    sums6x4, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 4, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c03 = 0, 3; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2; c13 = 1, 3; c20 = 2, 0; c21 = 2, 1; c22 = 2, 2; c23 = 2, 3; c30 = 3, 0; c31 = 3, 1; c32 = 3, 2; c33 = 3, 3; c40 = 4, 0; c41 = 4, 1; c42 = 4, 2; c43 = 4, 3; c50 = 5, 0; c51 = 5, 1; c52 = 5, 2; c53 = 5, 3]
+);
+
+tile_sums!(
+    /// The sums of six pixels × three output blocks (AVX-512's 32 registers).
+    sums6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2; c20 = 2, 0; c21 = 2, 1; c22 = 2, 2; c30 = 3, 0; c31 = 3, 1; c32 = 3, 2; c40 = 4, 0; c41 = 4, 1; c42 = 4, 2; c50 = 5, 0; c51 = 5, 1; c52 = 5, 2]
+);
+
+tile_sums!(
+    /// The sums of six pixels × two output blocks.
+    sums6x2, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 2, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["p0" => ["c00" * "b0", "c01" * "b1"],
+     "p1" => ["c10" * "b0", "c11" * "b1"],
+     "p2" => ["c20" * "b0", "c21" * "b1"],
+     "p3" => ["c30" * "b0", "c31" * "b1"],
+     "p4" => ["c40" * "b0", "c41" * "b1"],
+     "p5" => ["c50" * "b0", "c51" * "b1"]],
+    ["p0" => ["c00" * "b0", "c01" * "b1"],
+     "p1" => ["c10" * "b0", "c11" * "b1"],
+     "p2" => ["c20" * "b0", "c21" * "b1"],
+     "p3" => ["c30" * "b0", "c31" * "b1"],
+     "p4" => ["c40" * "b0", "c41" * "b1"],
+     "p5" => ["c50" * "b0", "c51" * "b1"]],
+    [c00 = 0, 0; c01 = 0, 1; c10 = 1, 0; c11 = 1, 1; c20 = 2, 0; c21 = 2, 1; c30 = 3, 0; c31 = 3, 1; c40 = 4, 0; c41 = 4, 1; c50 = 5, 0; c51 = 5, 1]
+);
+
+tile_sums!(
+    /// The sums of one pixel × four output blocks, over the even input
+    /// channels in row 0 and the odd ones in row 1 (so that eight chains of
+    /// FMAs are in flight, not four).
+    sums1x4, "avx2,fma", ymm_reg, 1, 2, 4, [p0 = 0], [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"]],
+    ["p0" => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c03 = 0, 3; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2; c13 = 1, 3]
+);
+
+tile_sums!(
+    /// The sums of one pixel × three output blocks, even and odd input
+    /// channels apart.
+    sums1x3, "avx2,fma", ymm_reg, 1, 2, 3, [p0 = 0], [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
     ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"]],
     ["p0" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"]],
@@ -178,7 +261,7 @@ tile_sums!(
 tile_sums!(
     /// The sums of one pixel × two output blocks, even and odd input
     /// channels apart.
-    sums1x2, 2, 2, [p0 = 0], [b0, b1],
+    sums1x2, "avx2,fma", ymm_reg, 1, 2, 2, [p0 = 0], [b0, b1], [ws = 1],
     ["b0" at "", "b1" at "{ws} + "],
     ["p0" => ["c00" * "b0", "c01" * "b1"]],
     ["p0" => ["c10" * "b0", "c11" * "b1"]],
@@ -194,20 +277,26 @@ struct Job<'a> {
     /// The epilogue's activation when it is a select, else `None` (then
     /// the portable epilogue finishes each vector).
     activation: Option<TileActivation>,
+    /// Whether the AVX-512 tiles (6 pixels × 4 blocks) run, else the AVX2 ones.
+    wide: bool,
 }
 
-/// The output block groups of `blocks` blocks: groups of three, then of
-/// two (a lone block is a group of its own). Group `g`: (first block, blocks).
-fn block_group(blocks: usize, g: usize) -> (usize, usize) {
-    let threes = match blocks % 3 {
-        0 | 2 => blocks / 3,
-        _ => (blocks / 3).saturating_sub(1),
-    };
-    if g < threes {
-        (3 * g, 3)
+/// The output block groups of `blocks` blocks, `most` at a time: groups
+/// of `most`, then what is left (a left-over single block is joined to the
+/// last full group and the two halved, since one-block tiles waste half
+/// their loads). Group `g`: (first block, blocks). There are
+/// `blocks.div_ceil(most)` groups.
+fn block_group(blocks: usize, most: usize, g: usize) -> (usize, usize) {
+    let full = if blocks % most == 1 && blocks > 1 { blocks / most - 1 } else { blocks / most };
+    let (first, rest) = (most * full, blocks - most * full);
+    if g < full {
+        (most * g, most)
+    } else if rest <= most {
+        (first, rest)
+    } else if g == full {
+        (first, rest.div_ceil(2))
     } else {
-        let first = 3 * threes + 2 * (g - threes);
-        (first, 2.min(blocks - first))
+        (first + rest.div_ceil(2), rest / 2)
     }
 }
 
@@ -218,78 +307,188 @@ unsafe fn halves<const B: usize>([even, odd]: [[__m256; B]; 2]) -> [[__m256; B];
 }
 
 impl Job<'_> {
-    /// Output rows `rows` of block group `group` of image `n`.
+    /// Pixels of a full tile.
+    fn tile_pixels(&self) -> usize {
+        if self.wide {
+            6
+        } else {
+            4
+        }
+    }
+
+    /// Output rows `rows` of block groups `groups` of image `n`, a group of
+    /// pixels with the same taps at a time.
     ///
     /// # Safety
     /// As [`conv`]; the CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn run(&self, n: usize, group: usize, rows: Range<usize>) {
+    unsafe fn run(&self, n: usize, groups: Range<usize>, rows: Range<usize>) {
         let s = self.s;
-        let (mb, blocks) = block_group(s.out_blocks, group);
-        // Pixels whose window lies inside the input's width.
+        // Columns whose window lies inside the input's width share their
+        // taps; every other column has its own.
         let (sw, dw, pw) = (s.strides[1], s.dilations[1], s.pads[1]);
         let inner_start = pw.div_ceil(sw).min(s.out_w);
         let reach = (s.kernel[1] - 1) * dw;
         let inner_end = if s.in_w + pw > reach { ((s.in_w + pw - reach - 1) / sw + 1).min(s.out_w) } else { 0 };
         let inner_end = inner_end.max(inner_start);
-        // The inner pixels in full tiles, the last one overlapping the one
-        // before where they do not divide (it stores the same values again).
-        let inner = inner_end - inner_start;
-        let tiles = if inner >= PX { inner.div_ceil(PX) } else { 0 };
-        let tile_at = |t: usize| inner_start + (t * PX).min(inner - PX);
-        let singles = (0..s.out_w).filter(|&ox| tiles == 0 || !(inner_start..inner_end).contains(&ox));
-        for oy in rows {
-            for t in 0..tiles {
-                self.tile(n, mb, blocks, oy, tile_at(t), PX);
+        let columns = (0..inner_start)
+            .map(|c| c..c + 1)
+            .chain(core::iter::once(inner_start..inner_end))
+            .chain((inner_end..s.out_w).map(|c| c..c + 1))
+            .filter(|c| !c.is_empty());
+        let mut oy = rows.start;
+        while oy < rows.end {
+            let run = self.same_row_taps(oy);
+            let part = oy..run.end.min(rows.end);
+            for cols in columns.clone() {
+                // Whether to tile depends on the whole image's group, not
+                // on this task's part of it: a pixel gets the same bits
+                // whatever the thread split.
+                let tiled = 2 * run.len() * cols.len() > self.tile_pixels();
+                self.pixels(n, groups.clone(), part.clone(), cols, tiled);
             }
-            for ox in singles.clone() {
-                self.tile(n, mb, blocks, oy, ox, 1);
+            oy = part.end;
+        }
+    }
+
+    /// The output rows around `oy` whose kernel rows inside the input are `oy`'s.
+    fn same_row_taps(&self, oy: usize) -> Range<usize> {
+        let s = self.s;
+        let taps = s.taps(0, oy, s.in_h);
+        let start = (0..oy).rev().take_while(|&r| s.taps(0, r, s.in_h) == taps).last().unwrap_or(oy);
+        let end = (oy + 1..s.out_h).take_while(|&r| s.taps(0, r, s.in_h) == taps).last().map_or(oy + 1, |r| r + 1);
+        start..end
+    }
+
+    /// The pixels `rows` × `cols`, which share their taps, for each block
+    /// group in `groups` in turn: in full tiles (the last moved back, or its
+    /// last pixel repeated when there are fewer) when `tiled`, else a pixel
+    /// at a time.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pixels(&self, n: usize, groups: Range<usize>, rows: Range<usize>, cols: Range<usize>, tiled: bool) {
+        let (count, width) = (rows.len() * cols.len(), cols.len());
+        let at = |i: usize| (rows.start + i / width, cols.start + i % width);
+        let most = if self.wide { 4 } else { 3 };
+        let blocks = |g| block_group(self.s.out_blocks, most, g);
+        if !tiled {
+            for i in 0..count {
+                for (mb, blocks) in groups.clone().map(blocks) {
+                    self.single(n, mb, blocks, at(i));
+                }
+            }
+            return;
+        }
+        let px = self.tile_pixels();
+        for t in 0..count.div_ceil(px) {
+            let first = (t * px).min(count.saturating_sub(px));
+            let stored = px.min(count - first);
+            // The tile's pixels in order (no division per pixel), the
+            // last one repeated past the group's end.
+            let (mut next, mut left) = (at(first), stored);
+            let pixel = |_| {
+                let this = next;
+                if left > 1 {
+                    left -= 1;
+                    next = if this.1 + 1 == cols.end { (this.0 + 1, cols.start) } else { (this.0, this.1 + 1) };
+                }
+                this
+            };
+            if self.wide {
+                let pixels = core::array::from_fn(pixel);
+                for (mb, blocks) in groups.clone().map(blocks) {
+                    self.wide_tile(n, mb, blocks, pixels, stored);
+                }
+            } else {
+                let pixels = core::array::from_fn(pixel);
+                for (mb, blocks) in groups.clone().map(blocks) {
+                    self.narrow_tile(n, mb, blocks, pixels, stored);
+                }
             }
         }
     }
 
-    /// The tile of `pixels` (1 or [`PX`]) from `(oy, ox)` and `blocks`
-    /// output blocks from `mb`: summed, finished and stored.
+    /// Where the tile of output `pixels` (sharing their taps) and `blocks`
+    /// blocks from `mb` reads, and where each pixel's first block is stored.
     #[inline(always)]
-    unsafe fn tile(&self, n: usize, mb: usize, blocks: usize, oy: usize, ox: usize, pixels: usize) {
+    unsafe fn input<const P: usize>(
+        &self,
+        n: usize,
+        mb: usize,
+        blocks: usize,
+        pixels: [(usize, usize); P],
+    ) -> (TileInput<P>, [usize; P]) {
         let s = self.s;
-        let ky = s.taps(0, oy, s.in_h);
-        let kx = if pixels == 1 { s.taps(1, ox, s.in_w) } else { 0..s.kernel[1] };
-        // The window origin, as a wrapping offset: it may precede the input.
-        let iy = (oy * s.strides[0]).wrapping_sub(s.pads[0]);
-        let ix = (ox * s.strides[1]).wrapping_sub(s.pads[1]);
-        let origin = iy.wrapping_mul(s.in_w).wrapping_add(ix).wrapping_mul(BLOCK);
+        let (oy, ox) = pixels[0];
+        let (ky, kx) = (s.taps(0, oy, s.in_h), s.taps(1, ox, s.in_w));
+        let image = self.o.x.add(n * s.in_image());
+        // The window origins, as wrapping offsets: they may precede the input.
+        let x = pixels.map(|(oy, ox)| {
+            let iy = (oy * s.strides[0]).wrapping_sub(s.pads[0]);
+            let ix = (ox * s.strides[1]).wrapping_sub(s.pads[1]);
+            image.wrapping_add(iy.wrapping_mul(s.in_w).wrapping_add(ix).wrapping_mul(BLOCK))
+        });
         let input = TileInput {
-            x: self.o.x.add(n * s.in_image()).wrapping_add(origin),
+            x,
             w: self.o.w.add(mb * s.weights_per_block()),
             w_block: if blocks > 1 { s.weights_per_block() } else { 0 },
             ky: (ky.start, ky.end),
             kx: (kx.start, kx.end),
         };
-        let at = n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK;
-        let block_step = s.out_h * s.out_w * BLOCK;
-        match (pixels, blocks) {
-            (1, 3) => self.store(&halves(sums1x3(input, &self.strides)), mb, 3, at, block_step),
-            (1, _) => self.store(&halves(sums1x2(input, &self.strides)), mb, blocks, at, block_step),
-            (_, 3) => self.store(&sums4x3(input, &self.strides), mb, 3, at, block_step),
-            _ => self.store(&sums4x2(input, &self.strides), mb, blocks, at, block_step),
+        let at = pixels.map(|(oy, ox)| n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK);
+        (input, at)
+    }
+
+    /// One pixel's tile: summed, finished and stored.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn single(&self, n: usize, mb: usize, blocks: usize, pixel: (usize, usize)) {
+        let (t, at) = self.input(n, mb, blocks, [pixel]);
+        let st = &self.strides;
+        match blocks {
+            4 => self.store(&halves(sums1x4(t, st)), mb, 4, &at, 1),
+            3 => self.store(&halves(sums1x3(t, st)), mb, 3, &at, 1),
+            _ => self.store(&halves(sums1x2(t, st)), mb, blocks, &at, 1),
         }
     }
 
-    /// Stores the first `blocks` blocks of tile sums `acc` (pixel `p`, block
-    /// `j` at float `at + j * block_step + p * 8`), finished.
+    /// An AVX2 tile, its first `stored` pixels stored.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn narrow_tile(&self, n: usize, mb: usize, blocks: usize, pixels: [(usize, usize); 4], stored: usize) {
+        let (t, at) = self.input(n, mb, blocks, pixels);
+        let st = &self.strides;
+        match blocks {
+            3 => self.store(&sums4x3(t, st), mb, 3, &at, stored),
+            _ => self.store(&sums4x2(t, st), mb, blocks, &at, stored),
+        }
+    }
+
+    /// An AVX-512 tile, its first `stored` pixels stored.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn wide_tile(&self, n: usize, mb: usize, blocks: usize, pixels: [(usize, usize); 6], stored: usize) {
+        let (t, at) = self.input(n, mb, blocks, pixels);
+        let st = &self.strides;
+        match blocks {
+            4 => self.store(&sums6x4(t, st), mb, 4, &at, stored),
+            3 => self.store(&sums6x3(t, st), mb, 3, &at, stored),
+            _ => self.store(&sums6x2(t, st), mb, blocks, &at, stored),
+        }
+    }
+
+    /// Stores the first `blocks` blocks of the first `stored` pixels of
+    /// tile sums `acc` (pixel `p`, block `j` at float `at[p] + j * block_step`),
+    /// finished.
     #[inline(always)]
     unsafe fn store<const P: usize, const B: usize>(
         &self,
         acc: &[[__m256; B]; P],
         mb: usize,
         blocks: usize,
-        at: usize,
-        block_step: usize,
+        at: &[usize; P],
+        stored: usize,
     ) {
-        for (p, row) in acc.iter().enumerate() {
+        let block_step = self.s.out_h * self.s.out_w * BLOCK;
+        for (row, &at) in acc.iter().zip(at).take(stored) {
             for (j, &v) in row.iter().enumerate().take(blocks) {
-                self.finish(mb + j, at + j * block_step + p * BLOCK, v);
+                self.finish(mb + j, at + j * block_step, v);
             }
         }
     }
@@ -322,15 +521,21 @@ impl Job<'_> {
     }
 }
 
-/// The blocked convolution `p` (shape `s`) on the AVX2 kernel.
+/// The blocked convolution `p` (shape `s`) with `kernel`'s tiles
+/// ([`GemmKernel::Avx512`]'s or else AVX2's).
 ///
 /// # Safety
-/// As [`crate::generic::blocked::onnxc_conv_blocked_f32`]; the CPU has AVX2
-/// and FMA.
-pub(crate) unsafe fn conv(p: &ConvParams, s: &BlockedShape, o: BlockedOperands, parallel: *const Parallel) {
+/// As [`crate::generic::blocked::onnxc_conv_blocked_f32`]; the CPU has
+/// `kernel`'s features, at least AVX2 and FMA.
+pub(crate) unsafe fn conv(
+    p: &ConvParams,
+    s: &BlockedShape,
+    o: BlockedOperands,
+    parallel: *const Parallel,
+    kernel: GemmKernel,
+) {
     let activation = tile_activation(p);
     let strides = Strides {
-        pixel: s.strides[1] * BLOCK,
         tap_row: s.dilations[0] * s.in_w * BLOCK,
         tap_col: s.dilations[1] * BLOCK,
         in_block: s.in_h * s.in_w * BLOCK,
@@ -338,13 +543,19 @@ pub(crate) unsafe fn conv(p: &ConvParams, s: &BlockedShape, o: BlockedOperands, 
         in_blocks: s.in_blocks,
         kernel_w: s.kernel[1],
     };
-    let job = Job { p, s, o, strides, activation };
-    // Tasks: block groups, their rows split when there are threads.
-    let groups = s.out_blocks.div_ceil(3);
-    let row_parts = if Parallel::is_threaded(parallel) { TASKS.div_ceil(groups * s.batch).min(s.out_h) } else { 1 };
-    let per_image = groups * row_parts;
+    let wide = kernel == GemmKernel::Avx512;
+    let job = Job { p, s, o, strides, activation, wide };
+    // Tasks: block groups (all in one when each tile walks them), their
+    // rows split when there are threads.
+    let groups = s.out_blocks.div_ceil(if wide { 4 } else { 3 });
+    let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES;
+    let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
+    let row_parts =
+        if Parallel::is_threaded(parallel) { TASKS.div_ceil(group_tasks * s.batch).min(s.out_h) } else { 1 };
+    let per_image = group_tasks * row_parts;
     Parallel::for_each(parallel, s.batch * per_image, |task| {
         let (n, task) = (task / per_image, task % per_image);
-        job.run(n, task / row_parts, share(s.out_h, row_parts, task % row_parts));
+        let first = task / row_parts * task_groups;
+        job.run(n, first..first + task_groups, share(s.out_h, row_parts, task % row_parts));
     });
 }
