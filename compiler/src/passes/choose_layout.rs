@@ -4,11 +4,18 @@
 //! The blocked convolution (`onnxc_conv_blocked_f32`) outruns the NCHW
 //! kernels because its tiles read and write whole 8-channel vectors
 //! (`onnxc_runtime::generic::blocked`); a reorder into or out of the
-//! layout costs a pass over the tensor. So convolutions that feed each
-//! other (as input 0 or as the residual of a fused Add) are grouped, and
-//! a group runs blocked only when it has more convolutions than the
-//! reorders it needs: the values it reads from outside, and its outputs
-//! that something else (or the graph's caller) reads in NCHW.
+//! layout costs a pass over the tensor. So the nodes that can run blocked
+//! and feed each other (a convolution's input 0 or the residual of a
+//! fused Add) are grouped, and a group runs blocked only when its
+//! convolutions' multiply-adds outweigh the elements it reorders
+//! ([`MACS_PER_REORDERED_ELEMENT`] each): the values it reads from
+//! outside, and its outputs that something else (or the graph's caller)
+//! reads in NCHW. Where a whole group does not pay (or pays less), its
+//! parts made of convolutions feeding convolutions are weighed alone
+//! (DenseNet: each 3×3 convolution blocked between two reorders, the
+//! Concats that would drag every earlier feature map along kept NCHW).
+//! A pointwise convolution reading a Relu stays NCHW, for
+//! `fuse_conv_prologue`.
 //!
 //! A blocked convolution writes a new value `[N, C/8, H, W, 8]`; where its
 //! NCHW output is still read, a `FromBlocked` right after it recomputes
@@ -25,69 +32,128 @@
 //! repeated range's marker. Runs after the rewrites that fuse into Conv
 //! and before `pack_conv_weights` and `fuse_elementwise`.
 
+use super::fuse_conv_prologue::rectifier;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::layout::{blocked_shape, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
-    conv_blocked_weights_elems, conv_takes_blocked, onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked,
-    ConvParams, STATUS_OK,
+    conv_blocked_weights_elems, conv_takes_blocked, conv_takes_packed_weights, conv_takes_prologue,
+    onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked, ConvParams, STATUS_OK,
 };
 use petgraph::unionfind::UnionFind;
 use std::collections::{HashMap, HashSet};
 
 pub fn choose_layout(graph: &mut Graph) {
     let uses = super::use_counts(graph);
+    let producer = super::producers(graph);
+    let region = super::regions(graph);
     let roles: HashMap<usize, Role> =
-        (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, &uses, i)?))).collect();
+        (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, &uses, &producer, &region, i)?))).collect();
     if !roles.values().any(|r| matches!(r, Role::Conv(_))) {
         return;
     }
-    let producer = super::producers(graph);
-    let region = super::regions(graph);
-    let member_producer = |v: ValueId, reader: usize| {
-        producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[reader])
-    };
+    let linked =
+        |i: usize, v: ValueId| producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[i]);
+    let is_conv = |i: usize| matches!(roles.get(&i), Some(Role::Conv(_)));
+    // The groups of members that feed each other, and their parts when
+    // only convolutions feeding convolutions are joined.
+    let whole = partition(graph, &roles, &linked, |_, _| true);
+    let parts = partition(graph, &roles, &linked, |a, b| is_conv(a) && is_conv(b));
+    let whole_gain = gains(graph, &roles, &linked, &|i| roles.contains_key(&i).then(|| whole.find(i)));
+    let part_gain = gains(graph, &roles, &linked, &|i| roles.contains_key(&i).then(|| parts.find(i)));
+    // A whole group runs blocked when it pays and pays at least what its
+    // paying parts would on their own; else those parts do.
+    let mut paying_parts: HashMap<usize, i64> = HashMap::new();
+    for (&part, &gain) in part_gain.iter().filter(|(_, &gain)| gain > 0) {
+        *paying_parts.entry(whole.find(part)).or_default() += gain;
+    }
+    let chosen: HashSet<usize> = roles
+        .keys()
+        .copied()
+        .filter(|&i| {
+            let group = whole.find(i);
+            let gain = whole_gain[&group];
+            if gain > 0 && gain >= paying_parts.get(&group).copied().unwrap_or(0) {
+                true
+            } else {
+                part_gain[&parts.find(i)] > 0
+            }
+        })
+        .collect();
+    if chosen.is_empty() {
+        return;
+    }
+    let read_in_nchw = nchw_reads(graph, &roles, &|i| chosen.contains(&i).then_some(0));
+    rewrite(graph, &roles, &chosen, &read_in_nchw);
+}
+
+/// Multiply-adds a group's convolutions must have per element it reorders
+/// for the blocked layout to pay. A reorder is a pass over memory, about
+/// 0.3 ns per element on the machines measured (BENCHMARKS.md, session
+/// 16); the blocked kernel saves some 10 to 30 % of the NCHW one's time,
+/// 2 to 8 ps per multiply-add at about 100 GFLOP/s: 40 to 150, taken low
+/// since every conv the layout takes also spares the NCHW kernel's padded
+/// copy.
+const MACS_PER_REORDERED_ELEMENT: i64 = 64;
+
+/// The members joined where one feeds another (`linked(reader, value)`:
+/// the member producing the value, if any) and `join(reader, producer)`.
+fn partition(
+    graph: &Graph,
+    roles: &HashMap<usize, Role>,
+    linked: &dyn Fn(usize, ValueId) -> Option<usize>,
+    join: impl Fn(usize, usize) -> bool,
+) -> UnionFind<usize> {
     let mut groups = UnionFind::<usize>::new(graph.nodes.len());
     for &i in roles.keys() {
         for v in blocked_inputs(graph, i) {
-            if let Some(p) = member_producer(v, i) {
+            if let Some(p) = linked(i, v).filter(|&p| join(i, p)) {
                 groups.union(i, p);
             }
         }
     }
-    // Per group: its convolutions, values reordered in, outputs reordered out.
-    let mut convs: HashMap<usize, usize> = HashMap::new();
+    groups
+}
+
+/// What running each group blocked would save, by the group of
+/// `member_of`: its convolutions' multiply-adds less
+/// [`MACS_PER_REORDERED_ELEMENT`] per element of the values it reorders
+/// in (read from outside the group) and out (read in NCHW).
+fn gains(
+    graph: &Graph,
+    roles: &HashMap<usize, Role>,
+    linked: &dyn Fn(usize, ValueId) -> Option<usize>,
+    member_of: &dyn Fn(usize) -> Option<usize>,
+) -> HashMap<usize, i64> {
+    let elements = |v: ValueId| graph.concrete(v).map_or(0, |(_, shape)| shape.iter().product::<usize>()) as i64;
+    let mut gain: HashMap<usize, i64> = HashMap::new();
     let mut reordered_in: HashSet<(usize, ValueId)> = HashSet::new();
-    for (&i, role) in &roles {
-        if matches!(role, Role::Conv(_)) {
-            *convs.entry(groups.find(i)).or_default() += 1;
+    for (&i, role) in roles {
+        let group = member_of(i).expect("roles are members");
+        let entry = gain.entry(group).or_default();
+        if let Role::Conv(p) = role {
+            *entry += conv_macs(p);
         }
         for v in blocked_inputs(graph, i) {
-            if member_producer(v, i).is_none() {
-                reordered_in.insert((groups.find(i), v));
+            if linked(i, v).and_then(member_of) != Some(group) && reordered_in.insert((group, v)) {
+                *entry -= MACS_PER_REORDERED_ELEMENT * elements(v);
             }
         }
     }
-    let read_in_nchw = nchw_reads(graph, &roles, &groups);
-    let mut reorders: HashMap<usize, usize> = HashMap::new();
-    for &(group, _) in &reordered_in {
-        *reorders.entry(group).or_default() += 1;
-    }
-    for &i in roles.keys() {
-        if read_in_nchw.contains(&graph.nodes[i].outputs[0]) {
-            *reorders.entry(groups.find(i)).or_default() += 1;
+    let produced_by: HashMap<ValueId, usize> = roles.keys().map(|&i| (graph.nodes[i].outputs[0], i)).collect();
+    for v in nchw_reads(graph, roles, member_of) {
+        if let Some(group) = produced_by.get(&v).copied().and_then(member_of) {
+            *gain.entry(group).or_default() -= MACS_PER_REORDERED_ELEMENT * elements(v);
         }
     }
-    let gain = |i: usize| {
-        let group = groups.find(i);
-        convs.get(&group).copied().unwrap_or(0) > reorders.get(&group).copied().unwrap_or(0)
-    };
-    let chosen: HashSet<usize> = roles.keys().copied().filter(|&i| gain(i)).collect();
-    if chosen.is_empty() {
-        return;
-    }
-    rewrite(graph, &roles, &chosen, &read_in_nchw);
+    gain
+}
+
+/// A convolution's multiply-adds.
+fn conv_macs(p: &ConvParams) -> i64 {
+    let spatial = |v: &[i64]| v[..p.spatial_rank as usize].iter().product::<i64>();
+    p.batch * p.out_channels * (p.in_channels / p.group.max(1)) * spatial(&p.kernel) * spatial(&p.out_spatial)
 }
 
 /// How a node takes part in the blocked layout.
@@ -101,7 +167,13 @@ enum Role {
 
 /// Node `i`'s role when it can run blocked (`uses`: how many times each
 /// value is read).
-fn role(graph: &Graph, uses: &HashMap<ValueId, usize>, i: usize) -> Option<Role> {
+fn role(
+    graph: &Graph,
+    uses: &HashMap<ValueId, usize>,
+    producer: &HashMap<ValueId, usize>,
+    region: &[usize],
+    i: usize,
+) -> Option<Role> {
     let node = &graph.nodes[i];
     let f32_shape = |slot: usize| match graph.concrete(node.inputs.get(slot).copied()??)? {
         (DType::F32, shape) => Some(shape),
@@ -114,7 +186,17 @@ fn role(graph: &Graph, uses: &HashMap<ValueId, usize>, i: usize) -> Option<Role>
                 return None;
             }
             let p = conv.params(&f32_shape(0)?, &weights.shape).ok()?;
-            conv_takes_blocked(&p).then(|| Role::Conv(Box::new(p)))
+            // A pointwise conv reading a Relu read by nothing else keeps
+            // NCHW: `fuse_conv_prologue` applies the Relu (and the affine
+            // maps before it) as the conv packs its input, which saves a
+            // pass over the input, more than the layout would.
+            let rectified = node.inputs[0].filter(|v| uses.get(v) == Some(&1));
+            let packed = ConvParams { packed_weights: 1, ..p };
+            let prologue = conv_takes_prologue(&packed)
+                && conv_takes_packed_weights(&packed)
+                && rectifier(graph, producer, i).is_some_and(|(relu, _)| region[relu] == region[i])
+                && rectified.is_some();
+            (conv_takes_blocked(&p) && !prologue).then(|| Role::Conv(Box::new(p)))
         }
         Op::Pool(pool) if !pool.blocked && !pool.global && node.outputs.len() == 1 => {
             let p = pool.params(&f32_shape(0)?).ok()?;
@@ -168,16 +250,21 @@ fn blocked_inputs(graph: &Graph, i: usize) -> Vec<ValueId> {
 }
 
 /// The members' outputs that are read in NCHW: as graph outputs, or by
-/// any node but a member of the same group in a blocked slot.
-fn nchw_reads(graph: &Graph, roles: &HashMap<usize, Role>, groups: &UnionFind<usize>) -> HashSet<ValueId> {
+/// any node but a member of the same group (by `member_of`) in a blocked slot.
+fn nchw_reads(
+    graph: &Graph,
+    roles: &HashMap<usize, Role>,
+    member_of: &dyn Fn(usize) -> Option<usize>,
+) -> HashSet<ValueId> {
     let group_of: HashMap<ValueId, usize> =
-        roles.keys().map(|&i| (graph.nodes[i].outputs[0], groups.find(i))).collect();
+        roles.keys().filter_map(|&i| Some((graph.nodes[i].outputs[0], member_of(i)?))).collect();
     let mut read: HashSet<ValueId> = graph.outputs.iter().copied().filter(|v| group_of.contains_key(v)).collect();
     for (i, node) in graph.nodes.iter().enumerate() {
-        let slots = if roles.contains_key(&i) { blocked_slots(graph, node) } else { Vec::new() };
+        let reader = member_of(i);
+        let slots = if reader.is_some() { blocked_slots(graph, node) } else { Vec::new() };
         for (slot, v) in node.inputs.iter().enumerate() {
             let Some(&group) = v.as_ref().and_then(|v| group_of.get(v)) else { continue };
-            if !(slots.contains(&slot) && groups.find(i) == group) {
+            if !(slots.contains(&slot) && reader == Some(group)) {
                 read.extend(*v);
             }
         }
@@ -341,7 +428,7 @@ mod tests {
     }
 
     /// x → convs a and b (8 → 8 each) → Concat → MaxPool 2×2 → conv c
-    /// (16 → 8) → Relu → y: the Concat and the pool carry blocked values.
+    /// (16 → 8, 3×3) → Relu → y: the Concat and the pool carry blocked values.
     #[test]
     fn concats_and_pools_between_convolutions_stay_blocked() {
         let mut g = Graph::default();
@@ -362,10 +449,10 @@ mod tests {
         };
         let pooled = value(&mut g, "pooled", &[1, 16, 3, 3], ValueDef::Computed);
         push(&mut g, "pool", pool, &[joined], pooled);
-        let weights: Vec<f32> = (0..8 * 16).map(|i| (i as f32 * 0.29).cos()).collect();
-        let w = constant(&mut g, "c.w", &[8, 16, 1, 1], &weights);
+        let weights: Vec<f32> = (0..8 * 16 * 9).map(|i| (i as f32 * 0.29).cos()).collect();
+        let w = constant(&mut g, "c.w", &[8, 16, 3, 3], &weights);
         let c = value(&mut g, "c", &[1, 8, 3, 3], ValueDef::Computed);
-        push_conv(&mut g, &[0; 4], 1, pooled, w, c);
+        push_conv(&mut g, &[1; 4], 1, pooled, w, c);
         let y = value(&mut g, "y", &[1, 8, 3, 3], ValueDef::Computed);
         push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[c], y);
         g.outputs.push(y);
@@ -395,15 +482,65 @@ mod tests {
         }
     }
 
+    /// One conv (28 800 multiply-adds) would need 600 elements reordered:
+    /// less than [`MACS_PER_REORDERED_ELEMENT`] each.
     #[test]
-    fn convolutions_that_would_cost_as_many_reorders_stay_nchw() {
-        for convs in [1, 2] {
-            let mut g = graph(convs);
-            choose_layout(&mut g);
-            assert!(g
-                .nodes
-                .iter()
-                .all(|n| !matches!(&n.op, Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { blocked: true, .. }))));
-        }
+    fn convolutions_too_small_for_their_reorders_stay_nchw() {
+        let mut g = graph(1);
+        choose_layout(&mut g);
+        assert!(g
+            .nodes
+            .iter()
+            .all(|n| !matches!(&n.op, Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { blocked: true, .. }))));
+    }
+
+    fn op_names(g: &Graph) -> Vec<&'static str> {
+        g.nodes.iter().map(|n| n.op.name()).collect()
+    }
+
+    fn blocked_convs(g: &Graph) -> Vec<bool> {
+        g.nodes.iter().filter_map(|n| if let Op::Conv(c) = &n.op { Some(c.blocked) } else { None }).collect()
+    }
+
+    /// x → conv a (8 → 16) → conv c (16 → 8) → Concat with a wide input
+    /// (64 channels) → y: the whole group would reorder the wide input in
+    /// and the Concat out, more than its convs save; the two convs alone
+    /// pay, so they run blocked and the Concat stays NCHW.
+    #[test]
+    fn a_group_that_does_not_pay_leaves_its_paying_convolutions_blocked() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        let wide = value(&mut g, "wide", &[1, 64, 5, 5], ValueDef::Input(1));
+        g.inputs.extend([x, wide]);
+        let a = conv(&mut g, "a", x, [8, 16], 3);
+        let c = conv(&mut g, "c", a, [16, 8], 3);
+        let y = value(&mut g, "y", &[1, 72, 5, 5], ValueDef::Computed);
+        push(&mut g, "concat", Concat { axis: 1 }, &[wide, c], y);
+        g.outputs.push(y);
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        assert_eq!(op_names(&g), ["ToBlocked", "Conv", "Conv", "FromBlocked", "Concat"]);
+    }
+
+    /// x → Relu → conv a (8 → 16, 1×1) → conv b (16 → 16) → conv c (16 →
+    /// 8) → y: conv a keeps NCHW for `fuse_conv_prologue` to take the
+    /// Relu; b and c run blocked.
+    #[test]
+    fn a_pointwise_convolution_after_a_relu_keeps_nchw_for_its_prologue() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let rectified = value(&mut g, "rectified", &[1, 8, 5, 5], ValueDef::Computed);
+        push(&mut g, "relu", Elementwise { op_type: "Relu", func: Func::Relu }, &[x], rectified);
+        let a = conv(&mut g, "a", rectified, [8, 16], 1);
+        let b = conv(&mut g, "b", a, [16, 16], 3);
+        let y = conv(&mut g, "c", b, [16, 8], 3);
+        g.outputs.push(y);
+        let reference = g.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        assert_eq!(op_names(&g), ["Relu", "Conv", "ToBlocked", "Conv", "Conv", "FromBlocked"]);
+        assert_eq!(blocked_convs(&g), [false, true, true]);
+        assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
     }
 }

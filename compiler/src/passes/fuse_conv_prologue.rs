@@ -23,6 +23,7 @@ use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 use onnxc_runtime::conv_takes_prologue;
+use std::collections::HashMap;
 
 pub fn fuse_conv_prologue(graph: &mut Graph) {
     let uses = super::use_counts(graph);
@@ -46,10 +47,8 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
                 && !removed[i]
                 && graph.concrete(v).as_ref().map(|(d, s)| (*d, s.as_slice())) == Some((DType::F32, shape.as_slice()))
         };
-        let Some(&relu_index) = producer.get(&rectified) else { continue };
-        let relu = &graph.nodes[relu_index];
-        let (Op::Elementwise(e), [Some(mut x)]) = (&relu.op, relu.inputs.as_slice()) else { continue };
-        if e.func != Func::Relu || !fusable(rectified, relu_index) {
+        let Some((relu_index, mut x)) = rectifier(graph, &producer, conv_index) else { continue };
+        if !fusable(rectified, relu_index) {
             continue;
         }
         let channels = shape[1];
@@ -81,6 +80,23 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
     }
     let mut flags = removed.into_iter();
     graph.nodes.retain(|_| !flags.next().unwrap_or(false));
+}
+
+/// The Relu node whose output is Conv `conv_index`'s input, and the Relu's
+/// input: where a prologue would start (when the Relu's output is read
+/// by the Conv alone).
+pub(super) fn rectifier(
+    graph: &Graph,
+    producer: &HashMap<ValueId, usize>,
+    conv_index: usize,
+) -> Option<(usize, ValueId)> {
+    let rectified = graph.nodes[conv_index].inputs.first().copied()??;
+    let relu_index = *producer.get(&rectified)?;
+    let relu = &graph.nodes[relu_index];
+    match (&relu.op, relu.inputs.as_slice()) {
+        (Op::Elementwise(e), [Some(x)]) if e.func == Func::Relu => Some((relu_index, *x)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

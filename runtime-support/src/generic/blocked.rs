@@ -303,15 +303,31 @@ unsafe fn reorder(x: *const f32, y: *mut f32, [batch, channels, pixels]: [i64; 3
         return STATUS_INVALID_PARAMS;
     }
     // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
+    #[cfg(target_arch = "x86_64")]
+    let transposed =
+        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Generic { 0 } else { pixels / BLOCK };
+    #[cfg(not(target_arch = "x86_64"))]
+    let transposed = 0;
     for block in 0..batch * channels / BLOCK {
         let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
+        // Whole runs of 8 pixels are 8×8 transposes.
+        #[cfg(target_arch = "x86_64")]
+        for run in 0..transposed {
+            let i = run * BLOCK;
+            if into_blocked {
+                crate::x86_64::transpose::transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
+            } else {
+                crate::x86_64::transpose::transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
+            }
+        }
+        let rest = transposed * BLOCK..pixels;
         if into_blocked {
-            for i in 0..pixels {
+            for i in rest {
                 (0..BLOCK).for_each(|c| *dst.add(i * BLOCK + c) = *src.add(c * pixels + i));
             }
         } else {
             for c in 0..BLOCK {
-                (0..pixels).for_each(|i| *dst.add(c * pixels + i) = *src.add(i * BLOCK + c));
+                rest.clone().for_each(|i| *dst.add(c * pixels + i) = *src.add(i * BLOCK + c));
             }
         }
     }
@@ -382,6 +398,13 @@ mod tests {
         let y = blocked(&x, 2, 16);
         // Image 1, block 1, pixel 2, lane 5: channel 13 of image 1 at pixel 2.
         assert_eq!(y[((16 / 8 + 1) * 3 + 2) * 8 + 5], x[(16 + 13) * 3 + 2]);
+        assert_eq!(unblocked(&y, 2, 16), x);
+        // 19 pixels: two runs of 8 (transposed where the CPU can) and 3 more.
+        let x: Vec<f32> = (0..2 * 16 * 19).map(|i| i as f32).collect();
+        let y = blocked(&x, 2, 16);
+        for (n, c, i) in (0..2).flat_map(|n| (0..16).flat_map(move |c| (0..19).map(move |i| (n, c, i)))) {
+            assert_eq!(y[((n * 2 + c / 8) * 19 + i) * 8 + c % 8], x[(n * 16 + c) * 19 + i]);
+        }
         assert_eq!(unblocked(&y, 2, 16), x);
         let mut out = vec![0.0; 12];
         assert_eq!(unsafe { onnxc_to_blocked_f32(x.as_ptr(), out.as_mut_ptr(), 1, 4, 3) }, STATUS_INVALID_PARAMS);

@@ -18,6 +18,7 @@ pub(crate) mod direct_conv;
 mod plane;
 pub mod pool;
 mod tile;
+pub(crate) mod transpose;
 pub mod vnni;
 
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
