@@ -37,11 +37,16 @@ use core::ops::Range;
 
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 16;
-/// Weights up to this size are walked by every tile, one block group
-/// after another, so that the tile's input is read from L1 for all but the
-/// first; larger ones a block group at a time over all pixels, so that the
-/// group's weights stay in L2 (the input then is read once per group).
+/// Weights up to this size, of up to [`GROUPS_PER_TILE_MAX_BLOCKS`] output
+/// blocks, are walked by every tile, one block group after another, so
+/// that the tile's input is read from L1 for all but the first; otherwise
+/// a block group runs at a time over all pixels, so that its weights stay
+/// in L2 (the input then is read once per group). Each output block is a
+/// stream of stores (and of residual loads) far from the others: a tile
+/// walking more blocks than this runs ahead of the prefetchers (measured
+/// on ResNet-50's 64 → 256 1×1 layers at 56², 12 % slower).
 const GROUPS_PER_TILE_WEIGHT_BYTES: usize = 192 * 1024;
+const GROUPS_PER_TILE_MAX_BLOCKS: usize = 8;
 
 /// Where a tile reads: each pixel's window origin (which may lie outside
 /// the input: only taps in `ky` × `kx` are read), the weights of its first
@@ -548,7 +553,8 @@ pub(crate) unsafe fn conv(
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
     let groups = s.out_blocks.div_ceil(if wide { 4 } else { 3 });
-    let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES;
+    let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES
+        && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
     let row_parts =
         if Parallel::is_threaded(parallel) { TASKS.div_ceil(group_tasks * s.batch).min(s.out_h) } else { 1 };
