@@ -466,8 +466,10 @@ impl Job<'_> {
         }
     }
 
-    /// An AVX-512 tile, its first `stored` pixels stored.
-    #[target_feature(enable = "avx2,fma")]
+    /// An AVX-512 tile, its first `stored` pixels stored (compiled for
+    /// AVX-512, so that the sums are inlined and stay in registers for the
+    /// epilogue).
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
     unsafe fn wide_tile(&self, n: usize, mb: usize, blocks: usize, pixels: [(usize, usize); 6], stored: usize) {
         let (t, at) = self.input(n, mb, blocks, pixels);
         let st = &self.strides;
