@@ -67,12 +67,23 @@ unsafe fn pool_plane(p: &PoolParams, x: *const f32, y: *mut f32) {
 #[inline(always)]
 unsafe fn pool_plane_of<const MAX: bool>(p: &PoolParams, x: *const f32, y: *mut f32) {
     let [iw, oh, ow] = [p.in_spatial[1], p.out_spatial[0], p.out_spatial[1]].map(|d| d as usize);
+    let (stride, pad, kw) = (p.strides[1] as usize, p.pads_begin[1] as usize, p.kernel[1] as usize);
+    // Interior columns `[ja, jb)`, whose window lies inside the input row:
+    // their taps and divisor need no clipping.
+    let ja = pad.div_ceil(stride).min(ow);
+    let jb = if iw + pad >= kw { ((iw + pad - kw) / stride + 1).min(ow) } else { 0 }.max(ja);
     let tap = |h: usize, w: usize| *(x.add((h * iw + w) * BLOCK) as *const [f32; BLOCK]);
     for i in 0..oh {
         let (h0, h1, _) = window(p, 0, i);
+        let rows = average_extent(p, 0, i);
         let top_padded = (i as i64) * p.strides[0] < p.pads_begin[0];
         for j in 0..ow {
-            let (w0, w1, _) = window(p, 1, j);
+            let (w0, w1, columns) = if (ja..jb).contains(&j) {
+                (j * stride - pad, j * stride - pad + kw, kw)
+            } else {
+                let (w0, w1, _) = window(p, 1, j);
+                (w0, w1, average_extent(p, 1, j))
+            };
             let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
             // Max starts from the first tap, or from -inf where that lies
             // in the padding; the sum from zero.
@@ -94,7 +105,7 @@ unsafe fn pool_plane_of<const MAX: bool>(p: &PoolParams, x: *const f32, y: *mut 
                 }
             }
             if !MAX {
-                let n = (average_extent(p, 0, i) * average_extent(p, 1, j)) as f32;
+                let n = (rows * columns) as f32;
                 acc.iter_mut().for_each(|a| *a /= n);
             }
             *(y.add((i * ow + j) * BLOCK) as *mut [f32; BLOCK]) = acc;
