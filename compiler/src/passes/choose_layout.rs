@@ -15,7 +15,8 @@
 //! (DenseNet: each 3×3 convolution blocked between two reorders, the
 //! Concats that would drag every earlier feature map along kept NCHW).
 //! A pointwise convolution reading a Relu stays NCHW, for
-//! `fuse_conv_prologue`.
+//! `fuse_conv_prologue`; so does a carrier that reads no member's output
+//! (a pool after the image stem: the reorder after it is 4 times smaller).
 //!
 //! A blocked convolution writes a new value `[N, C/8, H, W, 8]`; where its
 //! NCHW output is still read, a `FromBlocked` right after it recomputes
@@ -48,10 +49,26 @@ pub fn choose_layout(graph: &mut Graph) {
     let uses = super::use_counts(graph);
     let producer = super::producers(graph);
     let region = super::regions(graph);
-    let roles: HashMap<usize, Role> =
+    let mut roles: HashMap<usize, Role> =
         (0..graph.nodes.len()).filter_map(|i| Some((i, role(graph, &uses, &producer, &region, i)?))).collect();
     if !roles.values().any(|r| matches!(r, Role::Conv(_))) {
         return;
+    }
+    // A carrier that reads no member's output would only move the reorder
+    // from its output to its inputs, which are as large or (a pool's)
+    // larger: it stays NCHW, and so may the carriers after it.
+    loop {
+        let fed = |i: usize| {
+            blocked_inputs(graph, i).iter().any(|v| {
+                producer.get(v).is_some_and(|p| roles.contains_key(p) && region[*p] == region[i])
+            })
+        };
+        let unfed: Vec<usize> =
+            roles.iter().filter(|(&i, role)| matches!(role, Role::Carrier) && !fed(i)).map(|(&i, _)| i).collect();
+        if unfed.is_empty() {
+            break;
+        }
+        unfed.iter().for_each(|i| drop(roles.remove(i)));
     }
     let linked =
         |i: usize, v: ValueId| producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[i]);
