@@ -268,9 +268,10 @@ pub struct Conv {
     /// `passes::fuse_conv_prologue`.
     pub prologue: bool,
     /// Input 0, input 3 and the output are in the blocked layout
-    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]) and input 1 holds the
-    /// weights packed by `onnxc_pack_conv_weights_blocked_f32`; set by
-    /// `passes::choose_layout`.
+    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW
+    /// when it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`)
+    /// and input 1 holds the weights packed by
+    /// `onnxc_pack_conv_weights_blocked_f32`; set by `passes::choose_layout`.
     pub blocked: bool,
 }
 
@@ -538,8 +539,12 @@ impl ConvKernel for Conv {
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         let w = self.packed_weights.as_deref().unwrap_or(w);
         if self.blocked {
-            let x = super::layout::unblocked_shape(x)
-                .ok_or_else(|| format!("input 0 has shape {x:?}, which is not blocked"))?;
+            let x = match super::layout::unblocked_shape(x) {
+                Some(x) => x,
+                // An image of fewer channels than a block, read as it is.
+                None if x.len() == 4 && x[1] < onnxc_runtime::BLOCK => x.to_vec(),
+                None => return Err(format!("input 0 has shape {x:?}, which is not blocked")),
+            };
             return self.params(&x, w);
         }
         self.params(x, w)

@@ -26,7 +26,9 @@
 //! the kernel library's own packer.
 //!
 //! Applies to f32 2-D Conv of one group, constant weights, input and
-//! output channels multiples of 8, without a prologue, when the code calls
+//! output channels multiples of 8 (or an input of fewer than 8 channels,
+//! an image, which the kernel reads in NCHW: a stem convolution starts a
+//! group without a reorder), without a prologue, when the code calls
 //! kernels; between them, 2-D max/average pools, Concats along the
 //! channels and elementwise nodes (inputs of the output's shape or
 //! scalars) carry blocked values. A group never spans a guarded or
@@ -40,7 +42,7 @@ use crate::ops::layout::{blocked_shape, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
     conv_blocked_weights_elems, conv_takes_blocked, conv_takes_packed_weights, conv_takes_prologue,
-    onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked, ConvParams, STATUS_OK,
+    onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked, ConvParams, BLOCK, STATUS_OK,
 };
 use petgraph::unionfind::UnionFind;
 use std::collections::{HashMap, HashSet};
@@ -59,9 +61,9 @@ pub fn choose_layout(graph: &mut Graph) {
     // larger: it stays NCHW, and so may the carriers after it.
     loop {
         let fed = |i: usize| {
-            blocked_inputs(graph, i).iter().any(|v| {
-                producer.get(v).is_some_and(|p| roles.contains_key(p) && region[*p] == region[i])
-            })
+            blocked_inputs(graph, i)
+                .iter()
+                .any(|v| producer.get(v).is_some_and(|p| roles.contains_key(p) && region[*p] == region[i]))
         };
         let unfed: Vec<usize> =
             roles.iter().filter(|(&i, role)| matches!(role, Role::Carrier) && !fed(i)).map(|(&i, _)| i).collect();
@@ -249,6 +251,8 @@ fn role(
 /// an elementwise node's inputs shaped like its output.
 fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
     match node.op {
+        // An image of fewer channels than a block is read in NCHW.
+        Op::Conv(_) if node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| s[1] < BLOCK) => vec![3],
         Op::Conv(_) => vec![0, 3],
         Op::Pool(_) => vec![0],
         Op::Elementwise(_) => {
@@ -537,6 +541,26 @@ mod tests {
         choose_layout(&mut g);
         assert_eq!(super::super::verify(&g), Ok(()));
         assert_eq!(op_names(&g), ["ToBlocked", "Conv", "Conv", "FromBlocked", "Concat"]);
+    }
+
+    /// An image x (3 channels) → conv a (3 → 16) → conv b (16 → 8) → y:
+    /// conv a reads x in NCHW and writes the blocked layout, so only the
+    /// output is reordered.
+    #[test]
+    fn a_stem_convolution_reads_its_image_in_nchw() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 3, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let a = conv(&mut g, "a", x, [3, 16], 3);
+        let y = conv(&mut g, "b", a, [16, 8], 3);
+        g.outputs.push(y);
+        let reference = g.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        assert_eq!(op_names(&g), ["Conv", "Conv", "FromBlocked"]);
+        assert_eq!(blocked_convs(&g), [true, true]);
+        assert_eq!(g.nodes[0].inputs[0], Some(x));
+        assert_runs_alike(&reference, &g, &[1, 3, 5, 5]);
     }
 
     /// x → Relu → conv a (8 → 16, 1×1) → conv b (16 → 16) → conv c (16 →

@@ -31,14 +31,24 @@ use crate::parallel::Parallel;
 pub const BLOCK: usize = 8;
 
 /// Whether [`onnxc_conv_blocked_f32`] takes these params: a 2-D
-/// convolution of one group whose input and output channels are
-/// multiples of [`BLOCK`].
+/// convolution of one group whose output channels are a multiple of
+/// [`BLOCK`], and its input channels too, or fewer than a block (an
+/// image: such an input is read in NCHW, see [`conv_reads_nchw`]).
 pub fn conv_takes_blocked(p: &ConvParams) -> bool {
+    let channels = p.in_channels as usize;
     validate(p).is_some()
         && p.spatial_rank == 2
         && p.group == 1
-        && (p.in_channels as usize).is_multiple_of(BLOCK)
+        && (channels.is_multiple_of(BLOCK) || channels < BLOCK)
         && (p.out_channels as usize).is_multiple_of(BLOCK)
+}
+
+/// Whether [`onnxc_conv_blocked_f32`] reads its input in NCHW (fewer
+/// channels than a block: the image a network's stem convolution reads,
+/// which the blocked layout would pad) rather than blocked. Its output is
+/// blocked either way.
+pub fn conv_reads_nchw(p: &ConvParams) -> bool {
+    (p.in_channels as usize) < BLOCK
 }
 
 /// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]
@@ -55,9 +65,12 @@ pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockedShape {
     pub batch: usize,
-    /// Input and output channel blocks.
+    pub in_channels: usize,
+    /// Input channel blocks (0 when the input is NCHW), output channel blocks.
     pub in_blocks: usize,
     pub out_blocks: usize,
+    /// The input is NCHW ([`conv_reads_nchw`]).
+    pub nchw_input: bool,
     pub in_h: usize,
     pub in_w: usize,
     pub out_h: usize,
@@ -76,8 +89,10 @@ impl BlockedShape {
         let pair = |v: &[i64]| [v[0] as usize, v[1] as usize];
         Some(BlockedShape {
             batch: p.batch as usize,
+            in_channels: p.in_channels as usize,
             in_blocks: p.in_channels as usize / BLOCK,
             out_blocks: p.out_channels as usize / BLOCK,
+            nchw_input: conv_reads_nchw(p),
             in_h: p.in_spatial[0] as usize,
             in_w: p.in_spatial[1] as usize,
             out_h: p.out_spatial[0] as usize,
@@ -91,7 +106,7 @@ impl BlockedShape {
 
     /// Floats of one input image, and of one output image.
     pub(crate) fn in_image(&self) -> usize {
-        self.in_blocks * self.in_h * self.in_w * BLOCK
+        self.in_channels * self.in_h * self.in_w
     }
 
     pub(crate) fn out_image(&self) -> usize {
@@ -100,7 +115,17 @@ impl BlockedShape {
 
     /// Floats of one output block's packed weights.
     pub(crate) fn weights_per_block(&self) -> usize {
-        self.kernel[0] * self.kernel[1] * self.in_blocks * BLOCK * BLOCK
+        self.kernel[0] * self.kernel[1] * self.in_channels * BLOCK
+    }
+
+    /// Float offset of input channel `c` at pixel `(iy, ix)` in an image.
+    pub(crate) fn input_at(&self, c: usize, iy: usize, ix: usize) -> usize {
+        let pixel = iy * self.in_w + ix;
+        if self.nchw_input {
+            c * self.in_h * self.in_w + pixel
+        } else {
+            ((c / BLOCK * self.in_h * self.in_w) + pixel) * BLOCK + c % BLOCK
+        }
     }
 
     /// The kernel taps along `axis` whose input index, for output index
@@ -128,7 +153,7 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
 ) -> i32 {
     let Some(s) = p.as_ref().and_then(BlockedShape::of) else { return STATUS_INVALID_PARAMS };
     let [kh, kw] = s.kernel;
-    let c = s.in_blocks * BLOCK;
+    let c = s.in_channels;
     let mut out = packed;
     for mb in 0..s.out_blocks {
         for ky in 0..kh {
@@ -217,14 +242,11 @@ pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: Blocked
                         let iy = oy * s.strides[0] + ky * s.dilations[0] - s.pads[0];
                         for kx in s.taps(1, ox, s.in_w) {
                             let ix = ox * s.strides[1] + kx * s.dilations[1] - s.pads[1];
-                            let taps = w.add((ky * kw + kx) * s.in_blocks * BLOCK * BLOCK);
-                            for cb in 0..s.in_blocks {
-                                let pixel = x.add(((cb * s.in_h + iy) * s.in_w + ix) * BLOCK);
-                                for ci in 0..BLOCK {
-                                    let weights = taps.add((cb * BLOCK + ci) * BLOCK);
-                                    for (co, a) in acc.iter_mut().enumerate() {
-                                        *a += *pixel.add(ci) * *weights.add(co);
-                                    }
+                            let taps = w.add((ky * kw + kx) * s.in_channels * BLOCK);
+                            for c in 0..s.in_channels {
+                                let (value, weights) = (*x.add(s.input_at(c, iy, ix)), taps.add(c * BLOCK));
+                                for (co, a) in acc.iter_mut().enumerate() {
+                                    *a += value * *weights.add(co);
                                 }
                             }
                         }
@@ -414,7 +436,8 @@ mod tests {
     /// (reordered in and out), with each epilogue, serial and threaded.
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
-        let cases: [Case; 9] = [
+        // The last two read an NCHW input (fewer channels than a block).
+        let cases: [Case; 11] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),
             (16, 64, [7, 7], [3, 3], 1, 1, [1, 1]),
@@ -424,6 +447,8 @@ mod tests {
             (24, 16, [12, 12], [1, 1], 2, 1, [0, 0]),
             (8, 16, [15, 14], [7, 7], 2, 1, [3, 3]),
             (16, 8, [9, 9], [3, 2], 1, 2, [2, 0]),
+            (3, 16, [15, 14], [7, 7], 2, 1, [3, 3]),
+            (1, 40, [9, 11], [3, 3], 1, 1, [1, 1]),
         ];
         for (i, case) in cases.iter().enumerate() {
             let p = params(case);
@@ -436,7 +461,8 @@ mod tests {
             let residual = rand_vec(out_len, 30 + i as u64);
             let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
             assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
-            let (xb, rb) = (blocked(&x, 2, cin), blocked(&residual, 2, cout));
+            let xb = if conv_reads_nchw(&p) { x.clone() } else { blocked(&x, 2, cin) };
+            let rb = blocked(&residual, 2, cout);
             for (activation, fused) in
                 [(EPILOGUE_NONE, 0), (EPILOGUE_RELU, 1), (EPILOGUE_LEAKY_RELU, 1), (EPILOGUE_HARD_SWISH, 0)]
             {
@@ -511,10 +537,16 @@ mod tests {
     }
 
     #[test]
-    fn only_single_group_2d_convolutions_of_whole_blocks_are_taken() {
+    fn only_single_group_2d_convolutions_of_whole_blocks_or_images_are_taken() {
         let p = params(&(16, 8, [5, 5], [3, 3], 1, 1, [1, 1]));
         assert!(conv_takes_blocked(&p));
         assert!(!conv_takes_blocked(&ConvParams { in_channels: 12, ..p }));
+        // An image's few channels are read in NCHW.
+        assert!(
+            conv_takes_blocked(&ConvParams { in_channels: 3, ..p })
+                && conv_reads_nchw(&ConvParams { in_channels: 3, ..p })
+        );
+        assert!(!conv_reads_nchw(&p));
         assert!(!conv_takes_blocked(&ConvParams { group: 2, ..p }));
         assert!(!conv_takes_blocked(&ConvParams { spatial_rank: 1, ..p }));
         assert_eq!(conv_blocked_weights_elems(&ConvParams { out_channels: 4, ..p }), 0);

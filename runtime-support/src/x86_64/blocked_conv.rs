@@ -66,12 +66,15 @@ struct Strides {
     /// Between kernel rows and columns in the input.
     tap_row: usize,
     tap_col: usize,
-    /// Between input blocks.
+    /// Between input blocks (between input channels for an NCHW input).
     in_block: usize,
     /// Between kernel taps in the weights.
     w_tap: usize,
     in_blocks: usize,
     kernel_w: usize,
+    /// The input is NCHW, of `in_channels` channels.
+    nchw_input: bool,
+    in_channels: usize,
 }
 
 /// One input channel's step (the `$ci`th of its block): the weights at
@@ -113,6 +116,32 @@ macro_rules! block_loop {
     };
 }
 
+/// The loop over a tap's input channels when the input is NCHW: pairs of
+/// steps (the first summing into `$even`'s registers, the second into
+/// `$odd`'s), each followed by the pixel pointers' move to the next
+/// channel's plane, then the odd channel left, if any.
+macro_rules! channel_loop {
+    ($blocks:tt, $even:tt, $odd:tt, [$($p:expr),+]) => {
+        concat!(
+            "test {k}, {k}\n",
+            "jz 3f\n",
+            "2:\n",
+            step!("0", "0", $blocks, $even),
+            $("add {", $p, "}, {ib}\n",)+
+            step!("32", "0", $blocks, $odd),
+            $("add {", $p, "}, {ib}\n",)+
+            "add {w}, 64\n",
+            "dec {k}\n",
+            "jnz 2b\n",
+            "3:\n",
+            "test {tail}, {tail}\n",
+            "jz 4f\n",
+            step!("0", "0", $blocks, $even),
+            "4:\n",
+        )
+    };
+}
+
 /// A function adding a tile's products over every tap in its ranges into
 /// `acc[$i][$j]`, with the asm loop over each tap's input blocks: pixel
 /// pointers `$p`, weights in `$b` (registers of class `$class`; the
@@ -134,20 +163,38 @@ macro_rules! tile_sums {
             for ky in t.ky.0..t.ky.1 {
                 for kx in t.kx.0..t.kx.1 {
                     let tap = ky * s.tap_row + kx * s.tap_col;
-                    core::arch::asm!(
-                        block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
-                        w = inout(reg) t.w.add((ky * s.kernel_w + kx) * s.w_tap) => _,
-                        k = inout(reg) s.in_blocks => _,
-                        $($ws = in(reg) t.w_block * 4 * $wm,)+
-                        ib = in(reg) s.in_block * 4,
-                        $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
-                        // Typed as ymm (an untyped scratch would take the
-                        // class's zmm width and ignore the `y` modifier).
-                        $($b = inout($class) _mm256_setzero_ps() => _,)+
-                        ai = inout($class) _mm256_setzero_ps() => _,
-                        $($c = inout($class) acc[$i][$j],)+
-                        options(nostack, readonly),
-                    );
+                    let w = t.w.add((ky * s.kernel_w + kx) * s.w_tap);
+                    // Scratch vectors typed as ymm (an untyped scratch
+                    // would take the class's zmm width and ignore the `y`
+                    // modifier).
+                    if s.nchw_input {
+                        core::arch::asm!(
+                            channel_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                            w = inout(reg) w => _,
+                            k = inout(reg) s.in_channels / 2 => _,
+                            tail = in(reg) s.in_channels % 2,
+                            $($ws = in(reg) t.w_block * 4 * $wm,)+
+                            ib = in(reg) s.in_block * 4,
+                            $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
+                            $($b = inout($class) _mm256_setzero_ps() => _,)+
+                            ai = inout($class) _mm256_setzero_ps() => _,
+                            $($c = inout($class) acc[$i][$j],)+
+                            options(nostack, readonly),
+                        );
+                    } else {
+                        core::arch::asm!(
+                            block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                            w = inout(reg) w => _,
+                            k = inout(reg) s.in_blocks => _,
+                            $($ws = in(reg) t.w_block * 4 * $wm,)+
+                            ib = in(reg) s.in_block * 4,
+                            $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
+                            $($b = inout($class) _mm256_setzero_ps() => _,)+
+                            ai = inout($class) _mm256_setzero_ps() => _,
+                            $($c = inout($class) acc[$i][$j],)+
+                            options(nostack, readonly),
+                        );
+                    }
                 }
             }
             acc
@@ -284,6 +331,8 @@ struct Job<'a> {
     activation: Option<TileActivation>,
     /// Whether the AVX-512 tiles (6 pixels × 4 blocks) run, else the AVX2 ones.
     wide: bool,
+    /// Floats between the input's pixels.
+    pixel_step: usize,
 }
 
 /// The output block groups of `blocks` blocks, `most` at a time: groups
@@ -430,7 +479,7 @@ impl Job<'_> {
         let x = pixels.map(|(oy, ox)| {
             let iy = (oy * s.strides[0]).wrapping_sub(s.pads[0]);
             let ix = (ox * s.strides[1]).wrapping_sub(s.pads[1]);
-            image.wrapping_add(iy.wrapping_mul(s.in_w).wrapping_add(ix).wrapping_mul(BLOCK))
+            image.wrapping_add(iy.wrapping_mul(s.in_w).wrapping_add(ix).wrapping_mul(self.pixel_step))
         });
         let input = TileInput {
             x,
@@ -542,16 +591,20 @@ pub(crate) unsafe fn conv(
     kernel: GemmKernel,
 ) {
     let activation = tile_activation(p);
+    // An NCHW input's pixels are consecutive floats, its channels planes apart.
+    let pixel_step = if s.nchw_input { 1 } else { BLOCK };
     let strides = Strides {
-        tap_row: s.dilations[0] * s.in_w * BLOCK,
-        tap_col: s.dilations[1] * BLOCK,
-        in_block: s.in_h * s.in_w * BLOCK,
-        w_tap: s.in_blocks * BLOCK * BLOCK,
+        tap_row: s.dilations[0] * s.in_w * pixel_step,
+        tap_col: s.dilations[1] * pixel_step,
+        in_block: s.in_h * s.in_w * pixel_step,
+        w_tap: s.in_channels * BLOCK,
         in_blocks: s.in_blocks,
         kernel_w: s.kernel[1],
+        nchw_input: s.nchw_input,
+        in_channels: s.in_channels,
     };
     let wide = kernel == GemmKernel::Avx512;
-    let job = Job { p, s, o, strides, activation, wide };
+    let job = Job { p, s, o, strides, activation, wide, pixel_step };
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
     let groups = s.out_blocks.div_ceil(if wide { 4 } else { 3 });
