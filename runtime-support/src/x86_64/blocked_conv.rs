@@ -148,6 +148,11 @@ macro_rules! channel_loop {
 /// weight panels at multiples `$wm` of the block distance in `$ws`), even
 /// and odd input channels' FMAs as `$even` and `$odd` list them.
 macro_rules! tile_sums {
+    // Tiles of several pixels: the same FMAs for even and odd channels.
+    ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $px:literal, $rows:literal, $blocks:literal,
+     $pixels:tt, $b:tt, $ws:tt, $block_list:tt, every $fmas:tt, $accs:tt) => {
+        tile_sums!($(#[$doc])* $name, $features, $class, $px, $rows, $blocks, $pixels, $b, $ws, $block_list, $fmas, $fmas, $accs);
+    };
     ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $px:literal, $rows:literal, $blocks:literal,
      [$($p:ident = $pi:literal),+], [$($b:ident),+], [$($ws:ident = $wm:literal),+],
      $block_list:tt, $even:tt, $odd:tt, [$($c:ident = $i:literal, $j:literal);+]) => {
@@ -164,37 +169,32 @@ macro_rules! tile_sums {
                 for kx in t.kx.0..t.kx.1 {
                     let tap = ky * s.tap_row + kx * s.tap_col;
                     let w = t.w.add((ky * s.kernel_w + kx) * s.w_tap);
-                    // Scratch vectors typed as ymm (an untyped scratch
-                    // would take the class's zmm width and ignore the `y`
-                    // modifier).
-                    if s.nchw_input {
-                        core::arch::asm!(
-                            channel_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
-                            w = inout(reg) w => _,
-                            k = inout(reg) s.in_channels / 2 => _,
-                            tail = in(reg) s.in_channels % 2,
-                            $($ws = in(reg) t.w_block * 4 * $wm,)+
-                            ib = in(reg) s.in_block * 4,
-                            $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
-                            $($b = inout($class) _mm256_setzero_ps() => _,)+
-                            ai = inout($class) _mm256_setzero_ps() => _,
-                            $($c = inout($class) acc[$i][$j],)+
-                            options(nostack, readonly),
-                        );
-                    } else {
-                        core::arch::asm!(
-                            block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
-                            w = inout(reg) w => _,
-                            k = inout(reg) s.in_blocks => _,
-                            $($ws = in(reg) t.w_block * 4 * $wm,)+
-                            ib = in(reg) s.in_block * 4,
-                            $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
-                            $($b = inout($class) _mm256_setzero_ps() => _,)+
-                            ai = inout($class) _mm256_setzero_ps() => _,
-                            $($c = inout($class) acc[$i][$j],)+
-                            options(nostack, readonly),
-                        );
-                    }
+                    // `k`: input blocks, or pairs of channels of an NCHW
+                    // input (`tail`: the odd one left). Scratch vectors are
+                    // typed as ymm (an untyped scratch would take the
+                    // class's zmm width and ignore the `y` modifier).
+                    let (k, tail) =
+                        if s.nchw_input { (s.in_channels / 2, s.in_channels % 2) } else { (s.in_blocks, 0) };
+                    core::arch::asm!(
+                        "test {nchw}, {nchw}\n",
+                        "jnz 5f\n",
+                        block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                        "jmp 6f\n",
+                        "5:\n",
+                        channel_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                        "6:\n",
+                        nchw = in(reg) s.nchw_input as usize,
+                        w = inout(reg) w => _,
+                        k = inout(reg) k => _,
+                        tail = in(reg) tail,
+                        $($ws = in(reg) t.w_block * 4 * $wm,)+
+                        ib = in(reg) s.in_block * 4,
+                        $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
+                        $($b = inout($class) _mm256_setzero_ps() => _,)+
+                        ai = inout($class) _mm256_setzero_ps() => _,
+                        $($c = inout($class) acc[$i][$j],)+
+                        options(nostack, readonly),
+                    );
                 }
             }
             acc
@@ -206,11 +206,7 @@ tile_sums!(
     /// The sums of four pixels × three output blocks (AVX2).
     sums4x3, "avx2,fma", ymm_reg, 4, 4, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+    every ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
      "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
      "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
      "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
@@ -221,11 +217,7 @@ tile_sums!(
     /// The sums of four pixels × two output blocks (AVX2).
     sums4x2, "avx2,fma", ymm_reg, 4, 4, 2, [p0 = 0, p1 = 1, p2 = 2, p3 = 3], [b0, b1], [ws = 1],
     ["b0" at "", "b1" at "{ws} + "],
-    ["p0" => ["c00" * "b0", "c01" * "b1"],
-     "p1" => ["c10" * "b0", "c11" * "b1"],
-     "p2" => ["c20" * "b0", "c21" * "b1"],
-     "p3" => ["c30" * "b0", "c31" * "b1"]],
-    ["p0" => ["c00" * "b0", "c01" * "b1"],
+    every ["p0" => ["c00" * "b0", "c01" * "b1"],
      "p1" => ["c10" * "b0", "c11" * "b1"],
      "p2" => ["c20" * "b0", "c21" * "b1"],
      "p3" => ["c30" * "b0", "c31" * "b1"]],
@@ -236,13 +228,7 @@ tile_sums!(
     /// The sums of six pixels × four output blocks (AVX-512's 32 registers).
     sums6x4, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 4, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1, b2, b3], [ws = 1, ws3 = 3],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
-     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
-     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
-     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
-     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+    every ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
      "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
      "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
      "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
@@ -255,13 +241,7 @@ tile_sums!(
     /// The sums of six pixels × three output blocks (AVX-512's 32 registers).
     sums6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
-     "p4" => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
-     "p5" => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
-    ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+    every ["p0" => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
      "p1" => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
      "p2" => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
      "p3" => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
@@ -274,13 +254,7 @@ tile_sums!(
     /// The sums of six pixels × two output blocks.
     sums6x2, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 2, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1], [ws = 1],
     ["b0" at "", "b1" at "{ws} + "],
-    ["p0" => ["c00" * "b0", "c01" * "b1"],
-     "p1" => ["c10" * "b0", "c11" * "b1"],
-     "p2" => ["c20" * "b0", "c21" * "b1"],
-     "p3" => ["c30" * "b0", "c31" * "b1"],
-     "p4" => ["c40" * "b0", "c41" * "b1"],
-     "p5" => ["c50" * "b0", "c51" * "b1"]],
-    ["p0" => ["c00" * "b0", "c01" * "b1"],
+    every ["p0" => ["c00" * "b0", "c01" * "b1"],
      "p1" => ["c10" * "b0", "c11" * "b1"],
      "p2" => ["c20" * "b0", "c21" * "b1"],
      "p3" => ["c30" * "b0", "c31" * "b1"],
