@@ -612,46 +612,64 @@ unsafe fn conv_prepacked(
     let kdim = s.c_per_group * s.taps;
     let per_group = packed_a_len(s.m_per_group, kdim);
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
-    for n in 0..p.batch as usize {
-        for g in 0..p.group as usize {
-            let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
-            let first_channel = n * cout + g * s.m_per_group;
-            let out = MatMut { ptr: y.add(first_channel * s.out_size), rs: s.out_size as isize, cs: 1 };
-            let finish = ConvFinish {
-                p,
-                bias: (!bias.is_null()).then(|| bias.add(g * s.m_per_group)),
-                residual: residual.map(|r| r.add(first_channel * s.out_size)),
-                row_stride: s.out_size,
+    let group = |n: usize, g: usize, parallel: *const Parallel| {
+        let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
+        let first_channel = n * cout + g * s.m_per_group;
+        let out = MatMut { ptr: y.add(first_channel * s.out_size), rs: s.out_size as isize, cs: 1 };
+        let finish = ConvFinish {
+            p,
+            bias: (!bias.is_null()).then(|| bias.add(g * s.m_per_group)),
+            residual: residual.map(|r| r.add(first_channel * s.out_size)),
+            row_stride: s.out_size,
+        };
+        let a = w.add(g * per_group);
+        if let (true, Some(channels)) = (s.pointwise, prologue) {
+            let group_channels = ChannelPrologue {
+                scale: channels.scale.add(g * s.c_per_group),
+                shift: channels.shift.add(g * s.c_per_group),
             };
-            let a = w.add(g * per_group);
-            if let (true, Some(channels)) = (s.pointwise, prologue) {
-                let group_channels = ChannelPrologue {
-                    scale: channels.scale.add(g * s.c_per_group),
-                    shift: channels.shift.add(g * s.c_per_group),
-                };
-                let b = PrologueInput { x: xg, row_len: s.in_size, channels: group_channels };
-                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
-            } else if let Some(window) = &window {
-                #[cfg(target_arch = "x86_64")]
-                crate::x86_64::direct_conv::conv(
-                    window,
-                    window.place(xg, scratch, parallel),
-                    s.m_per_group,
-                    a,
-                    out.ptr,
-                    &finish,
-                    parallel,
-                );
-            } else if s.pointwise {
-                let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
-                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
-            } else {
-                let im2col = Im2col::new(p, s, xg, 0.0);
-                sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &im2col, out, &finish, parallel);
-            }
+            let b = PrologueInput { x: xg, row_len: s.in_size, channels: group_channels };
+            sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
+        } else if let Some(window) = &window {
+            #[cfg(target_arch = "x86_64")]
+            crate::x86_64::direct_conv::conv(
+                window,
+                window.place(xg, scratch, parallel),
+                s.m_per_group,
+                a,
+                out.ptr,
+                &finish,
+                parallel,
+            );
+        } else if s.pointwise {
+            let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
+            sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
+        } else {
+            let im2col = Im2col::new(p, s, xg, 0.0);
+            sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &im2col, out, &finish, parallel);
+        }
+    };
+    let (batch, groups) = (p.batch as usize, p.group as usize);
+    // Small groups (ShuffleNet's grouped 1x1 layers, under a million
+    // multiply-adds each) are too small to split; the groups are split
+    // instead, each run whole by one thread (same bits: a group's gemm
+    // sums in the same order however it is split). Not with the direct
+    // kernel, whose groups share the scratch.
+    let small = s.m_per_group * s.out_size * kdim <= SMALL_GROUP_MACS;
+    if small && batch * groups > 1 && window.is_none() {
+        Parallel::for_each(parallel, batch * groups, |task| group(task / groups, task % groups, core::ptr::null()));
+        return;
+    }
+    for n in 0..batch {
+        for g in 0..groups {
+            group(n, g, parallel);
         }
     }
 }
+
+/// Multiply-adds of a group's gemm below which [`conv_prepacked`] splits
+/// the groups over the threads rather than each group's gemm.
+const SMALL_GROUP_MACS: usize = 1 << 20;
 
 /// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
 /// where the gemm it replaces is the AVX2 one.
@@ -1371,6 +1389,40 @@ mod tests {
                     let same = gemm.iter().zip(&direct).all(|(g, d)| g.to_bits() == d.to_bits());
                     assert!(same, "{:?} activation {activation}", c.kernel);
                 }
+            }
+        }
+    }
+
+    /// Small groups are split over the threads, each group's gemm run
+    /// whole: the same bits as serial, pointwise (with and without a
+    /// fused residual) and through im2col, with two images.
+    #[test]
+    fn small_groups_split_over_threads_give_the_serial_bits() {
+        for c in [
+            case2d(16, 24, 4, (7, 7), (1, 1), 1, 1, [0, 0, 0, 0]),
+            case2d(8, 12, 4, (9, 8), (3, 3), 1, 1, [1, 1, 1, 1]),
+        ] {
+            for fused_residual in [0, 1] {
+                let p =
+                    ConvParams { packed_weights: 1, activation: EPILOGUE_RELU, residual: fused_residual, ..params(&c) };
+                let s = validate(&p).unwrap();
+                let x = rand_vec(c.batch * c.cin * c.input.iter().product::<usize>(), 1);
+                let w = rand_vec(c.cout * (c.cin / c.group) * c.kernel.iter().product::<usize>(), 2);
+                let (bias, out_n) = (rand_vec(c.cout, 3), c.batch * c.cout * s.out_size);
+                let residual = rand_vec(out_n, 4);
+                let mut packed = vec![f32::NAN; conv_packed_weights_elems(&p)];
+                assert_eq!(unsafe { onnxc_pack_conv_weights_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+                let run = |parallel: Parallel| {
+                    let (mut y, mut scratch) = (vec![f32::NAN; out_n], vec![f32::NAN; conv_scratch_elems(&p)]);
+                    let r = (fused_residual == 1).then_some(residual.as_ptr());
+                    let (xp, wp, bp, sp) = (x.as_ptr(), packed.as_ptr(), bias.as_ptr(), scratch.as_mut_ptr());
+                    unsafe { conv_prepacked(&p, &s, xp, wp, bp, r, None, y.as_mut_ptr(), sp, &parallel, false) };
+                    y
+                };
+                let serial = run(Parallel::SERIAL);
+                let threaded = run(Parallel { run: Some(reversed), user: core::ptr::null_mut() });
+                assert!(serial.iter().all(|v| !v.is_nan()));
+                assert!(serial.iter().zip(&threaded).all(|(a, b)| a.to_bits() == b.to_bits()), "{:?}", c.kernel);
             }
         }
     }
