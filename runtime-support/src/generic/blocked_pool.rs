@@ -66,49 +66,74 @@ unsafe fn pool_plane(p: &PoolParams, x: *const f32, y: *mut f32) {
 /// [`pool_plane`] for max (`MAX`) or average pooling.
 #[inline(always)]
 unsafe fn pool_plane_of<const MAX: bool>(p: &PoolParams, x: *const f32, y: *mut f32) {
+    match p.kernel[1] {
+        2 => pool_rows::<MAX, 2>(p, x, y),
+        3 => pool_rows::<MAX, 3>(p, x, y),
+        _ => pool_rows::<MAX, 0>(p, x, y),
+    }
+}
+
+/// [`pool_plane_of`] with the kernel's width `KW` known (its taps
+/// unrolled in the interior), or any width when `KW` is 0.
+#[inline(always)]
+unsafe fn pool_rows<const MAX: bool, const KW: usize>(p: &PoolParams, x: *const f32, y: *mut f32) {
     let [iw, oh, ow] = [p.in_spatial[1], p.out_spatial[0], p.out_spatial[1]].map(|d| d as usize);
     let (stride, pad, kw) = (p.strides[1] as usize, p.pads_begin[1] as usize, p.kernel[1] as usize);
+    let kw = if KW == 0 { kw } else { KW };
     // Interior columns `[ja, jb)`, whose window lies inside the input row:
     // their taps and divisor need no clipping.
     let ja = pad.div_ceil(stride).min(ow);
     let jb = if iw + pad >= kw { ((iw + pad - kw) / stride + 1).min(ow) } else { 0 }.max(ja);
     let tap = |h: usize, w: usize| *(x.add((h * iw + w) * BLOCK) as *const [f32; BLOCK]);
+    let fold = |acc: &mut [f32; BLOCK], v: [f32; BLOCK]| {
+        for (a, v) in acc.iter_mut().zip(v) {
+            *a = if !MAX {
+                *a + v
+            } else if v > *a {
+                v
+            } else {
+                *a
+            };
+        }
+    };
+    let empty = [if MAX { f32::NEG_INFINITY } else { 0.0 }; BLOCK];
     for i in 0..oh {
         let (h0, h1, _) = window(p, 0, i);
         let rows = average_extent(p, 0, i);
         let top_padded = (i as i64) * p.strides[0] < p.pads_begin[0];
-        for j in 0..ow {
-            let (w0, w1, columns) = if (ja..jb).contains(&j) {
-                (j * stride - pad, j * stride - pad + kw, kw)
-            } else {
-                let (w0, w1, _) = window(p, 1, j);
-                (w0, w1, average_extent(p, 1, j))
-            };
-            let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
-            // Max starts from the first tap, or from -inf where that lies
-            // in the padding; the sum from zero.
-            let from_first = MAX && !padded_first && h0 < h1 && w0 < w1;
-            let mut acc = if from_first { tap(h0, w0) } else { [if MAX { f32::NEG_INFINITY } else { 0.0 }; BLOCK] };
-            for h in h0..h1 {
-                let start = if from_first && h == h0 { w0 + 1 } else { w0 };
-                for w in start..w1 {
-                    let v = tap(h, w);
-                    for (a, &v) in acc.iter_mut().zip(&v) {
-                        *a = if !MAX {
-                            *a + v
-                        } else if v > *a {
-                            v
-                        } else {
-                            *a
-                        };
-                    }
-                }
-            }
+        let finish = |j: usize, mut acc: [f32; BLOCK], columns: usize| {
             if !MAX {
                 let n = (rows * columns) as f32;
                 acc.iter_mut().for_each(|a| *a /= n);
             }
             *(y.add((i * ow + j) * BLOCK) as *mut [f32; BLOCK]) = acc;
+        };
+        for j in (0..ja).chain(jb..ow) {
+            let (w0, w1, _) = window(p, 1, j);
+            let padded_first = top_padded || (j as i64) * p.strides[1] < p.pads_begin[1];
+            // Max starts from the first tap, or from -inf where that lies
+            // in the padding; the sum from zero.
+            let from_first = MAX && !padded_first && h0 < h1 && w0 < w1;
+            let mut acc = if from_first { tap(h0, w0) } else { empty };
+            for h in h0..h1 {
+                let start = if from_first && h == h0 { w0 + 1 } else { w0 };
+                (start..w1).for_each(|w| fold(&mut acc, tap(h, w)));
+            }
+            finish(j, acc, average_extent(p, 1, j));
+        }
+        // The interior, the same taps in the same order.
+        let from_first = MAX && !top_padded && h0 < h1;
+        for j in ja..jb {
+            let w0 = j * stride - pad;
+            let mut acc = if from_first { tap(h0, w0) } else { empty };
+            for h in h0..h1 {
+                for dw in 0..kw {
+                    if !(from_first && h == h0 && dw == 0) {
+                        fold(&mut acc, tap(h, w0 + dw));
+                    }
+                }
+            }
+            finish(j, acc, kw);
         }
     }
 }
@@ -152,8 +177,10 @@ mod tests {
     /// pooling the same sums.
     #[test]
     fn blocked_pools_match_the_nchw_pools() {
-        let cases: [Case; 5] = [
+        let cases: [Case; 7] = [
             (POOL_MAX, [9, 11], [3, 3], 2, [0, 0], [0, 0], 0),
+            (POOL_MAX, [9, 12], [2, 4], 1, [1, 2], [0, 1], 0),
+            (POOL_AVERAGE, [9, 12], [3, 5], 2, [1, 2], [1, 2], 1),
             (POOL_MAX, [8, 8], [3, 3], 2, [1, 1], [1, 1], 0),
             (POOL_MAX, [7, 6], [2, 2], 2, [0, 0], [1, 0], 0),
             (POOL_AVERAGE, [7, 7], [3, 3], 1, [1, 1], [1, 1], 0),
