@@ -19,8 +19,13 @@
 //! 5, not 7 rows of partial tiles. A group is cut into full tiles, the last
 //! moved back over the one before (or, for a group smaller than a tile,
 //! its last pixel repeated); the pixels computed twice get the same bits.
-//! Groups of a pixel or two are computed a pixel at a time, even and odd
-//! input channels summed apart so that enough FMA chains are in flight.
+//! Groups of fewer than half a tile's pixels are computed a pixel at a
+//! time, even and odd input channels summed apart so that enough FMA
+//! chains are in flight.
+//!
+//! An input of fewer than 8 channels (an image) is read in NCHW: the
+//! pixel pointers move a plane per input channel, channels taken in pairs
+//! (even and odd again) and the odd one left last.
 //!
 //! Work is split over (image, output block group, output rows); each
 //! output vector is computed by one task in one order, so the result is
