@@ -541,8 +541,7 @@ impl ConvKernel for Conv {
         if self.blocked {
             let x = match super::layout::unblocked_shape(x) {
                 Some(x) => x,
-                // An image of fewer channels than a block, read as it is.
-                None if x.len() == 4 && x[1] < onnxc_runtime::BLOCK => x.to_vec(),
+                None if super::layout::read_as_image(x) => x.to_vec(),
                 None => return Err(format!("input 0 has shape {x:?}, which is not blocked")),
             };
             return self.params(&x, w);

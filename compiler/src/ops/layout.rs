@@ -22,6 +22,12 @@ pub fn blocked_shape(shape: &[usize]) -> Option<Vec<usize>> {
     }
 }
 
+/// Whether a blocked Conv reads an input of this shape in NCHW, as it is:
+/// an image, of fewer channels than a block (`onnxc_runtime::conv_reads_nchw`).
+pub fn read_as_image(shape: &[usize]) -> bool {
+    matches!(*shape, [_, c, _, _] if c < BLOCK)
+}
+
 /// The `[N, C, H, W]` shape of a blocked shape.
 pub fn unblocked_shape(shape: &[usize]) -> Option<Vec<usize>> {
     match *shape {

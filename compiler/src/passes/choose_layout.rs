@@ -38,11 +38,11 @@
 use super::fuse_conv_prologue::rectifier;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::layout::{blocked_shape, Reorder};
+use crate::ops::layout::{blocked_shape, read_as_image, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
     conv_blocked_weights_elems, conv_takes_blocked, conv_takes_packed_weights, conv_takes_prologue,
-    onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked, ConvParams, BLOCK, STATUS_OK,
+    onnxc_pack_conv_weights_blocked_f32, pool_takes_blocked, ConvParams, STATUS_OK,
 };
 use petgraph::unionfind::UnionFind;
 use std::collections::{HashMap, HashSet};
@@ -59,12 +59,12 @@ pub fn choose_layout(graph: &mut Graph) {
     // A carrier that reads no member's output would only move the reorder
     // from its output to its inputs, which are as large or (a pool's)
     // larger: it stays NCHW, and so may the carriers after it.
+    // The member (in `roles`) producing value `v` that node `i` reads, if any.
+    let member_producer = |roles: &HashMap<usize, Role>, i: usize, v: ValueId| {
+        producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[i])
+    };
     loop {
-        let fed = |i: usize| {
-            blocked_inputs(graph, i)
-                .iter()
-                .any(|v| producer.get(v).is_some_and(|p| roles.contains_key(p) && region[*p] == region[i]))
-        };
+        let fed = |i: usize| blocked_inputs(graph, i).into_iter().any(|v| member_producer(&roles, i, v).is_some());
         let unfed: Vec<usize> =
             roles.iter().filter(|(&i, role)| matches!(role, Role::Carrier) && !fed(i)).map(|(&i, _)| i).collect();
         if unfed.is_empty() {
@@ -72,8 +72,7 @@ pub fn choose_layout(graph: &mut Graph) {
         }
         unfed.iter().for_each(|i| drop(roles.remove(i)));
     }
-    let linked =
-        |i: usize, v: ValueId| producer.get(&v).copied().filter(|p| roles.contains_key(p) && region[*p] == region[i]);
+    let linked = |i: usize, v: ValueId| member_producer(&roles, i, v);
     let is_conv = |i: usize| matches!(roles.get(&i), Some(Role::Conv(_)));
     // The groups of members that feed each other, and their parts when
     // only convolutions feeding convolutions are joined.
@@ -209,12 +208,10 @@ fn role(
             // NCHW: `fuse_conv_prologue` applies the Relu (and the affine
             // maps before it) as the conv packs its input, which saves a
             // pass over the input, more than the layout would.
-            let rectified = node.inputs[0].filter(|v| uses.get(v) == Some(&1));
             let packed = ConvParams { packed_weights: 1, ..p };
             let prologue = conv_takes_prologue(&packed)
                 && conv_takes_packed_weights(&packed)
-                && rectifier(graph, producer, i).is_some_and(|(relu, _)| region[relu] == region[i])
-                && rectified.is_some();
+                && rectifier(graph, uses, producer, region, i).is_some();
             (conv_takes_blocked(&p) && !prologue).then(|| Role::Conv(Box::new(p)))
         }
         Op::Pool(pool) if !pool.blocked && !pool.global && node.outputs.len() == 1 => {
@@ -251,8 +248,10 @@ fn role(
 /// an elementwise node's inputs shaped like its output.
 fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
     match node.op {
-        // An image of fewer channels than a block is read in NCHW.
-        Op::Conv(_) if node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| s[1] < BLOCK) => vec![3],
+        // An image is read in NCHW.
+        Op::Conv(_) if node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| read_as_image(&s)) => {
+            vec![3]
+        }
         Op::Conv(_) => vec![0, 3],
         Op::Pool(_) => vec![0],
         Op::Elementwise(_) => {

@@ -47,7 +47,7 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
                 && !removed[i]
                 && graph.concrete(v).as_ref().map(|(d, s)| (*d, s.as_slice())) == Some((DType::F32, shape.as_slice()))
         };
-        let Some((relu_index, mut x)) = rectifier(graph, &producer, conv_index) else { continue };
+        let Some((relu_index, mut x)) = rectifier(graph, &uses, &producer, &region, conv_index) else { continue };
         if !fusable(rectified, relu_index) {
             continue;
         }
@@ -82,19 +82,26 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
     graph.nodes.retain(|_| !flags.next().unwrap_or(false));
 }
 
-/// The Relu node whose output is Conv `conv_index`'s input, and the Relu's
-/// input: where a prologue would start (when the Relu's output is read
-/// by the Conv alone).
+/// The Relu node whose output is Conv `conv_index`'s input, read by the
+/// Conv alone in its guarded or repeated range, and the Relu's input:
+/// where a prologue would start.
 pub(super) fn rectifier(
     graph: &Graph,
+    uses: &HashMap<ValueId, usize>,
     producer: &HashMap<ValueId, usize>,
+    region: &[usize],
     conv_index: usize,
 ) -> Option<(usize, ValueId)> {
     let rectified = graph.nodes[conv_index].inputs.first().copied()??;
+    if uses.get(&rectified) != Some(&1) || graph.outputs.contains(&rectified) {
+        return None;
+    }
     let relu_index = *producer.get(&rectified)?;
     let relu = &graph.nodes[relu_index];
     match (&relu.op, relu.inputs.as_slice()) {
-        (Op::Elementwise(e), [Some(x)]) if e.func == Func::Relu => Some((relu_index, *x)),
+        (Op::Elementwise(e), [Some(x)]) if e.func == Func::Relu && region[relu_index] == region[conv_index] => {
+            Some((relu_index, *x))
+        }
         _ => None,
     }
 }

@@ -75,11 +75,13 @@ struct Strides {
     in_block: usize,
     /// Between kernel taps in the weights.
     w_tap: usize,
-    in_blocks: usize,
     kernel_w: usize,
-    /// The input is NCHW, of `in_channels` channels.
+    /// The input is NCHW: its channels are taken in pairs, the odd one
+    /// (`odd_channel` 1) last.
     nchw_input: bool,
-    in_channels: usize,
+    /// Iterations of a tap's loop: input blocks, or pairs of NCHW channels.
+    steps: usize,
+    odd_channel: usize,
 }
 
 /// One input channel's step (the `$ci`th of its block): the weights at
@@ -174,12 +176,9 @@ macro_rules! tile_sums {
                 for kx in t.kx.0..t.kx.1 {
                     let tap = ky * s.tap_row + kx * s.tap_col;
                     let w = t.w.add((ky * s.kernel_w + kx) * s.w_tap);
-                    // `k`: input blocks, or pairs of channels of an NCHW
-                    // input (`tail`: the odd one left). Scratch vectors are
-                    // typed as ymm (an untyped scratch would take the
-                    // class's zmm width and ignore the `y` modifier).
-                    let (k, tail) =
-                        if s.nchw_input { (s.in_channels / 2, s.in_channels % 2) } else { (s.in_blocks, 0) };
+                    // Scratch vectors are typed as ymm (an untyped scratch
+                    // would take the class's zmm width and ignore the `y`
+                    // modifier).
                     core::arch::asm!(
                         "test {nchw}, {nchw}\n",
                         "jnz 5f\n",
@@ -190,8 +189,8 @@ macro_rules! tile_sums {
                         "6:\n",
                         nchw = in(reg) s.nchw_input as usize,
                         w = inout(reg) w => _,
-                        k = inout(reg) k => _,
-                        tail = in(reg) tail,
+                        k = inout(reg) s.steps => _,
+                        tail = in(reg) s.odd_channel,
                         $($ws = in(reg) t.w_block * 4 * $wm,)+
                         ib = in(reg) s.in_block * 4,
                         $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
@@ -333,6 +332,16 @@ fn block_group(blocks: usize, most: usize, g: usize) -> (usize, usize) {
     }
 }
 
+/// Pixels and most output blocks of a full tile: the AVX-512 set's
+/// (`wide`) or the AVX2 one's.
+fn tile_shape(wide: bool) -> (usize, usize) {
+    if wide {
+        (6, 4)
+    } else {
+        (4, 3)
+    }
+}
+
 /// A one-pixel tile's sums from its even and odd input channels' halves.
 #[inline(always)]
 unsafe fn halves<const B: usize>([even, odd]: [[__m256; B]; 2]) -> [[__m256; B]; 1] {
@@ -342,11 +351,7 @@ unsafe fn halves<const B: usize>([even, odd]: [[__m256; B]; 2]) -> [[__m256; B];
 impl Job<'_> {
     /// Pixels of a full tile.
     fn tile_pixels(&self) -> usize {
-        if self.wide {
-            6
-        } else {
-            4
-        }
+        tile_shape(self.wide).0
     }
 
     /// Output rows `rows` of block groups `groups` of image `n`, a group of
@@ -401,8 +406,7 @@ impl Job<'_> {
     unsafe fn pixels(&self, n: usize, groups: Range<usize>, rows: Range<usize>, cols: Range<usize>, tiled: bool) {
         let (count, width) = (rows.len() * cols.len(), cols.len());
         let at = |i: usize| (rows.start + i / width, cols.start + i % width);
-        let most = if self.wide { 4 } else { 3 };
-        let blocks = |g| block_group(self.s.out_blocks, most, g);
+        let blocks = |g| block_group(self.s.out_blocks, tile_shape(self.wide).1, g);
         if !tiled {
             for i in 0..count {
                 for (mb, blocks) in groups.clone().map(blocks) {
@@ -577,16 +581,16 @@ pub(crate) unsafe fn conv(
         tap_col: s.dilations[1] * pixel_step,
         in_block: s.in_h * s.in_w * pixel_step,
         w_tap: s.in_channels * BLOCK,
-        in_blocks: s.in_blocks,
         kernel_w: s.kernel[1],
         nchw_input: s.nchw_input,
-        in_channels: s.in_channels,
+        steps: if s.nchw_input { s.in_channels / 2 } else { s.in_blocks },
+        odd_channel: if s.nchw_input { s.in_channels % 2 } else { 0 },
     };
     let wide = kernel == GemmKernel::Avx512;
     let job = Job { p, s, o, strides, activation, wide, pixel_step };
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
-    let groups = s.out_blocks.div_ceil(if wide { 4 } else { 3 });
+    let groups = s.out_blocks.div_ceil(tile_shape(wide).1);
     let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES
         && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
