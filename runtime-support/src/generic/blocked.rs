@@ -361,7 +361,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::generic::conv::{
-        onnxc_conv_f32, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
+        onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
     #[cfg(target_arch = "x86_64")]
     use crate::generic::gemm::GemmKernel;
@@ -437,8 +437,9 @@ mod tests {
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
         // The last two read an NCHW input (fewer channels than a block).
-        let cases: [Case; 11] = [
+        let cases: [Case; 12] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
+            (16, 80, [5, 7], [1, 1], 1, 1, [0, 0]),
             (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),
             (16, 64, [7, 7], [3, 3], 1, 1, [1, 1]),
             (8, 56, [5, 14], [1, 1], 1, 1, [0, 0]),
@@ -463,10 +464,15 @@ mod tests {
             assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
             let xb = if conv_reads_nchw(&p) { x.clone() } else { blocked(&x, 2, cin) };
             let rb = blocked(&residual, 2, cout);
-            for (activation, fused) in
-                [(EPILOGUE_NONE, 0), (EPILOGUE_RELU, 1), (EPILOGUE_LEAKY_RELU, 1), (EPILOGUE_HARD_SWISH, 0)]
-            {
-                let p = ConvParams { activation, act_a: 0.1, residual: fused, ..p };
+            for (activation, fused, biased) in [
+                (EPILOGUE_NONE, 0, true),
+                (EPILOGUE_RELU, 1, true),
+                (EPILOGUE_LEAKY_RELU, 1, true),
+                (EPILOGUE_HARD_SWISH, 0, true),
+                (EPILOGUE_CLIP, 1, false),
+            ] {
+                let p = ConvParams { activation, act_a: 0.1, act_b: 0.6, residual: fused, ..p };
+                let bias = if biased { bias.as_ptr() } else { null() };
                 let r = if fused == 1 { (residual.as_ptr(), rb.as_ptr()) } else { (null(), null()) };
                 let mut want = vec![0.0; out_len];
                 let mut scratch = vec![0.0; crate::generic::conv::conv_scratch_elems(&p)];
@@ -475,7 +481,7 @@ mod tests {
                         &p,
                         x.as_ptr(),
                         w.as_ptr(),
-                        bias.as_ptr(),
+                        bias,
                         r.0,
                         want.as_mut_ptr(),
                         scratch.as_mut_ptr(),
@@ -488,15 +494,7 @@ mod tests {
                 for parallel in [null(), &threaded as *const Parallel] {
                     let mut y = vec![f32::NAN; out_len];
                     let status = unsafe {
-                        onnxc_conv_blocked_f32(
-                            &p,
-                            xb.as_ptr(),
-                            packed.as_ptr(),
-                            bias.as_ptr(),
-                            r.1,
-                            y.as_mut_ptr(),
-                            parallel,
-                        )
+                        onnxc_conv_blocked_f32(&p, xb.as_ptr(), packed.as_ptr(), bias, r.1, y.as_mut_ptr(), parallel)
                     };
                     assert_eq!(status, STATUS_OK);
                     assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
@@ -512,7 +510,7 @@ mod tests {
                         let o = BlockedOperands {
                             x: xb.as_ptr(),
                             w: packed.as_ptr(),
-                            bias: bias.as_ptr(),
+                            bias,
                             residual: r.1,
                             y: y.as_mut_ptr(),
                         };
@@ -526,7 +524,7 @@ mod tests {
                 let o = BlockedOperands {
                     x: xb.as_ptr(),
                     w: packed.as_ptr(),
-                    bias: bias.as_ptr(),
+                    bias,
                     residual: r.1,
                     y: reference.as_mut_ptr(),
                 };

@@ -258,6 +258,11 @@ unsafe fn finish(end: &TileEnd, i: usize, col: usize, mask: __m256i, full: bool,
 pub(super) unsafe fn activate(activation: TileActivation, v: __m256) -> __m256 {
     match activation {
         TileActivation::None => v,
+        // With `lo <= hi`, `vminps` and `vmaxps` (which return their second
+        // operand, `v`, for a NaN or two zeros) are the same selects.
+        TileActivation::Clamp { lo, hi } if lo <= hi => {
+            _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), v))
+        }
         TileActivation::Clamp { lo, hi } => {
             let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
             let high = _mm256_blendv_ps(v, hi, _mm256_cmp_ps::<_CMP_GT_OQ>(v, hi));
