@@ -73,7 +73,9 @@ struct TileInput<const P: usize> {
     kx: (usize, usize),
 }
 
-/// The strides shared by every tile of a call, in floats.
+/// The strides shared by every tile of a call, in floats unless named
+/// bytes; the tap loop's asm reads the fields it needs from memory.
+#[repr(C)]
 struct Strides {
     /// Between kernel rows and columns in the input.
     tap_row: usize,
@@ -83,12 +85,15 @@ struct Strides {
     /// Between kernel taps in the weights.
     w_tap: usize,
     kernel_w: usize,
-    /// The input is NCHW: its channels are taken in pairs, the odd one
+    /// 1: the input is NCHW, its channels taken in pairs, the odd one
     /// (`odd_channel` 1) last.
-    nchw_input: bool,
+    nchw_input: usize,
     /// Iterations of a tap's loop: input blocks, or pairs of NCHW channels.
     steps: usize,
     odd_channel: usize,
+    /// Bytes from where a tap's loop leaves the pixel pointers to the
+    /// next tap along the kernel row.
+    next_tap: isize,
 }
 
 /// One input channel's step (the `$ci`th of its block): the weights at
@@ -148,9 +153,10 @@ macro_rules! channel_loop {
             "dec {k}\n",
             "jnz 2b\n",
             "3:\n",
-            "test {tail}, {tail}\n",
+            "cmp qword ptr [{s} + {odd_channel}], 0\n",
             "jz 4f\n",
             step!("0", "0", $blocks, $even),
+            "add {w}, 32\n",
             "4:\n",
         )
     };
@@ -179,34 +185,46 @@ macro_rules! tile_sums {
         #[inline]
         unsafe fn $name(t: TileInput<$px>, s: &Strides) -> [[__m256; $blocks]; $rows] {
             let mut acc = [[_mm256_setzero_ps(); $blocks]; $rows];
+            if t.kx.0 == t.kx.1 {
+                return acc;
+            }
+            // A kernel row's taps are one asm loop: a tap's weights follow
+            // the one before's.
             for ky in t.ky.0..t.ky.1 {
-                for kx in t.kx.0..t.kx.1 {
-                    let tap = ky * s.tap_row + kx * s.tap_col;
-                    let w = t.w.add((ky * s.kernel_w + kx) * s.w_tap);
-                    // Scratch vectors are typed as ymm (an untyped scratch
-                    // would take the class's zmm width and ignore the `y`
-                    // modifier).
-                    core::arch::asm!(
-                        "test {nchw}, {nchw}\n",
-                        "jnz 5f\n",
-                        block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
-                        "jmp 6f\n",
-                        "5:\n",
-                        channel_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
-                        "6:\n",
-                        nchw = in(reg) s.nchw_input as usize,
-                        w = inout(reg) w => _,
-                        k = inout(reg) s.steps => _,
-                        tail = in(reg) s.odd_channel,
-                        $($ws = in(reg) t.w_block * 4 * $wm,)+
-                        ib = in(reg) s.in_block * 4,
-                        $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
-                        $($b = inout($class) _mm256_setzero_ps() => _,)+
-                        ai = inout($class) _mm256_setzero_ps() => _,
-                        $($c = inout($class) acc[$i][$j],)+
-                        options(nostack, readonly),
-                    );
-                }
+                let tap = ky * s.tap_row + t.kx.0 * s.tap_col;
+                let w = t.w.add((ky * s.kernel_w + t.kx.0) * s.w_tap);
+                // Scratch vectors are typed as ymm (an untyped scratch
+                // would take the class's zmm width and ignore the `y`
+                // modifier).
+                core::arch::asm!(
+                    "8:\n",
+                    "mov {k}, [{s} + {steps}]\n",
+                    "cmp qword ptr [{s} + {nchw}], 0\n",
+                    "jnz 5f\n",
+                    block_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                    "jmp 6f\n",
+                    "5:\n",
+                    channel_loop!($block_list, $even, $odd, [$(stringify!($p)),+]),
+                    "6:\n",
+                    $(concat!("add {", stringify!($p), "}, [{s} + {next_tap}]\n"),)+
+                    "dec {kx}\n",
+                    "jnz 8b\n",
+                    s = in(reg) s,
+                    steps = const core::mem::offset_of!(Strides, steps),
+                    nchw = const core::mem::offset_of!(Strides, nchw_input),
+                    odd_channel = const core::mem::offset_of!(Strides, odd_channel),
+                    next_tap = const core::mem::offset_of!(Strides, next_tap),
+                    kx = inout(reg) t.kx.1 - t.kx.0 => _,
+                    w = inout(reg) w => _,
+                    k = out(reg) _,
+                    $($ws = in(reg) t.w_block * 4 * $wm,)+
+                    ib = in(reg) s.in_block * 4,
+                    $($p = inout(reg) t.x[$pi].wrapping_add(tap) => _,)+
+                    $($b = inout($class) _mm256_setzero_ps() => _,)+
+                    ai = inout($class) _mm256_setzero_ps() => _,
+                    $($c = inout($class) acc[$i][$j],)+
+                    options(nostack, readonly),
+                );
             }
             acc
         }
@@ -349,28 +367,28 @@ macro_rules! pointwise_tiles {
             core::arch::asm!(
                 "7:\n",
                 $($(concat!($zero, " {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
-                "mov {k}, [{e}]\n",
+                "mov {k}, [{e} + {steps}]\n",
                 block_loop!($block_list, $fmas, $fmas, ["x"]),
-                "sub {x}, [{e} + 8]\n",
-                "sub {w}, [{e} + 16]\n",
-                "mov {k}, [{e} + 40]\n",
+                "sub {x}, [{e} + {x_back}]\n",
+                "sub {w}, [{e} + {w_back}]\n",
+                "mov {k}, [{e} + {bias}]\n",
                 "test {k}, {k}\n",
                 "jz 3f\n",
                 $($(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{k} + ", $bias_at, "]\n"),)+)+
                 "3:\n",
-                "cmp qword ptr [{e} + 48], 0\n",
+                "cmp qword ptr [{e} + {has_residual}], 0\n",
                 "je 4f\n",
-                "mov {r}, [{e} + 32]\n",
+                "mov {r}, [{e} + {residual}]\n",
                 "add {r}, {y}\n",
                 $(
                     $(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{r} + ", $po, "]\n"),)+
-                    "add {r}, [{e} + 24]\n",
+                    "add {r}, [{e} + {out_block}]\n",
                 )+
                 "4:\n",
-                "cmp qword ptr [{e} + 56], 0\n",
+                "cmp qword ptr [{e} + {clamp}], 0\n",
                 "je 5f\n",
-                concat!("vbroadcastss {", $lo, ":y}, dword ptr [{e} + 64]\n"),
-                concat!("vbroadcastss {", $hi, ":y}, dword ptr [{e} + 68]\n"),
+                concat!("vbroadcastss {", $lo, ":y}, dword ptr [{e} + {lo}]\n"),
+                concat!("vbroadcastss {", $hi, ":y}, dword ptr [{e} + {hi}]\n"),
                 $($(concat!(
                     "vminps {", stringify!($acc), ":y}, {", $hi, ":y}, {", stringify!($acc), ":y}\n",
                     "vmaxps {", stringify!($acc), ":y}, {", $lo, ":y}, {", stringify!($acc), ":y}\n",
@@ -379,7 +397,7 @@ macro_rules! pointwise_tiles {
                 "mov {r}, {y}\n",
                 $(
                     $(concat!("vmovups [{r} + ", $po, "], {", stringify!($acc), ":y}\n"),)+
-                    "add {r}, [{e} + 24]\n",
+                    "add {r}, [{e} + {out_block}]\n",
                 )+
                 concat!("add {y}, ", $tile_bytes, "\n"),
                 "dec {n}\n",
@@ -393,6 +411,16 @@ macro_rules! pointwise_tiles {
                 n = inout(reg) tiles => _,
                 r = out(reg) _,
                 e = in(reg) end,
+                steps = const core::mem::offset_of!(RunEnd, steps),
+                x_back = const core::mem::offset_of!(RunEnd, x_back),
+                w_back = const core::mem::offset_of!(RunEnd, w_back),
+                out_block = const core::mem::offset_of!(RunEnd, out_block),
+                residual = const core::mem::offset_of!(RunEnd, residual),
+                bias = const core::mem::offset_of!(RunEnd, bias),
+                has_residual = const core::mem::offset_of!(RunEnd, has_residual),
+                clamp = const core::mem::offset_of!(RunEnd, clamp),
+                lo = const core::mem::offset_of!(RunEnd, lo),
+                hi = const core::mem::offset_of!(RunEnd, hi),
                 // Typed as ymm (an untyped one takes no vector register).
                 $($b = inout($class) _mm256_setzero_ps() => _,)+
                 ai = inout($class) _mm256_setzero_ps() => _,
@@ -864,9 +892,14 @@ pub(crate) unsafe fn conv(
         in_block: s.in_h * s.in_w * pixel_step,
         w_tap: s.in_channels * BLOCK,
         kernel_w: s.kernel[1],
-        nchw_input: s.nchw_input,
+        nchw_input: usize::from(s.nchw_input),
         steps: if s.nchw_input { s.in_channels / 2 } else { s.in_blocks },
         odd_channel: if s.nchw_input { s.in_channels % 2 } else { 0 },
+        // A block step moves the pointers a block, an NCHW channel a plane
+        // (the odd channel left last does not move them).
+        next_tap: (s.dilations[1] * pixel_step * 4) as isize
+            - (if s.nchw_input { s.in_channels / 2 * 2 } else { s.in_blocks } * s.in_h * s.in_w * pixel_step * 4)
+                as isize,
     };
     let wide = kernel == GemmKernel::Avx512;
     // Tasks: block groups (all in one when each tile walks them), their
