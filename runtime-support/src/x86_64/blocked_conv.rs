@@ -462,6 +462,50 @@ pointwise_tiles!(
      "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
 );
 
+pointwise_tiles!(
+    /// Pointwise tiles of six pixels × three output blocks.
+    pointwise6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of six pixels × two output blocks.
+    pointwise6x2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"],
+     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1"],
+     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of four pixels × two output blocks (AVX2).
+    pointwise4x2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+);
+
 /// One call's convolution, shared by its tasks.
 struct Job<'a> {
     p: &'a ConvParams,
@@ -616,8 +660,8 @@ impl Job<'_> {
             let tiles = run.min(full - done);
             let start = first + done * px;
             for (mb, blocks) in groups.clone().map(blocks) {
-                if blocks == most {
-                    self.pointwise_run(n, mb, start, tiles, end);
+                if blocks > 1 {
+                    self.pointwise_run(n, mb, blocks, start, tiles, end);
                 } else {
                     for t in 0..tiles {
                         self.consecutive_tile(n, mb, blocks, start + t * px);
@@ -633,19 +677,22 @@ impl Job<'_> {
         }
     }
 
-    /// `tiles` full tiles of block group `mb` from pixel `start` of image `n`.
+    /// `tiles` full tiles of `blocks` (2 to a tile's most) output blocks
+    /// from `mb`, from pixel `start` of image `n`.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn pointwise_run(&self, n: usize, mb: usize, start: usize, tiles: usize, end: &RunEnd) {
+    unsafe fn pointwise_run(&self, n: usize, mb: usize, blocks: usize, start: usize, tiles: usize, end: &RunEnd) {
         let (s, o) = (self.s, &self.o);
         let x = o.x.add(n * s.in_image() + start * BLOCK);
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
         let end = RunEnd { bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) }, ..*end };
         let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
-        if self.wide {
-            pointwise6x4(x, w, w_block, in_block, y, tiles, &end);
-        } else {
-            pointwise4x3(x, w, w_block, in_block, y, tiles, &end);
+        match (self.wide, blocks) {
+            (true, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
+            (true, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
+            (false, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
+            (false, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
         }
     }
 
