@@ -29,7 +29,8 @@
 //! output channels multiples of 8 (or an input of fewer than 8 channels,
 //! an image, which the kernel reads in NCHW: a stem convolution starts a
 //! group without a reorder), without a prologue, when the code calls
-//! kernels; between them, 2-D max/average pools, Concats along the
+//! kernels; between them, 2-D max/average pools (global ones too: the
+//! reorder after is of one pixel), Concats along the
 //! channels and elementwise nodes (inputs of the output's shape or
 //! scalars) carry blocked values. A group never spans a guarded or
 //! repeated range's marker. Runs after the rewrites that fuse into Conv
@@ -214,7 +215,7 @@ fn role(
                 && rectifier(graph, uses, producer, region, i).is_some();
             (conv_takes_blocked(&p) && !prologue).then(|| Role::Conv(Box::new(p)))
         }
-        Op::Pool(pool) if !pool.blocked && !pool.global && node.outputs.len() == 1 => {
+        Op::Pool(pool) if !pool.blocked && node.outputs.len() == 1 => {
             let p = pool.params(&f32_shape(0)?).ok()?;
             pool_takes_blocked(&p).then_some(Role::Carrier)
         }
@@ -485,6 +486,36 @@ mod tests {
         assert!(matches!(&g.nodes[3].op, Op::Concat(Concat { axis: 1 })));
         assert!(matches!(&g.nodes[4].op, Op::Pool(Pool { blocked: true, .. })));
         assert_eq!(g.concrete(g.nodes[4].outputs[0]).map(|t| t.1), Some(vec![1, 2, 3, 3, 8]));
+        assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
+    }
+
+    /// x → conv a (8 → 16, 3×3) → GlobalAveragePool → y: the pool runs
+    /// blocked, so the reorder out is of one pixel, not of the conv's map.
+    #[test]
+    fn a_global_pool_after_convolutions_runs_blocked() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let a = conv(&mut g, "a", x, [8, 16], 3);
+        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        let pool = Pool {
+            op_type: "GlobalAveragePool",
+            kind: PoolKind::Average { count_include_pad: false },
+            global: true,
+            window,
+            blocked: false,
+        };
+        let y = value(&mut g, "y", &[1, 16, 1, 1], ValueDef::Computed);
+        push(&mut g, "pool", pool, &[a], y);
+        g.outputs.push(y);
+
+        let reference = g.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["ToBlocked", "Conv", "GlobalAveragePool", "FromBlocked"]);
+        assert!(matches!(&g.nodes[2].op, Op::Pool(Pool { blocked: true, .. })));
+        assert_eq!(g.concrete(g.nodes[3].inputs[0].expect("pooled")).map(|t| t.1), Some(vec![1, 2, 1, 1, 8]));
         assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
     }
 
