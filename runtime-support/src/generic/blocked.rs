@@ -437,9 +437,10 @@ mod tests {
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
         // The last two read an NCHW input (fewer channels than a block).
-        let cases: [Case; 12] = [
+        let cases: [Case; 13] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
-            (16, 80, [5, 7], [1, 1], 1, 1, [0, 0]),
+            (16, 80, [5, 9], [1, 1], 1, 1, [0, 0]),
+            (16, 32, [7, 7], [1, 1], 1, 1, [0, 0]),
             (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),
             (16, 64, [7, 7], [3, 3], 1, 1, [1, 1]),
             (8, 56, [5, 14], [1, 1], 1, 1, [0, 0]),

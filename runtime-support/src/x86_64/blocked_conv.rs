@@ -463,6 +463,21 @@ pointwise_tiles!(
 );
 
 pointwise_tiles!(
+    /// Pointwise tiles of two pixels × four output blocks, for the last
+    /// few pixels of a run (eight FMA chains: a third of a six-pixel
+    /// tile's time).
+    pointwise2x4, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32"],
+     "32" => [c01 at "0", c11 at "32"],
+     "64" => [c02 at "0", c12 at "32"],
+     "96" => [c03 at "0", c13 at "32"]]
+);
+
+pointwise_tiles!(
     /// Pointwise tiles of six pixels × three output blocks.
     pointwise6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
@@ -550,7 +565,7 @@ fn pointwise_end(
     let input_block = s.in_h * s.in_w * BLOCK * 4;
     pointwise.then_some(RunEnd {
         steps: s.in_blocks,
-        x_back: (s.in_blocks * input_block) as isize - (pixels * BLOCK * 4) as isize,
+        x_back: (s.in_blocks * input_block - pixels * BLOCK * 4) as isize,
         w_back: s.in_blocks * BLOCK * BLOCK * 4,
         out_block: s.out_h * s.out_w * BLOCK * 4,
         residual: (o.residual as isize).wrapping_sub(o.y as isize),
@@ -661,7 +676,7 @@ impl Job<'_> {
             let start = first + done * px;
             for (mb, blocks) in groups.clone().map(blocks) {
                 if blocks > 1 {
-                    self.pointwise_run(n, mb, blocks, start, tiles, end);
+                    self.pointwise_run(n, (mb, blocks), px, start, tiles, end);
                 } else {
                     for t in 0..tiles {
                         self.consecutive_tile(n, mb, blocks, start + t * px);
@@ -670,29 +685,52 @@ impl Job<'_> {
             }
             done += tiles;
         }
-        if count % px != 0 {
-            for (mb, blocks) in groups.map(blocks) {
-                self.consecutive_tile(n, mb, blocks, first + count - px);
+        let (tail, last) = (count % px, first + count);
+        if tail == 0 {
+            return;
+        }
+        for (mb, blocks) in groups.map(blocks) {
+            // Up to four pixels left, in pairs (the first moved back over
+            // the tile before when they are odd); more, in a tile moved back.
+            if self.wide && blocks == 4 && tail <= 4 {
+                let pairs = tail.div_ceil(2);
+                self.pointwise_run(n, (mb, blocks), 2, last - 2 * pairs, pairs, end);
+            } else {
+                self.consecutive_tile(n, mb, blocks, last - px);
             }
         }
     }
 
-    /// `tiles` full tiles of `blocks` (2 to a tile's most) output blocks
+    /// `tiles` tiles of `pixels` pixels (a full tile's, or 2 with four
+    /// blocks on AVX-512) × `blocks` (2 to a tile's most) output blocks
     /// from `mb`, from pixel `start` of image `n`.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn pointwise_run(&self, n: usize, mb: usize, blocks: usize, start: usize, tiles: usize, end: &RunEnd) {
+    unsafe fn pointwise_run(
+        &self,
+        n: usize,
+        (mb, blocks): (usize, usize),
+        pixels: usize,
+        start: usize,
+        tiles: usize,
+        end: &RunEnd,
+    ) {
         let (s, o) = (self.s, &self.o);
         let x = o.x.add(n * s.in_image() + start * BLOCK);
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
-        let end = RunEnd { bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) }, ..*end };
+        let end = RunEnd {
+            bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) },
+            x_back: end.x_back + ((self.tile_pixels() - pixels) * BLOCK * 4) as isize,
+            ..*end
+        };
         let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
-        match (self.wide, blocks) {
-            (true, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
-            (true, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
-            (true, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
-            (false, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
-            (false, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
+        match (self.wide, pixels, blocks) {
+            (true, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
         }
     }
 
