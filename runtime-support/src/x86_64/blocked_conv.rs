@@ -267,6 +267,16 @@ tile_sums!(
 );
 
 tile_sums!(
+    /// The sums of two pixels × four output blocks, for the last few
+    /// pixels of a group (eight FMA chains: a third of a 6 × 4 tile's time).
+    sums2x4, "avx2,fma", ymm_reg, 2, 2, 4, [p0 = 0, p1 = 1], [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    every ["{p0} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{p1} + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+    [c00 = 0, 0; c01 = 0, 1; c02 = 0, 2; c03 = 0, 3; c10 = 1, 0; c11 = 1, 1; c12 = 1, 2; c13 = 1, 3]
+);
+
+tile_sums!(
     /// The sums of six pixels × three output blocks (AVX-512's 32 registers).
     sums6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, 6, 6, 3, [p0 = 0, p1 = 1, p2 = 2, p3 = 3, p4 = 4, p5 = 5], [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
@@ -773,7 +783,24 @@ impl Job<'_> {
             return;
         }
         let px = self.tile_pixels();
-        for t in 0..count.div_ceil(px) {
+        let tiles = count.div_ceil(px);
+        // With AVX-512, the last one to four pixels of a group of more
+        // than a tile go in pairs where the block group is full.
+        let paired_tail = self.wide && count > px && (1..=4).contains(&(count % px));
+        for t in 0..tiles {
+            if paired_tail && t + 1 == tiles {
+                for (mb, blocks) in groups.clone().map(blocks) {
+                    if blocks == 4 {
+                        let pairs = (count % px).div_ceil(2);
+                        for first in (count - 2 * pairs..count).step_by(2) {
+                            self.pair_tile(n, mb, [at(first), at(first + 1)]);
+                        }
+                    } else {
+                        self.wide_tile(n, mb, blocks, core::array::from_fn(|i| at(count - px + i)), px);
+                    }
+                }
+                break;
+            }
             let first = (t * px).min(count.saturating_sub(px));
             let stored = px.min(count - first);
             // The tile's pixels in order (no division per pixel), the
@@ -867,6 +894,13 @@ impl Job<'_> {
             3 => self.store(&sums6x3(t, st), mb, 3, &at, stored),
             _ => self.store(&sums6x2(t, st), mb, blocks, &at, stored),
         }
+    }
+
+    /// A tile of two pixels × four blocks from `mb`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pair_tile(&self, n: usize, mb: usize, pixels: [(usize, usize); 2]) {
+        let (t, at) = self.input(n, mb, 4, pixels);
+        self.store(&sums2x4(t, &self.strides), mb, 4, &at, 2);
     }
 
     /// Stores the first `blocks` blocks of the first `stored` pixels of
