@@ -73,6 +73,14 @@ struct TileInput<const P: usize> {
     kx: (usize, usize),
 }
 
+/// A group of output pixels with the same taps: their image and the
+/// kernel rows and columns inside the input (computed once per group).
+struct Place {
+    n: usize,
+    ky: (usize, usize),
+    kx: (usize, usize),
+}
+
 /// The strides shared by every tile of a call, in floats unless named
 /// bytes; the tap loop's asm reads the fields it needs from memory.
 #[repr(C)]
@@ -680,6 +688,7 @@ impl Job<'_> {
         let full = count / px;
         let run = if self.groups_per_tile { (RUN_INPUT_BYTES / (px * s.in_channels * 4)).max(1) } else { full };
         let blocks = |g| block_group(s.out_blocks, most, g);
+        let place = self.place(n, (0, 0));
         let mut done = 0;
         while done < full {
             let tiles = run.min(full - done);
@@ -689,7 +698,7 @@ impl Job<'_> {
                     self.pointwise_run(n, (mb, blocks), px, start, tiles, end);
                 } else {
                     for t in 0..tiles {
-                        self.consecutive_tile(n, mb, blocks, start + t * px);
+                        self.consecutive_tile(&place, mb, blocks, start + t * px);
                     }
                 }
             }
@@ -706,7 +715,7 @@ impl Job<'_> {
                 let pairs = tail.div_ceil(2);
                 self.pointwise_run(n, (mb, blocks), 2, last - 2 * pairs, pairs, end);
             } else {
-                self.consecutive_tile(n, mb, blocks, last - px);
+                self.consecutive_tile(&place, mb, blocks, last - px);
             }
         }
     }
@@ -747,13 +756,20 @@ impl Job<'_> {
     /// The full tile of the pixels from `start` (in the image's row-major
     /// order) of `blocks` blocks from `mb`.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn consecutive_tile(&self, n: usize, mb: usize, blocks: usize, start: usize) {
+    unsafe fn consecutive_tile(&self, place: &Place, mb: usize, blocks: usize, start: usize) {
         let at = |i: usize| ((start + i) / self.s.out_w, (start + i) % self.s.out_w);
         if self.wide {
-            self.wide_tile(n, mb, blocks, core::array::from_fn(at), 6);
+            self.wide_tile(place, mb, blocks, core::array::from_fn(at), 6);
         } else {
-            self.narrow_tile(n, mb, blocks, core::array::from_fn(at), 4);
+            self.narrow_tile(place, mb, blocks, core::array::from_fn(at), 4);
         }
+    }
+
+    /// The place of the pixels of image `n` that share output pixel
+    /// (`oy`, `ox`)'s taps.
+    fn place(&self, n: usize, (oy, ox): (usize, usize)) -> Place {
+        let (ky, kx) = (self.s.taps(0, oy, self.s.in_h), self.s.taps(1, ox, self.s.in_w));
+        Place { n, ky: (ky.start, ky.end), kx: (kx.start, kx.end) }
     }
 
     /// The output rows around `oy` whose kernel rows inside the input are `oy`'s.
@@ -774,10 +790,11 @@ impl Job<'_> {
         let (count, width) = (rows.len() * cols.len(), cols.len());
         let at = |i: usize| (rows.start + i / width, cols.start + i % width);
         let blocks = |g| block_group(self.s.out_blocks, tile_shape(self.wide).1, g);
+        let place = self.place(n, (rows.start, cols.start));
         if !tiled {
             for i in 0..count {
                 for (mb, blocks) in groups.clone().map(blocks) {
-                    self.single(n, mb, blocks, at(i));
+                    self.single(&place, mb, blocks, at(i));
                 }
             }
             return;
@@ -793,10 +810,10 @@ impl Job<'_> {
                     if blocks == 4 {
                         let pairs = (count % px).div_ceil(2);
                         for first in (count - 2 * pairs..count).step_by(2) {
-                            self.pair_tile(n, mb, [at(first), at(first + 1)]);
+                            self.pair_tile(&place, mb, [at(first), at(first + 1)]);
                         }
                     } else {
-                        self.wide_tile(n, mb, blocks, core::array::from_fn(|i| at(count - px + i)), px);
+                        self.wide_tile(&place, mb, blocks, core::array::from_fn(|i| at(count - px + i)), px);
                     }
                 }
                 break;
@@ -817,12 +834,12 @@ impl Job<'_> {
             if self.wide {
                 let pixels = core::array::from_fn(pixel);
                 for (mb, blocks) in groups.clone().map(blocks) {
-                    self.wide_tile(n, mb, blocks, pixels, stored);
+                    self.wide_tile(&place, mb, blocks, pixels, stored);
                 }
             } else {
                 let pixels = core::array::from_fn(pixel);
                 for (mb, blocks) in groups.clone().map(blocks) {
-                    self.narrow_tile(n, mb, blocks, pixels, stored);
+                    self.narrow_tile(&place, mb, blocks, pixels, stored);
                 }
             }
         }
@@ -833,14 +850,12 @@ impl Job<'_> {
     #[inline(always)]
     unsafe fn input<const P: usize>(
         &self,
-        n: usize,
+        place: &Place,
         mb: usize,
         blocks: usize,
         pixels: [(usize, usize); P],
     ) -> (TileInput<P>, [usize; P]) {
-        let s = self.s;
-        let (oy, ox) = pixels[0];
-        let (ky, kx) = (s.taps(0, oy, s.in_h), s.taps(1, ox, s.in_w));
+        let (s, n) = (self.s, place.n);
         let image = self.o.x.add(n * s.in_image());
         // The window origins, as wrapping offsets: they may precede the input.
         let x = pixels.map(|(oy, ox)| {
@@ -852,8 +867,8 @@ impl Job<'_> {
             x,
             w: self.o.w.add(mb * s.weights_per_block()),
             w_block: if blocks > 1 { s.weights_per_block() } else { 0 },
-            ky: (ky.start, ky.end),
-            kx: (kx.start, kx.end),
+            ky: place.ky,
+            kx: place.kx,
         };
         let at = pixels.map(|(oy, ox)| n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK);
         (input, at)
@@ -861,8 +876,8 @@ impl Job<'_> {
 
     /// One pixel's tile: summed, finished and stored.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn single(&self, n: usize, mb: usize, blocks: usize, pixel: (usize, usize)) {
-        let (t, at) = self.input(n, mb, blocks, [pixel]);
+    unsafe fn single(&self, place: &Place, mb: usize, blocks: usize, pixel: (usize, usize)) {
+        let (t, at) = self.input(place, mb, blocks, [pixel]);
         let st = &self.strides;
         match blocks {
             4 => self.store(&halves(sums1x4(t, st)), mb, 4, &at, 1),
@@ -873,8 +888,8 @@ impl Job<'_> {
 
     /// An AVX2 tile, its first `stored` pixels stored.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn narrow_tile(&self, n: usize, mb: usize, blocks: usize, pixels: [(usize, usize); 4], stored: usize) {
-        let (t, at) = self.input(n, mb, blocks, pixels);
+    unsafe fn narrow_tile(&self, place: &Place, mb: usize, blocks: usize, pixels: [(usize, usize); 4], stored: usize) {
+        let (t, at) = self.input(place, mb, blocks, pixels);
         let st = &self.strides;
         match blocks {
             3 => self.store(&sums4x3(t, st), mb, 3, &at, stored),
@@ -886,8 +901,8 @@ impl Job<'_> {
     /// AVX-512, so that the sums are inlined and stay in registers for the
     /// epilogue).
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-    unsafe fn wide_tile(&self, n: usize, mb: usize, blocks: usize, pixels: [(usize, usize); 6], stored: usize) {
-        let (t, at) = self.input(n, mb, blocks, pixels);
+    unsafe fn wide_tile(&self, place: &Place, mb: usize, blocks: usize, pixels: [(usize, usize); 6], stored: usize) {
+        let (t, at) = self.input(place, mb, blocks, pixels);
         let st = &self.strides;
         match blocks {
             4 => self.store(&sums6x4(t, st), mb, 4, &at, stored),
@@ -898,8 +913,8 @@ impl Job<'_> {
 
     /// A tile of two pixels × four blocks from `mb`.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn pair_tile(&self, n: usize, mb: usize, pixels: [(usize, usize); 2]) {
-        let (t, at) = self.input(n, mb, 4, pixels);
+    unsafe fn pair_tile(&self, place: &Place, mb: usize, pixels: [(usize, usize); 2]) {
+        let (t, at) = self.input(place, mb, 4, pixels);
         self.store(&sums2x4(t, &self.strides), mb, 4, &at, 2);
     }
 
