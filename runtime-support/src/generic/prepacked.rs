@@ -302,10 +302,13 @@ pub enum Task {
 
 /// Tasks [`prepacked`] aims for when it has threads (enough to balance a few).
 const TASKS: usize = 8;
-/// Narrowest column block it makes for threads, in B panels.
-const MIN_BLOCK_PANELS: usize = 2;
-/// Fewest A panels in a row range it makes for threads.
-const MIN_PART_PANELS: usize = 16;
+/// Narrowest column block it makes for threads, in B panels: one, so that
+/// a product of few columns (a 1×1 convolution on a 14×14 or 7×7 map:
+/// 7 or 2 panels) still makes enough tasks to balance.
+const MIN_BLOCK_PANELS: usize = 1;
+/// Fewest A panels in a row range it makes for threads (DenseNet's 128-row
+/// products split in up to four).
+const MIN_PART_PANELS: usize = 4;
 
 /// One product of [`prepacked`], which its tasks share.
 pub struct Product<'a, B, F> {
