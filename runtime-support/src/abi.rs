@@ -180,8 +180,8 @@ kernel_table! {
     onnxc_conv_prologue_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_blocked_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_pool_blocked_f32(*const PoolParams, *const f32, *mut f32, *const Parallel) -> i32;
-    onnxc_to_blocked_f32(*const f32, *mut f32, i64, i64, i64) -> i32;
-    onnxc_from_blocked_f32(*const f32, *mut f32, i64, i64, i64) -> i32;
+    onnxc_to_blocked_f32(*const f32, *mut f32, i64, i64, i64, *const Parallel) -> i32;
+    onnxc_from_blocked_f32(*const f32, *mut f32, i64, i64, i64, *const Parallel) -> i32;
     onnxc_conv_f64(*const ConvParams, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *const Parallel) -> i32;
     onnxc_pool_f32(*const PoolParams, *const f32, *mut f32, *mut i64, *const Parallel) -> i32;
     onnxc_pool_f64(*const PoolParams, *const f64, *mut f64, *mut i64, *const Parallel) -> i32;

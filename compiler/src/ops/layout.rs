@@ -69,6 +69,7 @@ impl Operator for Reorder {
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         let sizes = [n, c, h * w].map(|v| cx.iconst(v as i64));
         let kernel = if self.to_blocked { "onnxc_to_blocked_f32" } else { "onnxc_from_blocked_f32" };
-        cx.call_checked(kernel, &[x, y, sizes[0], sizes[1], sizes[2]])
+        let parallel = cx.parallel_ptr();
+        cx.call_checked(kernel, &[x, y, sizes[0], sizes[1], sizes[2], parallel])
     }
 }

@@ -25,7 +25,8 @@
 
 use super::conv::{epilogue, validate, ConvParams};
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::parallel::Parallel;
+use crate::parallel::{share, Parallel};
+use core::ops::Range;
 
 /// Channels per block.
 pub const BLOCK: usize = 8;
@@ -295,8 +296,9 @@ pub unsafe extern "C" fn onnxc_to_blocked_f32(
     batch: i64,
     channels: i64,
     pixels: i64,
+    parallel: *const Parallel,
 ) -> i32 {
-    reorder(x, y, [batch, channels, pixels], true)
+    reorder(x, y, [batch, channels, pixels], true, parallel)
 }
 
 /// The inverse of [`onnxc_to_blocked_f32`].
@@ -310,50 +312,79 @@ pub unsafe extern "C" fn onnxc_from_blocked_f32(
     batch: i64,
     channels: i64,
     pixels: i64,
+    parallel: *const Parallel,
 ) -> i32 {
-    reorder(x, y, [batch, channels, pixels], false)
+    reorder(x, y, [batch, channels, pixels], false, parallel)
 }
 
 /// A reorder into the blocked layout or out of it, block by block: the
 /// loops write `y` in sequence, reading the 8 planes of a block side by
-/// side (into the layout) or the block's pixels once per channel (out of it).
-unsafe fn reorder(x: *const f32, y: *mut f32, [batch, channels, pixels]: [i64; 3], into_blocked: bool) -> i32 {
+/// side (into the layout) or the block's pixels once per channel (out of
+/// it). With threads, a large reorder splits its blocks (and, when there
+/// are few, their pixels in runs of 8) over [`REORDER_TASKS`] tasks.
+unsafe fn reorder(
+    x: *const f32,
+    y: *mut f32,
+    [batch, channels, pixels]: [i64; 3],
+    into_blocked: bool,
+    parallel: *const Parallel,
+) -> i32 {
     let [Some(batch), Some(channels), Some(pixels)] = [batch, channels, pixels].map(|v| usize::try_from(v).ok()) else {
         return STATUS_INVALID_PARAMS;
     };
     if !channels.is_multiple_of(BLOCK) {
         return STATUS_INVALID_PARAMS;
     }
+    let blocks = batch * channels / BLOCK;
+    let threaded = Parallel::is_threaded(parallel) && blocks * BLOCK * pixels >= THREADED_REORDER_FLOATS;
+    let parts = if threaded { REORDER_TASKS.div_ceil(blocks).min(pixels / BLOCK).max(1) } else { 1 };
+    let units = blocks * parts;
+    let tasks = if threaded { REORDER_TASKS.min(units) } else { 1 };
+    Parallel::for_each(parallel, tasks, |task| {
+        for unit in share(units, tasks, task) {
+            let (block, part) = (unit / parts, unit % parts);
+            let runs = share(pixels / BLOCK, parts, part);
+            let end = if part + 1 == parts { pixels } else { runs.end * BLOCK };
+            let offset = block * BLOCK * pixels;
+            reorder_block(x.add(offset), y.add(offset), pixels, runs.start * BLOCK..end, into_blocked);
+        }
+    });
+    STATUS_OK
+}
+
+/// Tasks a threaded reorder aims for.
+const REORDER_TASKS: usize = 16;
+/// Floats below which a reorder is not worth waking threads for.
+const THREADED_REORDER_FLOATS: usize = 1 << 16;
+
+/// Pixels `range` (starting at a multiple of 8) of one block of `pixels`.
+unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Range<usize>, into_blocked: bool) {
     // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
     #[cfg(target_arch = "x86_64")]
-    let transposed =
-        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Generic { 0 } else { pixels / BLOCK };
+    let runs =
+        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Generic { 0 } else { range.len() / BLOCK };
     #[cfg(not(target_arch = "x86_64"))]
-    let transposed = 0;
-    for block in 0..batch * channels / BLOCK {
-        let (src, dst) = (x.add(block * BLOCK * pixels), y.add(block * BLOCK * pixels));
-        // Whole runs of 8 pixels are 8×8 transposes.
-        #[cfg(target_arch = "x86_64")]
-        for run in 0..transposed {
-            let i = run * BLOCK;
-            if into_blocked {
-                crate::x86_64::transpose::transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
-            } else {
-                crate::x86_64::transpose::transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
-            }
-        }
-        let rest = transposed * BLOCK..pixels;
+    let runs = 0;
+    // Whole runs of 8 pixels are 8×8 transposes.
+    #[cfg(target_arch = "x86_64")]
+    for run in 0..runs {
+        let i = range.start + run * BLOCK;
         if into_blocked {
-            for i in rest {
-                (0..BLOCK).for_each(|c| *dst.add(i * BLOCK + c) = *src.add(c * pixels + i));
-            }
+            crate::x86_64::transpose::transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
         } else {
-            for c in 0..BLOCK {
-                rest.clone().for_each(|i| *dst.add(c * pixels + i) = *src.add(i * BLOCK + c));
-            }
+            crate::x86_64::transpose::transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
         }
     }
-    STATUS_OK
+    let rest = range.start + runs * BLOCK..range.end;
+    if into_blocked {
+        for i in rest {
+            (0..BLOCK).for_each(|c| *dst.add(i * BLOCK + c) = *src.add(c * pixels + i));
+        }
+    } else {
+        for c in 0..BLOCK {
+            rest.clone().for_each(|i| *dst.add(c * pixels + i) = *src.add(i * BLOCK + c));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -398,7 +429,9 @@ mod tests {
         let mut y = vec![0.0; x.len()];
         let pixels = x.len() / batch / channels;
         assert_eq!(
-            unsafe { onnxc_to_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64) },
+            unsafe {
+                onnxc_to_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64, null())
+            },
             STATUS_OK
         );
         y
@@ -408,7 +441,9 @@ mod tests {
         let mut y = vec![0.0; x.len()];
         let pixels = x.len() / batch / channels;
         assert_eq!(
-            unsafe { onnxc_from_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64) },
+            unsafe {
+                onnxc_from_blocked_f32(x.as_ptr(), y.as_mut_ptr(), batch as i64, channels as i64, pixels as i64, null())
+            },
             STATUS_OK
         );
         y
@@ -428,8 +463,23 @@ mod tests {
             assert_eq!(y[((n * 2 + c / 8) * 19 + i) * 8 + c % 8], x[(n * 16 + c) * 19 + i]);
         }
         assert_eq!(unblocked(&y, 2, 16), x);
+        // Large enough to be threaded: blocks split into pixel ranges.
+        let (channels, pixels) = (16, 2051);
+        let x = rand_vec(2 * channels * pixels, 3);
+        let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+        let mut y = vec![0.0; x.len()];
+        let mut back = vec![0.0; x.len()];
+        unsafe {
+            onnxc_to_blocked_f32(x.as_ptr(), y.as_mut_ptr(), 2, channels as i64, pixels as i64, &threaded);
+            onnxc_from_blocked_f32(y.as_ptr(), back.as_mut_ptr(), 2, channels as i64, pixels as i64, &threaded);
+        }
+        assert_eq!(y, blocked(&x, 2, channels));
+        assert_eq!(back, x);
         let mut out = vec![0.0; 12];
-        assert_eq!(unsafe { onnxc_to_blocked_f32(x.as_ptr(), out.as_mut_ptr(), 1, 4, 3) }, STATUS_INVALID_PARAMS);
+        assert_eq!(
+            unsafe { onnxc_to_blocked_f32(x.as_ptr(), out.as_mut_ptr(), 1, 4, 3, null()) },
+            STATUS_INVALID_PARAMS
+        );
     }
 
     /// Every case through the NCHW kernel and through the blocked one

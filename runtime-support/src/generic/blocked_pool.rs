@@ -194,13 +194,13 @@ mod tests {
             let mut want = vec![0.0; 2 * 16 * out_pixels];
             assert_eq!(unsafe { onnxc_pool_f32(&p, x.as_ptr(), want.as_mut_ptr(), null_mut(), null_mut()) }, STATUS_OK);
             let mut xb = vec![0.0; x.len()];
-            unsafe { onnxc_to_blocked_f32(x.as_ptr(), xb.as_mut_ptr(), 2, 16, pixels as i64) };
+            unsafe { onnxc_to_blocked_f32(x.as_ptr(), xb.as_mut_ptr(), 2, 16, pixels as i64, null_mut()) };
             let threaded = Parallel { run: Some(reversed), user: null_mut() };
             for parallel in [core::ptr::null(), &threaded as *const Parallel] {
                 let mut yb = vec![0.0; want.len()];
                 assert_eq!(unsafe { onnxc_pool_blocked_f32(&p, xb.as_ptr(), yb.as_mut_ptr(), parallel) }, STATUS_OK);
                 let mut y = vec![0.0; want.len()];
-                unsafe { onnxc_from_blocked_f32(yb.as_ptr(), y.as_mut_ptr(), 2, 16, out_pixels as i64) };
+                unsafe { onnxc_from_blocked_f32(yb.as_ptr(), y.as_mut_ptr(), 2, 16, out_pixels as i64, null_mut()) };
                 for (k, (g, w)) in y.iter().zip(&want).enumerate() {
                     assert!(g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(), "case {i} at {k}: {g} vs {w}");
                 }
