@@ -1,0 +1,339 @@
+//! Pointwise layers (1×1, stride 1, unpadded) in the blocked layout: a
+//! tile's pixels are consecutive in the input and the output, so one
+//! input pointer serves them all, and full tiles run in one asm call per
+//! run of pixels with the epilogue (bias, residual, clamp, stores) inside
+//! the asm too. A layer of few input channels then no longer pays a call,
+//! pointer set-up and an epilogue through memory per tile. The last one
+//! to four pixels of a run go in two-pixel tiles (AVX-512, four blocks);
+//! every tile sums a pixel in the same order, so the bits do not depend
+//! on how a run is cut.
+
+use super::{block_group, tile_shape, Job, Place, TileActivation};
+use crate::generic::blocked::{BlockedOperands, BlockedShape, BLOCK};
+use core::arch::x86_64::*;
+use core::ops::Range;
+
+/// What a run of pointwise tiles reads from memory (its general registers
+/// are all taken): byte counts and the epilogue's operands.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct RunEnd {
+    /// Input blocks (the block loop's iterations).
+    steps: usize,
+    /// From the end of a tile's input to the next tile's start.
+    x_back: isize,
+    /// From the end of a block group's weights back to their start.
+    w_back: usize,
+    /// Between output blocks.
+    out_block: usize,
+    /// From the output to the residual (read when `has_residual` is 1).
+    residual: isize,
+    /// The group's first bias, or null.
+    bias: *const f32,
+    has_residual: usize,
+    /// 1: clamp to `lo..=hi` (`lo <= hi`).
+    clamp: usize,
+    lo: f32,
+    hi: f32,
+}
+
+/// A function computing `tiles` consecutive tiles of a pointwise
+/// convolution (1×1, stride 1, no padding: a tile's pixels are
+/// consecutive in the input and in the output), its epilogue in the asm
+/// too. Pixel `p`'s input is at `{x} + $po` (`$fmas` lists each pixel's
+/// FMAs), its outputs `$acc at $po`, block by block (`$bias_at`: the
+/// block's bias offset); the clamp's bounds go in two weight registers.
+macro_rules! pointwise_tiles {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $zero:literal, $tile_bytes:literal,
+     [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt, clamp in $lo:literal, $hi:literal,
+     [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `x`, `w` and `y` (and the residual and bias in `end`) hold the
+        /// tiles' operands; the CPU has the features enabled here.
+        #[target_feature(enable = $features)]
+        unsafe fn $name(x: *const f32, w: *const f32, w_block: usize, in_block: usize, y: *mut f32, tiles: usize, end: &RunEnd) {
+            core::arch::asm!(
+                "7:\n",
+                $($(concat!($zero, " {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
+                "mov {k}, [{e} + {steps}]\n",
+                block_loop!($block_list, $fmas, $fmas, ["x"]),
+                "sub {x}, [{e} + {x_back}]\n",
+                "sub {w}, [{e} + {w_back}]\n",
+                "mov {k}, [{e} + {bias}]\n",
+                "test {k}, {k}\n",
+                "jz 3f\n",
+                $($(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{k} + ", $bias_at, "]\n"),)+)+
+                "3:\n",
+                "cmp qword ptr [{e} + {has_residual}], 0\n",
+                "je 4f\n",
+                "mov {r}, [{e} + {residual}]\n",
+                "add {r}, {y}\n",
+                $(
+                    $(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{r} + ", $po, "]\n"),)+
+                    "add {r}, [{e} + {out_block}]\n",
+                )+
+                "4:\n",
+                "cmp qword ptr [{e} + {clamp}], 0\n",
+                "je 5f\n",
+                concat!("vbroadcastss {", $lo, ":y}, dword ptr [{e} + {lo}]\n"),
+                concat!("vbroadcastss {", $hi, ":y}, dword ptr [{e} + {hi}]\n"),
+                $($(concat!(
+                    "vminps {", stringify!($acc), ":y}, {", $hi, ":y}, {", stringify!($acc), ":y}\n",
+                    "vmaxps {", stringify!($acc), ":y}, {", $lo, ":y}, {", stringify!($acc), ":y}\n",
+                ),)+)+
+                "5:\n",
+                "mov {r}, {y}\n",
+                $(
+                    $(concat!("vmovups [{r} + ", $po, "], {", stringify!($acc), ":y}\n"),)+
+                    "add {r}, [{e} + {out_block}]\n",
+                )+
+                concat!("add {y}, ", $tile_bytes, "\n"),
+                "dec {n}\n",
+                "jnz 7b\n",
+                x = inout(reg) x => _,
+                w = inout(reg) w => _,
+                k = out(reg) _,
+                $($ws = in(reg) w_block * 4 * $wm,)+
+                ib = in(reg) in_block * 4,
+                y = inout(reg) y => _,
+                n = inout(reg) tiles => _,
+                r = out(reg) _,
+                e = in(reg) end,
+                steps = const core::mem::offset_of!(RunEnd, steps),
+                x_back = const core::mem::offset_of!(RunEnd, x_back),
+                w_back = const core::mem::offset_of!(RunEnd, w_back),
+                out_block = const core::mem::offset_of!(RunEnd, out_block),
+                residual = const core::mem::offset_of!(RunEnd, residual),
+                bias = const core::mem::offset_of!(RunEnd, bias),
+                has_residual = const core::mem::offset_of!(RunEnd, has_residual),
+                clamp = const core::mem::offset_of!(RunEnd, clamp),
+                lo = const core::mem::offset_of!(RunEnd, lo),
+                hi = const core::mem::offset_of!(RunEnd, hi),
+                // Typed as ymm (an untyped one takes no vector register).
+                $($b = inout($class) _mm256_setzero_ps() => _,)+
+                ai = inout($class) _mm256_setzero_ps() => _,
+                $($($acc = inout($class) _mm256_setzero_ps() => _,)+)+
+                options(nostack),
+            );
+        }
+    };
+}
+
+pointwise_tiles!(
+    /// Pointwise tiles of six pixels × four output blocks (AVX-512's 32 registers).
+    pointwise6x4, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
+     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of four pixels × three output blocks (AVX2).
+    pointwise4x3, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of two pixels × four output blocks, for the last
+    /// few pixels of a run (eight FMA chains: a third of a six-pixel
+    /// tile's time).
+    pointwise2x4, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32"],
+     "32" => [c01 at "0", c11 at "32"],
+     "64" => [c02 at "0", c12 at "32"],
+     "96" => [c03 at "0", c13 at "32"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of six pixels × three output blocks.
+    pointwise6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of six pixels × two output blocks.
+    pointwise6x2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"],
+     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1"],
+     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of four pixels × two output blocks (AVX2).
+    pointwise4x2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+);
+/// A pointwise layer's pixels are computed in runs of this much input
+/// when each tile walks every block group, so that the run's input is
+/// read from L1 for every group after the first.
+const RUN_INPUT_BYTES: usize = 16 * 1024;
+
+/// The end of `s`'s pointwise runs when it has them: 1×1, stride 1,
+/// unpadded, a blocked input (a tile's pixels are then consecutive in the
+/// input and the output), and no activation or a clamp with `lo <= hi`.
+pub(super) fn pointwise_end(
+    s: &BlockedShape,
+    o: &BlockedOperands,
+    activation: Option<TileActivation>,
+    wide: bool,
+) -> Option<RunEnd> {
+    let pointwise =
+        s.kernel == [1, 1] && s.strides == [1, 1] && !s.nchw_input && (s.in_h, s.in_w) == (s.out_h, s.out_w);
+    let (clamp, lo, hi) = match activation? {
+        TileActivation::None => (0, 0.0, 0.0),
+        TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
+        _ => return None,
+    };
+    let pixels = tile_shape(wide).0;
+    let input_block = s.in_h * s.in_w * BLOCK * 4;
+    pointwise.then_some(RunEnd {
+        steps: s.in_blocks,
+        x_back: (s.in_blocks * input_block - pixels * BLOCK * 4) as isize,
+        w_back: s.in_blocks * BLOCK * BLOCK * 4,
+        out_block: s.out_h * s.out_w * BLOCK * 4,
+        residual: (o.residual as isize).wrapping_sub(o.y as isize),
+        bias: o.bias,
+        has_residual: usize::from(!o.residual.is_null()),
+        clamp,
+        lo,
+        hi,
+    })
+}
+
+impl Job<'_> {
+    /// Output rows `rows` (at least a tile's pixels) of block groups
+    /// `groups` of a pointwise layer: full tiles in runs (every group's
+    /// run in turn when tiles walk the groups), the last tile moved back
+    /// over the one before.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pointwise(&self, n: usize, groups: Range<usize>, rows: Range<usize>, end: &RunEnd) {
+        let s = self.s;
+        let (px, most) = tile_shape(self.wide);
+        let (first, count) = (rows.start * s.out_w, rows.len() * s.out_w);
+        let full = count / px;
+        let run = if self.groups_per_tile { (RUN_INPUT_BYTES / (px * s.in_channels * 4)).max(1) } else { full };
+        let blocks = |g| block_group(s.out_blocks, most, g);
+        let place = self.place(n, (0, 0));
+        let mut done = 0;
+        while done < full {
+            let tiles = run.min(full - done);
+            let start = first + done * px;
+            for (mb, blocks) in groups.clone().map(blocks) {
+                if blocks > 1 {
+                    self.pointwise_run(n, (mb, blocks), px, start, tiles, end);
+                } else {
+                    for t in 0..tiles {
+                        self.consecutive_tile(&place, mb, blocks, start + t * px);
+                    }
+                }
+            }
+            done += tiles;
+        }
+        let (tail, last) = (count % px, first + count);
+        if tail == 0 {
+            return;
+        }
+        for (mb, blocks) in groups.map(blocks) {
+            // Up to four pixels left, in pairs (the first moved back over
+            // the tile before when they are odd); more, in a tile moved back.
+            if self.wide && blocks == 4 && tail <= 4 {
+                let pairs = tail.div_ceil(2);
+                self.pointwise_run(n, (mb, blocks), 2, last - 2 * pairs, pairs, end);
+            } else {
+                self.consecutive_tile(&place, mb, blocks, last - px);
+            }
+        }
+    }
+
+    /// `tiles` tiles of `pixels` pixels (a full tile's, or 2 with four
+    /// blocks on AVX-512) × `blocks` (2 to a tile's most) output blocks
+    /// from `mb`, from pixel `start` of image `n`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pointwise_run(
+        &self,
+        n: usize,
+        (mb, blocks): (usize, usize),
+        pixels: usize,
+        start: usize,
+        tiles: usize,
+        end: &RunEnd,
+    ) {
+        let (s, o) = (self.s, &self.o);
+        let x = o.x.add(n * s.in_image() + start * BLOCK);
+        let w = o.w.add(mb * s.weights_per_block());
+        let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
+        let end = RunEnd {
+            bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) },
+            x_back: end.x_back + ((self.tile_pixels() - pixels) * BLOCK * 4) as isize,
+            ..*end
+        };
+        let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
+        match (self.wide, pixels, blocks) {
+            (true, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
+        }
+    }
+
+    /// The full tile of the pixels from `start` (in the image's row-major
+    /// order) of `blocks` blocks from `mb`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn consecutive_tile(&self, place: &Place, mb: usize, blocks: usize, start: usize) {
+        let at = |i: usize| ((start + i) / self.s.out_w, (start + i) % self.s.out_w);
+        if self.wide {
+            self.wide_tile(place, mb, blocks, core::array::from_fn(at), 6);
+        } else {
+            self.narrow_tile(place, mb, blocks, core::array::from_fn(at), 4);
+        }
+    }
+}
