@@ -47,6 +47,8 @@ use core::ops::Range;
 
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 16;
+/// Fewest block-group tasks (an even number of them) that run unsplit.
+const MIN_GROUP_TASKS: usize = 4;
 /// Weights up to this size, of up to [`GROUPS_PER_TILE_MAX_BLOCKS`] output
 /// blocks, are walked by every tile, one block group after another, so
 /// that the tile's input is read from L1 for all but the first; otherwise
@@ -722,8 +724,15 @@ pub(crate) unsafe fn conv(
     let run_end = pointwise_end(s, &o, activation, wide);
     let job = Job { p, s, o, strides, activation, wide, pixel_step, groups_per_tile: per_tile, run_end };
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
-    let row_parts =
-        if Parallel::is_threaded(parallel) { TASKS.div_ceil(group_tasks * s.batch).min(s.out_h) } else { 1 };
+    // Rows are split only where there are too few equal block-group
+    // tasks to share out: cutting a small map's rows cuts its tap groups
+    // into more partial tiles.
+    let even_groups = (group_tasks * s.batch).is_multiple_of(2) && group_tasks * s.batch >= MIN_GROUP_TASKS;
+    let row_parts = if Parallel::is_threaded(parallel) && !even_groups {
+        TASKS.div_ceil(group_tasks * s.batch).min(s.out_h)
+    } else {
+        1
+    };
     let per_image = group_tasks * row_parts;
     Parallel::for_each(parallel, s.batch * per_image, |task| {
         let (n, task) = (task / per_image, task % per_image);
