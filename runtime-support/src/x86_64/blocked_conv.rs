@@ -32,9 +32,11 @@
 //! pixel pointers move a plane per input channel, channels taken in pairs
 //! (even and odd again) and the odd one left last.
 //!
-//! Work is split over (image, output block group, output rows); each
-//! output vector is computed by one task in one order, so the result is
-//! the same for any thread count.
+//! Work is split over (image, output block group, output rows, or a
+//! pointwise layer's full tiles); rows or tiles are split only where there
+//! are too few block groups to share out. Each output vector is computed
+//! by one task in one order, so the result is the same for any thread
+//! count.
 
 use super::avx2::activate;
 use crate::generic::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
@@ -413,11 +415,6 @@ impl Job<'_> {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn run(&self, n: usize, groups: Range<usize>, rows: Range<usize>) {
         let s = self.s;
-        if let Some(end) = &self.run_end {
-            if rows.len() * s.out_w >= self.tile_pixels() {
-                return self.pointwise(n, groups, rows, end);
-            }
-        }
         // Columns whose window lies inside the input's width share their
         // taps; every other column has its own.
         let (sw, dw, pw) = (s.strides[1], s.dilations[1], s.pads[1]);
@@ -724,19 +721,33 @@ pub(crate) unsafe fn conv(
     let run_end = pointwise_end(s, &o, activation, wide);
     let job = Job { p, s, o, strides, activation, wide, pixel_step, groups_per_tile: per_tile, run_end };
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
-    // Rows are split only where there are too few equal block-group
-    // tasks to share out: cutting a small map's rows cuts its tap groups
-    // into more partial tiles.
+    // What a task's part of an image is made of: a pointwise layer's full
+    // tiles (its pixels run on across rows, so a part cuts no tile), else
+    // output rows. Parts are made only where there are too few equal
+    // block-group tasks to share out: cutting a small map's rows cuts its
+    // tap groups into more partial tiles.
+    let (px, image) = (tile_shape(wide).0, s.out_h * s.out_w);
+    let pointwise = job.run_end.as_ref().filter(|_| image >= px);
+    let units = if pointwise.is_some() { image / px } else { s.out_h };
     let even_groups = (group_tasks * s.batch).is_multiple_of(2) && group_tasks * s.batch >= MIN_GROUP_TASKS;
-    let row_parts = if Parallel::is_threaded(parallel) && !even_groups {
-        TASKS.div_ceil(group_tasks * s.batch).min(s.out_h)
+    let parts = if Parallel::is_threaded(parallel) && !even_groups {
+        TASKS.div_ceil(group_tasks * s.batch).min(units)
     } else {
         1
     };
-    let per_image = group_tasks * row_parts;
+    let per_image = group_tasks * parts;
     Parallel::for_each(parallel, s.batch * per_image, |task| {
         let (n, task) = (task / per_image, task % per_image);
-        let first = task / row_parts * task_groups;
-        job.run(n, first..first + task_groups, share(s.out_h, row_parts, task % row_parts));
+        let (first, part) = (task / parts * task_groups, task % parts);
+        let groups = first..first + task_groups;
+        let units = share(units, parts, part);
+        match pointwise {
+            // The last part takes the pixels past the last full tile.
+            Some(end) => {
+                let last = if part + 1 == parts { image } else { units.end * px };
+                job.pointwise(n, groups, units.start * px..last, end)
+            }
+            None => job.run(n, groups, units),
+        }
     });
 }

@@ -248,15 +248,15 @@ pub(super) fn pointwise_end(
 }
 
 impl Job<'_> {
-    /// Output rows `rows` (at least a tile's pixels) of block groups
-    /// `groups` of a pointwise layer: full tiles in runs (every group's
-    /// run in turn when tiles walk the groups), the last tile moved back
-    /// over the one before.
+    /// Output pixels `pixels` (in row-major order, at least a tile's) of
+    /// block groups `groups` of a pointwise layer: full tiles in runs
+    /// (every group's run in turn when tiles walk the groups), the last
+    /// pixels in pairs or a tile moved back over the one before.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn pointwise(&self, n: usize, groups: Range<usize>, rows: Range<usize>, end: &RunEnd) {
+    pub(super) unsafe fn pointwise(&self, n: usize, groups: Range<usize>, pixels: Range<usize>, end: &RunEnd) {
         let s = self.s;
         let (px, most) = tile_shape(self.wide);
-        let (first, count) = (rows.start * s.out_w, rows.len() * s.out_w);
+        let (first, count) = (pixels.start, pixels.len());
         let full = count / px;
         let run = if self.groups_per_tile { (RUN_INPUT_BYTES / (px * s.in_channels * 4)).max(1) } else { full };
         let blocks = |g| block_group(s.out_blocks, most, g);
