@@ -210,6 +210,7 @@ pointwise_tiles!(
     ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
      "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
 );
+
 /// A pointwise layer's pixels are computed in runs of this much input
 /// when each tile walks every block group, so that the run's input is
 /// read from L1 for every group after the first.
