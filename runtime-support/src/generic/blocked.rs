@@ -487,8 +487,10 @@ mod tests {
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
         // The last two read an NCHW input (fewer channels than a block).
-        let cases: [Case; 13] = [
+        let cases: [Case; 15] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
+            (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
+            (8, 32, [28, 28], [1, 1], 2, 1, [0, 0]),
             (16, 80, [5, 9], [1, 1], 1, 1, [0, 0]),
             (16, 32, [7, 7], [1, 1], 1, 1, [0, 0]),
             (8, 40, [7, 7], [3, 3], 1, 1, [1, 1]),

@@ -728,7 +728,9 @@ pub(crate) unsafe fn conv(
     // tap groups into more partial tiles.
     let (px, image) = (tile_shape(wide).0, s.out_h * s.out_w);
     let pointwise = job.run_end.as_ref().filter(|_| image >= px);
-    let units = if pointwise.is_some() { image / px } else { s.out_h };
+    // A strided pointwise layer's tiles stay within a row: its parts are rows.
+    let tile_units = pointwise.is_some() && s.strides[1] == 1;
+    let units = if tile_units { image / px } else { s.out_h };
     let even_groups = (group_tasks * s.batch).is_multiple_of(2) && group_tasks * s.batch >= MIN_GROUP_TASKS;
     let parts = if Parallel::is_threaded(parallel) && !even_groups {
         TASKS.div_ceil(group_tasks * s.batch).min(units)
@@ -743,10 +745,11 @@ pub(crate) unsafe fn conv(
         let units = share(units, parts, part);
         match pointwise {
             // The last part takes the pixels past the last full tile.
-            Some(end) => {
+            Some(end) if tile_units => {
                 let last = if part + 1 == parts { image } else { units.end * px };
                 job.pointwise(n, groups, units.start * px..last, end)
             }
+            Some(end) => job.pointwise(n, groups, units.start * s.out_w..units.end * s.out_w, end),
             None => job.run(n, groups, units),
         }
     });

@@ -6,7 +6,9 @@
 //! pointer set-up and an epilogue through memory per tile. The last one
 //! to four pixels of a run go in two-pixel tiles (AVX-512, four blocks);
 //! every tile sums a pixel in the same order, so the bits do not depend
-//! on how a run is cut.
+//! on how a run is cut. With AVX-512, stride-2 layers (ResNet's
+//! downsampling 1×1 convolutions) run too, a row at a time, their four-
+//! block groups in tiles reading every other input pixel.
 
 use super::{block_group, tile_shape, Job, Place, TileActivation};
 use crate::generic::blocked::{BlockedOperands, BlockedShape, BLOCK};
@@ -168,6 +170,37 @@ pointwise_tiles!(
 );
 
 pointwise_tiles!(
+    /// Pointwise tiles of six pixels × four output blocks at stride 2
+    /// (every other input pixel).
+    pointwise6x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 64 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "{x} + 128 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "{x} + 192 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "{x} + 256 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "{x} + 320 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
+     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+);
+
+pointwise_tiles!(
+    /// Pointwise tiles of two pixels × four output blocks at stride 2.
+    pointwise2x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 64 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+    clamp in "b0", "b1",
+    ["0" => [c00 at "0", c10 at "32"],
+     "32" => [c01 at "0", c11 at "32"],
+     "64" => [c02 at "0", c12 at "32"],
+     "96" => [c03 at "0", c13 at "32"]]
+);
+
+pointwise_tiles!(
     /// Pointwise tiles of six pixels × three output blocks.
     pointwise6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
@@ -225,18 +258,29 @@ pub(super) fn pointwise_end(
     activation: Option<TileActivation>,
     wide: bool,
 ) -> Option<RunEnd> {
-    let pointwise =
-        s.kernel == [1, 1] && s.strides == [1, 1] && !s.nchw_input && (s.in_h, s.in_w) == (s.out_h, s.out_w);
+    let pixels = tile_shape(wide).0;
+    let stride = s.strides[0];
+    let unpadded = |input: usize, output: usize| input > 0 && (input - 1) / stride + 1 == output && s.pads == [0, 0];
+    // Stride 2 (AVX-512 only) reads every other input pixel; its tiles
+    // stay within an output row, so a row must end in whole tiles and
+    // pairs (a 7-wide row would waste a pixel per row: the tiles of the
+    // general path run on across rows).
+    let strided = stride == 2 && wide && s.out_w >= pixels && (s.out_w % pixels).is_multiple_of(2);
+    let pointwise = s.kernel == [1, 1]
+        && s.strides == [stride, stride]
+        && (stride == 1 || strided)
+        && !s.nchw_input
+        && unpadded(s.in_h, s.out_h)
+        && unpadded(s.in_w, s.out_w);
     let (clamp, lo, hi) = match activation? {
         TileActivation::None => (0, 0.0, 0.0),
         TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
         _ => return None,
     };
-    let pixels = tile_shape(wide).0;
     let input_block = s.in_h * s.in_w * BLOCK * 4;
     pointwise.then_some(RunEnd {
         steps: s.in_blocks,
-        x_back: (s.in_blocks * input_block - pixels * BLOCK * 4) as isize,
+        x_back: (s.in_blocks * input_block - pixels * BLOCK * 4 * stride) as isize,
         w_back: s.in_blocks * BLOCK * BLOCK * 4,
         out_block: s.out_h * s.out_w * BLOCK * 4,
         residual: (o.residual as isize).wrapping_sub(o.y as isize),
@@ -249,13 +293,28 @@ pub(super) fn pointwise_end(
 }
 
 impl Job<'_> {
-    /// Output pixels `pixels` (in row-major order, at least a tile's) of
-    /// block groups `groups` of a pointwise layer: full tiles in runs
-    /// (every group's run in turn when tiles walk the groups), the last
-    /// pixels in pairs or a tile moved back over the one before.
+    /// Output pixels `pixels` (in row-major order, at least a tile's;
+    /// whole rows at stride 2) of block groups `groups` of a pointwise
+    /// layer, a row at a time at stride 2.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn pointwise(&self, n: usize, groups: Range<usize>, pixels: Range<usize>, end: &RunEnd) {
+        let width = self.s.out_w;
+        if self.s.strides[1] == 1 {
+            return self.pointwise_pixels(n, groups, pixels, end);
+        }
+        for row in pixels.start / width..pixels.end / width {
+            self.pointwise_pixels(n, groups.clone(), row * width..(row + 1) * width, end);
+        }
+    }
+
+    /// [`Self::pointwise`] on pixels whose tiles' inputs are evenly spaced:
+    /// full tiles in runs (every group's run in turn when tiles walk the
+    /// groups), the last pixels in pairs or a tile moved back over the one
+    /// before.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pointwise_pixels(&self, n: usize, groups: Range<usize>, pixels: Range<usize>, end: &RunEnd) {
         let s = self.s;
+        let strided = s.strides[1] != 1;
         let (px, most) = tile_shape(self.wide);
         let (first, count) = (pixels.start, pixels.len());
         let full = count / px;
@@ -267,7 +326,7 @@ impl Job<'_> {
             let tiles = run.min(full - done);
             let start = first + done * px;
             for (mb, blocks) in groups.clone().map(blocks) {
-                if blocks > 1 {
+                if blocks > 1 && (!strided || blocks == 4) {
                     self.pointwise_run(n, (mb, blocks), px, start, tiles, end);
                 } else {
                     for t in 0..tiles {
@@ -294,8 +353,8 @@ impl Job<'_> {
     }
 
     /// `tiles` tiles of `pixels` pixels (a full tile's, or 2 with four
-    /// blocks on AVX-512) × `blocks` (2 to a tile's most) output blocks
-    /// from `mb`, from pixel `start` of image `n`.
+    /// blocks on AVX-512) × `blocks` (2 to a tile's most; 4 at stride 2)
+    /// output blocks from `mb`, from pixel `start` of image `n`.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn pointwise_run(
         &self,
@@ -307,15 +366,23 @@ impl Job<'_> {
         end: &RunEnd,
     ) {
         let (s, o) = (self.s, &self.o);
-        let x = o.x.add(n * s.in_image() + start * BLOCK);
+        let stride = s.strides[1];
+        let (oy, ox) = (start / s.out_w, start % s.out_w);
+        let x = o.x.add(n * s.in_image() + (oy * stride * s.in_w + ox * stride) * BLOCK);
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
         let end = RunEnd {
             bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) },
-            x_back: end.x_back + ((self.tile_pixels() - pixels) * BLOCK * 4) as isize,
+            x_back: end.x_back + ((self.tile_pixels() - pixels) * BLOCK * 4 * stride) as isize,
             ..*end
         };
         let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
+        if stride == 2 {
+            return match pixels {
+                2 => pointwise2x4s2(x, w, w_block, in_block, y, tiles, &end),
+                _ => pointwise6x4s2(x, w, w_block, in_block, y, tiles, &end),
+            };
+        }
         match (self.wide, pixels, blocks) {
             (true, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
             (true, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
