@@ -608,47 +608,9 @@ impl Job<'_> {
         stored: usize,
     ) {
         let block_step = self.s.out_h * self.s.out_w * BLOCK;
-        if let (Some(activation), true) = (self.activation, stored == P && blocks == B) {
-            self.store_whole(acc, mb, at, block_step, activation);
-            return;
-        }
         for (row, &at) in acc.iter().zip(at).take(stored) {
             for (j, &v) in row.iter().enumerate().take(blocks) {
                 self.finish(mb + j, at + j * block_step, v);
-            }
-        }
-    }
-
-    /// [`Self::store`] of a whole tile with a select activation: the bias
-    /// loaded once per block, each store unrolled so that the sums stay
-    /// in registers.
-    #[inline(always)]
-    unsafe fn store_whole<const P: usize, const B: usize>(
-        &self,
-        acc: &[[__m256; B]; P],
-        mb: usize,
-        at: &[usize; P],
-        block_step: usize,
-        activation: TileActivation,
-    ) {
-        let o = &self.o;
-        let mut bias = [_mm256_setzero_ps(); B];
-        if !o.bias.is_null() {
-            for (j, b) in bias.iter_mut().enumerate() {
-                *b = _mm256_loadu_ps(o.bias.add((mb + j) * BLOCK));
-            }
-        }
-        for p in 0..P {
-            for j in 0..B {
-                let at = at[p] + j * block_step;
-                let mut v = acc[p][j];
-                if !o.bias.is_null() {
-                    v = _mm256_add_ps(v, bias[j]);
-                }
-                if !o.residual.is_null() {
-                    v = _mm256_add_ps(v, _mm256_loadu_ps(o.residual.add(at)));
-                }
-                _mm256_storeu_ps(o.y.add(at), activate(activation, v));
             }
         }
     }
