@@ -18,7 +18,9 @@
 //! rows while they are still in L1: the bias, a residual and the activation
 //! of a convolution, without another pass over the output.
 
-use super::gemm::{pack_a_panels, pack_b_block, GemmKernel, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use super::gemm::{
+    pack_a_panels, pack_b_block, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS,
+};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -60,6 +62,13 @@ pub trait BSource {
     /// # Safety
     /// The rows and columns are inside the matrix; `dst` is writable.
     unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32);
+
+    /// B as a matrix in memory, if it is one: the tiles then prefetch the
+    /// next block's rows (see [`BlockAhead`]).
+    #[inline(always)]
+    fn in_memory(&self) -> Option<MatRef> {
+        None
+    }
 }
 
 /// A strided matrix in memory.
@@ -67,6 +76,11 @@ impl BSource for MatRef {
     #[inline(always)]
     unsafe fn pack(&self, kc: usize, nc: usize, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
         pack_b_block(kc, nc, *self, row0, col0, nr, dst)
+    }
+
+    #[inline(always)]
+    fn in_memory(&self) -> Option<MatRef> {
+        Some(*self)
     }
 }
 
@@ -343,7 +357,13 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                 for pc in (0..self.k).step_by(self.kc_max) {
                     let kc = self.kc_max.min(self.k - pc);
                     self.b.pack(kc, columns.len(), pc, columns.start, K::NR, b_pack);
-                    self.slice::<K>(b_pack, pc, columns.clone(), rows.clone());
+                    let next = (pc + kc < self.k).then(|| BlockAhead {
+                        row0: pc + kc,
+                        rows: self.kc_max.min(self.k - pc - kc),
+                        col0: columns.start,
+                        cols: columns.len(),
+                    });
+                    self.slice::<K>(b_pack, pc, columns.clone(), rows.clone(), next);
                 }
             }
             Task::Pack { b_pack, pc, panels } => {
@@ -353,21 +373,32 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                     self.b.pack(kc, j1 - j0, pc, j0, K::NR, b_pack.add(panels.start * kc * K::NR));
                 }
             }
-            Task::Slice { b_pack, pc, rows } => self.slice::<K>(b_pack, pc, 0..self.n, rows),
+            Task::Slice { b_pack, pc, rows } => self.slice::<K>(b_pack, pc, 0..self.n, rows, None),
         }
     }
 
     /// Depth slice `pc` of output rows `rows` and columns `columns`, B
     /// packed in `b_pack` (the columns' panels): loops A blocks, B panels
-    /// (into L1), A panels; the finish on the last slice.
+    /// (into L1), A panels; the finish on the last slice. The tiles prefetch
+    /// block `next` when B is in memory.
     #[inline(always)]
-    unsafe fn slice<K: MicroKernel>(&self, b_pack: *const f32, pc: usize, columns: Range<usize>, rows: Range<usize>) {
+    unsafe fn slice<K: MicroKernel>(
+        &self,
+        b_pack: *const f32,
+        pc: usize,
+        columns: Range<usize>,
+        rows: Range<usize>,
+        next: Option<BlockAhead>,
+    ) {
         let (mr, nr) = (K::MR, K::NR);
         let (m, n, k, a, y) = (self.m, self.n, self.k, self.a, self.y);
         let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
         let tile = t_buf.as_mut_ptr() as *mut f32;
         let kc = self.kc_max.min(k - pc);
         let (first, last) = (pc == 0, pc + kc == k);
+        let ahead_in = next.zip(self.b.in_memory());
+        let tiles = rows.len().div_ceil(mr) * columns.len().div_ceil(nr);
+        let mut t = 0;
         for ic in rows.clone().step_by(self.mc_max) {
             let mc = self.mc_max.min(rows.end - ic);
             for (jp, jc) in columns.clone().step_by(nr).enumerate() {
@@ -389,13 +420,15 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                             self.finish.prefetch(i, jc, cols);
                         }
                     }
+                    let ahead = ahead_in.as_ref().map_or(Lookahead::NONE, |(nb, b)| nb.lookahead(*b, t, tiles));
+                    t += 1;
                     let end = if last && valid_rows == mr { self.finish.tile_end(i0, jc) } else { None };
                     if let Some(end) = &end {
                         K::finished_tile(kc, a_panel, b_panel, yt, y.rs, cols, !first, end);
                     } else if valid_rows == mr {
-                        K::tile(kc, a_panel, b_panel, yt, y.rs, cols, 1.0, !first);
+                        K::tile(kc, a_panel, b_panel, yt, y.rs, cols, 1.0, !first, ahead);
                     } else {
-                        K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false);
+                        K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false, ahead);
                         for i in 0..valid_rows {
                             let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
                             let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);

@@ -10,7 +10,7 @@
 //! the kernel at a third of the FMA peak. The store and the finish stay in
 //! intrinsics.
 
-use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -39,6 +39,7 @@ impl MicroKernel for Avx2Fma {
         cols: usize,
         alpha: f32,
         accumulate: bool,
+        _ahead: Lookahead,
     ) {
         tile(kc, a, b, y, rs, cols, alpha, accumulate, None)
     }

@@ -7,7 +7,7 @@
 //! the 4-cycle FMA latency on two FMA ports — plus 2 B registers, well under
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
-use crate::generic::gemm::{blocked, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -37,8 +37,9 @@ impl MicroKernel for Avx512 {
         cols: usize,
         alpha: f32,
         accumulate: bool,
+        ahead: Lookahead,
     ) {
-        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate, None)
+        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate, None, ahead)
     }
 
     #[inline(always)]
@@ -52,7 +53,7 @@ impl MicroKernel for Avx512 {
         accumulate: bool,
         end: &TileEnd,
     ) {
-        tile::<MR>(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end))
+        tile::<MR>(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
     }
 
     #[inline(always)]
@@ -76,6 +77,7 @@ unsafe fn tile<const R: usize>(
     alpha: f32,
     accumulate: bool,
     end: Option<&TileEnd>,
+    ahead: Lookahead,
 ) {
     if accumulate {
         // The tile of y is read at the end; start pulling it in now.
@@ -88,7 +90,10 @@ unsafe fn tile<const R: usize>(
     let mut acc0 = [_mm512_setzero_ps(); R];
     let mut acc1 = [_mm512_setzero_ps(); R];
     let (mut a, mut b) = (a, b);
-    for _ in 0..kc {
+    for l in 0..kc {
+        if l < ahead.lines {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.first.wrapping_offset(l as isize * ahead.stride) as *const i8);
+        }
         let b0 = _mm512_loadu_ps(b);
         let b1 = _mm512_loadu_ps(b.add(16));
         for i in 0..R {
