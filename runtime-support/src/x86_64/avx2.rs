@@ -39,9 +39,9 @@ impl MicroKernel for Avx2Fma {
         cols: usize,
         alpha: f32,
         accumulate: bool,
-        _ahead: Lookahead,
+        ahead: Lookahead,
     ) {
-        tile(kc, a, b, y, rs, cols, alpha, accumulate, None)
+        tile(kc, a, b, y, rs, cols, alpha, accumulate, None, ahead)
     }
 
     #[inline(always)]
@@ -55,7 +55,7 @@ impl MicroKernel for Avx2Fma {
         accumulate: bool,
         end: &TileEnd,
     ) {
-        tile(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end))
+        tile(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
     }
 
     #[inline(always)]
@@ -114,8 +114,11 @@ macro_rules! depth_step {
 /// `target_feature`, without which `asm!` may not name ymm registers).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32) -> [[__m256; 3]; MR] {
+unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32, ahead: Lookahead) -> [[__m256; 3]; MR] {
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
+    // Without a line for every step, the prefetches go to the A panel
+    // (already in L1) rather than past the lookahead's lines.
+    let (line, line_step) = if ahead.lines >= kc { (ahead.first, ahead.stride * 4) } else { (a, 0) };
     let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut acc;
     // Two steps per iteration (the loop's own instructions took an issue
     // slot in eight), then the odd step.
@@ -123,8 +126,12 @@ unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32) -> [[__m256; 3]; M
         "shr {k}, 1",
         "jz 3f",
         "2:",
+        "prefetcht0 [{line}]",
+        "prefetcht0 [{line} + {line_step}]",
         depth_step!(0, 0),
         depth_step!(32, 96),
+        "add {line}, {line_step}",
+        "add {line}, {line_step}",
         "add {a}, {a_step}",
         "add {b}, {b_step}",
         "dec {k}",
@@ -138,6 +145,8 @@ unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32) -> [[__m256; 3]; M
         b = inout(reg) b => _,
         k = inout(reg) kc => _,
         odd = in(reg) kc,
+        line = inout(reg) line => _,
+        line_step = in(reg) line_step,
         a_step = const 2 * PANEL_ROWS * 4,
         b_step = const 2 * NR * 4,
         b0 = out(ymm_reg) _,
@@ -176,8 +185,9 @@ unsafe fn tile(
     alpha: f32,
     accumulate: bool,
     end: Option<&TileEnd>,
+    ahead: Lookahead,
 ) {
-    let acc = depth_sums(kc, a, b);
+    let acc = depth_sums(kc, a, b, ahead);
     if cols == NR {
         return store_whole(&acc, y, rs, alpha, accumulate, end);
     }
