@@ -486,8 +486,11 @@ mod tests {
     /// (reordered in and out), with each epilogue, serial and threaded.
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
-        // The last two read an NCHW input (fewer channels than a block).
-        let cases: [Case; 15] = [
+        // The last six read an NCHW input (fewer channels than a block);
+        // the last four have AVX-512 stem runs (three or four blocks to
+        // every group), with columns left over, an odd channel alone, a
+        // dilation.
+        let cases: [Case; 19] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
             (8, 32, [28, 28], [1, 1], 2, 1, [0, 0]),
@@ -503,6 +506,10 @@ mod tests {
             (16, 8, [9, 9], [3, 2], 1, 2, [2, 0]),
             (3, 16, [15, 14], [7, 7], 2, 1, [3, 3]),
             (1, 40, [9, 11], [3, 3], 1, 1, [1, 1]),
+            (3, 32, [20, 31], [3, 3], 2, 1, [0, 0]),
+            (3, 24, [17, 40], [3, 3], 2, 1, [1, 1]),
+            (1, 64, [12, 21], [5, 5], 1, 1, [2, 2]),
+            (2, 24, [10, 16], [3, 3], 1, 2, [2, 2]),
         ];
         for (i, case) in cases.iter().enumerate() {
             let p = params(case);

@@ -30,7 +30,8 @@
 //!
 //! An input of fewer than 8 channels (an image) is read in NCHW: the
 //! pixel pointers move a plane per input channel, channels taken in pairs
-//! (even and odd again) and the odd one left last.
+//! (even and odd again) and the odd one left last. With AVX-512, such a
+//! stem's rows inside the input run in [`stem`]'s runs of tiles.
 //!
 //! Work is split over (image, output block group, output rows, or a
 //! pointwise layer's full tiles); rows or tiles are split only where there
@@ -168,6 +169,51 @@ macro_rules! channel_loop {
             step!("0", "0", $blocks, $even),
             "add {w}, 32\n",
             "4:\n",
+        )
+    };
+}
+
+/// The end of an asm loop over runs of tiles: the bias, the residual and
+/// the clamp on the tile's sums `$acc` (per output block, `$bias_at` its
+/// bias offset; per pixel, `$po` its output offset), their stores, then
+/// the next tile (`$tile_bytes` on in the output) while `{n}` counts down
+/// to label 7. Reads the run's fields at `{s}` (a [`RunEnd`] at the
+/// offsets named `bias`, `has_residual`, `residual`, `out_block`, `clamp`,
+/// `lo`, `hi`); the clamp's bounds go in the vector registers `$lo`, `$hi`.
+macro_rules! run_epilogue {
+    ($tile_bytes:literal, clamp in $lo:literal, $hi:literal, [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
+        concat!(
+            "mov {k}, [{s} + {bias}]\n",
+            "test {k}, {k}\n",
+            "jz 3f\n",
+            $($(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{k} + ", $bias_at, "]\n"),)+)+
+            "3:\n",
+            "cmp qword ptr [{s} + {has_residual}], 0\n",
+            "je 4f\n",
+            "mov {r}, [{s} + {residual}]\n",
+            "add {r}, {y}\n",
+            $(
+                $(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{r} + ", $po, "]\n"),)+
+                "add {r}, [{s} + {out_block}]\n",
+            )+
+            "4:\n",
+            "cmp qword ptr [{s} + {clamp}], 0\n",
+            "je 5f\n",
+            concat!("vbroadcastss {", $lo, ":y}, dword ptr [{s} + {lo}]\n"),
+            concat!("vbroadcastss {", $hi, ":y}, dword ptr [{s} + {hi}]\n"),
+            $($(concat!(
+                "vminps {", stringify!($acc), ":y}, {", $hi, ":y}, {", stringify!($acc), ":y}\n",
+                "vmaxps {", stringify!($acc), ":y}, {", $lo, ":y}, {", stringify!($acc), ":y}\n",
+            ),)+)+
+            "5:\n",
+            "mov {r}, {y}\n",
+            $(
+                $(concat!("vmovups [{r} + ", $po, "], {", stringify!($acc), ":y}\n"),)+
+                "add {r}, [{s} + {out_block}]\n",
+            )+
+            concat!("add {y}, ", $tile_bytes, "\n"),
+            "dec {n}\n",
+            "jnz 7b\n",
         )
     };
 }
@@ -344,8 +390,10 @@ tile_sums!(
 );
 
 mod pointwise;
+mod stem;
 
 use pointwise::{pointwise_end, RunEnd};
+use stem::{stem_end, StemEnd};
 
 /// One call's convolution, shared by its tasks.
 struct Job<'a> {
@@ -364,6 +412,8 @@ struct Job<'a> {
     groups_per_tile: bool,
     /// For a pointwise layer with a clamp or no activation: its runs' end.
     run_end: Option<RunEnd>,
+    /// For a stem (AVX-512) with a clamp or no activation: its runs' end.
+    stem_end: Option<StemEnd>,
 }
 
 /// The output block groups of `blocks` blocks, `most` at a time: groups
@@ -431,12 +481,21 @@ impl Job<'_> {
         while oy < rows.end {
             let run = self.same_row_taps(oy);
             let part = oy..run.end.min(rows.end);
+            let full_rows = s.taps(0, oy, s.in_h).len() == s.kernel[0];
             for cols in columns.clone() {
-                // Whether to tile depends on the whole image's group, not
-                // on this task's part of it: a pixel gets the same bits
-                // whatever the thread split.
-                let tiled = 2 * run.len() * cols.len() > self.tile_pixels();
-                self.pixels(n, groups.clone(), part.clone(), cols, tiled);
+                let inside = full_rows && s.taps(1, cols.start, s.in_w).len() == s.kernel[1];
+                match &self.stem_end {
+                    Some(end) if inside && cols.len() >= self.tile_pixels() => {
+                        self.stem_rows(n, groups.clone(), part.clone(), cols, run.len(), end)
+                    }
+                    _ => {
+                        // Whether to tile depends on the whole image's
+                        // group, not on this task's part of it: a pixel
+                        // gets the same bits whatever the thread split.
+                        let tiled = 2 * run.len() * cols.len() > self.tile_pixels();
+                        self.pixels(n, groups.clone(), part.clone(), cols, tiled)
+                    }
+                }
             }
             oy = part.end;
         }
@@ -681,7 +740,8 @@ pub(crate) unsafe fn conv(
     let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES
         && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
     let run_end = pointwise_end(s, &o, activation, wide);
-    let job = Job { p, s, o, strides, activation, wide, pixel_step, groups_per_tile: per_tile, run_end };
+    let stem_end = stem_end(s, &o, activation, wide);
+    let job = Job { p, s, o, strides, activation, wide, pixel_step, groups_per_tile: per_tile, run_end, stem_end };
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
     // What a task's part of an image is made of: a pointwise layer's full
     // tiles (its pixels run on across rows, so a part cuts no tile), else

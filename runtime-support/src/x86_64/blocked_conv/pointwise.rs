@@ -21,22 +21,22 @@ use core::ops::Range;
 #[derive(Clone, Copy)]
 pub(super) struct RunEnd {
     /// Input blocks (the block loop's iterations).
-    steps: usize,
+    pub(super) steps: usize,
     /// From the end of a tile's input to the next tile's start.
-    x_back: isize,
+    pub(super) x_back: isize,
     /// From the end of a block group's weights back to their start.
-    w_back: usize,
+    pub(super) w_back: usize,
     /// Between output blocks.
-    out_block: usize,
+    pub(super) out_block: usize,
     /// From the output to the residual (read when `has_residual` is 1).
-    residual: isize,
+    pub(super) residual: isize,
     /// The group's first bias, or null.
-    bias: *const f32,
-    has_residual: usize,
+    pub(super) bias: *const f32,
+    pub(super) has_residual: usize,
     /// 1: clamp to `lo..=hi` (`lo <= hi`).
-    clamp: usize,
-    lo: f32,
-    hi: f32,
+    pub(super) clamp: usize,
+    pub(super) lo: f32,
+    pub(super) hi: f32,
 }
 
 /// A function computing `tiles` consecutive tiles of a pointwise
@@ -59,41 +59,11 @@ macro_rules! pointwise_tiles {
             core::arch::asm!(
                 "7:\n",
                 $($(concat!($zero, " {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
-                "mov {k}, [{e} + {steps}]\n",
+                "mov {k}, [{s} + {steps}]\n",
                 block_loop!($block_list, $fmas, $fmas, ["x"]),
-                "sub {x}, [{e} + {x_back}]\n",
-                "sub {w}, [{e} + {w_back}]\n",
-                "mov {k}, [{e} + {bias}]\n",
-                "test {k}, {k}\n",
-                "jz 3f\n",
-                $($(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{k} + ", $bias_at, "]\n"),)+)+
-                "3:\n",
-                "cmp qword ptr [{e} + {has_residual}], 0\n",
-                "je 4f\n",
-                "mov {r}, [{e} + {residual}]\n",
-                "add {r}, {y}\n",
-                $(
-                    $(concat!("vaddps {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, [{r} + ", $po, "]\n"),)+
-                    "add {r}, [{e} + {out_block}]\n",
-                )+
-                "4:\n",
-                "cmp qword ptr [{e} + {clamp}], 0\n",
-                "je 5f\n",
-                concat!("vbroadcastss {", $lo, ":y}, dword ptr [{e} + {lo}]\n"),
-                concat!("vbroadcastss {", $hi, ":y}, dword ptr [{e} + {hi}]\n"),
-                $($(concat!(
-                    "vminps {", stringify!($acc), ":y}, {", $hi, ":y}, {", stringify!($acc), ":y}\n",
-                    "vmaxps {", stringify!($acc), ":y}, {", $lo, ":y}, {", stringify!($acc), ":y}\n",
-                ),)+)+
-                "5:\n",
-                "mov {r}, {y}\n",
-                $(
-                    $(concat!("vmovups [{r} + ", $po, "], {", stringify!($acc), ":y}\n"),)+
-                    "add {r}, [{e} + {out_block}]\n",
-                )+
-                concat!("add {y}, ", $tile_bytes, "\n"),
-                "dec {n}\n",
-                "jnz 7b\n",
+                "sub {x}, [{s} + {x_back}]\n",
+                "sub {w}, [{s} + {w_back}]\n",
+                run_epilogue!($tile_bytes, clamp in $lo, $hi, [$($bias_at => [$($acc at $po),+]),+]),
                 x = inout(reg) x => _,
                 w = inout(reg) w => _,
                 k = out(reg) _,
@@ -102,7 +72,7 @@ macro_rules! pointwise_tiles {
                 y = inout(reg) y => _,
                 n = inout(reg) tiles => _,
                 r = out(reg) _,
-                e = in(reg) end,
+                s = in(reg) end,
                 steps = const core::mem::offset_of!(RunEnd, steps),
                 x_back = const core::mem::offset_of!(RunEnd, x_back),
                 w_back = const core::mem::offset_of!(RunEnd, w_back),

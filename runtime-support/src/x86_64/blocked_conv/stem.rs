@@ -1,0 +1,270 @@
+//! Stems (a convolution reading an NCHW image of a few channels, a CNN's
+//! first layer) in runs of tiles along an output row, with AVX-512. With
+//! three input channels a 3×3 tile sums only 27 products per output, so
+//! the general tile's set-up (its pixels and pointers, an asm call per
+//! kernel row) and its epilogue through memory cost a third of its time
+//! (3×3 stride-2 stems ran at 64 GFLOP/s). Inside the input, consecutive
+//! output pixels' windows are `stride` floats apart, so one pointer serves
+//! a tile, and one asm call runs a row's full tiles: the loops over the
+//! kernel's rows, its columns and the input channels, and
+//! [`run_epilogue!`], are all inside it. The sums are in the general
+//! tiles' order (kernel row, column, channel pairs, the odd channel last)
+//! into one register per output vector, so the bits are theirs.
+
+use super::pointwise::RunEnd;
+use super::{block_group, tile_shape, Job, TileActivation};
+use crate::generic::blocked::{BlockedOperands, BlockedShape, BLOCK};
+use core::arch::x86_64::*;
+use core::ops::Range;
+
+/// What a run of stem tiles reads from memory: a pointwise run's fields
+/// and the loops over the kernel's taps.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct StemEnd {
+    run: RunEnd,
+    kernel_h: usize,
+    kernel_w: usize,
+    /// Bytes from where a tap's channel loop leaves the input pointer to
+    /// the next tap along the kernel row.
+    next_tap: isize,
+    /// From where a kernel row's taps leave it to the next row's first.
+    next_row: isize,
+    /// 1: an odd input channel is left after the pairs.
+    odd_channel: usize,
+}
+
+/// A function computing `tiles` consecutive tiles of six pixels along an
+/// output row of a stem whose windows lie inside the input. Pixel `p`'s
+/// window starts at `$fmas`' `{x} + ` offset (its stride apart); its
+/// outputs, the epilogue and the clamp registers are as in
+/// [`super::pointwise`]'s runs.
+macro_rules! stem_tiles {
+    ($(#[$doc:meta])* $name:ident, [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt,
+     [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `x` (channel 0's plane), `w` and `y` (and the residual and bias
+        /// in `end`) hold the tiles' operands, every window inside the
+        /// input; the CPU has AVX-512F and VL.
+        #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+        unsafe fn $name(x: *const f32, w: *const f32, w_block: usize, plane: usize, y: *mut f32, tiles: usize, end: &StemEnd) {
+            core::arch::asm!(
+                "7:\n",
+                $($(concat!("vpxord {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
+                "mov {r}, [{s} + {kernel_h}]\n",
+                "9:\n",
+                "mov {kx}, [{s} + {kernel_w}]\n",
+                "8:\n",
+                "mov {k}, [{s} + {steps}]\n",
+                channel_loop!($block_list, $fmas, $fmas, ["x"]),
+                "add {x}, [{s} + {next_tap}]\n",
+                "dec {kx}\n",
+                "jnz 8b\n",
+                "add {x}, [{s} + {next_row}]\n",
+                "dec {r}\n",
+                "jnz 9b\n",
+                "sub {x}, [{s} + {x_back}]\n",
+                "sub {w}, [{s} + {w_back}]\n",
+                run_epilogue!("192", clamp in "b0", "b1", [$($bias_at => [$($acc at $po),+]),+]),
+                x = inout(reg) x => _,
+                w = inout(reg) w => _,
+                k = out(reg) _,
+                kx = out(reg) _,
+                $($ws = in(reg) w_block * 4 * $wm,)+
+                ib = in(reg) plane * 4,
+                y = inout(reg) y => _,
+                n = inout(reg) tiles => _,
+                r = out(reg) _,
+                s = in(reg) end,
+                kernel_h = const core::mem::offset_of!(StemEnd, kernel_h),
+                kernel_w = const core::mem::offset_of!(StemEnd, kernel_w),
+                next_tap = const core::mem::offset_of!(StemEnd, next_tap),
+                next_row = const core::mem::offset_of!(StemEnd, next_row),
+                odd_channel = const core::mem::offset_of!(StemEnd, odd_channel),
+                steps = const core::mem::offset_of!(StemEnd, run.steps),
+                x_back = const core::mem::offset_of!(StemEnd, run.x_back),
+                w_back = const core::mem::offset_of!(StemEnd, run.w_back),
+                out_block = const core::mem::offset_of!(StemEnd, run.out_block),
+                residual = const core::mem::offset_of!(StemEnd, run.residual),
+                bias = const core::mem::offset_of!(StemEnd, run.bias),
+                has_residual = const core::mem::offset_of!(StemEnd, run.has_residual),
+                clamp = const core::mem::offset_of!(StemEnd, run.clamp),
+                lo = const core::mem::offset_of!(StemEnd, run.lo),
+                hi = const core::mem::offset_of!(StemEnd, run.hi),
+                // Typed as ymm (an untyped one takes no vector register).
+                $($b = inout(zmm_reg) _mm256_setzero_ps() => _,)+
+                ai = inout(zmm_reg) _mm256_setzero_ps() => _,
+                $($($acc = inout(zmm_reg) _mm256_setzero_ps() => _,)+)+
+                options(nostack),
+            );
+        }
+    };
+}
+
+stem_tiles!(
+    /// Stem tiles of six pixels × four output blocks at stride 2.
+    stem6x4s2, [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "{x} + 32 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "{x} + 40 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
+     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of six pixels × three output blocks at stride 2.
+    stem6x3s2, [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "{x} + 32 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "{x} + 40 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of six pixels × four output blocks at stride 1.
+    stem6x4s1, [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+     "{x} + 16 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+     "{x} + 20 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
+     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of six pixels × three output blocks at stride 1.
+    stem6x3s1, [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+     "{x} + 16 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+     "{x} + 20 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+);
+
+/// The end of `s`'s stem runs when it has them: AVX-512 (`wide`), an NCHW
+/// input, stride 1 or 2 along rows, every block group of three or four
+/// blocks, and no activation or a clamp with `lo <= hi`.
+pub(super) fn stem_end(
+    s: &BlockedShape,
+    o: &BlockedOperands,
+    activation: Option<TileActivation>,
+    wide: bool,
+) -> Option<StemEnd> {
+    let (pixels, most) = tile_shape(wide);
+    let groups = s.out_blocks.div_ceil(most);
+    let stem = wide
+        && s.nchw_input
+        && matches!(s.strides[1], 1 | 2)
+        && (0..groups).all(|g| matches!(block_group(s.out_blocks, most, g).1, 3 | 4));
+    let (clamp, lo, hi) = match activation? {
+        TileActivation::None => (0, 0.0, 0.0),
+        TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
+        _ => return None,
+    };
+    let [kh, kw] = s.kernel;
+    let (tap_row, tap_col) = (s.dilations[0] * s.in_w * 4, s.dilations[1] * 4);
+    let channel_moves = s.in_channels / 2 * 2 * s.in_h * s.in_w * 4;
+    let run = RunEnd {
+        steps: s.in_channels / 2,
+        x_back: (kh * tap_row) as isize - (pixels * s.strides[1] * 4) as isize,
+        w_back: s.weights_per_block() * 4,
+        out_block: s.out_h * s.out_w * BLOCK * 4,
+        residual: (o.residual as isize).wrapping_sub(o.y as isize),
+        bias: o.bias,
+        has_residual: usize::from(!o.residual.is_null()),
+        clamp,
+        lo,
+        hi,
+    };
+    stem.then_some(StemEnd {
+        run,
+        kernel_h: kh,
+        kernel_w: kw,
+        next_tap: tap_col as isize - channel_moves as isize,
+        next_row: tap_row as isize - (kw * tap_col) as isize,
+        odd_channel: s.in_channels % 2,
+    })
+}
+
+impl Job<'_> {
+    /// Output rows `rows` × columns `cols` of image `n`, block groups
+    /// `groups`, every window inside the input: each row's full tiles in a
+    /// run per block group, then the columns left (of all the rows) in
+    /// the general tiles. `group_rows` is the image's rows with these taps
+    /// (deciding, as for any group, whether those are tiled).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn stem_rows(
+        &self,
+        n: usize,
+        groups: Range<usize>,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        group_rows: usize,
+        end: &StemEnd,
+    ) {
+        let (px, most) = tile_shape(self.wide);
+        let (full, rest) = (cols.len() / px, cols.len() % px);
+        if full > 0 {
+            for oy in rows.clone() {
+                for (mb, blocks) in groups.clone().map(|g| block_group(self.s.out_blocks, most, g)) {
+                    self.stem_run(n, (mb, blocks), (oy, cols.start), full, end);
+                }
+            }
+        }
+        if rest > 0 {
+            let tiled = 2 * group_rows * rest > px;
+            self.pixels(n, groups, rows, cols.end - rest..cols.end, tiled);
+        }
+    }
+
+    /// `tiles` tiles of `blocks` (3 or 4) output blocks from `mb`, from
+    /// output pixel `(oy, ox)` of image `n` along its row.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn stem_run(
+        &self,
+        n: usize,
+        (mb, blocks): (usize, usize),
+        (oy, ox): (usize, usize),
+        tiles: usize,
+        end: &StemEnd,
+    ) {
+        let (s, o) = (self.s, &self.o);
+        let (iy, ix) = (oy * s.strides[0] - s.pads[0], ox * s.strides[1] - s.pads[1]);
+        let x = o.x.add(n * s.in_image() + iy * s.in_w + ix);
+        let w = o.w.add(mb * s.weights_per_block());
+        let y = o.y.add(n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK);
+        let bias = if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) };
+        let end = StemEnd { run: RunEnd { bias, ..end.run }, ..*end };
+        let (w_block, plane) = (s.weights_per_block(), self.strides.in_block);
+        match (s.strides[1], blocks) {
+            (2, 4) => stem6x4s2(x, w, w_block, plane, y, tiles, &end),
+            (2, _) => stem6x3s2(x, w, w_block, plane, y, tiles, &end),
+            (_, 4) => stem6x4s1(x, w, w_block, plane, y, tiles, &end),
+            _ => stem6x3s1(x, w, w_block, plane, y, tiles, &end),
+        }
+    }
+}
