@@ -11,7 +11,10 @@
 //! ([`MACS_PER_REORDERED_ELEMENT`] each): the values it reads from
 //! outside, and its outputs that something else (or the graph's caller)
 //! reads in NCHW. Where a whole group does not pay (or pays less), its
-//! parts made of convolutions feeding convolutions are weighed alone
+//! parts are weighed alone, at two finer levels: convolutions feeding
+//! convolutions with the carriers that read only their values
+//! (ShuffleNet's stem and its max pool: the reorder comes after the pool,
+//! 4 times smaller), then convolutions feeding convolutions alone
 //! (DenseNet: each 3×3 convolution blocked between two reorders, the
 //! Concats that would drag every earlier feature map along kept NCHW).
 //! A pointwise convolution reading a Relu stays NCHW, for
@@ -77,27 +80,45 @@ pub fn choose_layout(graph: &mut Graph) {
     let is_conv = |i: usize| matches!(roles.get(&i), Some(Role::Conv(_)));
     // The groups of members that feed each other, and their parts when
     // only convolutions feeding convolutions are joined.
-    let whole = partition(graph, &roles, &linked, |_, _| true);
-    let parts = partition(graph, &roles, &linked, |a, b| is_conv(a) && is_conv(b));
-    let whole_gain = gains(graph, &roles, &linked, &|i| roles.contains_key(&i).then(|| whole.find(i)));
-    let part_gain = gains(graph, &roles, &linked, &|i| roles.contains_key(&i).then(|| parts.find(i)));
-    // A whole group runs blocked when it pays and pays at least what its
-    // paying parts would on their own; else those parts do.
-    let mut paying_parts: HashMap<usize, i64> = HashMap::new();
-    for (&part, &gain) in part_gain.iter().filter(|(_, &gain)| gain > 0) {
-        *paying_parts.entry(whole.find(part)).or_default() += gain;
+    let is_carrier = |i: usize| matches!(roles.get(&i), Some(Role::Carrier));
+    let fed_by_members = |i: usize| blocked_inputs(graph, i).into_iter().all(|v| linked(i, v).is_some());
+    // Three nested groupings of the members, coarse to fine: all that feed
+    // each other; convolutions feeding convolutions, with the carriers that
+    // read members only (a stem's pool, whose output is 4 times smaller
+    // than the stem's); convolutions feeding convolutions.
+    let groupings = [
+        partition(graph, &roles, &linked, |_, _| true),
+        partition(graph, &roles, &linked, |reader, producer| {
+            (is_conv(reader) && is_conv(producer)) || (is_carrier(reader) && fed_by_members(reader))
+        }),
+        partition(graph, &roles, &linked, |a, b| is_conv(a) && is_conv(b)),
+    ];
+    let gain: Vec<HashMap<usize, i64>> = groupings
+        .iter()
+        .map(|grouping| gains(graph, &roles, &linked, &|i| roles.contains_key(&i).then(|| grouping.find(i))))
+        .collect();
+    // What the groups one level finer inside each group save at best (each
+    // running blocked itself, or leaving that to its own finer groups).
+    let mut finer: Vec<HashMap<usize, i64>> = vec![HashMap::new(); groupings.len()];
+    let mut best: HashMap<usize, i64> = HashMap::new();
+    for level in (0..groupings.len()).rev() {
+        for (&group, &saved) in &best {
+            *finer[level].entry(groupings[level].find(group)).or_default() += saved;
+        }
+        best =
+            gain[level].iter().map(|(&g, &v)| (g, v.max(finer[level].get(&g).copied().unwrap_or(0)).max(0))).collect();
     }
+    // A group runs blocked when it pays and pays at least what its finer
+    // groups would; else its finer groups are weighed the same way.
     let chosen: HashSet<usize> = roles
         .keys()
         .copied()
         .filter(|&i| {
-            let group = whole.find(i);
-            let gain = whole_gain[&group];
-            if gain > 0 && gain >= paying_parts.get(&group).copied().unwrap_or(0) {
-                true
-            } else {
-                part_gain[&parts.find(i)] > 0
-            }
+            groupings.iter().enumerate().any(|(level, grouping)| {
+                let group = grouping.find(i);
+                let (saved, below) = (gain[level][&group], finer[level].get(&group).copied().unwrap_or(0));
+                saved > 0 && saved >= below
+            })
         })
         .collect();
     if chosen.is_empty() {
@@ -571,6 +592,38 @@ mod tests {
         choose_layout(&mut g);
         assert_eq!(super::super::verify(&g), Ok(()));
         assert_eq!(op_names(&g), ["ToBlocked", "Conv", "Conv", "FromBlocked", "Concat"]);
+    }
+
+    /// An image x (3 channels) → stem conv (3 → 16) → MaxPool 2×2 (to
+    /// 3×3) → Concat with a wide input (64 channels) → y: the whole group
+    /// would reorder the wide input in, and the stem alone its output out,
+    /// more than the stem saves; with the pool, only the pool's output (4
+    /// times smaller) is reordered, which pays.
+    #[test]
+    fn a_stem_and_the_pool_it_alone_feeds_run_blocked() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 3, 5, 5], ValueDef::Input(0));
+        let wide = value(&mut g, "wide", &[1, 64, 3, 3], ValueDef::Input(1));
+        g.inputs.extend([x, wide]);
+        let stem = conv(&mut g, "stem", x, [3, 16], 3);
+        let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        (window.kernel_shape, window.strides, window.pads) = (vec![2, 2], vec![2, 2], vec![0, 0, 1, 1]);
+        let pool = Pool {
+            op_type: "MaxPool",
+            kind: PoolKind::Max { column_major: false },
+            global: false,
+            window,
+            blocked: false,
+        };
+        let pooled = value(&mut g, "pooled", &[1, 16, 3, 3], ValueDef::Computed);
+        push(&mut g, "pool", pool, &[stem], pooled);
+        let y = value(&mut g, "y", &[1, 80, 3, 3], ValueDef::Computed);
+        push(&mut g, "concat", Concat { axis: 1 }, &[wide, pooled], y);
+        g.outputs.push(y);
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        assert_eq!(op_names(&g), ["Conv", "MaxPool", "FromBlocked", "Concat"]);
+        assert_eq!(blocked_convs(&g), [true]);
     }
 
     /// An image x (3 channels) → conv a (3 → 16) → conv b (16 → 8) → y:
