@@ -423,6 +423,23 @@ mod tests {
         y
     }
 
+    /// Appends `pooled = MaxPool(x)`, 2×2 stride 2 padded at the end, from
+    /// `[1, channels, 5, 5]` to `[1, channels, 3, 3]`.
+    fn max_pool(g: &mut Graph, x: ValueId, channels: usize) -> ValueId {
+        let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        (window.kernel_shape, window.strides, window.pads) = (vec![2, 2], vec![2, 2], vec![0, 0, 1, 1]);
+        let pool = Pool {
+            op_type: "MaxPool",
+            kind: PoolKind::Max { column_major: false },
+            global: false,
+            window,
+            blocked: false,
+        };
+        let pooled = value(g, "pooled", &[1, channels, 3, 3], ValueDef::Computed);
+        push(g, "pool", pool, &[x], pooled);
+        pooled
+    }
+
     /// x → conv a (8 → 16, 3×3) → conv b (16 → 8, 1×1, plus x as its
     /// residual) → conv c (8 → 8, 3×3) → Relu → y; `convs` of them (1 to
     /// 3). The Relu runs blocked too, on the rank-5 value.
@@ -480,17 +497,7 @@ mod tests {
         let b = conv(&mut g, "b", x, [8, 8], 1);
         let joined = value(&mut g, "joined", &[1, 16, 5, 5], ValueDef::Computed);
         push(&mut g, "concat", Concat { axis: -3 }, &[a, b], joined);
-        let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        (window.kernel_shape, window.strides, window.pads) = (vec![2, 2], vec![2, 2], vec![0, 0, 1, 1]);
-        let pool = Pool {
-            op_type: "MaxPool",
-            kind: PoolKind::Max { column_major: false },
-            global: false,
-            window,
-            blocked: false,
-        };
-        let pooled = value(&mut g, "pooled", &[1, 16, 3, 3], ValueDef::Computed);
-        push(&mut g, "pool", pool, &[joined], pooled);
+        let pooled = max_pool(&mut g, joined, 16);
         let weights: Vec<f32> = (0..8 * 16 * 9).map(|i| (i as f32 * 0.29).cos()).collect();
         let w = constant(&mut g, "c.w", &[8, 16, 3, 3], &weights);
         let c = value(&mut g, "c", &[1, 8, 3, 3], ValueDef::Computed);
@@ -606,17 +613,7 @@ mod tests {
         let wide = value(&mut g, "wide", &[1, 64, 3, 3], ValueDef::Input(1));
         g.inputs.extend([x, wide]);
         let stem = conv(&mut g, "stem", x, [3, 16], 3);
-        let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        (window.kernel_shape, window.strides, window.pads) = (vec![2, 2], vec![2, 2], vec![0, 0, 1, 1]);
-        let pool = Pool {
-            op_type: "MaxPool",
-            kind: PoolKind::Max { column_major: false },
-            global: false,
-            window,
-            blocked: false,
-        };
-        let pooled = value(&mut g, "pooled", &[1, 16, 3, 3], ValueDef::Computed);
-        push(&mut g, "pool", pool, &[stem], pooled);
+        let pooled = max_pool(&mut g, stem, 16);
         let y = value(&mut g, "y", &[1, 80, 3, 3], ValueDef::Computed);
         push(&mut g, "concat", Concat { axis: 1 }, &[wide, pooled], y);
         g.outputs.push(y);
