@@ -196,7 +196,7 @@ kernel_table! {
     onnxc_reduce_i32(*const ReduceParams, *const i32, *mut i32) -> i32;
     onnxc_reduce_i64(*const ReduceParams, *const i64, *mut i64) -> i32;
     onnxc_argreduce_f32(*const ArgReduceParams, *const f32, *mut i64) -> i32;
-    onnxc_copy_strided(*const CopyParams, *const u8, *mut u8) -> i32;
+    onnxc_copy_strided(*const CopyParams, *const u8, *mut u8, *const Parallel) -> i32;
     onnxc_gather(*const GatherParams, *const u8, *const u8, *mut u8) -> i32;
     onnxc_pad(*const PadParams, *const u8, *const u8, *mut u8) -> i32;
 

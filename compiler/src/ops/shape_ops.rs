@@ -259,7 +259,8 @@ pub(crate) fn emit_strided_copy(
     let params = cx.params(&p)?;
     let src = offset(cx, src, c.src_offset * eb);
     let dst = offset(cx, dst, c.dst_offset * eb);
-    cx.call_checked("onnxc_copy_strided", &[params, src, dst])
+    let parallel = cx.parallel_ptr();
+    cx.call_checked("onnxc_copy_strided", &[params, src, dst, parallel])
 }
 
 /// The strided copy as a loop nest (portable mode): whole rows by memcpy
