@@ -218,6 +218,51 @@ macro_rules! run_epilogue {
     };
 }
 
+/// An asm loop over `$n` tiles of a run ([`pointwise`]'s and [`stem`]'s):
+/// zeroes the tile's sums `$acc` with `$zero`, runs the templates `$sums`
+/// (which add the tile's products and leave `{x}` and `{w}` at the next
+/// tile's input and weights), then [`run_epilogue!`]. The run's fields are
+/// read at `$end`, whose [`RunEnd`] is at byte `$run`; `$extra` are the
+/// sums' own operands.
+macro_rules! tile_run {
+    ($zero:literal, $class:ident, $tile_bytes:literal, [$($sums:expr),+ $(,)?],
+     x = $x:expr, w = $w:expr, [$($b:ident),+], [$($ws:ident = $wm:literal),+], w_block = $w_block:expr,
+     ib = $ib:expr, y = $y:expr, tiles = $n:expr, end = $end:expr, run at $run:expr, [$($extra:tt)*],
+     clamp in $lo:literal, $hi:literal, [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
+        core::arch::asm!(
+            "7:\n",
+            $($(concat!($zero, " {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
+            $($sums,)+
+            run_epilogue!($tile_bytes, clamp in $lo, $hi, [$($bias_at => [$($acc at $po),+]),+]),
+            x = inout(reg) $x => _,
+            w = inout(reg) $w => _,
+            k = out(reg) _,
+            $($ws = in(reg) $w_block * 4 * $wm,)+
+            ib = in(reg) $ib * 4,
+            y = inout(reg) $y => _,
+            n = inout(reg) $n => _,
+            r = out(reg) _,
+            s = in(reg) $end,
+            steps = const $run + core::mem::offset_of!(RunEnd, steps),
+            x_back = const $run + core::mem::offset_of!(RunEnd, x_back),
+            w_back = const $run + core::mem::offset_of!(RunEnd, w_back),
+            out_block = const $run + core::mem::offset_of!(RunEnd, out_block),
+            residual = const $run + core::mem::offset_of!(RunEnd, residual),
+            bias = const $run + core::mem::offset_of!(RunEnd, bias),
+            has_residual = const $run + core::mem::offset_of!(RunEnd, has_residual),
+            clamp = const $run + core::mem::offset_of!(RunEnd, clamp),
+            lo = const $run + core::mem::offset_of!(RunEnd, lo),
+            hi = const $run + core::mem::offset_of!(RunEnd, hi),
+            $($extra)*
+            // Typed as ymm (an untyped one takes no vector register).
+            $($b = inout($class) _mm256_setzero_ps() => _,)+
+            ai = inout($class) _mm256_setzero_ps() => _,
+            $($($acc = inout($class) _mm256_setzero_ps() => _,)+)+
+            options(nostack),
+        )
+    };
+}
+
 /// A function adding a tile's products over every tap in its ranges into
 /// `acc[$i][$j]`, with the asm loop over each tap's input blocks: pixel
 /// pointers `$p`, weights in `$b` (registers of class `$class`; the

@@ -56,38 +56,17 @@ macro_rules! pointwise_tiles {
         /// tiles' operands; the CPU has the features enabled here.
         #[target_feature(enable = $features)]
         unsafe fn $name(x: *const f32, w: *const f32, w_block: usize, in_block: usize, y: *mut f32, tiles: usize, end: &RunEnd) {
-            core::arch::asm!(
-                "7:\n",
-                $($(concat!($zero, " {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
-                "mov {k}, [{s} + {steps}]\n",
-                block_loop!($block_list, $fmas, $fmas, ["x"]),
-                "sub {x}, [{s} + {x_back}]\n",
-                "sub {w}, [{s} + {w_back}]\n",
-                run_epilogue!($tile_bytes, clamp in $lo, $hi, [$($bias_at => [$($acc at $po),+]),+]),
-                x = inout(reg) x => _,
-                w = inout(reg) w => _,
-                k = out(reg) _,
-                $($ws = in(reg) w_block * 4 * $wm,)+
-                ib = in(reg) in_block * 4,
-                y = inout(reg) y => _,
-                n = inout(reg) tiles => _,
-                r = out(reg) _,
-                s = in(reg) end,
-                steps = const core::mem::offset_of!(RunEnd, steps),
-                x_back = const core::mem::offset_of!(RunEnd, x_back),
-                w_back = const core::mem::offset_of!(RunEnd, w_back),
-                out_block = const core::mem::offset_of!(RunEnd, out_block),
-                residual = const core::mem::offset_of!(RunEnd, residual),
-                bias = const core::mem::offset_of!(RunEnd, bias),
-                has_residual = const core::mem::offset_of!(RunEnd, has_residual),
-                clamp = const core::mem::offset_of!(RunEnd, clamp),
-                lo = const core::mem::offset_of!(RunEnd, lo),
-                hi = const core::mem::offset_of!(RunEnd, hi),
-                // Typed as ymm (an untyped one takes no vector register).
-                $($b = inout($class) _mm256_setzero_ps() => _,)+
-                ai = inout($class) _mm256_setzero_ps() => _,
-                $($($acc = inout($class) _mm256_setzero_ps() => _,)+)+
-                options(nostack),
+            tile_run!(
+                $zero, $class, $tile_bytes,
+                [
+                    "mov {k}, [{s} + {steps}]\n",
+                    block_loop!($block_list, $fmas, $fmas, ["x"]),
+                    "sub {x}, [{s} + {x_back}]\n",
+                    "sub {w}, [{s} + {w_back}]\n",
+                ],
+                x = x, w = w, [$($b),+], [$($ws = $wm),+], w_block = w_block, ib = in_block, y = y, tiles = tiles,
+                end = end, run at 0, [],
+                clamp in $lo, $hi, [$($bias_at => [$($acc at $po),+]),+]
             );
         }
     };

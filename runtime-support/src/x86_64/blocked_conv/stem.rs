@@ -50,54 +50,35 @@ macro_rules! stem_tiles {
         /// input; the CPU has AVX-512F and VL.
         #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
         unsafe fn $name(x: *const f32, w: *const f32, w_block: usize, plane: usize, y: *mut f32, tiles: usize, end: &StemEnd) {
-            core::arch::asm!(
-                "7:\n",
-                $($(concat!("vpxord {", stringify!($acc), ":y}, {", stringify!($acc), ":y}, {", stringify!($acc), ":y}\n"),)+)+
-                "mov {r}, [{s} + {kernel_h}]\n",
-                "9:\n",
-                "mov {kx}, [{s} + {kernel_w}]\n",
-                "8:\n",
-                "mov {k}, [{s} + {steps}]\n",
-                channel_loop!($block_list, $fmas, $fmas, ["x"]),
-                "add {x}, [{s} + {next_tap}]\n",
-                "dec {kx}\n",
-                "jnz 8b\n",
-                "add {x}, [{s} + {next_row}]\n",
-                "dec {r}\n",
-                "jnz 9b\n",
-                "sub {x}, [{s} + {x_back}]\n",
-                "sub {w}, [{s} + {w_back}]\n",
-                run_epilogue!("192", clamp in "b0", "b1", [$($bias_at => [$($acc at $po),+]),+]),
-                x = inout(reg) x => _,
-                w = inout(reg) w => _,
-                k = out(reg) _,
-                kx = out(reg) _,
-                $($ws = in(reg) w_block * 4 * $wm,)+
-                ib = in(reg) plane * 4,
-                y = inout(reg) y => _,
-                n = inout(reg) tiles => _,
-                r = out(reg) _,
-                s = in(reg) end,
-                kernel_h = const core::mem::offset_of!(StemEnd, kernel_h),
-                kernel_w = const core::mem::offset_of!(StemEnd, kernel_w),
-                next_tap = const core::mem::offset_of!(StemEnd, next_tap),
-                next_row = const core::mem::offset_of!(StemEnd, next_row),
-                odd_channel = const core::mem::offset_of!(StemEnd, odd_channel),
-                steps = const core::mem::offset_of!(StemEnd, run.steps),
-                x_back = const core::mem::offset_of!(StemEnd, run.x_back),
-                w_back = const core::mem::offset_of!(StemEnd, run.w_back),
-                out_block = const core::mem::offset_of!(StemEnd, run.out_block),
-                residual = const core::mem::offset_of!(StemEnd, run.residual),
-                bias = const core::mem::offset_of!(StemEnd, run.bias),
-                has_residual = const core::mem::offset_of!(StemEnd, run.has_residual),
-                clamp = const core::mem::offset_of!(StemEnd, run.clamp),
-                lo = const core::mem::offset_of!(StemEnd, run.lo),
-                hi = const core::mem::offset_of!(StemEnd, run.hi),
-                // Typed as ymm (an untyped one takes no vector register).
-                $($b = inout(zmm_reg) _mm256_setzero_ps() => _,)+
-                ai = inout(zmm_reg) _mm256_setzero_ps() => _,
-                $($($acc = inout(zmm_reg) _mm256_setzero_ps() => _,)+)+
-                options(nostack),
+            tile_run!(
+                "vpxord", zmm_reg, "192",
+                [
+                    "mov {r}, [{s} + {kernel_h}]\n",
+                    "9:\n",
+                    "mov {kx}, [{s} + {kernel_w}]\n",
+                    "8:\n",
+                    "mov {k}, [{s} + {steps}]\n",
+                    channel_loop!($block_list, $fmas, $fmas, ["x"]),
+                    "add {x}, [{s} + {next_tap}]\n",
+                    "dec {kx}\n",
+                    "jnz 8b\n",
+                    "add {x}, [{s} + {next_row}]\n",
+                    "dec {r}\n",
+                    "jnz 9b\n",
+                    "sub {x}, [{s} + {x_back}]\n",
+                    "sub {w}, [{s} + {w_back}]\n",
+                ],
+                x = x, w = w, [$($b),+], [$($ws = $wm),+], w_block = w_block, ib = plane, y = y, tiles = tiles,
+                end = end, run at core::mem::offset_of!(StemEnd, run),
+                [
+                    kx = out(reg) _,
+                    kernel_h = const core::mem::offset_of!(StemEnd, kernel_h),
+                    kernel_w = const core::mem::offset_of!(StemEnd, kernel_w),
+                    next_tap = const core::mem::offset_of!(StemEnd, next_tap),
+                    next_row = const core::mem::offset_of!(StemEnd, next_row),
+                    odd_channel = const core::mem::offset_of!(StemEnd, odd_channel),
+                ],
+                clamp in "b0", "b1", [$($bias_at => [$($acc at $po),+]),+]
             );
         }
     };
