@@ -30,8 +30,8 @@
 //!
 //! An input of fewer than 8 channels (an image) is read in NCHW: the
 //! pixel pointers move a plane per input channel, channels taken in pairs
-//! (even and odd again) and the odd one left last. With AVX-512, such a
-//! stem's rows inside the input run in [`stem`]'s runs of tiles.
+//! (even and odd again) and the odd one left last. Such a stem's rows
+//! inside the input run in [`stem`]'s runs of tiles.
 //!
 //! Work is split over (image, output block group, output rows, or a
 //! pointwise layer's full tiles); rows or tiles are split only where there
@@ -457,7 +457,7 @@ struct Job<'a> {
     groups_per_tile: bool,
     /// For a pointwise layer with a clamp or no activation: its runs' end.
     run_end: Option<RunEnd>,
-    /// For a stem (AVX-512) with a clamp or no activation: its runs' end.
+    /// For a stem with a clamp or no activation: its runs' end.
     stem_end: Option<StemEnd>,
 }
 

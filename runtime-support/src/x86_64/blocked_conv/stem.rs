@@ -1,5 +1,6 @@
 //! Stems (a convolution reading an NCHW image of a few channels, a CNN's
-//! first layer) in runs of tiles along an output row, with AVX-512. With
+//! first layer) in runs of tiles along an output row, in either tile set
+//! (AVX-512's six pixels, AVX2's four). With
 //! three input channels a 3×3 tile sums only 27 products per output, so
 //! the general tile's set-up (its pixels and pointers, an asm call per
 //! kernel row) and its epilogue through memory cost a third of its time
@@ -34,24 +35,25 @@ pub(super) struct StemEnd {
     odd_channel: usize,
 }
 
-/// A function computing `tiles` consecutive tiles of six pixels along an
-/// output row of a stem whose windows lie inside the input. Pixel `p`'s
-/// window starts at `$fmas`' `{x} + ` offset (its stride apart); its
-/// outputs, the epilogue and the clamp registers are as in
-/// [`super::pointwise`]'s runs.
+/// A function computing `tiles` consecutive tiles along an output row of
+/// a stem whose windows lie inside the input, compiled for `$features`
+/// with vector registers of `$class`. Pixel `p`'s window starts at
+/// `$fmas`' `{x} + ` offset (its stride apart); its outputs, the epilogue
+/// and the clamp registers are as in [`super::pointwise`]'s runs.
 macro_rules! stem_tiles {
-    ($(#[$doc:meta])* $name:ident, [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt,
+    ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $zero:literal, $tile_bytes:literal,
+     [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt,
      [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
         $(#[$doc])*
         ///
         /// # Safety
         /// `x` (channel 0's plane), `w` and `y` (and the residual and bias
         /// in `end`) hold the tiles' operands, every window inside the
-        /// input; the CPU has AVX-512F and VL.
-        #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+        /// input; the CPU has the features enabled here.
+        #[target_feature(enable = $features)]
         unsafe fn $name(x: *const f32, w: *const f32, w_block: usize, plane: usize, y: *mut f32, tiles: usize, end: &StemEnd) {
             tile_run!(
-                "vpxord", zmm_reg, "192",
+                $zero, $class, $tile_bytes,
                 [
                     "mov {r}, [{s} + {kernel_h}]\n",
                     "9:\n",
@@ -86,7 +88,7 @@ macro_rules! stem_tiles {
 
 stem_tiles!(
     /// Stem tiles of six pixels × four output blocks at stride 2.
-    stem6x4s2, [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    stem6x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
     ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
      "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
@@ -102,7 +104,7 @@ stem_tiles!(
 
 stem_tiles!(
     /// Stem tiles of six pixels × three output blocks at stride 2.
-    stem6x3s2, [b0, b1, b2], [ws = 1],
+    stem6x3s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
     ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
      "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
@@ -117,7 +119,7 @@ stem_tiles!(
 
 stem_tiles!(
     /// Stem tiles of six pixels × four output blocks at stride 1.
-    stem6x4s1, [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+    stem6x4s1, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
     ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
      "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
@@ -133,7 +135,7 @@ stem_tiles!(
 
 stem_tiles!(
     /// Stem tiles of six pixels × three output blocks at stride 1.
-    stem6x3s1, [b0, b1, b2], [ws = 1],
+    stem6x3s1, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
     ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
     ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
      "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
@@ -146,9 +148,60 @@ stem_tiles!(
      "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
 );
 
-/// The end of `s`'s stem runs when it has them: AVX-512 (`wide`), an NCHW
-/// input, stride 1 or 2 along rows, every block group of three or four
-/// blocks, and no activation or a clamp with `lo <= hi`.
+stem_tiles!(
+    /// Stem tiles of four pixels × three output blocks at stride 2 (AVX2).
+    stem4x3s2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of four pixels × two output blocks at stride 2 (AVX2).
+    stem4x2s2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of four pixels × three output blocks at stride 1 (AVX2).
+    stem4x3s1, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
+     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+);
+
+stem_tiles!(
+    /// Stem tiles of four pixels × two output blocks at stride 1 (AVX2).
+    stem4x2s1, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
+    ["b0" at "", "b1" at "{ws} + "],
+    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
+     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1"],
+     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1"],
+     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1"]],
+    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+);
+
+/// The end of `s`'s stem runs when it has them: an NCHW input, stride 1
+/// or 2 along rows, every block group of the two largest sizes of the
+/// tile set's (`wide`: AVX-512's 4 and 3 blocks, else AVX2's 3 and 2), and
+/// no activation or a clamp with `lo <= hi`.
 pub(super) fn stem_end(
     s: &BlockedShape,
     o: &BlockedOperands,
@@ -157,10 +210,9 @@ pub(super) fn stem_end(
 ) -> Option<StemEnd> {
     let (pixels, most) = tile_shape(wide);
     let groups = s.out_blocks.div_ceil(most);
-    let stem = wide
-        && s.nchw_input
+    let stem = s.nchw_input
         && matches!(s.strides[1], 1 | 2)
-        && (0..groups).all(|g| matches!(block_group(s.out_blocks, most, g).1, 3 | 4));
+        && (0..groups).all(|g| (most - 1..=most).contains(&block_group(s.out_blocks, most, g).1));
     let (clamp, lo, hi) = match activation? {
         TileActivation::None => (0, 0.0, 0.0),
         TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
@@ -222,7 +274,7 @@ impl Job<'_> {
         }
     }
 
-    /// `tiles` tiles of `blocks` (3 or 4) output blocks from `mb`, from
+    /// `tiles` tiles of `blocks` (AVX-512: 3 or 4, AVX2: 2 or 3) output blocks from `mb`, from
     /// output pixel `(oy, ox)` of image `n` along its row.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn stem_run(
@@ -241,11 +293,15 @@ impl Job<'_> {
         let bias = if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) };
         let end = StemEnd { run: RunEnd { bias, ..end.run }, ..*end };
         let (w_block, plane) = (s.weights_per_block(), self.strides.in_block);
-        match (s.strides[1], blocks) {
-            (2, 4) => stem6x4s2(x, w, w_block, plane, y, tiles, &end),
-            (2, _) => stem6x3s2(x, w, w_block, plane, y, tiles, &end),
-            (_, 4) => stem6x4s1(x, w, w_block, plane, y, tiles, &end),
-            _ => stem6x3s1(x, w, w_block, plane, y, tiles, &end),
+        match (self.wide, s.strides[1], blocks) {
+            (true, 2, 4) => stem6x4s2(x, w, w_block, plane, y, tiles, &end),
+            (true, 2, _) => stem6x3s2(x, w, w_block, plane, y, tiles, &end),
+            (true, _, 4) => stem6x4s1(x, w, w_block, plane, y, tiles, &end),
+            (true, _, _) => stem6x3s1(x, w, w_block, plane, y, tiles, &end),
+            (false, 2, 3) => stem4x3s2(x, w, w_block, plane, y, tiles, &end),
+            (false, 2, _) => stem4x2s2(x, w, w_block, plane, y, tiles, &end),
+            (false, _, 3) => stem4x3s1(x, w, w_block, plane, y, tiles, &end),
+            (false, _, _) => stem4x2s1(x, w, w_block, plane, y, tiles, &end),
         }
     }
 }
