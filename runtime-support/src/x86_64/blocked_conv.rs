@@ -434,6 +434,119 @@ tile_sums!(
     [c00 = 0, 0; c01 = 0, 1; c10 = 1, 0; c11 = 1, 1]
 );
 
+/// Hands a run kernel macro (`$kernel`: `pointwise_tiles` or
+/// `stem_tiles`) one tile shape's registers and instruction set for the
+/// function `$name`: its weight registers, each pixel's FMAs (pixel `p`
+/// read at `$p`, an address prefix such as `"{x} + 32 + "`) and each
+/// output block's stores (pixel `p` at `32 * p`, block `j`'s bias at
+/// `32 * j`). One macro per shape, so that a shape's tables are written once.
+///
+/// Six pixels × four blocks (AVX-512's 32 registers).
+macro_rules! run_tiles_6x4 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal, $p2:literal, $p3:literal, $p4:literal, $p5:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+            ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+             $p1 => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
+             $p2 => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
+             $p3 => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
+             $p4 => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
+             $p5 => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
+            ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+             "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+             "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
+             "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+        );
+    };
+}
+
+/// [`run_tiles_6x4!`] for six pixels × three blocks (AVX-512).
+macro_rules! run_tiles_6x3 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal, $p2:literal, $p3:literal, $p4:literal, $p5:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
+            ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+             $p1 => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+             $p2 => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+             $p3 => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
+             $p4 => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
+             $p5 => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
+            ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+             "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
+             "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+        );
+    };
+}
+
+/// [`run_tiles_6x4!`] for six pixels × two blocks (AVX-512).
+macro_rules! run_tiles_6x2 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal, $p2:literal, $p3:literal, $p4:literal, $p5:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1], [ws = 1],
+            ["b0" at "", "b1" at "{ws} + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1"],
+             $p1 => ["c10" * "b0", "c11" * "b1"],
+             $p2 => ["c20" * "b0", "c21" * "b1"],
+             $p3 => ["c30" * "b0", "c31" * "b1"],
+             $p4 => ["c40" * "b0", "c41" * "b1"],
+             $p5 => ["c50" * "b0", "c51" * "b1"]],
+            ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
+             "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"]]
+        );
+    };
+}
+
+/// [`run_tiles_6x4!`] for two pixels × four blocks (AVX-512), a run's last pixels.
+macro_rules! run_tiles_2x4 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
+            ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
+             $p1 => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
+            ["0" => [c00 at "0", c10 at "32"],
+             "32" => [c01 at "0", c11 at "32"],
+             "64" => [c02 at "0", c12 at "32"],
+             "96" => [c03 at "0", c13 at "32"]]
+        );
+    };
+}
+
+/// [`run_tiles_6x4!`] for four pixels × three blocks (AVX2's 16 registers).
+macro_rules! run_tiles_4x3 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal, $p2:literal, $p3:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
+            ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
+             $p1 => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
+             $p2 => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
+             $p3 => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
+            ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+             "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
+             "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+        );
+    };
+}
+
+/// [`run_tiles_6x4!`] for four pixels × two blocks (AVX2).
+macro_rules! run_tiles_4x2 {
+    ($kernel:ident, $(#[$doc:meta])* $name:ident, [$p0:literal, $p1:literal, $p2:literal, $p3:literal]) => {
+        $kernel!(
+            $(#[$doc])* $name, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
+            ["b0" at "", "b1" at "{ws} + "],
+            [$p0 => ["c00" * "b0", "c01" * "b1"],
+             $p1 => ["c10" * "b0", "c11" * "b1"],
+             $p2 => ["c20" * "b0", "c21" * "b1"],
+             $p3 => ["c30" * "b0", "c31" * "b1"]],
+            ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
+             "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+        );
+    };
+}
+
 mod pointwise;
 mod stem;
 

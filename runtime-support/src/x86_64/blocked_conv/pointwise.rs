@@ -39,6 +39,43 @@ pub(super) struct RunEnd {
     pub(super) hi: f32,
 }
 
+impl RunEnd {
+    /// The end of `s`'s runs whose loops take `steps`, `x_back` and
+    /// `w_back` (in bytes), when the epilogue is one the asm has: no
+    /// activation or a clamp with `lo <= hi`.
+    pub(super) fn new(
+        s: &BlockedShape,
+        o: &BlockedOperands,
+        activation: Option<TileActivation>,
+        (steps, x_back, w_back): (usize, isize, usize),
+    ) -> Option<RunEnd> {
+        let (clamp, lo, hi) = match activation? {
+            TileActivation::None => (0, 0.0, 0.0),
+            TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
+            _ => return None,
+        };
+        Some(RunEnd {
+            steps,
+            x_back,
+            w_back,
+            out_block: s.out_h * s.out_w * BLOCK * 4,
+            residual: (o.residual as isize).wrapping_sub(o.y as isize),
+            bias: o.bias,
+            has_residual: usize::from(!o.residual.is_null()),
+            clamp,
+            lo,
+            hi,
+        })
+    }
+
+    /// The same end for the block group from output block `mb` (its bias
+    /// starts at the group's first block).
+    pub(super) fn for_block(&self, mb: usize) -> RunEnd {
+        let bias = if self.bias.is_null() { self.bias } else { self.bias.wrapping_add(mb * BLOCK) };
+        RunEnd { bias, ..*self }
+    }
+}
+
 /// A function computing `tiles` consecutive tiles of a pointwise
 /// convolution (1×1, stride 1, no padding: a tile's pixels are
 /// consecutive in the input and in the output), its epilogue in the asm
@@ -47,7 +84,7 @@ pub(super) struct RunEnd {
 /// block's bias offset); the clamp's bounds go in two weight registers.
 macro_rules! pointwise_tiles {
     ($(#[$doc:meta])* $name:ident, $features:literal, $class:ident, $zero:literal, $tile_bytes:literal,
-     [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt, clamp in $lo:literal, $hi:literal,
+     [$($b:ident),+], [$($ws:ident = $wm:literal),+], $block_list:tt, $fmas:tt,
      [$($bias_at:literal => [$($acc:ident at $po:literal),+]),+]) => {
         $(#[$doc])*
         ///
@@ -66,131 +103,69 @@ macro_rules! pointwise_tiles {
                 ],
                 x = x, w = w, [$($b),+], [$($ws = $wm),+], w_block = w_block, ib = in_block, y = y, tiles = tiles,
                 end = end, run at 0, [],
-                clamp in $lo, $hi, [$($bias_at => [$($acc at $po),+]),+]
+                clamp in "b0", "b1", [$($bias_at => [$($acc at $po),+]),+]
             );
         }
     };
 }
 
-pointwise_tiles!(
+run_tiles_6x4!(
+    pointwise_tiles,
     /// Pointwise tiles of six pixels × four output blocks (AVX-512's 32 registers).
-    pointwise6x4, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
-     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
-     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
-     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
-     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
-     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+    pointwise6x4,
+    ["{x} + ", "{x} + 32 + ", "{x} + 64 + ", "{x} + 96 + ", "{x} + 128 + ", "{x} + 160 + "]
 );
 
-pointwise_tiles!(
+run_tiles_4x3!(
+    pointwise_tiles,
     /// Pointwise tiles of four pixels × three output blocks (AVX2).
-    pointwise4x3, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+    pointwise4x3,
+    ["{x} + ", "{x} + 32 + ", "{x} + 64 + ", "{x} + 96 + "]
 );
 
-pointwise_tiles!(
+run_tiles_2x4!(
+    pointwise_tiles,
     /// Pointwise tiles of two pixels × four output blocks, for the last
     /// few pixels of a run (eight FMA chains: a third of a six-pixel
     /// tile's time).
-    pointwise2x4, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32"],
-     "32" => [c01 at "0", c11 at "32"],
-     "64" => [c02 at "0", c12 at "32"],
-     "96" => [c03 at "0", c13 at "32"]]
+    pointwise2x4,
+    ["{x} + ", "{x} + 32 + "]
 );
 
-pointwise_tiles!(
+run_tiles_6x4!(
+    pointwise_tiles,
     /// Pointwise tiles of six pixels × four output blocks at stride 2
     /// (every other input pixel).
-    pointwise6x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 64 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
-     "{x} + 128 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
-     "{x} + 192 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
-     "{x} + 256 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
-     "{x} + 320 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
-     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+    pointwise6x4s2,
+    ["{x} + ", "{x} + 64 + ", "{x} + 128 + ", "{x} + 192 + ", "{x} + 256 + ", "{x} + 320 + "]
 );
 
-pointwise_tiles!(
+run_tiles_2x4!(
+    pointwise_tiles,
     /// Pointwise tiles of two pixels × four output blocks at stride 2.
-    pointwise2x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "64", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 64 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32"],
-     "32" => [c01 at "0", c11 at "32"],
-     "64" => [c02 at "0", c12 at "32"],
-     "96" => [c03 at "0", c13 at "32"]]
+    pointwise2x4s2,
+    ["{x} + ", "{x} + 64 + "]
 );
 
-pointwise_tiles!(
+run_tiles_6x3!(
+    pointwise_tiles,
     /// Pointwise tiles of six pixels × three output blocks.
-    pointwise6x3, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
-     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
-     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+    pointwise6x3,
+    ["{x} + ", "{x} + 32 + ", "{x} + 64 + ", "{x} + 96 + ", "{x} + 128 + ", "{x} + 160 + "]
 );
 
-pointwise_tiles!(
+run_tiles_6x2!(
+    pointwise_tiles,
     /// Pointwise tiles of six pixels × two output blocks.
-    pointwise6x2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
-     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
-     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"],
-     "{x} + 128 + " => ["c40" * "b0", "c41" * "b1"],
-     "{x} + 160 + " => ["c50" * "b0", "c51" * "b1"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"]]
+    pointwise6x2,
+    ["{x} + ", "{x} + 32 + ", "{x} + 64 + ", "{x} + 96 + ", "{x} + 128 + ", "{x} + 160 + "]
 );
 
-pointwise_tiles!(
+run_tiles_4x2!(
+    pointwise_tiles,
     /// Pointwise tiles of four pixels × two output blocks (AVX2).
-    pointwise4x2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
-     "{x} + 32 + " => ["c10" * "b0", "c11" * "b1"],
-     "{x} + 64 + " => ["c20" * "b0", "c21" * "b1"],
-     "{x} + 96 + " => ["c30" * "b0", "c31" * "b1"]],
-    clamp in "b0", "b1",
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+    pointwise4x2,
+    ["{x} + ", "{x} + 32 + ", "{x} + 64 + ", "{x} + 96 + "]
 );
 
 /// A pointwise layer's pixels are computed in runs of this much input
@@ -221,24 +196,12 @@ pub(super) fn pointwise_end(
         && !s.nchw_input
         && unpadded(s.in_h, s.out_h)
         && unpadded(s.in_w, s.out_w);
-    let (clamp, lo, hi) = match activation? {
-        TileActivation::None => (0, 0.0, 0.0),
-        TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
-        _ => return None,
-    };
+    if !pointwise {
+        return None;
+    }
     let input_block = s.in_h * s.in_w * BLOCK * 4;
-    pointwise.then_some(RunEnd {
-        steps: s.in_blocks,
-        x_back: (s.in_blocks * input_block - pixels * BLOCK * 4 * stride) as isize,
-        w_back: s.in_blocks * BLOCK * BLOCK * 4,
-        out_block: s.out_h * s.out_w * BLOCK * 4,
-        residual: (o.residual as isize).wrapping_sub(o.y as isize),
-        bias: o.bias,
-        has_residual: usize::from(!o.residual.is_null()),
-        clamp,
-        lo,
-        hi,
-    })
+    let x_back = (s.in_blocks * input_block - pixels * BLOCK * 4 * stride) as isize;
+    RunEnd::new(s, o, activation, (s.in_blocks, x_back, s.in_blocks * BLOCK * BLOCK * 4))
 }
 
 impl Job<'_> {
@@ -321,9 +284,8 @@ impl Job<'_> {
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
         let end = RunEnd {
-            bias: if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) },
             x_back: end.x_back + ((self.tile_pixels() - pixels) * BLOCK * 4 * stride) as isize,
-            ..*end
+            ..end.for_block(mb)
         };
         let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
         if stride == 2 {

@@ -86,116 +86,60 @@ macro_rules! stem_tiles {
     };
 }
 
-stem_tiles!(
+run_tiles_6x4!(
+    stem_tiles,
     /// Stem tiles of six pixels × four output blocks at stride 2.
-    stem6x4s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
-     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
-     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
-     "{x} + 32 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
-     "{x} + 40 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
-     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+    stem6x4s2,
+    ["{x} + ", "{x} + 8 + ", "{x} + 16 + ", "{x} + 24 + ", "{x} + 32 + ", "{x} + 40 + "]
 );
 
-stem_tiles!(
+run_tiles_6x3!(
+    stem_tiles,
     /// Stem tiles of six pixels × three output blocks at stride 2.
-    stem6x3s2, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
-     "{x} + 32 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
-     "{x} + 40 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+    stem6x3s2,
+    ["{x} + ", "{x} + 8 + ", "{x} + 16 + ", "{x} + 24 + ", "{x} + 32 + ", "{x} + 40 + "]
 );
 
-stem_tiles!(
+run_tiles_6x4!(
+    stem_tiles,
     /// Stem tiles of six pixels × four output blocks at stride 1.
-    stem6x4s1, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2, b3], [ws = 1, ws3 = 3],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + ", "b3" at "{ws3} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2", "c03" * "b3"],
-     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2", "c13" * "b3"],
-     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2", "c23" * "b3"],
-     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2", "c33" * "b3"],
-     "{x} + 16 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2", "c43" * "b3"],
-     "{x} + 20 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2", "c53" * "b3"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"],
-     "96" => [c03 at "0", c13 at "32", c23 at "64", c33 at "96", c43 at "128", c53 at "160"]]
+    stem6x4s1,
+    ["{x} + ", "{x} + 4 + ", "{x} + 8 + ", "{x} + 12 + ", "{x} + 16 + ", "{x} + 20 + "]
 );
 
-stem_tiles!(
+run_tiles_6x3!(
+    stem_tiles,
     /// Stem tiles of six pixels × three output blocks at stride 1.
-    stem6x3s1, "avx512f,avx512vl,avx2,fma", zmm_reg, "vpxord", "192", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"],
-     "{x} + 16 + " => ["c40" * "b0", "c41" * "b1", "c42" * "b2"],
-     "{x} + 20 + " => ["c50" * "b0", "c51" * "b1", "c52" * "b2"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96", c40 at "128", c50 at "160"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96", c41 at "128", c51 at "160"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96", c42 at "128", c52 at "160"]]
+    stem6x3s1,
+    ["{x} + ", "{x} + 4 + ", "{x} + 8 + ", "{x} + 12 + ", "{x} + 16 + ", "{x} + 20 + "]
 );
 
-stem_tiles!(
+run_tiles_4x3!(
+    stem_tiles,
     /// Stem tiles of four pixels × three output blocks at stride 2 (AVX2).
-    stem4x3s2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+    stem4x3s2,
+    ["{x} + ", "{x} + 8 + ", "{x} + 16 + ", "{x} + 24 + "]
 );
 
-stem_tiles!(
+run_tiles_4x2!(
+    stem_tiles,
     /// Stem tiles of four pixels × two output blocks at stride 2 (AVX2).
-    stem4x2s2, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
-     "{x} + 8 + " => ["c10" * "b0", "c11" * "b1"],
-     "{x} + 16 + " => ["c20" * "b0", "c21" * "b1"],
-     "{x} + 24 + " => ["c30" * "b0", "c31" * "b1"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+    stem4x2s2,
+    ["{x} + ", "{x} + 8 + ", "{x} + 16 + ", "{x} + 24 + "]
 );
 
-stem_tiles!(
+run_tiles_4x3!(
+    stem_tiles,
     /// Stem tiles of four pixels × three output blocks at stride 1 (AVX2).
-    stem4x3s1, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1, b2], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + ", "b2" at "{ws}*2 + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1", "c02" * "b2"],
-     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1", "c12" * "b2"],
-     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1", "c22" * "b2"],
-     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1", "c32" * "b2"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"],
-     "64" => [c02 at "0", c12 at "32", c22 at "64", c32 at "96"]]
+    stem4x3s1,
+    ["{x} + ", "{x} + 4 + ", "{x} + 8 + ", "{x} + 12 + "]
 );
 
-stem_tiles!(
+run_tiles_4x2!(
+    stem_tiles,
     /// Stem tiles of four pixels × two output blocks at stride 1 (AVX2).
-    stem4x2s1, "avx2,fma", ymm_reg, "vxorps", "128", [b0, b1], [ws = 1],
-    ["b0" at "", "b1" at "{ws} + "],
-    ["{x} + " => ["c00" * "b0", "c01" * "b1"],
-     "{x} + 4 + " => ["c10" * "b0", "c11" * "b1"],
-     "{x} + 8 + " => ["c20" * "b0", "c21" * "b1"],
-     "{x} + 12 + " => ["c30" * "b0", "c31" * "b1"]],
-    ["0" => [c00 at "0", c10 at "32", c20 at "64", c30 at "96"],
-     "32" => [c01 at "0", c11 at "32", c21 at "64", c31 at "96"]]
+    stem4x2s1,
+    ["{x} + ", "{x} + 4 + ", "{x} + 8 + ", "{x} + 12 + "]
 );
 
 /// The end of `s`'s stem runs when it has them: an NCHW input, stride 1
@@ -213,27 +157,15 @@ pub(super) fn stem_end(
     let stem = s.nchw_input
         && matches!(s.strides[1], 1 | 2)
         && (0..groups).all(|g| (most - 1..=most).contains(&block_group(s.out_blocks, most, g).1));
-    let (clamp, lo, hi) = match activation? {
-        TileActivation::None => (0, 0.0, 0.0),
-        TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
-        _ => return None,
-    };
+    if !stem {
+        return None;
+    }
     let [kh, kw] = s.kernel;
     let (tap_row, tap_col) = (s.dilations[0] * s.in_w * 4, s.dilations[1] * 4);
     let channel_moves = s.in_channels / 2 * 2 * s.in_h * s.in_w * 4;
-    let run = RunEnd {
-        steps: s.in_channels / 2,
-        x_back: (kh * tap_row) as isize - (pixels * s.strides[1] * 4) as isize,
-        w_back: s.weights_per_block() * 4,
-        out_block: s.out_h * s.out_w * BLOCK * 4,
-        residual: (o.residual as isize).wrapping_sub(o.y as isize),
-        bias: o.bias,
-        has_residual: usize::from(!o.residual.is_null()),
-        clamp,
-        lo,
-        hi,
-    };
-    stem.then_some(StemEnd {
+    let x_back = (kh * tap_row) as isize - (pixels * s.strides[1] * 4) as isize;
+    let run = RunEnd::new(s, o, activation, (s.in_channels / 2, x_back, s.weights_per_block() * 4))?;
+    Some(StemEnd {
         run,
         kernel_h: kh,
         kernel_w: kw,
@@ -290,8 +222,7 @@ impl Job<'_> {
         let x = o.x.add(n * s.in_image() + iy * s.in_w + ix);
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + ((mb * s.out_h + oy) * s.out_w + ox) * BLOCK);
-        let bias = if o.bias.is_null() { o.bias } else { o.bias.add(mb * BLOCK) };
-        let end = StemEnd { run: RunEnd { bias, ..end.run }, ..*end };
+        let end = StemEnd { run: end.run.for_block(mb), ..*end };
         let (w_block, plane) = (s.weights_per_block(), self.strides.in_block);
         match (self.wide, s.strides[1], blocks) {
             (true, 2, 4) => stem6x4s2(x, w, w_block, plane, y, tiles, &end),
