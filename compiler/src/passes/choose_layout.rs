@@ -78,8 +78,6 @@ pub fn choose_layout(graph: &mut Graph) {
     }
     let linked = |i: usize, v: ValueId| member_producer(&roles, i, v);
     let is_conv = |i: usize| matches!(roles.get(&i), Some(Role::Conv(_)));
-    // The groups of members that feed each other, and their parts when
-    // only convolutions feeding convolutions are joined.
     let is_carrier = |i: usize| matches!(roles.get(&i), Some(Role::Carrier));
     let fed_by_members = |i: usize| blocked_inputs(graph, i).into_iter().all(|v| linked(i, v).is_some());
     // Three nested groupings of the members, coarse to fine: all that feed

@@ -487,9 +487,9 @@ mod tests {
     #[test]
     fn blocked_conv_matches_the_nchw_conv() {
         // The last six read an NCHW input (fewer channels than a block);
-        // the last four have AVX-512 stem runs (three or four blocks to
-        // every group), with columns left over, an odd channel alone, a
-        // dilation.
+        // the last four have stem runs in both tile sets (every block
+        // group of a run's sizes), with columns left over, an odd channel
+        // alone, a dilation.
         let cases: [Case; 19] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
