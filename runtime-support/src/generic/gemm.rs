@@ -590,14 +590,16 @@ pub trait MicroKernel {
     }
 
     /// Multiplies `MR` rows of one A panel (`a[l * PANEL_ROWS + i]`, `kc`
-    /// deep) by one `kc x NR` B panel and stores the first `cols` columns
-    /// (`1..=NR`) of the tile: `y[i*rs + j] = alpha * acc[i][j]`, plus the
-    /// previous `y[i*rs + j]` when `accumulate`. Columns past `cols` are
-    /// neither read nor written, so edge tiles need no copy. `ahead` names
-    /// cache lines to prefetch meanwhile (a kernel may ignore it).
+    /// deep) by one `kc x NR` B panel and stores the first `rows` rows
+    /// (`1..=MR`) and `cols` columns (`1..=NR`) of the tile:
+    /// `y[i*rs + j] = alpha * acc[i][j]`, plus the previous `y[i*rs + j]`
+    /// when `accumulate`. Rows and columns past them are neither read nor
+    /// written, so edge tiles need no copy (and a kernel may skip the
+    /// arithmetic of the rows past `rows`). `ahead` names cache lines to
+    /// prefetch meanwhile (a kernel may ignore it).
     ///
     /// # Safety
-    /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the `MR x cols`
+    /// The panels hold `kc * PANEL_ROWS` and `kc * NR` floats; the `rows x cols`
     /// tile of `y` is writable (and readable when `accumulate`), columns unit-stride.
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile(
@@ -606,6 +608,7 @@ pub trait MicroKernel {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         alpha: f32,
         accumulate: bool,
@@ -613,7 +616,7 @@ pub trait MicroKernel {
     );
 
     /// [`MicroKernel::tile`] with `alpha = 1` that applies `end` to the
-    /// tile's `MR x cols` results before it stores them.
+    /// tile's `rows x cols` results before it stores them.
     ///
     /// # Safety
     /// As `tile`; `end`'s bias and residual rows hold the tile's rows.
@@ -625,12 +628,13 @@ pub trait MicroKernel {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         accumulate: bool,
         end: &TileEnd,
     ) {
-        Self::tile(kc, a, b, y, rs, cols, 1.0, accumulate, Lookahead::NONE);
-        end.apply(y, rs, Self::MR, cols);
+        Self::tile(kc, a, b, y, rs, rows, cols, 1.0, accumulate, Lookahead::NONE);
+        end.apply(y, rs, rows, cols);
     }
 
     /// One task of the gemm on pre-packed weights, [`Product::run`] with
@@ -659,6 +663,7 @@ impl MicroKernel for Portable {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         alpha: f32,
         accumulate: bool,
@@ -667,7 +672,7 @@ impl MicroKernel for Portable {
         const { assert!(MR == PANEL_ROWS) };
         let mut acc = [[0.0f32; NR]; MR];
         micro_kernel(core::slice::from_raw_parts(a, kc * MR), core::slice::from_raw_parts(b, kc * NR), &mut acc);
-        for (i, acc_row) in acc.iter().enumerate() {
+        for (i, acc_row) in acc.iter().enumerate().take(rows) {
             let row = core::slice::from_raw_parts_mut(y.offset(i as isize * rs), cols);
             for (d, &v) in row.iter_mut().zip(acc_row) {
                 *d = if accumulate { *d + alpha * v } else { alpha * v };
@@ -764,7 +769,7 @@ pub unsafe fn blocked<K: MicroKernel>(
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
                         let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
-                        if direct_y && rows == mr {
+                        if direct_y {
                             let acc = match (first, c) {
                                 (true, Some(c)) => {
                                     fill_bias(rows, cols, beta, c, i0, jc, y);
@@ -774,9 +779,9 @@ pub unsafe fn blocked<K: MicroKernel>(
                                 (false, _) => true,
                             };
                             let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                            K::tile(kc, a_panel, b_panel, yt, y.rs, cols, alpha, acc, ahead);
+                            K::tile(kc, a_panel, b_panel, yt, y.rs, rows, cols, alpha, acc, ahead);
                         } else {
-                            K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false, ahead);
+                            K::tile(kc, a_panel, b_panel, tile, nr as isize, mr, nr, 1.0, false, ahead);
                             store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
                         }
                     }

@@ -28,8 +28,6 @@ use core::ops::Range;
 const B_BUF: usize = 64 * 1024;
 /// Widest B block: bounds the row buffer a [`BSource`] may use.
 pub const MAX_BLOCK_COLUMNS: usize = 2048;
-/// Floats of the largest tile (tiles of fewer rows are computed into a stack tile).
-const TILE_BUF: usize = 16 * 32;
 /// Outputs larger than this (a core's L2) are prefetched a tile ahead:
 /// their rows are far apart and miss the caches, and the hardware
 /// prefetchers do not follow a tile's short row segments.
@@ -232,7 +230,7 @@ pub unsafe fn prepacked<K: MicroKernel, B: BSource, F: FinishRow>(
     parallel: *const Parallel,
 ) {
     const {
-        assert!(K::KC * K::NR <= B_BUF && K::MR * K::NR <= TILE_BUF && PANEL_ROWS.is_multiple_of(K::MR));
+        assert!(K::KC * K::NR <= B_BUF && PANEL_ROWS.is_multiple_of(K::MR));
     }
     if m == 0 || n == 0 {
         return;
@@ -392,8 +390,6 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
     ) {
         let (mr, nr) = (K::MR, K::NR);
         let (m, n, k, a, y) = (self.m, self.n, self.k, self.a, self.y);
-        let mut t_buf = core::mem::MaybeUninit::<Aligned<TILE_BUF>>::uninit();
-        let tile = t_buf.as_mut_ptr() as *mut f32;
         let kc = self.kc_max.min(k - pc);
         let (first, last) = (pc == 0, pc + kc == k);
         let ahead_in = next.zip(self.b.in_memory());
@@ -422,22 +418,11 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                     }
                     let ahead = ahead_in.as_ref().map_or(Lookahead::NONE, |(nb, b)| nb.lookahead(*b, t, tiles));
                     t += 1;
-                    let end = if last && valid_rows == mr { self.finish.tile_end(i0, jc) } else { None };
+                    let end = if last { self.finish.tile_end(i0, jc) } else { None };
                     if let Some(end) = &end {
-                        K::finished_tile(kc, a_panel, b_panel, yt, y.rs, cols, !first, end);
-                    } else if valid_rows == mr {
-                        K::tile(kc, a_panel, b_panel, yt, y.rs, cols, 1.0, !first, ahead);
+                        K::finished_tile(kc, a_panel, b_panel, yt, y.rs, valid_rows, cols, !first, end);
                     } else {
-                        K::tile(kc, a_panel, b_panel, tile, nr as isize, nr, 1.0, false, ahead);
-                        for i in 0..valid_rows {
-                            let src = core::slice::from_raw_parts(tile.add(i * nr), cols);
-                            let dst = core::slice::from_raw_parts_mut(yt.offset(i as isize * y.rs), cols);
-                            if first {
-                                dst.copy_from_slice(src);
-                            } else {
-                                dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
-                            }
-                        }
+                        K::tile(kc, a_panel, b_panel, yt, y.rs, valid_rows, cols, 1.0, !first, ahead);
                     }
                     if last && end.is_none() {
                         for i in 0..valid_rows {
@@ -537,10 +522,17 @@ mod tests {
 
     /// Every kernel's finished tiles give the bits of the row-by-row
     /// finish, for each activation, with NaN, infinities and signed zeros
-    /// in the residual, edge tiles and two depth slices.
+    /// in the residual, edge tiles (of each row count a kernel computes:
+    /// 5, 3 and 2 rows over 8-row panels; 13, 18 and 17 columns) and two
+    /// depth slices.
     #[test]
     fn finished_tiles_match_the_row_finish_bits() {
-        let (m, n, k) = (21, 45, 300);
+        for (m, n, k) in [(21, 45, 300), (19, 50, 40), (2, 17, 3)] {
+            finished_tiles_match_on(m, n, k);
+        }
+    }
+
+    fn finished_tiles_match_on(m: usize, n: usize, k: usize) {
         let a = rand_vec(m * k, 5);
         let b = rand_vec(k * n, 6);
         let bias = rand_vec(m, 7);
@@ -572,7 +564,7 @@ mod tests {
                 };
                 let (rows, tiles) = (run(false), run(true));
                 let same = rows.iter().zip(&tiles).all(|(r, t)| r.to_bits() == t.to_bits() || r.is_nan() && t.is_nan());
-                assert!(same, "{kernel:?} {activation:?}");
+                assert!(same, "{kernel:?} {activation:?} {m}x{n}x{k}");
             }
         }
     }
@@ -584,10 +576,18 @@ mod tests {
     #[test]
     fn matches_naive_product() {
         for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
-            // (300, 40, 600): threads split the rows and share one B block per slice.
-            for (m, n, k) in
-                [(1, 1, 1), (8, 32, 16), (13, 37, 5), (70, 2100, 9), (17, 45, 700), (3, 5, 0), (300, 40, 600)]
-            {
+            // (300, 40, 600): threads split the rows and share one B block
+            // per slice. (35, 50, 20): a last tile of 3 rows and 18 columns.
+            for (m, n, k) in [
+                (1, 1, 1),
+                (8, 32, 16),
+                (13, 37, 5),
+                (70, 2100, 9),
+                (17, 45, 700),
+                (3, 5, 0),
+                (300, 40, 600),
+                (35, 50, 20),
+            ] {
                 let a = rand_vec(m * k, 3);
                 let b = rand_vec(k * n, 4);
                 let mut want = vec![0.0f32; m * n];

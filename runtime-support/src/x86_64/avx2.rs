@@ -36,12 +36,13 @@ impl MicroKernel for Avx2Fma {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         alpha: f32,
         accumulate: bool,
         ahead: Lookahead,
     ) {
-        tile(kc, a, b, y, rs, cols, alpha, accumulate, None, ahead)
+        tile(kc, a, b, y, rs, rows, cols, alpha, accumulate, None, ahead)
     }
 
     #[inline(always)]
@@ -51,11 +52,12 @@ impl MicroKernel for Avx2Fma {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         accumulate: bool,
         end: &TileEnd,
     ) {
-        tile(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
+        tile(kc, a, b, y, rs, rows, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
     }
 
     #[inline(always)]
@@ -181,6 +183,7 @@ unsafe fn tile(
     b: *const f32,
     y: *mut f32,
     rs: isize,
+    rows: usize,
     cols: usize,
     alpha: f32,
     accumulate: bool,
@@ -188,18 +191,18 @@ unsafe fn tile(
     ahead: Lookahead,
 ) {
     let acc = depth_sums(kc, a, b, ahead);
-    if cols == NR {
+    if rows == MR && cols == NR {
         return store_whole(&acc, y, rs, alpha, accumulate, end);
     }
     let al = _mm256_set1_ps(alpha);
-    // An edge tile. Per vector, lanes below `cols`: only the vector that
+    // An edge tile: only its first `rows` rows are stored. Per vector, lanes below `cols`: only the vector that
     // straddles `cols` takes masked loads and stores (microcoded on AMD
     // Zen); those past it are skipped.
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let masks: [__m256i; 3] =
         core::array::from_fn(|q| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * q as i32), lane));
     let vectors = cols.div_ceil(8);
-    for (i, row) in acc.iter().enumerate() {
+    for (i, row) in acc.iter().enumerate().take(rows) {
         let out = y.offset(i as isize * rs);
         for (q, (&v, &mask)) in row.iter().zip(&masks).enumerate().take(vectors) {
             let (dst, full) = (out.add(8 * q), 8 * q + 8 <= cols);

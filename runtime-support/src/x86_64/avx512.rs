@@ -34,12 +34,13 @@ impl MicroKernel for Avx512 {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         alpha: f32,
         accumulate: bool,
         ahead: Lookahead,
     ) {
-        tile::<MR>(kc, a, b, y, rs, cols, alpha, accumulate, None, ahead)
+        tile_rows(kc, a, b, y, rs, rows, cols, alpha, accumulate, None, ahead)
     }
 
     #[inline(always)]
@@ -49,11 +50,12 @@ impl MicroKernel for Avx512 {
         b: *const f32,
         y: *mut f32,
         rs: isize,
+        rows: usize,
         cols: usize,
         accumulate: bool,
         end: &TileEnd,
     ) {
-        tile::<MR>(kc, a, b, y, rs, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
+        tile_rows(kc, a, b, y, rs, rows, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
     }
 
     #[inline(always)]
@@ -62,68 +64,91 @@ impl MicroKernel for Avx512 {
     }
 }
 
-/// Inlined (without a `target_feature` of its own, which would forbid
-/// `inline(always)`) into the AVX-512 drivers, whose features its
-/// intrinsics then take.
+/// [`tile`] computing the fewest rows and vectors that cover `rows` and
+/// `cols`: an edge tile of two rows (a 34-row group's last) costs a
+/// quarter of a whole one, one of at most 16 columns half.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile<const R: usize>(
+unsafe fn tile_rows(
     kc: usize,
     a: *const f32,
     b: *const f32,
     y: *mut f32,
     rs: isize,
+    rows: usize,
     cols: usize,
     alpha: f32,
     accumulate: bool,
     end: Option<&TileEnd>,
     ahead: Lookahead,
 ) {
+    let shape = (rows, cols);
+    let args = (kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead);
+    match shape {
+        (5.., 17..) => tile::<MR, 2>(args),
+        (5.., _) => tile::<MR, 1>(args),
+        (3 | 4, 17..) => tile::<4, 2>(args),
+        (3 | 4, _) => tile::<4, 1>(args),
+        (_, 17..) => tile::<2, 2>(args),
+        _ => tile::<2, 1>(args),
+    }
+}
+
+/// What [`tile`] takes: `kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead`.
+type TileArgs<'a> =
+    (usize, *const f32, *const f32, *mut f32, isize, usize, usize, f32, bool, Option<&'a TileEnd>, Lookahead);
+
+/// The first `rows` (at most `R`) rows and `cols` (at most `16 * W`)
+/// columns of a tile, `R x W` vectors computed. Inlined (without a
+/// `target_feature` of its own, which would forbid `inline(always)`) into
+/// the AVX-512 drivers, whose features its intrinsics then take.
+#[inline(always)]
+unsafe fn tile<const R: usize, const W: usize>((kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead): TileArgs) {
     if accumulate {
         // The tile of y is read at the end; start pulling it in now.
-        for i in 0..R {
+        for i in 0..rows {
             let row = y.wrapping_offset(i as isize * rs) as *const i8;
-            _mm_prefetch::<_MM_HINT_T0>(row);
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(64));
+            for q in 0..W {
+                _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(64 * q));
+            }
         }
     }
-    let mut acc0 = [_mm512_setzero_ps(); R];
-    let mut acc1 = [_mm512_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); W]; R];
     let (mut a, mut b) = (a, b);
     for l in 0..kc {
         if l < ahead.lines {
             _mm_prefetch::<_MM_HINT_T0>(ahead.first.wrapping_offset(l as isize * ahead.stride) as *const i8);
         }
-        let b0 = _mm512_loadu_ps(b);
-        let b1 = _mm512_loadu_ps(b.add(16));
-        for i in 0..R {
-            let ai = _mm512_set1_ps(*a.add(i));
-            acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+        let bv: [__m512; W] = core::array::from_fn(|q| _mm512_loadu_ps(b.add(16 * q)));
+        for acc_row in acc.iter_mut() {
+            let ai = _mm512_set1_ps(*a);
+            a = a.add(1);
+            for (sum, &bq) in acc_row.iter_mut().zip(&bv) {
+                *sum = _mm512_fmadd_ps(ai, bq, *sum);
+            }
         }
-        a = a.add(PANEL_ROWS);
+        a = a.add(PANEL_ROWS - R);
         b = b.add(NR);
     }
     let al = _mm512_set1_ps(alpha);
-    // Lanes below `cols` in each half (all ones in a full tile).
+    // Lanes below `cols` in each vector (all ones in a full tile).
     let lanes = if cols >= 32 { u32::MAX } else { (1u32 << cols) - 1 };
-    let (m0, m1) = (lanes as u16, (lanes >> 16) as u16);
-    for i in 0..R {
+    let masks = [lanes as u16, (lanes >> 16) as u16];
+    for (i, acc_row) in acc.iter().enumerate().take(rows) {
         let row = y.offset(i as isize * rs);
-        let (v0, v1) = if accumulate {
-            (
-                _mm512_fmadd_ps(acc0[i], al, _mm512_maskz_loadu_ps(m0, row)),
-                _mm512_fmadd_ps(acc1[i], al, _mm512_maskz_loadu_ps(m1, row.wrapping_add(16))),
-            )
-        } else {
-            (_mm512_mul_ps(acc0[i], al), _mm512_mul_ps(acc1[i], al))
-        };
-        let (v0, v1) = match end {
-            Some(end) => (finish(end, i, 0, m0, v0), finish(end, i, 16, m1, v1)),
-            None => (v0, v1),
-        };
-        _mm512_mask_storeu_ps(row, m0, v0);
-        _mm512_mask_storeu_ps(row.wrapping_add(16), m1, v1);
+        for (q, (&sum, &mask)) in acc_row.iter().zip(&masks).enumerate() {
+            let out = row.wrapping_add(16 * q);
+            let v = if accumulate {
+                _mm512_fmadd_ps(sum, al, _mm512_maskz_loadu_ps(mask, out))
+            } else {
+                _mm512_mul_ps(sum, al)
+            };
+            let v = match end {
+                Some(end) => finish(end, i, 16 * q, mask, v),
+                None => v,
+            };
+            _mm512_mask_storeu_ps(out, mask, v);
+        }
     }
 }
 
@@ -140,6 +165,11 @@ unsafe fn finish(end: &TileEnd, i: usize, col: usize, lanes: u16, mut v: __m512)
     }
     match end.activation {
         TileActivation::None => v,
+        // With `lo <= hi`, `vminps` and `vmaxps` (which return their second
+        // operand, `v`, for a NaN or two zeros) are the same selects.
+        TileActivation::Clamp { lo, hi } if lo <= hi => {
+            _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), v))
+        }
         TileActivation::Clamp { lo, hi } => {
             let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
             let high = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi);
