@@ -134,22 +134,38 @@ unsafe fn tile<const R: usize, const W: usize>((kc, a, b, y, rs, rows, cols, alp
     // Lanes below `cols` in each vector (all ones in a full tile).
     let lanes = if cols >= 32 { u32::MAX } else { (1u32 << cols) - 1 };
     let masks = [lanes as u16, (lanes >> 16) as u16];
-    for (i, acc_row) in acc.iter().enumerate().take(rows) {
-        let row = y.offset(i as isize * rs);
-        for (q, (&sum, &mask)) in acc_row.iter().zip(&masks).enumerate() {
-            let out = row.wrapping_add(16 * q);
-            let v = if accumulate {
-                _mm512_fmadd_ps(sum, al, _mm512_maskz_loadu_ps(mask, out))
-            } else {
-                _mm512_mul_ps(sum, al)
-            };
-            let v = match end {
-                Some(end) => finish(end, i, 16 * q, mask, v),
-                None => v,
-            };
-            _mm512_mask_storeu_ps(out, mask, v);
-        }
+    // Row by row, written out: with constant indices the sums stay in
+    // registers (a loop over `rows` kept them on the stack). A macro, not
+    // a closure: a closure would not take this function's target features.
+    macro_rules! store_row {
+        ($i:literal) => {
+            if $i < R && $i < rows {
+                let row = y.offset($i * rs);
+                for q in 0..W {
+                    let (out, mask) = (row.wrapping_add(16 * q), masks[q]);
+                    let v = if accumulate {
+                        _mm512_fmadd_ps(acc[$i][q], al, _mm512_maskz_loadu_ps(mask, out))
+                    } else {
+                        _mm512_mul_ps(acc[$i][q], al)
+                    };
+                    let v = match end {
+                        Some(end) => finish(end, $i, 16 * q, mask, v),
+                        None => v,
+                    };
+                    _mm512_mask_storeu_ps(out, mask, v);
+                }
+            }
+        };
     }
+    const { assert!(R <= 8) };
+    store_row!(0);
+    store_row!(1);
+    store_row!(2);
+    store_row!(3);
+    store_row!(4);
+    store_row!(5);
+    store_row!(6);
+    store_row!(7);
 }
 
 /// [`TileEnd`] on the 16 columns from `col` of row `i` (`lanes` of them
