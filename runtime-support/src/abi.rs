@@ -178,7 +178,7 @@ kernel_table! {
     onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_prologue_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
-    onnxc_conv_blocked_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
+    onnxc_conv_blocked_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
     onnxc_pool_blocked_f32(*const PoolParams, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_to_blocked_f32(*const f32, *mut f32, i64, i64, i64, *const Parallel) -> i32;
     onnxc_from_blocked_f32(*const f32, *mut f32, i64, i64, i64, *const Parallel) -> i32;

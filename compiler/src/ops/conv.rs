@@ -42,9 +42,9 @@ use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
-    conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems, ConvParams, DeformConvParams,
-    EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
-    EPILOGUE_SIGMOID, EPILOGUE_TANH, MAX_RANK, MAX_SPATIAL_RANK,
+    conv_blocked_scratch_elems, conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems,
+    ConvParams, DeformConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU,
+    EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_TANH, MAX_RANK, MAX_SPATIAL_RANK,
 };
 
 /// How the spatial padding is chosen.
@@ -450,7 +450,7 @@ trait ConvKernel {
             return 0;
         };
         if self.is_blocked() {
-            return 0;
+            return self.conv_params(x.shape, w.shape).map_or(0, |p| conv_blocked_scratch_elems(&p) * 4);
         }
         // f16/bf16 run the f32 kernel, so only f64 needs 8 bytes.
         let size = if x.dtype == DType::F64 { 8 } else { 4 };
@@ -471,9 +471,10 @@ trait ConvKernel {
             return lower_with_prologue(cx, dtype, &p);
         }
         if self.is_blocked() {
+            let scratch = if conv_blocked_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
             let params = cx.params(&p)?;
             let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
-            args.extend([cx.output_ptr(0)?, cx.parallel_ptr()]);
+            args.extend([cx.output_ptr(0)?, scratch, cx.parallel_ptr()]);
             return cx.call_checked("onnxc_conv_blocked_f32", &args);
         }
         let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };

@@ -24,6 +24,7 @@
 //! `x86_64::blocked_conv`.
 
 use super::conv::{epilogue, validate, ConvParams};
+use super::winograd::{self, conv_takes_winograd, winograd_scratch_elems};
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
@@ -55,10 +56,17 @@ pub fn conv_reads_nchw(p: &ConvParams) -> bool {
 /// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]
 /// (0 for params it does not take).
 pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
-    if !conv_takes_blocked(p) {
-        return 0;
+    match BlockedShape::of(p) {
+        Some(s) if conv_takes_winograd(p) => winograd::weights_elems(&s),
+        Some(_) => (p.out_channels * p.in_channels * p.kernel[0] * p.kernel[1]) as usize,
+        None => 0,
     }
-    (p.out_channels * p.in_channels * p.kernel[0] * p.kernel[1]) as usize
+}
+
+/// Floats of scratch [`onnxc_conv_blocked_f32`] needs (for a layer run as
+/// Winograd's F(2×2, 3×3), [`super::winograd`]; 0 otherwise).
+pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
+    winograd_scratch_elems(p)
 }
 
 /// The sizes of a blocked convolution, from params [`conv_takes_blocked`]
@@ -142,7 +150,8 @@ impl BlockedShape {
 }
 
 /// Packs `w` (`[M][C][KH][KW]`, ONNX order) into `packed`
-/// (`[M/8][KH][KW][C/8][8 in][8 out]`).
+/// (`[M/8][KH][KW][C/8][8 in][8 out]`; for a Winograd layer its transformed
+/// weights, [`super::winograd`]).
 ///
 /// # Safety
 /// As the module contract; `packed` holds [`conv_blocked_weights_elems`] floats.
@@ -152,7 +161,12 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
     w: *const f32,
     packed: *mut f32,
 ) -> i32 {
-    let Some(s) = p.as_ref().and_then(BlockedShape::of) else { return STATUS_INVALID_PARAMS };
+    let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
+    let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
+    if conv_takes_winograd(p) {
+        winograd::pack_weights(&s, w, packed);
+        return STATUS_OK;
+    }
     let [kh, kw] = s.kernel;
     let c = s.in_channels;
     let mut out = packed;
@@ -177,7 +191,8 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
 /// (`bias`, `residual`, activation) is [`onnxc_conv_f32`]'s. `bias`
 /// (`out_channels` floats) and `residual` may be null. Results are within
 /// rounding of the NCHW convolution (the sums' order differs), and the same
-/// for any thread count.
+/// for any thread count. `scratch` holds [`conv_blocked_scratch_elems`]
+/// floats (it may be null when that is 0).
 ///
 /// [`onnxc_conv_f32`]: super::conv::onnxc_conv_f32
 ///
@@ -192,11 +207,16 @@ pub unsafe extern "C" fn onnxc_conv_blocked_f32(
     bias: *const f32,
     residual: *const f32,
     y: *mut f32,
+    scratch: *mut f32,
     parallel: *const Parallel,
 ) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
     let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if p.residual == 0 && !residual.is_null() || p.residual == 1 && residual.is_null() {
+        return STATUS_INVALID_PARAMS;
+    }
+    let winograd = conv_takes_winograd(p);
+    if winograd && scratch.is_null() {
         return STATUS_INVALID_PARAMS;
     }
     if s.batch * s.out_image() == 0 {
@@ -206,12 +226,21 @@ pub unsafe extern "C" fn onnxc_conv_blocked_f32(
     #[cfg(target_arch = "x86_64")]
     match super::gemm::GemmKernel::best() {
         super::gemm::GemmKernel::Generic => {}
+        kernel if winograd => {
+            crate::x86_64::blocked_conv::winograd(p, &s, operands, scratch, parallel, kernel);
+            return STATUS_OK;
+        }
         kernel => {
             crate::x86_64::blocked_conv::conv(p, &s, operands, parallel, kernel);
             return STATUS_OK;
         }
     }
-    conv_reference(p, &s, operands);
+    if winograd {
+        let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv_reference(p, s, o);
+        winograd::conv(p, &s, operands, scratch, parallel, pointwise);
+    } else {
+        conv_reference(p, &s, operands);
+    }
     STATUS_OK
 }
 
@@ -397,7 +426,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     use crate::generic::gemm::GemmKernel;
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
-    use core::ptr::null;
+    use core::ptr::{null, null_mut};
     use std::vec;
     use std::vec::Vec;
 
@@ -490,7 +519,9 @@ mod tests {
         // the last four have stem runs in both tile sets (every block
         // group of a run's sizes), with columns left over, an odd channel
         // alone, a dilation.
-        let cases: [Case; 19] = [
+        // The last three run as Winograd's F(2×2, 3×3) (odd sides: tiles
+        // cut by the map's edge).
+        let cases: [Case; 22] = [
             (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
             (8, 32, [28, 28], [1, 1], 2, 1, [0, 0]),
@@ -510,6 +541,9 @@ mod tests {
             (3, 24, [17, 40], [3, 3], 2, 1, [1, 1]),
             (1, 64, [12, 21], [5, 5], 1, 1, [2, 2]),
             (2, 24, [10, 16], [3, 3], 1, 2, [2, 2]),
+            (16, 24, [12, 13], [3, 3], 1, 1, [1, 1]),
+            (32, 16, [16, 16], [3, 3], 1, 1, [1, 1]),
+            (24, 40, [9, 15], [3, 3], 1, 1, [1, 1]),
         ];
         for (i, case) in cases.iter().enumerate() {
             let p = params(case);
@@ -522,6 +556,9 @@ mod tests {
             let residual = rand_vec(out_len, 30 + i as u64);
             let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
             assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+            assert_eq!(conv_takes_winograd(&p), i >= 19, "case {i}");
+            let mut blocked_scratch = vec![f32::NAN; conv_blocked_scratch_elems(&p)];
+            let blocked_scratch = blocked_scratch.as_mut_ptr();
             let xb = if conv_reads_nchw(&p) { x.clone() } else { blocked(&x, 2, cin) };
             let rb = blocked(&residual, 2, cout);
             for (activation, fused, biased) in [
@@ -554,7 +591,16 @@ mod tests {
                 for parallel in [null(), &threaded as *const Parallel] {
                     let mut y = vec![f32::NAN; out_len];
                     let status = unsafe {
-                        onnxc_conv_blocked_f32(&p, xb.as_ptr(), packed.as_ptr(), bias, r.1, y.as_mut_ptr(), parallel)
+                        onnxc_conv_blocked_f32(
+                            &p,
+                            xb.as_ptr(),
+                            packed.as_ptr(),
+                            bias,
+                            r.1,
+                            y.as_mut_ptr(),
+                            blocked_scratch,
+                            parallel,
+                        )
                     };
                     assert_eq!(status, STATUS_OK);
                     assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
@@ -574,7 +620,13 @@ mod tests {
                             residual: r.1,
                             y: y.as_mut_ptr(),
                         };
-                        unsafe { crate::x86_64::blocked_conv::conv(&p, &s, o, parallel, kernel) };
+                        if conv_takes_winograd(&p) {
+                            unsafe {
+                                crate::x86_64::blocked_conv::winograd(&p, &s, o, blocked_scratch, parallel, kernel)
+                            };
+                        } else {
+                            unsafe { crate::x86_64::blocked_conv::conv(&p, &s, o, parallel, kernel) };
+                        }
                         assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
                         outputs.push(y);
                     }
@@ -588,7 +640,13 @@ mod tests {
                     residual: r.1,
                     y: reference.as_mut_ptr(),
                 };
-                unsafe { conv_reference(&p, &s, o) };
+                if conv_takes_winograd(&p) {
+                    let pointwise =
+                        |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| unsafe { conv_reference(p, s, o) };
+                    unsafe { winograd::conv(&p, &s, o, blocked_scratch, null(), pointwise) };
+                } else {
+                    unsafe { conv_reference(&p, &s, o) };
+                }
                 assert_close(&unblocked(&reference, 2, cout), &want, 1e-5);
             }
         }
@@ -617,6 +675,7 @@ mod tests {
                 null(),
                 null(),
                 y.as_mut_ptr(),
+                null_mut(),
                 null(),
             )
         };

@@ -51,6 +51,7 @@ pub mod strings;
 pub mod svm;
 pub mod training;
 pub mod tree;
+pub mod winograd;
 
 pub mod linalg;
 pub mod rnn;

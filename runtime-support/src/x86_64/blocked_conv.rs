@@ -934,3 +934,37 @@ pub(crate) unsafe fn conv(
         }
     });
 }
+
+/// The blocked convolution `p` as Winograd's F(2×2, 3×3)
+/// ([`crate::generic::winograd`]), its products run by [`conv`] with
+/// `kernel`'s tiles.
+///
+/// # Safety
+/// As [`conv`]; `scratch` holds [`crate::generic::winograd::winograd_scratch_elems`] floats.
+pub(crate) unsafe fn winograd(
+    p: &ConvParams,
+    s: &BlockedShape,
+    o: BlockedOperands,
+    scratch: *mut f32,
+    parallel: *const Parallel,
+    kernel: GemmKernel,
+) {
+    let tasks = crate::generic::winograd::tasks(s);
+    Parallel::for_each(parallel, tasks, |task| winograd_task(p, s, &o, scratch, task, kernel));
+}
+
+/// One task of [`winograd`], its transforms compiled for AVX2 (a task's
+/// closure would not take the caller's target features).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn winograd_task(
+    p: &ConvParams,
+    s: &BlockedShape,
+    o: &BlockedOperands,
+    scratch: *mut f32,
+    task: usize,
+    kernel: GemmKernel,
+) {
+    let serial = Parallel::SERIAL;
+    let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv(p, s, o, &serial, kernel);
+    crate::generic::winograd::run_task(p, s, o, scratch, task, &pointwise);
+}
