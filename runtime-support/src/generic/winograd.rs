@@ -210,7 +210,10 @@ unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     pointwise: &P,
 ) {
     let count = tiles.len();
-    let (v, m) = (scratch, scratch.add(XI * s.in_channels * count));
+    let out_channels = s.out_blocks * BLOCK;
+    // Per ξ: floats of U, of the chunk's V and of its M.
+    let (u_len, v_len, m_len) = (out_channels * s.in_channels, s.in_channels * count, out_channels * count);
+    let (v, m) = (scratch, scratch.add(XI * v_len));
     let x = o.x.add(n * s.in_image());
     for ib in 0..s.in_blocks {
         let plane = x.add(ib * s.in_h * s.in_w * BLOCK);
@@ -219,7 +222,7 @@ unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
             let mut patch = [[0.0f32; BLOCK]; XI];
             input_patch(s, plane, ty, tx, &mut patch);
             let out = v.add((ib * count + t) * BLOCK);
-            input_transform(&patch, out, s.in_blocks * count * BLOCK);
+            input_transform(&patch, out, v_len);
         }
     }
     // One ξ: a pointwise convolution of a 1 × `count` image.
@@ -230,29 +233,27 @@ unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     one.pads_begin[..2].copy_from_slice(&[0, 0]);
     (one.activation, one.residual) = (0, 0);
     let Some(one_shape) = BlockedShape::of(&one) else { return };
-    let per_xi = (s.out_blocks * BLOCK * s.in_channels, s.in_channels * count, s.out_blocks * BLOCK * count);
     for xi in 0..XI {
         let operands = BlockedOperands {
-            x: v.add(xi * per_xi.1),
-            w: o.w.add(xi * per_xi.0),
+            x: v.add(xi * v_len),
+            w: o.w.add(xi * u_len),
             bias: core::ptr::null(),
             residual: core::ptr::null(),
-            y: m.add(xi * per_xi.2),
+            y: m.add(xi * m_len),
         };
         pointwise(&one, &one_shape, operands);
     }
     let activation = tile_activation(p);
-    let y = o.y.add(n * s.out_image());
     for ob in 0..s.out_blocks {
         for (t, tile) in tiles.clone().enumerate() {
             let mut pixels = [[0.0f32; BLOCK]; 4];
-            output_transform(m.add((ob * count + t) * BLOCK), s.out_blocks * count * BLOCK, &mut pixels);
+            output_transform(m.add((ob * count + t) * BLOCK), m_len, &mut pixels);
             let (ty, tx) = (tile / plan.tiles.cols, tile % plan.tiles.cols);
             for (k, pixel) in pixels.iter().enumerate() {
                 let (oy, ox) = (2 * ty + k / 2, 2 * tx + k % 2);
                 if oy < s.out_h && ox < s.out_w {
                     let at = n * s.out_image() + ((ob * s.out_h + oy) * s.out_w + ox) * BLOCK;
-                    let out = &mut *(y.add(at - n * s.out_image()) as *mut [f32; BLOCK]);
+                    let out = &mut *(o.y.add(at) as *mut [f32; BLOCK]);
                     match activation {
                         Some(act) => finish_lanes(o, at, ob, act, pixel, out),
                         None => finish_vector(p, o.bias, o.residual, at, ob, pixel, out),
