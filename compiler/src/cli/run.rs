@@ -171,8 +171,9 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     // the object file passes its own buffers: the times are the model's,
     // not those of copying inputs into and allocating outputs in fresh memory.
     let mut call = jit.prepare(&inputs, &workspace)?;
-    // The first call pays what a program pays on its first inference
-    // (fresh workspace pages, cold caches): onnxc leaves no other start-up work.
+    // The first call pays what a program pays on its first inference (cold
+    // caches and predictors; the workspace was written when allocated):
+    // onnxc leaves no other start-up work.
     let start = Instant::now();
     call.run()?;
     let first = start.elapsed().as_secs_f64() * 1e3;
