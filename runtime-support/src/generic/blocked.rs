@@ -24,7 +24,7 @@
 //! `x86_64::blocked_conv`.
 
 use super::conv::{epilogue, validate, ConvParams};
-use super::winograd::{self, conv_takes_winograd, winograd_scratch_elems};
+use super::winograd::{self, conv_takes_winograd};
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
@@ -66,7 +66,10 @@ pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
 /// Floats of scratch [`onnxc_conv_blocked_f32`] needs (for a layer run as
 /// Winograd's F(2×2, 3×3), [`super::winograd`]; 0 otherwise).
 pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
-    winograd_scratch_elems(p)
+    match BlockedShape::of(p) {
+        Some(s) if conv_takes_winograd(p) => winograd::scratch_elems(&s),
+        _ => 0,
+    }
 }
 
 /// The sizes of a blocked convolution, from params [`conv_takes_blocked`]

@@ -62,16 +62,10 @@ pub(crate) fn weights_elems(s: &BlockedShape) -> usize {
     XI * s.in_channels * s.out_blocks * BLOCK
 }
 
-/// Floats of scratch [`conv`] needs for these params (0 when
-/// [`conv_takes_winograd`] refuses them).
-pub fn winograd_scratch_elems(p: &ConvParams) -> usize {
-    match BlockedShape::of(p).filter(|_| conv_takes_winograd(p)) {
-        Some(s) => {
-            let plan = Plan::of(&s);
-            plan.tasks * plan.task_floats
-        }
-        None => 0,
-    }
+/// Floats of scratch [`conv`] needs for a layer of shape `s` it takes.
+pub(crate) fn scratch_elems(s: &BlockedShape) -> usize {
+    let plan = Plan::of(s);
+    plan.tasks * plan.task_floats
 }
 
 /// The 2×2 output tiles of a map, row-major: `cols` to a row, `count` in all.
@@ -176,7 +170,7 @@ pub(crate) unsafe fn conv<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
 ///
 /// # Safety
 /// As [`super::blocked::onnxc_conv_blocked_f32`]; `scratch` holds
-/// [`winograd_scratch_elems`] floats, of which no other running task
+/// [`scratch_elems`] floats, of which no other running task
 /// uses this task's part; `pointwise` computes the blocked convolution
 /// it is given.
 #[inline(always)]
@@ -232,7 +226,9 @@ unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     one.kernel[..2].copy_from_slice(&[1, 1]);
     one.pads_begin[..2].copy_from_slice(&[0, 0]);
     (one.activation, one.residual) = (0, 0);
-    let Some(one_shape) = BlockedShape::of(&one) else { return };
+    // `s` with the map replaced (its strides and dilations are already 1).
+    let one_shape =
+        BlockedShape { batch: 1, in_h: 1, in_w: count, out_h: 1, out_w: count, kernel: [1, 1], pads: [0, 0], ..*s };
     for xi in 0..XI {
         let operands = BlockedOperands {
             x: v.add(xi * v_len),

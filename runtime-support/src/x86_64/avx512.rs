@@ -40,7 +40,7 @@ impl MicroKernel for Avx512 {
         accumulate: bool,
         ahead: Lookahead,
     ) {
-        tile_rows(kc, a, b, y, rs, rows, cols, alpha, accumulate, None, ahead)
+        fitted_tile(kc, a, b, y, rs, rows, cols, alpha, accumulate, None, ahead)
     }
 
     #[inline(always)]
@@ -55,7 +55,7 @@ impl MicroKernel for Avx512 {
         accumulate: bool,
         end: &TileEnd,
     ) {
-        tile_rows(kc, a, b, y, rs, rows, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
+        fitted_tile(kc, a, b, y, rs, rows, cols, 1.0, accumulate, Some(end), Lookahead::NONE)
     }
 
     #[inline(always)]
@@ -69,7 +69,7 @@ impl MicroKernel for Avx512 {
 /// quarter of a whole one, one of at most 16 columns half.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_rows(
+unsafe fn fitted_tile(
     kc: usize,
     a: *const f32,
     b: *const f32,

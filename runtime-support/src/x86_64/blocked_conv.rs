@@ -940,7 +940,7 @@ pub(crate) unsafe fn conv(
 /// `kernel`'s tiles.
 ///
 /// # Safety
-/// As [`conv`]; `scratch` holds [`crate::generic::winograd::winograd_scratch_elems`] floats.
+/// As [`conv`]; `scratch` holds [`crate::generic::blocked::conv_blocked_scratch_elems`] floats.
 pub(crate) unsafe fn winograd(
     p: &ConvParams,
     s: &BlockedShape,
