@@ -1,49 +1,81 @@
-//! Winograd's F(2×2, 3×3) for the blocked 3×3 stride-1 convolution.
+//! Winograd's F(4×4, 3×3) and F(2×2, 3×3) for the blocked 3×3 stride-1
+//! convolution.
 //!
 //! The direct kernels already run ResNet's and VGG's 3×3 layers near the
-//! FMA peak, so the arithmetic itself has to shrink: a 2×2 output tile
-//! reads a 4×4 input patch, and in the transformed domain
-//! (`V = Bᵀ d B`, `U = G g Gᵀ`, `Y = Aᵀ (U ⊙ V) A`) its 36 multiply-adds
-//! per input channel become 16. Summed over the input channels each of
-//! the 16 transformed positions `ξ` is a matrix product — the tiles'
-//! `V[ξ]` (channels × tiles) by the filters' `U[ξ]` — which is exactly a
-//! pointwise convolution of a one-row "image" of tiles, in the blocked
-//! layout. So a chunk of tiles runs in three passes through scratch:
+//! FMA peak, so the arithmetic itself has to shrink. An `m×m` output tile
+//! reads an `(m+2)×(m+2)` input patch, and in the transformed domain
+//! (`V = Bᵀ d B`, `U = G g Gᵀ`, `Y = Aᵀ (U ⊙ V) A`) its `9m²` multiply-adds
+//! per input channel become `(m+2)²`: 36 per 16 outputs for F(4×4, 3×3),
+//! 16 per 4 for F(2×2, 3×3) (against 9 per output direct). Summed over
+//! the input channels each transformed position `ξ` is a matrix product —
+//! the tiles' `V[ξ]` (channels × tiles) by the filters' `U[ξ]` — which is
+//! exactly a pointwise convolution of a one-row "image" of tiles, in the
+//! blocked layout. So a chunk of tiles runs in three passes through
+//! scratch:
 //!
 //! 1. the input transform writes `V[ξ]` (`[C/8][tiles][8]`) for the chunk,
 //!    the padding read as zeros, vectorised across a block's 8 channels;
 //! 2. for each `ξ` the caller's pointwise convolution (the fast blocked
 //!    one, or the portable reference) makes `M[ξ] = U[ξ] · V[ξ]`;
-//! 3. the output transform sums `M` back into 2×2 pixels and applies the
-//!    epilogue (bias, residual, activation) as it stores them.
+//! 3. the output transform sums `M` back into `m×m` pixels and applies
+//!    the epilogue (bias, residual, activation) as it stores them.
 //!
-//! `U` is computed at compile time by [`pack_weights`] (16/9 of the
-//! direct weights), in the pointwise layout of each `ξ`. Chunks are sized
-//! so that their `V` and `M` sit in a core's L2; each task has its own
-//! part of the scratch and every output is computed by one chunk in one
-//! order, so the result does not depend on the thread count. The sums'
-//! order differs from the direct convolution's, so results are within
-//! rounding of it (F(2×2, 3×3)'s transforms are exact in binary: sums and
-//! halvings).
+//! A layer takes the larger tile when its map has [`MIN_TILES`] of them
+//! (28×28 and up), else the smaller one (14×14 maps): the larger tile's
+//! weights are 36/9 of the direct ones (the smaller's 16/9), which a small
+//! map does not earn back. `U` is computed at compile time by
+//! [`pack_weights`], in the pointwise layout of each `ξ`.
+//!
+//! Every chunk reads all of `U`. Chunks are sized so that their `V` and
+//! `M` sit in a core's L2 while `U` stays in cache from one chunk to the
+//! next; a layer whose `U` would not (VGG's 512 channels: 36 MB) takes
+//! chunks of a few MB instead, whose `V` and `M` live in L3, so that `U`
+//! streams from memory once or twice per image rather than once per
+//! handful of tiles. When the images' chunks are fewer than the tasks,
+//! the tasks split a chunk's output channels. Each task has its own part
+//! of the scratch and every output is computed by one chunk in one order,
+//! so the result does not depend on the thread count. The sums' order
+//! differs from the direct convolution's, so results are within rounding
+//! of it: F(2×2, 3×3)'s transforms are exact in binary (sums and
+//! halvings), F(4×4, 3×3)'s `G` has sixths and its `Aᵀ` weights up to 8,
+//! which costs a few bits (on random 256-channel sums, median errors of
+//! 3e-6 of the largest output against 5e-7).
 
 use super::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
 use super::conv::{tile_activation, ConvParams};
 use crate::parallel::{share, Parallel};
 
-/// Transformed positions per tile (a 4×4 patch).
-const XI: usize = 16;
-/// Bytes of a chunk's `V` and `M` together: about half a core's L2.
+/// A block's 8 channels of one position.
+type Lanes = [f32; BLOCK];
+
+/// Output tile sides, the preferred first.
+const SIDES: [usize; 2] = [4, 2];
+/// Transformed positions of the largest patch (6×6).
+const MAX_XI: usize = 36;
+/// Bytes of a chunk's `V` and `M` together: about half a core's L2...
 const CHUNK_BYTES: usize = 512 * 1024;
+/// ...unless the transformed weights are more than [`RESIDENT_WEIGHT_BYTES`]:
+/// each chunk reads all of them, so then chunks are larger and their `V`
+/// and `M` live in L3 instead.
+const SPILL_CHUNK_BYTES: usize = 8 * 1024 * 1024;
+/// Transformed weights that stay in cache from one chunk to the next.
+const RESIDENT_WEIGHT_BYTES: usize = 4 * 1024 * 1024;
+/// Fewest output channel blocks a task's products may cover: when the
+/// images are too few chunks to give every task one, tasks split the
+/// output channels; with threads each repeats the chunk's input transform
+/// (about `3 / out_channels` of its products' work).
+const MIN_GROUP_BLOCKS: usize = 8;
 /// Most tasks a convolution is split into (each has a chunk of scratch).
 const MAX_TASKS: usize = 4;
-/// Fewest tiles per image for which the transforms pay: 7×7 maps (16
-/// tiles) keep the direct kernel, whose weights are 9/16 the size.
+/// Fewest tiles per image for which a tile side's transforms pay: 7×7
+/// maps (16 2×2 tiles) keep the direct kernel, whose weights are 9/16
+/// the size.
 const MIN_TILES: usize = 32;
 
-/// Whether the blocked convolution `p` runs as Winograd F(2×2, 3×3): a
-/// blocked 3×3 layer of stride 1 and dilation 1 that keeps the map's size
-/// (padding 1), with at least 16 input and output channels, on a map of
-/// at least [`MIN_TILES`] tiles.
+/// Whether the blocked convolution `p` runs as Winograd: a blocked 3×3
+/// layer of stride 1 and dilation 1 that keeps the map's size (padding
+/// 1), with at least 16 input and output channels, on a map of at least
+/// [`MIN_TILES`] 2×2 tiles.
 pub fn conv_takes_winograd(p: &ConvParams) -> bool {
     let Some(s) = BlockedShape::of(p) else { return false };
     s.kernel == [3, 3]
@@ -59,7 +91,7 @@ pub fn conv_takes_winograd(p: &ConvParams) -> bool {
 
 /// Floats of [`pack_weights`]' output.
 pub(crate) fn weights_elems(s: &BlockedShape) -> usize {
-    XI * s.in_channels * s.out_blocks * BLOCK
+    Tiles::of(s).positions() * s.in_channels * s.out_blocks * BLOCK
 }
 
 /// Floats of scratch [`conv`] needs for a layer of shape `s` it takes.
@@ -68,28 +100,43 @@ pub(crate) fn scratch_elems(s: &BlockedShape) -> usize {
     plan.tasks * plan.task_floats
 }
 
-/// The 2×2 output tiles of a map, row-major: `cols` to a row, `count` in all.
+/// The `side×side` output tiles of a map, row-major: `cols` to a row,
+/// `count` in all.
 #[derive(Clone, Copy, Debug)]
 struct Tiles {
+    side: usize,
     cols: usize,
     count: usize,
 }
 
 impl Tiles {
+    /// The tiles of the first of [`SIDES`] that cuts the map into at
+    /// least [`MIN_TILES`], else of the last.
     fn of(s: &BlockedShape) -> Tiles {
-        let cols = s.out_w.div_ceil(2);
-        Tiles { cols, count: s.out_h.div_ceil(2) * cols }
+        let with_side = |side: usize| {
+            let cols = s.out_w.div_ceil(side);
+            Tiles { side, cols, count: s.out_h.div_ceil(side) * cols }
+        };
+        SIDES.map(with_side).into_iter().find(|t| t.count >= MIN_TILES).unwrap_or(with_side(SIDES[SIDES.len() - 1]))
+    }
+
+    /// Transformed positions `ξ` of a tile's patch.
+    fn positions(&self) -> usize {
+        (self.side + 2) * (self.side + 2)
     }
 }
 
 /// How [`conv`] cuts its work: chunks of at most `chunk` tiles (the
-/// images' tiles in equal chunks), run by `tasks` tasks with
+/// images' tiles in equal chunks), each in `groups` groups of at most
+/// `group_blocks` output channel blocks, run by `tasks` tasks with
 /// `task_floats` floats of scratch each.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
     tiles: Tiles,
     chunks_per_image: usize,
     chunk: usize,
+    groups: usize,
+    group_blocks: usize,
     tasks: usize,
     task_floats: usize,
 }
@@ -97,12 +144,24 @@ struct Plan {
 impl Plan {
     fn of(s: &BlockedShape) -> Plan {
         let tiles = Tiles::of(s);
-        let channels = s.in_channels + s.out_blocks * BLOCK;
-        let most = (CHUNK_BYTES / (4 * XI * channels)).max(BLOCK);
+        let floats_per_tile = tiles.positions() * (s.in_channels + s.out_blocks * BLOCK);
+        let budget = if 4 * weights_elems(s) > RESIDENT_WEIGHT_BYTES { SPILL_CHUNK_BYTES } else { CHUNK_BYTES };
+        let most = (budget / (4 * floats_per_tile)).max(BLOCK);
         let chunks_per_image = tiles.count.div_ceil(most);
         let chunk = tiles.count.div_ceil(chunks_per_image);
-        let tasks = (s.batch * chunks_per_image).min(MAX_TASKS);
-        Plan { tiles, chunks_per_image, chunk, tasks, task_floats: XI * channels * chunk }
+        let chunks = s.batch * chunks_per_image;
+        let wanted_groups = MAX_TASKS.div_ceil(chunks).min(s.out_blocks / MIN_GROUP_BLOCKS).max(1);
+        let group_blocks = s.out_blocks.div_ceil(wanted_groups);
+        let groups = s.out_blocks.div_ceil(group_blocks);
+        let tasks = (chunks * groups).min(MAX_TASKS);
+        let task_floats = tiles.positions() * (s.in_channels + group_blocks * BLOCK) * chunk;
+        Plan { tiles, chunks_per_image, chunk, groups, group_blocks, tasks, task_floats }
+    }
+
+    /// Output channel blocks of group `group`.
+    fn group(&self, s: &BlockedShape, group: usize) -> core::ops::Range<usize> {
+        let start = group * self.group_blocks;
+        start..(start + self.group_blocks).min(s.out_blocks)
     }
 
     /// Tiles `range` of image `n`'s chunk `index`.
@@ -111,6 +170,18 @@ impl Plan {
         start..(start + self.chunk).min(self.tiles.count)
     }
 }
+
+/// `G` of F(2×2, 3×3), one row per patch position.
+const G2: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
+/// `G` of F(4×4, 3×3) (interpolation points 0, ±1, ±2 and ∞).
+const G4: [[f64; 3]; 6] = [
+    [1.0 / 4.0, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
 
 /// Packs the ONNX weights `w` (`[M][C][3][3]`) as `U = G g Gᵀ` for each
 /// output and input channel, stored per `ξ` in the blocked pointwise
@@ -122,18 +193,20 @@ impl Plan {
 /// # Safety
 /// `w` holds the weights of `s`, `packed` [`weights_elems`] floats.
 pub(crate) unsafe fn pack_weights(s: &BlockedShape, w: *const f32, packed: *mut f32) {
-    const G: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
+    let g_rows: &[[f64; 3]] = if Tiles::of(s).side == 4 { &G4 } else { &G2 };
+    let n = g_rows.len();
     let (c, m) = (s.in_channels, s.out_blocks * BLOCK);
     for oc in 0..m {
         for ic in 0..c {
             let g = |ky: usize, kx: usize| *w.add(((oc * c + ic) * 3 + ky) * 3 + kx) as f64;
             // G g, then (G g) Gᵀ.
-            let gg: [[f64; 3]; 4] =
-                core::array::from_fn(|r| core::array::from_fn(|kx| (0..3).map(|ky| G[r][ky] * g(ky, kx)).sum()));
-            for (r, gg_row) in gg.iter().enumerate() {
-                for (q, g_row) in G.iter().enumerate() {
+            let gg: [[f64; 3]; 6] = core::array::from_fn(|r| {
+                core::array::from_fn(|kx| g_rows.get(r).map_or(0.0, |row| (0..3).map(|ky| row[ky] * g(ky, kx)).sum()))
+            });
+            for (r, gg_row) in gg[..n].iter().enumerate() {
+                for (q, g_row) in g_rows.iter().enumerate() {
                     let u: f64 = gg_row.iter().zip(g_row).map(|(a, b)| a * b).sum();
-                    let at = (((r * 4 + q) * (m / BLOCK) + oc / BLOCK) * c + ic) * BLOCK + oc % BLOCK;
+                    let at = (((r * n + q) * (m / BLOCK) + oc / BLOCK) * c + ic) * BLOCK + oc % BLOCK;
                     *packed.add(at) = u as f32;
                 }
             }
@@ -141,9 +214,18 @@ pub(crate) unsafe fn pack_weights(s: &BlockedShape, w: *const f32, packed: *mut 
     }
 }
 
-/// Tasks [`conv`] splits `s` into (each with its part of the scratch).
-pub(crate) fn tasks(s: &BlockedShape) -> usize {
-    Plan::of(s).tasks
+/// Tasks [`conv`] splits `s` into (each with its part of the scratch): one
+/// without threads, so that a chunk's input transform is not repeated for
+/// each of its groups.
+///
+/// # Safety
+/// `parallel` is null or points to a valid [`Parallel`].
+pub(crate) unsafe fn tasks(s: &BlockedShape, parallel: *const Parallel) -> usize {
+    if Parallel::is_threaded(parallel) {
+        Plan::of(s).tasks
+    } else {
+        1
+    }
 }
 
 /// The convolution `p` (shape `s`, weights packed by [`pack_weights`]),
@@ -159,10 +241,11 @@ pub(crate) unsafe fn conv<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     parallel: *const Parallel,
     pointwise: P,
 ) {
-    Parallel::for_each(parallel, tasks(s), |task| run_task(p, s, &o, scratch, task, &pointwise));
+    let tasks = tasks(s, parallel);
+    Parallel::for_each(parallel, tasks, |task| run_task(p, s, &o, scratch, (task, tasks), &pointwise));
 }
 
-/// Task `task` of the convolution `p` (shape `s`, weights packed by
+/// Task `task.0` of `task.1` ([`tasks`]) of the convolution `p` (shape `s`, weights packed by
 /// [`pack_weights`]): its chunks of tiles, `pointwise(params, shape,
 /// operands)` computing each `M[ξ] = U[ξ] · V[ξ]` (a blocked 1×1
 /// convolution, single-threaded). Inlined into each caller, so that the
@@ -179,60 +262,88 @@ pub(crate) unsafe fn run_task<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)
     s: &BlockedShape,
     o: &BlockedOperands,
     scratch: *mut f32,
-    task: usize,
+    (task, tasks): (usize, usize),
     pointwise: &P,
 ) {
     let plan = Plan::of(s);
     let scratch = scratch.add(task * plan.task_floats);
-    for chunk in share(s.batch * plan.chunks_per_image, plan.tasks, task) {
+    let mut transformed = None;
+    for unit in share(s.batch * plan.chunks_per_image * plan.groups, tasks, task) {
+        let (chunk, group) = (unit / plan.groups, unit % plan.groups);
         let (n, index) = (chunk / plan.chunks_per_image, chunk % plan.chunks_per_image);
-        run_chunk(p, s, o, &plan, n, plan.chunk_tiles(index), scratch, pointwise);
+        let fresh = transformed.replace(chunk) != Some(chunk);
+        let part = Part { n, tiles: plan.chunk_tiles(index), blocks: plan.group(s, group), fresh };
+        match plan.tiles.side {
+            4 => run_chunk::<4, P>(p, s, o, &plan, part, scratch, pointwise),
+            _ => run_chunk::<2, P>(p, s, o, &plan, part, scratch, pointwise),
+        }
     }
 }
 
-/// One chunk of tiles of image `n`: the three passes of the module doc.
+/// What one unit of work computes: output channel blocks `blocks` of
+/// tiles `tiles` of image `n`, its input transformed into the scratch
+/// unless not `fresh` (the task's previous unit left it there).
+struct Part {
+    n: usize,
+    tiles: core::ops::Range<usize>,
+    blocks: core::ops::Range<usize>,
+    fresh: bool,
+}
+
+/// One part of `T×T` tiles: the three passes of the module doc.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
+unsafe fn run_chunk<const T: usize, P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     p: &ConvParams,
     s: &BlockedShape,
     o: &BlockedOperands,
     plan: &Plan,
-    n: usize,
-    tiles: core::ops::Range<usize>,
+    part: Part,
     scratch: *mut f32,
     pointwise: &P,
 ) {
+    let Part { n, tiles, blocks, fresh } = part;
+    let positions = (T + 2) * (T + 2);
     let count = tiles.len();
-    let out_channels = s.out_blocks * BLOCK;
-    // Per ξ: floats of U, of the chunk's V and of its M.
-    let (u_len, v_len, m_len) = (out_channels * s.in_channels, s.in_channels * count, out_channels * count);
-    let (v, m) = (scratch, scratch.add(XI * v_len));
-    let x = o.x.add(n * s.in_image());
-    for ib in 0..s.in_blocks {
-        let plane = x.add(ib * s.in_h * s.in_w * BLOCK);
-        for (t, tile) in tiles.clone().enumerate() {
-            let (ty, tx) = (tile / plan.tiles.cols, tile % plan.tiles.cols);
-            let mut patch = [[0.0f32; BLOCK]; XI];
-            input_patch(s, plane, ty, tx, &mut patch);
-            let out = v.add((ib * count + t) * BLOCK);
-            input_transform(&patch, out, v_len);
+    // Per ξ: floats of U, of the chunk's V and of the part's M.
+    let u_len = s.out_blocks * BLOCK * s.in_channels;
+    let (v_len, m_len) = (s.in_channels * count, blocks.len() * BLOCK * count);
+    let (v, m) = (scratch, scratch.add(positions * v_len));
+    if fresh {
+        let x = o.x.add(n * s.in_image());
+        for ib in 0..s.in_blocks {
+            let plane = x.add(ib * s.in_h * s.in_w * BLOCK);
+            for (t, tile) in tiles.clone().enumerate() {
+                let (ty, tx) = (tile / plan.tiles.cols, tile % plan.tiles.cols);
+                let mut patch = [[0.0f32; BLOCK]; MAX_XI];
+                input_patch::<T>(s, plane, ty, tx, &mut patch);
+                let out = v.add((ib * count + t) * BLOCK);
+                input_transform::<T>(&patch, out, v_len);
+            }
         }
     }
     // One ξ: a pointwise convolution of a 1 × `count` image.
-    let mut one = ConvParams { batch: 1, group: 1, spatial_rank: 2, ..*p };
+    let mut one = ConvParams { batch: 1, group: 1, spatial_rank: 2, out_channels: m_len as i64 / count as i64, ..*p };
     one.in_spatial[..2].copy_from_slice(&[1, count as i64]);
     one.out_spatial[..2].copy_from_slice(&[1, count as i64]);
     one.kernel[..2].copy_from_slice(&[1, 1]);
     one.pads_begin[..2].copy_from_slice(&[0, 0]);
     (one.activation, one.residual) = (0, 0);
     // `s` with the map replaced (its strides and dilations are already 1).
-    let one_shape =
-        BlockedShape { batch: 1, in_h: 1, in_w: count, out_h: 1, out_w: count, kernel: [1, 1], pads: [0, 0], ..*s };
-    for xi in 0..XI {
+    let one_shape = BlockedShape {
+        batch: 1,
+        in_h: 1,
+        in_w: count,
+        out_h: 1,
+        out_w: count,
+        kernel: [1, 1],
+        pads: [0, 0],
+        out_blocks: blocks.len(),
+        ..*s
+    };
+    for xi in 0..positions {
         let operands = BlockedOperands {
             x: v.add(xi * v_len),
-            w: o.w.add(xi * u_len),
+            w: o.w.add(xi * u_len + blocks.start * s.in_channels * BLOCK),
             bias: core::ptr::null(),
             residual: core::ptr::null(),
             y: m.add(xi * m_len),
@@ -240,16 +351,16 @@ unsafe fn run_chunk<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
         pointwise(&one, &one_shape, operands);
     }
     let activation = tile_activation(p);
-    for ob in 0..s.out_blocks {
+    for (mb, ob) in blocks.enumerate() {
         for (t, tile) in tiles.clone().enumerate() {
-            let mut pixels = [[0.0f32; BLOCK]; 4];
-            output_transform(m.add((ob * count + t) * BLOCK), m_len, &mut pixels);
+            let mut pixels = [[0.0f32; BLOCK]; 16];
+            output_transform::<T>(m.add((mb * count + t) * BLOCK), m_len, &mut pixels);
             let (ty, tx) = (tile / plan.tiles.cols, tile % plan.tiles.cols);
-            for (k, pixel) in pixels.iter().enumerate() {
-                let (oy, ox) = (2 * ty + k / 2, 2 * tx + k % 2);
+            for (k, pixel) in pixels[..T * T].iter().enumerate() {
+                let (oy, ox) = (T * ty + k / T, T * tx + k % T);
                 if oy < s.out_h && ox < s.out_w {
                     let at = n * s.out_image() + ((ob * s.out_h + oy) * s.out_w + ox) * BLOCK;
-                    let out = &mut *(o.y.add(at) as *mut [f32; BLOCK]);
+                    let out = &mut *(o.y.add(at) as *mut Lanes);
                     match activation {
                         Some(act) => finish_lanes(o, at, ob, act, pixel, out),
                         None => finish_vector(p, o.bias, o.residual, at, ob, pixel, out),
@@ -269,16 +380,16 @@ unsafe fn finish_lanes(
     at: usize,
     ob: usize,
     activation: super::prepacked::TileActivation,
-    sums: &[f32; BLOCK],
-    out: &mut [f32; BLOCK],
+    sums: &Lanes,
+    out: &mut Lanes,
 ) {
     let mut v = *sums;
     if !o.bias.is_null() {
-        let bias = &*(o.bias.add(ob * BLOCK) as *const [f32; BLOCK]);
+        let bias = &*(o.bias.add(ob * BLOCK) as *const Lanes);
         v.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
     if !o.residual.is_null() {
-        let residual = &*(o.residual.add(at) as *const [f32; BLOCK]);
+        let residual = &*(o.residual.add(at) as *const Lanes);
         v.iter_mut().zip(residual).for_each(|(v, r)| *v += r);
     }
     for (o, v) in out.iter_mut().zip(v) {
@@ -286,72 +397,175 @@ unsafe fn finish_lanes(
     }
 }
 
-/// The 4×4 input patch of tile `(ty, tx)` in one channel block `x`
-/// (`[in_h][in_w][8]`) into `patch` (`4r + q`), rows and columns from
-/// `2ty - 1` and `2tx - 1`; taps outside the map stay zero.
+/// The `(T+2)×(T+2)` input patch of tile `(ty, tx)` in one channel block
+/// `x` (`[in_h][in_w][8]`) into `patch` (`(T+2)r + q`), rows and columns
+/// from `T·ty - 1` and `T·tx - 1`; taps outside the map stay zero.
 #[inline(always)]
-unsafe fn input_patch(s: &BlockedShape, x: *const f32, ty: usize, tx: usize, patch: &mut [[f32; BLOCK]; XI]) {
-    for r in 0..4 {
-        let iy = (2 * ty + r).wrapping_sub(1);
+unsafe fn input_patch<const T: usize>(
+    s: &BlockedShape,
+    x: *const f32,
+    ty: usize,
+    tx: usize,
+    patch: &mut [Lanes; MAX_XI],
+) {
+    let n = T + 2;
+    for r in 0..n {
+        let iy = (T * ty + r).wrapping_sub(1);
         if iy >= s.in_h {
             continue;
         }
-        for q in 0..4 {
-            let ix = (2 * tx + q).wrapping_sub(1);
+        for q in 0..n {
+            let ix = (T * tx + q).wrapping_sub(1);
             if ix < s.in_w {
-                patch[4 * r + q] = *(x.add((iy * s.in_w + ix) * BLOCK) as *const [f32; BLOCK]);
+                patch[n * r + q] = *(x.add((iy * s.in_w + ix) * BLOCK) as *const Lanes);
             }
         }
     }
 }
 
-/// `Bᵀ` on the four vectors `d[at + k * step]` (`k` = 0..4), in place,
-/// `Bᵀ = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]`.
+/// Lane-wise `f`: written so that it vectorises.
 #[inline(always)]
-fn input_rows(d: &mut [[f32; BLOCK]; XI], at: usize, step: usize) {
-    let [a, b, c, e] = [d[at], d[at + step], d[at + 2 * step], d[at + 3 * step]];
-    for l in 0..BLOCK {
-        d[at][l] = a[l] - c[l];
-        d[at + step][l] = b[l] + c[l];
-        d[at + 2 * step][l] = c[l] - b[l];
-        d[at + 3 * step][l] = b[l] - e[l];
-    }
+fn lanes(f: impl Fn(usize) -> f32) -> Lanes {
+    core::array::from_fn(f)
 }
 
-/// `V = Bᵀ d B` of a patch (`4r + q`), vector `ξ` stored at `out + ξ * stride`.
+/// `Bᵀ d` of one line of a patch (its first `T + 2` vectors):
+/// F(2×2, 3×3)'s `Bᵀ = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]`, or
+/// F(4×4, 3×3)'s, with rows `[4,0,-5,0,1,0]`, `[0,-4,-4,1,1,0]`,
+/// `[0,4,-4,-1,1,0]`, `[0,-2,-1,2,1,0]`, `[0,2,-1,-2,1,0]`, `[0,4,0,-5,0,1]`.
 #[inline(always)]
-unsafe fn input_transform(patch: &[[f32; BLOCK]; XI], out: *mut f32, stride: usize) {
+fn input_line<const T: usize>(d: &[Lanes; 6]) -> [Lanes; 6] {
+    let zero = [0.0; BLOCK];
+    if T == 2 {
+        return [
+            lanes(|l| d[0][l] - d[2][l]),
+            lanes(|l| d[1][l] + d[2][l]),
+            lanes(|l| d[2][l] - d[1][l]),
+            lanes(|l| d[1][l] - d[3][l]),
+            zero,
+            zero,
+        ];
+    }
+    let (fours, ones) = (lanes(|l| d[4][l] - 4.0 * d[2][l]), lanes(|l| d[3][l] - 4.0 * d[1][l]));
+    let (evens, odds) = (lanes(|l| d[4][l] - d[2][l]), lanes(|l| 2.0 * (d[3][l] - d[1][l])));
+    [
+        lanes(|l| 4.0 * d[0][l] - 5.0 * d[2][l] + d[4][l]),
+        lanes(|l| fours[l] + ones[l]),
+        lanes(|l| fours[l] - ones[l]),
+        lanes(|l| evens[l] + odds[l]),
+        lanes(|l| evens[l] - odds[l]),
+        lanes(|l| 4.0 * d[1][l] - 5.0 * d[3][l] + d[5][l]),
+    ]
+}
+
+/// `Aᵀ m` of one line of products (its first `T + 2` vectors) into `T`
+/// vectors: F(2×2, 3×3)'s `Aᵀ = [[1,1,1,0],[0,1,-1,-1]]`, or F(4×4, 3×3)'s,
+/// with rows `[1,1,1,1,1,0]`, `[0,1,-1,2,-2,0]`, `[0,1,1,4,4,0]`, `[0,1,-1,8,-8,1]`.
+#[inline(always)]
+fn output_line<const T: usize>(m: &[Lanes; 6]) -> [Lanes; 4] {
+    let zero = [0.0; BLOCK];
+    if T == 2 {
+        return [lanes(|l| m[0][l] + m[1][l] + m[2][l]), lanes(|l| m[1][l] - m[2][l] - m[3][l]), zero, zero];
+    }
+    let (sum12, diff12) = (lanes(|l| m[1][l] + m[2][l]), lanes(|l| m[1][l] - m[2][l]));
+    let (sum34, diff34) = (lanes(|l| m[3][l] + m[4][l]), lanes(|l| m[3][l] - m[4][l]));
+    [
+        lanes(|l| m[0][l] + sum12[l] + sum34[l]),
+        lanes(|l| diff12[l] + 2.0 * diff34[l]),
+        lanes(|l| sum12[l] + 4.0 * sum34[l]),
+        lanes(|l| diff12[l] + 8.0 * diff34[l] + m[5][l]),
+    ]
+}
+
+/// `V = Bᵀ d B` of a patch (`(T+2)r + q`), vector `ξ` stored at `out + ξ * stride`.
+#[inline(always)]
+unsafe fn input_transform<const T: usize>(patch: &[Lanes; MAX_XI], out: *mut f32, stride: usize) {
+    let n = T + 2;
+    let zero = [0.0; BLOCK];
     let mut d = *patch;
-    for q in 0..4 {
-        input_rows(&mut d, q, 4);
+    for q in 0..n {
+        let column = core::array::from_fn(|r| if r < n { d[r * n + q] } else { zero });
+        let column = input_line::<T>(&column);
+        for r in 0..n {
+            d[r * n + q] = column[r];
+        }
     }
-    for r in 0..4 {
-        input_rows(&mut d, 4 * r, 1);
+    for r in 0..n {
+        let row = core::array::from_fn(|q| if q < n { d[r * n + q] } else { zero });
+        let row = input_line::<T>(&row);
+        d[r * n..(r + 1) * n].copy_from_slice(&row[..n]);
     }
-    for (xi, vector) in d.iter().enumerate() {
-        *(out.add(xi * stride) as *mut [f32; BLOCK]) = *vector;
+    for (xi, vector) in d[..n * n].iter().enumerate() {
+        *(out.add(xi * stride) as *mut Lanes) = *vector;
     }
 }
 
-/// `Y = Aᵀ M A` from the 16 products at `m + ξ * stride` into the 2×2
-/// `pixels` (`2i + j`), `Aᵀ = [[1,1,1,0],[0,1,-1,-1]]` on each axis.
+/// `Y = Aᵀ M A` from the `(T+2)²` products at `m + ξ * stride` into the
+/// `T×T` `pixels` (`T i + j`).
 #[inline(always)]
-unsafe fn output_transform(m: *const f32, stride: usize, pixels: &mut [[f32; BLOCK]; 4]) {
-    let at = |xi: usize| &*(m.add(xi * stride) as *const [f32; BLOCK]);
-    // Aᵀ M: two rows of four.
-    let mut rows = [[0.0f32; BLOCK]; 8];
-    for q in 0..4 {
-        let [a, b, c, d] = [at(q), at(4 + q), at(8 + q), at(12 + q)];
-        for l in 0..BLOCK {
-            rows[q][l] = a[l] + b[l] + c[l];
-            rows[4 + q][l] = b[l] - c[l] - d[l];
+unsafe fn output_transform<const T: usize>(m: *const f32, stride: usize, pixels: &mut [Lanes; 16]) {
+    let n = T + 2;
+    let zero = [0.0; BLOCK];
+    let at = |xi: usize| *(m.add(xi * stride) as *const Lanes);
+    // Aᵀ M: T rows of n.
+    let mut rows = [zero; 4 * 6];
+    for q in 0..n {
+        let column = core::array::from_fn(|r| if r < n { at(r * n + q) } else { zero });
+        for (i, sum) in output_line::<T>(&column)[..T].iter().enumerate() {
+            rows[i * n + q] = *sum;
         }
     }
-    for i in 0..2 {
-        let [a, b, c, d] = [rows[4 * i], rows[4 * i + 1], rows[4 * i + 2], rows[4 * i + 3]];
-        for l in 0..BLOCK {
-            pixels[2 * i][l] = a[l] + b[l] + c[l];
-            pixels[2 * i + 1][l] = b[l] - c[l] - d[l];
+    for i in 0..T {
+        let row = core::array::from_fn(|q| if q < n { rows[i * n + q] } else { zero });
+        pixels[i * T..(i + 1) * T].copy_from_slice(&output_line::<T>(&row)[..T]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The blocked shape of a batch-1 3×3 layer, `channels` in and out, on
+    /// a `side×side` map.
+    fn layer(channels: usize, side: usize) -> BlockedShape {
+        let blocks = channels / BLOCK;
+        BlockedShape {
+            batch: 1,
+            in_channels: channels,
+            in_blocks: blocks,
+            out_blocks: blocks,
+            nchw_input: false,
+            in_h: side,
+            in_w: side,
+            out_h: side,
+            out_w: side,
+            kernel: [3, 3],
+            strides: [1, 1],
+            dilations: [1, 1],
+            pads: [1, 1],
         }
+    }
+
+    #[test]
+    fn large_maps_take_the_large_tile_and_small_ones_the_small() {
+        assert_eq!(Tiles::of(&layer(64, 56)).side, 4);
+        assert_eq!(Tiles::of(&layer(512, 28)).side, 4);
+        assert_eq!(Tiles::of(&layer(256, 14)).side, 2);
+        assert_eq!(weights_elems(&layer(64, 56)), 36 * 64 * 64);
+        assert_eq!(weights_elems(&layer(256, 14)), 16 * 256 * 256);
+    }
+
+    #[test]
+    fn chunks_fit_l2_unless_the_weights_do_not_stay_in_cache() {
+        // 64 channels: 590 KB of weights, chunks of V and M within 512 KiB.
+        let small = Plan::of(&layer(64, 112));
+        assert!(small.task_floats * 4 <= CHUNK_BYTES && small.chunks_per_image > 1);
+        assert_eq!((small.groups, small.tasks), (1, MAX_TASKS));
+        // 512 channels: 36 MB of weights, read once for the image's one
+        // chunk, whose output channels four tasks share.
+        let large = Plan::of(&layer(512, 28));
+        assert_eq!((large.chunks_per_image, large.chunk), (1, 49));
+        assert_eq!((large.groups, large.group_blocks, large.tasks), (4, 16, 4));
+        assert!(large.task_floats * 4 <= SPILL_CHUNK_BYTES);
     }
 }

@@ -935,7 +935,7 @@ pub(crate) unsafe fn conv(
     });
 }
 
-/// The blocked convolution `p` as Winograd's F(2×2, 3×3)
+/// The blocked convolution `p` as Winograd's F(4×4, 3×3) or F(2×2, 3×3)
 /// ([`crate::generic::winograd`]), its products run by [`conv`] with
 /// `kernel`'s tiles.
 ///
@@ -949,8 +949,8 @@ pub(crate) unsafe fn winograd(
     parallel: *const Parallel,
     kernel: GemmKernel,
 ) {
-    let tasks = crate::generic::winograd::tasks(s);
-    Parallel::for_each(parallel, tasks, |task| winograd_task(p, s, &o, scratch, task, kernel));
+    let tasks = crate::generic::winograd::tasks(s, parallel);
+    Parallel::for_each(parallel, tasks, |task| winograd_task(p, s, &o, scratch, (task, tasks), kernel));
 }
 
 /// One task of [`winograd`], its transforms compiled for AVX2 (a task's
@@ -961,7 +961,7 @@ unsafe fn winograd_task(
     s: &BlockedShape,
     o: &BlockedOperands,
     scratch: *mut f32,
-    task: usize,
+    task: (usize, usize),
     kernel: GemmKernel,
 ) {
     let serial = Parallel::SERIAL;
