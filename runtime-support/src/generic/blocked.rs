@@ -522,11 +522,12 @@ mod tests {
         // the last four have stem runs in both tile sets (every block
         // group of a run's sizes), with columns left over, an odd channel
         // alone, a dilation.
-        // The last six run as Winograd, four as F(2×2, 3×3) and two as
-        // F(4×4, 3×3) (odd sides: tiles cut by the map's edge; the fourth
-        // splits its output channels in two groups).
+        // Seven run as Winograd: the seventh (a 7×7 map) and the last six,
+        // the last two as F(4×4, 3×3), the others as F(2×2, 3×3) (odd
+        // sides: tiles cut by the map's edge; the fourth last splits its
+        // output channels in two groups).
         let cases: [Case; 25] = [
-            (16, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
+            (8, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
             (8, 32, [28, 28], [1, 1], 2, 1, [0, 0]),
             (16, 80, [5, 9], [1, 1], 1, 1, [0, 0]),
@@ -566,7 +567,7 @@ mod tests {
             let residual = rand_vec(out_len, 30 + i as u64);
             let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
             assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
-            assert_eq!(conv_takes_winograd(&p), i >= 19, "case {i}");
+            assert_eq!(conv_takes_winograd(&p), i == 6 || i >= 19, "case {i}");
             let mut blocked_scratch = vec![f32::NAN; conv_blocked_scratch_elems(&p)];
             let blocked_scratch = blocked_scratch.as_mut_ptr();
             let xb = if conv_reads_nchw(&p) { x.clone() } else { blocked(&x, 2, cin) };

@@ -20,10 +20,10 @@
 //! 3. the output transform sums `M` back into `m×m` pixels and applies
 //!    the epilogue (bias, residual, activation) as it stores them.
 //!
-//! A layer takes the larger tile when its map has [`MIN_TILES`] of them
-//! (28×28 and up), else the smaller one (14×14 maps): the larger tile's
-//! weights are 36/9 of the direct ones (the smaller's 16/9), which a small
-//! map does not earn back. `U` is computed at compile time by
+//! A layer takes the larger tile when its map has 32 of them (28×28 and
+//! up), else the smaller one (down to 7×7 maps, [`SIDES`]): the larger
+//! tile's weights are 36/9 of the direct ones (the smaller's 16/9), which
+//! a small map does not earn back. `U` is computed at compile time by
 //! [`pack_weights`], in the pointwise layout of each `ξ`.
 //!
 //! Every chunk reads all of `U`. Chunks are sized so that their `V` and
@@ -43,13 +43,16 @@
 
 use super::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
 use super::conv::{tile_activation, ConvParams};
+use super::prepacked::TileActivation;
 use crate::parallel::{share, Parallel};
 
 /// A block's 8 channels of one position.
 type Lanes = [f32; BLOCK];
 
-/// Output tile sides, the preferred first.
-const SIDES: [usize; 2] = [4, 2];
+/// Output tile sides, the preferred first, each with the fewest tiles per
+/// image for which its transforms pay: 28×28 maps and up take 4×4 tiles,
+/// 7×7 to 27×27 maps 2×2 ones.
+const SIDES: [(usize, usize); 2] = [(4, 32), (2, 16)];
 /// Transformed positions of the largest patch (6×6).
 const MAX_XI: usize = 36;
 /// Bytes of a chunk's `V` and `M` together: about half a core's L2...
@@ -67,15 +70,10 @@ const RESIDENT_WEIGHT_BYTES: usize = 4 * 1024 * 1024;
 const MIN_GROUP_BLOCKS: usize = 8;
 /// Most tasks a convolution is split into (each has a chunk of scratch).
 const MAX_TASKS: usize = 4;
-/// Fewest tiles per image for which a tile side's transforms pay: 7×7
-/// maps (16 2×2 tiles) keep the direct kernel, whose weights are 9/16
-/// the size.
-const MIN_TILES: usize = 32;
-
 /// Whether the blocked convolution `p` runs as Winograd: a blocked 3×3
 /// layer of stride 1 and dilation 1 that keeps the map's size (padding
-/// 1), with at least 16 input and output channels, on a map of at least
-/// [`MIN_TILES`] 2×2 tiles.
+/// 1), with at least 16 input and output channels, on a map of enough
+/// tiles of one of the [`SIDES`].
 pub fn conv_takes_winograd(p: &ConvParams) -> bool {
     let Some(s) = BlockedShape::of(p) else { return false };
     s.kernel == [3, 3]
@@ -86,7 +84,7 @@ pub fn conv_takes_winograd(p: &ConvParams) -> bool {
         && !s.nchw_input
         && s.in_channels >= 2 * BLOCK
         && s.out_blocks >= 2
-        && Tiles::of(&s).count >= MIN_TILES
+        && Tiles::of(&s).pay()
 }
 
 /// Floats of [`pack_weights`]' output.
@@ -110,14 +108,19 @@ struct Tiles {
 }
 
 impl Tiles {
-    /// The tiles of the first of [`SIDES`] that cuts the map into at
-    /// least [`MIN_TILES`], else of the last.
+    /// The tiles of the first of [`SIDES`] that [`Tiles::pay`], else of
+    /// the last.
     fn of(s: &BlockedShape) -> Tiles {
-        let with_side = |side: usize| {
+        let with_side = |(side, _)| {
             let cols = s.out_w.div_ceil(side);
             Tiles { side, cols, count: s.out_h.div_ceil(side) * cols }
         };
-        SIDES.map(with_side).into_iter().find(|t| t.count >= MIN_TILES).unwrap_or(with_side(SIDES[SIDES.len() - 1]))
+        SIDES.map(with_side).into_iter().find(Tiles::pay).unwrap_or(with_side(SIDES[SIDES.len() - 1]))
+    }
+
+    /// Whether the map has enough of these tiles for their transforms to pay.
+    fn pay(&self) -> bool {
+        SIDES.iter().any(|&(side, fewest)| side == self.side && self.count >= fewest)
     }
 
     /// Transformed positions `ξ` of a tile's patch.
@@ -164,7 +167,7 @@ impl Plan {
         start..(start + self.group_blocks).min(s.out_blocks)
     }
 
-    /// Tiles `range` of image `n`'s chunk `index`.
+    /// Tiles `range` of an image's chunk `index`.
     fn chunk_tiles(&self, index: usize) -> core::ops::Range<usize> {
         let start = index * self.chunk;
         start..(start + self.chunk).min(self.tiles.count)
@@ -350,7 +353,7 @@ unsafe fn run_chunk<const T: usize, P: Fn(&ConvParams, &BlockedShape, BlockedOpe
         };
         pointwise(&one, &one_shape, operands);
     }
-    let activation = tile_activation(p);
+    let activation = tile_activation(p).map(Lanewise::of);
     for (mb, ob) in blocks.enumerate() {
         for (t, tile) in tiles.clone().enumerate() {
             let mut pixels = [[0.0f32; BLOCK]; 16];
@@ -371,18 +374,44 @@ unsafe fn run_chunk<const T: usize, P: Fn(&ConvParams, &BlockedShape, BlockedOpe
     }
 }
 
+/// A [`TileActivation`] in one branch-free form, `v < 0 ? v * slope : v`
+/// then clamped to `[lo, hi]` by compares and selects, so that the output
+/// pass vectorises whichever it is (a slope of 1 and infinite bounds leave
+/// `v`'s bits as they are, NaN included).
+#[derive(Clone, Copy)]
+struct Lanewise {
+    slope: f32,
+    lo: f32,
+    hi: f32,
+}
+
+impl Lanewise {
+    fn of(activation: TileActivation) -> Lanewise {
+        let (slope, lo, hi) = match activation {
+            TileActivation::None => (1.0, f32::NEG_INFINITY, f32::INFINITY),
+            TileActivation::Clamp { lo, hi } => (1.0, lo, hi),
+            TileActivation::Leaky { slope } => (slope, f32::NEG_INFINITY, f32::INFINITY),
+        };
+        Lanewise { slope, lo, hi }
+    }
+
+    #[inline(always)]
+    fn apply(self, v: f32) -> f32 {
+        let leaky = if v < 0.0 { v * self.slope } else { v };
+        let high = if leaky > self.hi { self.hi } else { leaky };
+        if leaky < self.lo {
+            self.lo
+        } else {
+            high
+        }
+    }
+}
+
 /// `out = act((sums + bias) + residual)` on a vector's lanes, written so
 /// that it vectorises: [`finish_vector`]'s arithmetic for the activations
 /// that are a compare and a select.
 #[inline(always)]
-unsafe fn finish_lanes(
-    o: &BlockedOperands,
-    at: usize,
-    ob: usize,
-    activation: super::prepacked::TileActivation,
-    sums: &Lanes,
-    out: &mut Lanes,
-) {
+unsafe fn finish_lanes(o: &BlockedOperands, at: usize, ob: usize, activation: Lanewise, sums: &Lanes, out: &mut Lanes) {
     let mut v = *sums;
     if !o.bias.is_null() {
         let bias = &*(o.bias.add(ob * BLOCK) as *const Lanes);
@@ -409,15 +438,26 @@ unsafe fn input_patch<const T: usize>(
     patch: &mut [Lanes; MAX_XI],
 ) {
     let n = T + 2;
+    let (top, left) = ((T * ty).wrapping_sub(1), (T * tx).wrapping_sub(1));
+    let load = |iy: usize, ix: usize| *(x.add((iy * s.in_w + ix) * BLOCK) as *const Lanes);
+    if ty > 0 && tx > 0 && top + n <= s.in_h && left + n <= s.in_w {
+        // Inside the map: no tap to test.
+        for r in 0..n {
+            for q in 0..n {
+                patch[n * r + q] = load(top + r, left + q);
+            }
+        }
+        return;
+    }
     for r in 0..n {
-        let iy = (T * ty + r).wrapping_sub(1);
+        let iy = top.wrapping_add(r);
         if iy >= s.in_h {
             continue;
         }
         for q in 0..n {
-            let ix = (T * tx + q).wrapping_sub(1);
+            let ix = left.wrapping_add(q);
             if ix < s.in_w {
-                patch[n * r + q] = *(x.add((iy * s.in_w + ix) * BLOCK) as *const Lanes);
+                patch[n * r + q] = load(iy, ix);
             }
         }
     }
@@ -551,6 +591,8 @@ mod tests {
         assert_eq!(Tiles::of(&layer(64, 56)).side, 4);
         assert_eq!(Tiles::of(&layer(512, 28)).side, 4);
         assert_eq!(Tiles::of(&layer(256, 14)).side, 2);
+        assert!(Tiles::of(&layer(512, 7)).pay() && Tiles::of(&layer(512, 7)).side == 2);
+        assert!(!Tiles::of(&layer(512, 6)).pay());
         assert_eq!(weights_elems(&layer(64, 56)), 36 * 64 * 64);
         assert_eq!(weights_elems(&layer(256, 14)), 16 * 256 * 256);
     }
