@@ -150,7 +150,12 @@ impl Plan {
         let floats_per_tile = tiles.positions() * (s.in_channels + s.out_blocks * BLOCK);
         let budget = if 4 * weights_elems(s) > RESIDENT_WEIGHT_BYTES { SPILL_CHUNK_BYTES } else { CHUNK_BYTES };
         let most = (budget / (4 * floats_per_tile)).max(BLOCK);
-        let chunks_per_image = tiles.count.div_ceil(most);
+        // More chunks than tasks: a multiple of them, so that two or four
+        // threads get equal shares.
+        let chunks_per_image = match tiles.count.div_ceil(most) {
+            few if few <= MAX_TASKS => few,
+            many => many.next_multiple_of(MAX_TASKS),
+        };
         let chunk = tiles.count.div_ceil(chunks_per_image);
         let chunks = s.batch * chunks_per_image;
         let wanted_groups = MAX_TASKS.div_ceil(chunks).min(s.out_blocks / MIN_GROUP_BLOCKS).max(1);
