@@ -253,8 +253,9 @@ pub(crate) unsafe fn conv<P: Fn(&ConvParams, &BlockedShape, BlockedOperands)>(
     Parallel::for_each(parallel, tasks, |task| run_task(p, s, &o, scratch, (task, tasks), &pointwise));
 }
 
-/// Task `task.0` of `task.1` ([`tasks`]) of the convolution `p` (shape `s`, weights packed by
-/// [`pack_weights`]): its chunks of tiles, `pointwise(params, shape,
+/// Task `task.0` of `task.1` ([`tasks`]) of the convolution `p` (shape
+/// `s`, weights packed by [`pack_weights`]): its chunks of tiles (or
+/// groups of a chunk's output channels), `pointwise(params, shape,
 /// operands)` computing each `M[ξ] = U[ξ] · V[ξ]` (a blocked 1×1
 /// convolution, single-threaded). Inlined into each caller, so that the
 /// transforms are compiled for its instruction set.
@@ -330,7 +331,7 @@ unsafe fn run_chunk<const T: usize, P: Fn(&ConvParams, &BlockedShape, BlockedOpe
         }
     }
     // One ξ: a pointwise convolution of a 1 × `count` image.
-    let mut one = ConvParams { batch: 1, group: 1, spatial_rank: 2, out_channels: m_len as i64 / count as i64, ..*p };
+    let mut one = ConvParams { batch: 1, group: 1, spatial_rank: 2, out_channels: (blocks.len() * BLOCK) as i64, ..*p };
     one.in_spatial[..2].copy_from_slice(&[1, count as i64]);
     one.out_spatial[..2].copy_from_slice(&[1, count as i64]);
     one.kernel[..2].copy_from_slice(&[1, 1]);
