@@ -70,6 +70,7 @@ const RESIDENT_WEIGHT_BYTES: usize = 4 * 1024 * 1024;
 const MIN_GROUP_BLOCKS: usize = 8;
 /// Most tasks a convolution is split into (each has a chunk of scratch).
 const MAX_TASKS: usize = 4;
+
 /// Whether the blocked convolution `p` runs as Winograd: a blocked 3×3
 /// layer of stride 1 and dilation 1 that keeps the map's size (padding
 /// 1), with at least 16 input and output channels, on a map of enough
@@ -207,11 +208,9 @@ pub(crate) unsafe fn pack_weights(s: &BlockedShape, w: *const f32, packed: *mut 
     for oc in 0..m {
         for ic in 0..c {
             let g = |ky: usize, kx: usize| *w.add(((oc * c + ic) * 3 + ky) * 3 + kx) as f64;
-            // G g, then (G g) Gᵀ.
-            let gg: [[f64; 3]; 6] = core::array::from_fn(|r| {
-                core::array::from_fn(|kx| g_rows.get(r).map_or(0.0, |row| (0..3).map(|ky| row[ky] * g(ky, kx)).sum()))
-            });
-            for (r, gg_row) in gg[..n].iter().enumerate() {
+            for (r, g_row_r) in g_rows.iter().enumerate() {
+                // Row r of G g, then of (G g) Gᵀ.
+                let gg_row: [f64; 3] = core::array::from_fn(|kx| (0..3).map(|ky| g_row_r[ky] * g(ky, kx)).sum());
                 for (q, g_row) in g_rows.iter().enumerate() {
                     let u: f64 = gg_row.iter().zip(g_row).map(|(a, b)| a * b).sum();
                     let at = (((r * n + q) * (m / BLOCK) + oc / BLOCK) * c + ic) * BLOCK + oc % BLOCK;
