@@ -567,6 +567,11 @@ impl Lookahead {
     pub const NONE: Lookahead = Lookahead { first: core::ptr::null(), stride: 0, lines: 0 };
 }
 
+/// How many depth steps ahead a [`MicroKernel::packing_tile`] prefetches
+/// its source row: the rows are far apart, so no hardware prefetcher
+/// follows them.
+pub const PACK_AHEAD: isize = 16;
+
 /// A register-blocked micro-kernel and its blocking parameters.
 ///
 /// The driver packs A into [`PANEL_ROWS`]-row panels (`panel[l * PANEL_ROWS + i]`)
@@ -614,6 +619,41 @@ pub trait MicroKernel {
         accumulate: bool,
         ahead: Lookahead,
     );
+
+    /// [`MicroKernel::tile`] for a whole tile (`MR` rows, `NR` columns)
+    /// whose B panel is read from its unit-stride source `src` (depth step
+    /// `l` at `src + l * src_rs`) and packed into `b` on the way, for the
+    /// tiles after it to read. The copy rides on the tile's own loads
+    /// instead of taking a pass of its own; the sums are the same. This
+    /// default packs the panel first. With `end` (and `alpha = 1`), as
+    /// [`MicroKernel::finished_tile`].
+    ///
+    /// # Safety
+    /// As `tile` (and `finished_tile` with `end`); `kc` rows of `NR`
+    /// floats are readable from `src`, and `b` holds `kc * NR` writable floats.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn packing_tile(
+        kc: usize,
+        a: *const f32,
+        src: *const f32,
+        src_rs: isize,
+        b: *mut f32,
+        y: *mut f32,
+        rs: isize,
+        alpha: f32,
+        accumulate: bool,
+        end: Option<&TileEnd>,
+        ahead: Lookahead,
+    ) {
+        for l in 0..kc {
+            core::ptr::copy_nonoverlapping(src.offset(l as isize * src_rs), b.add(l * Self::NR), Self::NR);
+        }
+        match end {
+            Some(end) => Self::finished_tile(kc, a, b, y, rs, Self::MR, Self::NR, accumulate, end),
+            None => Self::tile(kc, a, b, y, rs, Self::MR, Self::NR, alpha, accumulate, ahead),
+        }
+    }
 
     /// [`MicroKernel::tile`] with `alpha = 1` that applies `end` to the
     /// tile's `rows x cols` results before it stores them.
@@ -747,9 +787,14 @@ pub unsafe fn blocked<K: MicroKernel>(
             let kc = kc_max.min(k - pc);
             pack_a_panels(mc, kc, a, ic, pc, a_pack);
             let first = pc == 0;
+            // Whole B panels are packed by the first tile over them (a
+            // whole tile then); a strided B a block at a time, up front.
+            let pack_in_tiles = b.cs == 1 && m - ic >= mr;
             for jb in (0..n).step_by(nc_max) {
                 let nc = nc_max.min(n - jb);
-                pack_b_block(kc, nc, b, pc, jb, nr, b_pack);
+                if !pack_in_tiles {
+                    pack_b_block(kc, nc, b, pc, jb, nr, b_pack);
+                }
                 let next = if jb + nc < n {
                     Some(BlockAhead { row0: pc, rows: kc, col0: jb + nc, cols: nc_max.min(n - jb - nc) })
                 } else if pc + kc < k {
@@ -763,14 +808,19 @@ pub unsafe fn blocked<K: MicroKernel>(
                 for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
                     let cols = nr.min(n - jc);
                     let b_panel = b_pack.add(jp * kc * nr);
+                    let packing = pack_in_tiles && cols == nr;
+                    if pack_in_tiles && !packing {
+                        pack_b_panel(kc, cols, b, pc, jc, nr, b_panel);
+                    }
                     for ip in 0..panels {
                         let ahead =
                             next.as_ref().map_or(Lookahead::NONE, |nb| nb.lookahead(b, jp * panels + ip, tiles));
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
                         let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
-                        if direct_y {
-                            let acc = match (first, c) {
+                        // The tile's destination: y itself, or a whole tile in `tile`.
+                        let (yt, yt_rs, tile_rows, tile_cols, al, accumulate) = if direct_y {
+                            let accumulate = match (first, c) {
                                 (true, Some(c)) => {
                                     fill_bias(rows, cols, beta, c, i0, jc, y);
                                     true
@@ -778,10 +828,17 @@ pub unsafe fn blocked<K: MicroKernel>(
                                 (true, None) => false,
                                 (false, _) => true,
                             };
-                            let yt = y.ptr.offset(i0 as isize * y.rs + jc as isize);
-                            K::tile(kc, a_panel, b_panel, yt, y.rs, rows, cols, alpha, acc, ahead);
+                            (y.ptr.offset(i0 as isize * y.rs + jc as isize), y.rs, rows, cols, alpha, accumulate)
                         } else {
-                            K::tile(kc, a_panel, b_panel, tile, nr as isize, mr, nr, 1.0, false, ahead);
+                            (tile, nr as isize, mr, nr, 1.0, false)
+                        };
+                        if packing && ip == 0 {
+                            let src = b.ptr.offset(pc as isize * b.rs + jc as isize);
+                            K::packing_tile(kc, a_panel, src, b.rs, b_panel, yt, yt_rs, al, accumulate, None, ahead);
+                        } else {
+                            K::tile(kc, a_panel, b_panel, yt, yt_rs, tile_rows, tile_cols, al, accumulate, ahead);
+                        }
+                        if !direct_y {
                             store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
                         }
                     }
@@ -899,7 +956,15 @@ pub(crate) unsafe fn pack_b_block(kc: usize, nc: usize, b: MatRef, row0: usize, 
 /// Packs `b[row0.., col0..]` (`kc x cols`, `cols <= nr`) into one `nr`-column
 /// panel stored depth-major (`panel[l * nr + j]`), columns past `cols` zero.
 #[inline(always)]
-unsafe fn pack_b_panel(kc: usize, cols: usize, b: MatRef, row0: usize, col0: usize, nr: usize, dst: *mut f32) {
+pub(crate) unsafe fn pack_b_panel(
+    kc: usize,
+    cols: usize,
+    b: MatRef,
+    row0: usize,
+    col0: usize,
+    nr: usize,
+    dst: *mut f32,
+) {
     let base = b.ptr.offset(row0 as isize * b.rs + col0 as isize * b.cs);
     if cols == nr {
         for l in 0..kc {
@@ -1151,7 +1216,7 @@ mod tests {
                 (300, 40, 600),
             ];
             for &(m, n, k) in shapes {
-                for layout in 0..6 {
+                for layout in 0..7 {
                     for bias in 0..5 {
                         seed += 1;
                         check_kernel(kernel, m, n, k, layout, bias, seed);
@@ -1163,7 +1228,9 @@ mod tests {
 
     /// Runs one problem through `kernel` and the generic path and compares.
     /// `layout`: 0 plain, 1 A transposed, 2 B transposed, 3 both, 4 negative
-    /// row strides + padded y rows, 5 non-unit column strides everywhere.
+    /// row strides + padded y rows, 5 non-unit column strides everywhere,
+    /// 6 only y's columns strided (B's panels packed by tiles that store
+    /// through the tile buffer).
     /// `bias`: 0 none, 1 full C, 2 row broadcast, 3 column broadcast, 4 scalar.
     fn check_kernel(kernel: GemmKernel, m: usize, n: usize, k: usize, layout: u32, bias: u32, seed: u64) {
         let (mi, ni, ki) = (m as isize, n as isize, k as isize);
@@ -1178,7 +1245,8 @@ mod tests {
             2 => (0, ki, 1, 0, 1, ki),
             3 => (0, 1, mi, 0, 1, ki),
             4 => ((mi - 1) * ki, -ki, 1, (ki - 1) * ni, -ni, 1),
-            _ => (0, 2 * ki, 2, 0, 2 * ni, 2),
+            5 => (0, 2 * ki, 2, 0, 2 * ni, 2),
+            _ => (0, ki, 1, 0, ni, 1),
         };
         let am = MatRef { ptr: a.as_ptr().wrapping_offset(ao), rs: ars, cs: acs };
         let bm = MatRef { ptr: b.as_ptr().wrapping_offset(bo), rs: brs, cs: bcs };
@@ -1192,7 +1260,7 @@ mod tests {
         let (alpha, beta) = if seed.is_multiple_of(2) { (1.0, 1.0) } else { (-0.75, 1.5) };
         let (yrs, ycs) = match layout {
             4 => (ni + pad, 1),
-            5 => (2 * ni, 2),
+            5 | 6 => (2 * ni, 2),
             _ => (ni, 1),
         };
         let len = (m as isize * yrs) as usize + 2 * n;

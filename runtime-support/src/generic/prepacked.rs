@@ -19,7 +19,8 @@
 //! of a convolution, without another pass over the output.
 
 use super::gemm::{
-    pack_a_panels, pack_b_block, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS,
+    pack_a_panels, pack_b_block, pack_b_panel, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel,
+    PANEL_ROWS,
 };
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
@@ -352,16 +353,20 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
             Task::Block { columns, rows } => {
                 let mut b_buf = core::mem::MaybeUninit::<Aligned<B_BUF>>::uninit();
                 let b_pack = b_buf.as_mut_ptr() as *mut f32;
+                // A unit-stride matrix is packed by the tiles themselves.
+                let pack_in_tiles = self.b.in_memory().filter(|b| b.cs == 1);
                 for pc in (0..self.k).step_by(self.kc_max) {
                     let kc = self.kc_max.min(self.k - pc);
-                    self.b.pack(kc, columns.len(), pc, columns.start, K::NR, b_pack);
+                    if pack_in_tiles.is_none() {
+                        self.b.pack(kc, columns.len(), pc, columns.start, K::NR, b_pack);
+                    }
                     let next = (pc + kc < self.k).then(|| BlockAhead {
                         row0: pc + kc,
                         rows: self.kc_max.min(self.k - pc - kc),
                         col0: columns.start,
                         cols: columns.len(),
                     });
-                    self.slice::<K>(b_pack, pc, columns.clone(), rows.clone(), next);
+                    self.slice::<K>(b_pack, pc, columns.clone(), rows.clone(), next, pack_in_tiles);
                 }
             }
             Task::Pack { b_pack, pc, panels } => {
@@ -371,22 +376,25 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                     self.b.pack(kc, j1 - j0, pc, j0, K::NR, b_pack.add(panels.start * kc * K::NR));
                 }
             }
-            Task::Slice { b_pack, pc, rows } => self.slice::<K>(b_pack, pc, 0..self.n, rows, None),
+            Task::Slice { b_pack, pc, rows } => self.slice::<K>(b_pack, pc, 0..self.n, rows, None, None),
         }
     }
 
     /// Depth slice `pc` of output rows `rows` and columns `columns`, B
     /// packed in `b_pack` (the columns' panels): loops A blocks, B panels
     /// (into L1), A panels; the finish on the last slice. The tiles prefetch
-    /// block `next` when B is in memory.
+    /// block `next` when B is in memory. With `pack_from` (B itself, unit
+    /// stride), `b_pack` is not packed yet: the first A block's tiles pack
+    /// it (see [`MicroKernel::packing_tile`]).
     #[inline(always)]
     unsafe fn slice<K: MicroKernel>(
         &self,
-        b_pack: *const f32,
+        b_pack: *mut f32,
         pc: usize,
         columns: Range<usize>,
         rows: Range<usize>,
         next: Option<BlockAhead>,
+        pack_from: Option<MatRef>,
     ) {
         let (mr, nr) = (K::MR, K::NR);
         let (m, n, k, a, y) = (self.m, self.n, self.k, self.a, self.y);
@@ -400,6 +408,12 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
             for (jp, jc) in columns.clone().step_by(nr).enumerate() {
                 let cols = nr.min(n - jc);
                 let b_panel = b_pack.add(jp * kc * nr);
+                // The panel's source when its first tile packs it.
+                let mut packing = pack_from.filter(|_| ic == rows.start);
+                if let Some(src) = packing.filter(|_| cols < nr || m - ic < mr) {
+                    pack_b_panel(kc, cols, src, pc, jc, nr, b_panel);
+                    packing = None;
+                }
                 for i0 in (ic..ic + mc).step_by(mr) {
                     let valid_rows = mr.min(m - i0);
                     let a_panel = a.add(i0 / PANEL_ROWS * PANEL_ROWS * k + pc * PANEL_ROWS + i0 % PANEL_ROWS);
@@ -419,7 +433,10 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
                     let ahead = ahead_in.as_ref().map_or(Lookahead::NONE, |(nb, b)| nb.lookahead(*b, t, tiles));
                     t += 1;
                     let end = if last { self.finish.tile_end(i0, jc) } else { None };
-                    if let Some(end) = &end {
+                    if let Some(src) = packing.take() {
+                        let from = src.ptr.offset(pc as isize * src.rs + jc as isize);
+                        K::packing_tile(kc, a_panel, from, src.rs, b_panel, yt, y.rs, 1.0, !first, end.as_ref(), ahead);
+                    } else if let Some(end) = &end {
                         K::finished_tile(kc, a_panel, b_panel, yt, y.rs, valid_rows, cols, !first, end);
                     } else {
                         K::tile(kc, a_panel, b_panel, yt, y.rs, valid_rows, cols, 1.0, !first, ahead);

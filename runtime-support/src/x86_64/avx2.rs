@@ -10,7 +10,7 @@
 //! the kernel at a third of the FMA peak. The store and the finish stay in
 //! intrinsics.
 
-use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -46,6 +46,23 @@ impl MicroKernel for Avx2Fma {
     }
 
     #[inline(always)]
+    unsafe fn packing_tile(
+        kc: usize,
+        a: *const f32,
+        src: *const f32,
+        src_rs: isize,
+        b: *mut f32,
+        y: *mut f32,
+        rs: isize,
+        alpha: f32,
+        accumulate: bool,
+        end: Option<&TileEnd>,
+        ahead: Lookahead,
+    ) {
+        store_whole(&packing_sums(kc, a, src, src_rs, b, ahead), y, rs, alpha, accumulate, end)
+    }
+
+    #[inline(always)]
     unsafe fn finished_tile(
         kc: usize,
         a: *const f32,
@@ -66,20 +83,11 @@ impl MicroKernel for Avx2Fma {
     }
 }
 
-/// One depth step of [`depth_sums`], its A and B at byte offsets `$a`
-/// and `$b` from the pointers.
-macro_rules! depth_step {
-    ($a:literal, $b:literal) => {
+/// The 12 FMAs of a depth step whose B vectors are in `b0..b2`, its A
+/// at byte offset `$a` from `{a}`.
+macro_rules! step_fmas {
+    ($a:literal) => {
         concat!(
-            "vmovups {b0}, [{b} + ",
-            $b,
-            "]\n",
-            "vmovups {b1}, [{b} + ",
-            $b,
-            " + 32]\n",
-            "vmovups {b2}, [{b} + ",
-            $b,
-            " + 64]\n",
             "vbroadcastss {ai}, dword ptr [{a} + ",
             $a,
             "]\n",
@@ -108,6 +116,93 @@ macro_rules! depth_step {
     };
 }
 
+/// One depth step of [`depth_sums`], its A and B at byte offsets `$a`
+/// and `$b` from the pointers.
+macro_rules! depth_step {
+    ($a:literal, $b:literal) => {
+        concat!(
+            "vmovups {b0}, [{b} + ",
+            $b,
+            "]\n",
+            "vmovups {b1}, [{b} + ",
+            $b,
+            " + 32]\n",
+            "vmovups {b2}, [{b} + ",
+            $b,
+            " + 64]\n",
+            step_fmas!($a),
+        )
+    };
+}
+
+/// One depth step of [`packing_sums`]: B from the source row at `$src`
+/// (prefetching the row [`PACK_AHEAD`] steps on, at `$far`, and the
+/// lookahead's line),
+/// stored to the panel at byte offset `$b`; A at byte offset `$a`.
+macro_rules! packing_step {
+    ($a:literal, $b:literal, $src:literal, $far:literal) => {
+        concat!(
+            "prefetcht0 [{line}]\n",
+            "add {line}, {line_step}\n",
+            "prefetcht1 [",
+            $far,
+            "]\n",
+            "prefetcht1 [",
+            $far,
+            " + 64]\n",
+            "prefetcht1 [",
+            $far,
+            " + 92]\n",
+            "vmovups {b0}, [",
+            $src,
+            "]\n",
+            "vmovups {b1}, [",
+            $src,
+            " + 32]\n",
+            "vmovups {b2}, [",
+            $src,
+            " + 64]\n",
+            "vmovups [{b} + ",
+            $b,
+            "], {b0}\n",
+            "vmovups [{b} + ",
+            $b,
+            " + 32], {b1}\n",
+            "vmovups [{b} + ",
+            $b,
+            " + 64], {b2}\n",
+            step_fmas!($a),
+        )
+    };
+}
+
+/// The accumulator registers of a tile, as `asm!` operands.
+macro_rules! accumulators {
+    ($asm:expr, $acc:expr, $($operands:tt)*) => {{
+        let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = $acc;
+        core::arch::asm!(
+            $asm,
+            $($operands)*
+            b0 = out(ymm_reg) _,
+            b1 = out(ymm_reg) _,
+            b2 = out(ymm_reg) _,
+            ai = out(ymm_reg) _,
+            c00 = inout(ymm_reg) *c00,
+            c01 = inout(ymm_reg) *c01,
+            c02 = inout(ymm_reg) *c02,
+            c10 = inout(ymm_reg) *c10,
+            c11 = inout(ymm_reg) *c11,
+            c12 = inout(ymm_reg) *c12,
+            c20 = inout(ymm_reg) *c20,
+            c21 = inout(ymm_reg) *c21,
+            c22 = inout(ymm_reg) *c22,
+            c30 = inout(ymm_reg) *c30,
+            c31 = inout(ymm_reg) *c31,
+            c32 = inout(ymm_reg) *c32,
+        )
+    }};
+}
+
 /// The `4 x 24` sums of `kc` depth steps: A advances [`PANEL_ROWS`] floats
 /// a step, B [`NR`].
 ///
@@ -121,28 +216,31 @@ unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32, ahead: Lookahead) 
     // Without a line for every step, the prefetches go to the A panel
     // (already in L1) rather than past the lookahead's lines.
     let (line, line_step) = if ahead.lines >= kc { (ahead.first, ahead.stride * 4) } else { (a, 0) };
-    let [[c00, c01, c02], [c10, c11, c12], [c20, c21, c22], [c30, c31, c32]] = &mut acc;
     // Two steps per iteration (the loop's own instructions took an issue
     // slot in eight), then the odd step.
-    core::arch::asm!(
-        "shr {k}, 1",
-        "jz 3f",
-        "2:",
-        "prefetcht0 [{line}]",
-        "prefetcht0 [{line} + {line_step}]",
-        depth_step!(0, 0),
-        depth_step!(32, 96),
-        "add {line}, {line_step}",
-        "add {line}, {line_step}",
-        "add {a}, {a_step}",
-        "add {b}, {b_step}",
-        "dec {k}",
-        "jnz 2b",
-        "3:",
-        "test {odd}, 1",
-        "jz 4f",
-        depth_step!(0, 0),
-        "4:",
+    accumulators!(
+        concat!(
+            "shr {k}, 1",
+            "\njz 3f",
+            "\n2:",
+            "\nprefetcht0 [{line}]",
+            "\nprefetcht0 [{line} + {line_step}]\n",
+            depth_step!(0, 0),
+            "\n",
+            depth_step!(32, 96),
+            "\nadd {line}, {line_step}",
+            "\nadd {line}, {line_step}",
+            "\nadd {a}, {a_step}",
+            "\nadd {b}, {b_step}",
+            "\ndec {k}",
+            "\njnz 2b",
+            "\n3:",
+            "\ntest {odd}, 1",
+            "\njz 4f\n",
+            depth_step!(0, 0),
+            "\n4:",
+        ),
+        &mut acc,
         a = inout(reg) a => _,
         b = inout(reg) b => _,
         k = inout(reg) kc => _,
@@ -151,23 +249,68 @@ unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32, ahead: Lookahead) 
         line_step = in(reg) line_step,
         a_step = const 2 * PANEL_ROWS * 4,
         b_step = const 2 * NR * 4,
-        b0 = out(ymm_reg) _,
-        b1 = out(ymm_reg) _,
-        b2 = out(ymm_reg) _,
-        ai = out(ymm_reg) _,
-        c00 = inout(ymm_reg) *c00,
-        c01 = inout(ymm_reg) *c01,
-        c02 = inout(ymm_reg) *c02,
-        c10 = inout(ymm_reg) *c10,
-        c11 = inout(ymm_reg) *c11,
-        c12 = inout(ymm_reg) *c12,
-        c20 = inout(ymm_reg) *c20,
-        c21 = inout(ymm_reg) *c21,
-        c22 = inout(ymm_reg) *c22,
-        c30 = inout(ymm_reg) *c30,
-        c31 = inout(ymm_reg) *c31,
-        c32 = inout(ymm_reg) *c32,
         options(nostack, readonly),
+    );
+    acc
+}
+
+/// [`depth_sums`] reading B from its source, depth step `l` at
+/// `src + l * src_rs`, and storing each step to the packed panel `b`.
+/// One step an iteration (the stride is not a constant); like the AVX-512
+/// kernel, it prefetches the source row [`PACK_AHEAD`] steps on, which no
+/// hardware prefetcher follows.
+///
+/// # Safety
+/// As `depth_sums`; `kc` rows of `NR` floats are readable at `src` and
+/// `b` holds `kc * NR` writable floats.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn packing_sums(
+    kc: usize,
+    a: *const f32,
+    src: *const f32,
+    src_rs: isize,
+    b: *mut f32,
+    ahead: Lookahead,
+) -> [[__m256; 3]; MR] {
+    let mut acc = [[_mm256_setzero_ps(); 3]; MR];
+    let (line, line_step) = if ahead.lines >= kc { (ahead.first, ahead.stride * 4) } else { (a, 0) };
+    // Two steps per iteration, as in `depth_sums`, the second's source row
+    // one stride on; then the odd step.
+    accumulators!(
+        concat!(
+            "shr {k}, 1",
+            "\njz 3f",
+            "\n2:\n",
+            packing_step!("0", "0", "{src}", "{far}"),
+            "\n",
+            packing_step!("32", "96", "{src} + {src_step}", "{far} + {src_step}"),
+            "\nadd {src}, {src_step2}",
+            "\nadd {far}, {src_step2}",
+            "\nadd {a}, {a_step}",
+            "\nadd {b}, {b_step}",
+            "\ndec {k}",
+            "\njnz 2b",
+            "\n3:",
+            "\ntest {odd}, 1",
+            "\njz 4f\n",
+            packing_step!("0", "0", "{src}", "{far}"),
+            "\n4:",
+        ),
+        &mut acc,
+        a = inout(reg) a => _,
+        src = inout(reg) src => _,
+        b = inout(reg) b => _,
+        k = inout(reg) kc => _,
+        odd = in(reg) kc,
+        line = inout(reg) line => _,
+        line_step = in(reg) line_step,
+        far = inout(reg) src.wrapping_offset(PACK_AHEAD * src_rs) => _,
+        src_step = in(reg) src_rs * 4,
+        src_step2 = in(reg) src_rs * 8,
+        a_step = const 2 * PANEL_ROWS * 4,
+        b_step = const 2 * NR * 4,
+        options(nostack),
     );
     acc
 }

@@ -7,7 +7,7 @@
 //! the 4-cycle FMA latency on two FMA ports — plus 2 B registers, well under
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
-use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS};
+use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -41,6 +41,24 @@ impl MicroKernel for Avx512 {
         ahead: Lookahead,
     ) {
         fitted_tile(kc, a, b, y, rs, rows, cols, alpha, accumulate, None, ahead)
+    }
+
+    #[inline(always)]
+    unsafe fn packing_tile(
+        kc: usize,
+        a: *const f32,
+        src: *const f32,
+        src_rs: isize,
+        b: *mut f32,
+        y: *mut f32,
+        rs: isize,
+        alpha: f32,
+        accumulate: bool,
+        end: Option<&TileEnd>,
+        ahead: Lookahead,
+    ) {
+        let from = PanelRead { b: src, step: src_rs, pack_to: b };
+        tile::<MR, 2, true>((kc, a, from, y, rs, MR, NR, alpha, accumulate, end, ahead))
     }
 
     #[inline(always)]
@@ -83,27 +101,40 @@ unsafe fn fitted_tile(
     ahead: Lookahead,
 ) {
     let shape = (rows, cols);
-    let args = (kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead);
+    let from = PanelRead { b, step: NR as isize, pack_to: core::ptr::null_mut() };
+    let args = (kc, a, from, y, rs, rows, cols, alpha, accumulate, end, ahead);
     match shape {
-        (5.., 17..) => tile::<MR, 2>(args),
-        (5.., _) => tile::<MR, 1>(args),
-        (3 | 4, 17..) => tile::<4, 2>(args),
-        (3 | 4, _) => tile::<4, 1>(args),
-        (_, 17..) => tile::<2, 2>(args),
-        _ => tile::<2, 1>(args),
+        (5.., 17..) => tile::<MR, 2, false>(args),
+        (5.., _) => tile::<MR, 1, false>(args),
+        (3 | 4, 17..) => tile::<4, 2, false>(args),
+        (3 | 4, _) => tile::<4, 1, false>(args),
+        (_, 17..) => tile::<2, 2, false>(args),
+        _ => tile::<2, 1, false>(args),
     }
 }
 
-/// What [`tile`] takes: `kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead`.
+/// Where [`tile`] reads B: depth step `l` at `b + l * step` (`step` is
+/// `NR` in a packed panel), copied to `pack_to + l * NR` when packing.
+#[derive(Clone, Copy)]
+struct PanelRead {
+    b: *const f32,
+    step: isize,
+    pack_to: *mut f32,
+}
+
+/// What [`tile`] takes: `kc, a, from, y, rs, rows, cols, alpha, accumulate, end, ahead`.
 type TileArgs<'a> =
-    (usize, *const f32, *const f32, *mut f32, isize, usize, usize, f32, bool, Option<&'a TileEnd>, Lookahead);
+    (usize, *const f32, PanelRead, *mut f32, isize, usize, usize, f32, bool, Option<&'a TileEnd>, Lookahead);
 
 /// The first `rows` (at most `R`) rows and `cols` (at most `16 * W`)
-/// columns of a tile, `R x W` vectors computed. Inlined (without a
+/// columns of a tile, `R x W` vectors computed; with `PACK`, B's depth
+/// steps are stored to `b.pack_to` as they are loaded. Inlined (without a
 /// `target_feature` of its own, which would forbid `inline(always)`) into
 /// the AVX-512 drivers, whose features its intrinsics then take.
 #[inline(always)]
-unsafe fn tile<const R: usize, const W: usize>((kc, a, b, y, rs, rows, cols, alpha, accumulate, end, ahead): TileArgs) {
+unsafe fn tile<const R: usize, const W: usize, const PACK: bool>(
+    (kc, a, from, y, rs, rows, cols, alpha, accumulate, end, ahead): TileArgs,
+) {
     if accumulate {
         // The tile of y is read at the end; start pulling it in now.
         for i in 0..rows {
@@ -114,12 +145,27 @@ unsafe fn tile<const R: usize, const W: usize>((kc, a, b, y, rs, rows, cols, alp
         }
     }
     let mut acc = [[_mm512_setzero_ps(); W]; R];
-    let (mut a, mut b) = (a, b);
+    let (mut a, mut b, mut pack_to) = (a, from.b, from.pack_to);
+    // A packed panel's step is a constant.
+    let step = if PACK { from.step } else { NR as isize };
     for l in 0..kc {
         if l < ahead.lines {
             _mm_prefetch::<_MM_HINT_T0>(ahead.first.wrapping_offset(l as isize * ahead.stride) as *const i8);
         }
         let bv: [__m512; W] = core::array::from_fn(|q| _mm512_loadu_ps(b.add(16 * q)));
+        if PACK {
+            // The source row `PACK_AHEAD` steps on, every line its `NR`
+            // floats touch; into L2 only, as rows a power of two apart
+            // share an L1 set.
+            let row = b.wrapping_offset(PACK_AHEAD * step);
+            for line in [0, 16, NR - 1] {
+                _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(line) as *const i8);
+            }
+            for (q, &bq) in bv.iter().enumerate() {
+                _mm512_storeu_ps(pack_to.add(16 * q), bq);
+            }
+            pack_to = pack_to.add(NR);
+        }
         for acc_row in acc.iter_mut() {
             let ai = _mm512_set1_ps(*a);
             a = a.add(1);
@@ -128,7 +174,7 @@ unsafe fn tile<const R: usize, const W: usize>((kc, a, b, y, rs, rows, cols, alp
             }
         }
         a = a.add(PANEL_ROWS - R);
-        b = b.add(NR);
+        b = b.offset(step);
     }
     let al = _mm512_set1_ps(alpha);
     // Lanes below `cols` in each vector (all ones in a full tile).
