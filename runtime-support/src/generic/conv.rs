@@ -758,9 +758,20 @@ unsafe fn depthwise_2d<T: GemmElem>(
             finish(nc, core::slice::from_raw_parts_mut(yc, s.out_size));
         }
     };
-    let parts = channels.min(CHANNEL_TASKS);
-    Parallel::for_each(parallel, parts, |part| some_planes(share(channels, parts, part)));
+    // Whole groups of planes per task, for the kernels that take a
+    // vector's worth of channels at a time.
+    let groups = channels.div_ceil(PLANE_GROUP);
+    let parts = groups.min(CHANNEL_TASKS);
+    Parallel::for_each(parallel, parts, |part| {
+        let range = share(groups, parts, part);
+        some_planes(range.start * PLANE_GROUP..channels.min(range.end * PLANE_GROUP))
+    });
 }
+
+/// Planes a task of [`depthwise_2d`] takes a multiple of (but for the
+/// last): the x86 kernels for small planes compute 16 (or 8) channels at
+/// once, one in each lane.
+const PLANE_GROUP: usize = 16;
 
 /// One channel plane of [`depthwise_2d`], portably: for each kernel tap,
 /// the range of output columns whose input column is inside the image is

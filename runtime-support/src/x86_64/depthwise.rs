@@ -11,7 +11,11 @@
 //! The sum per output is the bias, then every tap in kernel order, each
 //! added with one fused multiply-add (the portable kernel rounds the
 //! product first), taps in the padding adding `w * 0`.
+//!
+//! Layers with narrow output rows, or strided columns, go to
+//! [`super::depthwise_lanes`] instead (channels in the lanes, same sums).
 
+use super::depthwise_lanes::{depthwise_lanes, takes_lanes};
 use super::plane::{PlaneVector, Ymm, Zmm};
 use super::tile::{
     phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
@@ -60,6 +64,25 @@ pub(crate) unsafe fn depthwise_planes_avx2(
 
 #[inline(always)]
 unsafe fn depthwise_planes<V: PlaneVector>(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    planes: Range<usize>,
+    finish: impl Fn(usize, &mut [f32]),
+) -> bool {
+    if takes_lanes(p, V::LANES) {
+        depthwise_lanes::<V>(p, x, w, bias, y, planes, finish)
+    } else {
+        plane_tiles::<V>(p, x, w, bias, y, planes, finish)
+    }
+}
+
+/// [`depthwise_planes`] a plane at a time, in padded tiles (see the
+/// module doc).
+#[inline(always)]
+pub(super) unsafe fn plane_tiles<V: PlaneVector>(
     p: &ConvParams,
     x: *const f32,
     w: *const f32,
@@ -230,5 +253,132 @@ mod tests {
                 assert_close(&got[..channels * out_size], &want, 1e-5);
             }
         }
+    }
+
+    /// Both kernels (channels in lanes, plane tiles) give the bits of a
+    /// scalar sum with one FMA per tap in kernel order from the bias,
+    /// padding read as zero: on ranges of planes that start and end inside
+    /// a group of lanes, channels that straddle two images, no bias,
+    /// filters of 1 to 25 taps, strides 1 to 3, dilation, uneven padding
+    /// (and wider than the filter's reach) and planes cut into several
+    /// bands. Planes outside the range stay untouched; `finish` sees each
+    /// one in it once, in order.
+    #[test]
+    fn kernels_give_the_fma_sum_bits() {
+        use crate::generic::gemm::GemmKernel;
+        let (avx512, avx2) = (GemmKernel::Avx512.available(), GemmKernel::Avx2Fma.available());
+        let cases = [
+            (planes(20, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), 2),
+            (planes(37, [14, 14], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), 1),
+            (planes(16, [28, 28], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), 1),
+            (planes(9, [11, 13], [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]), 1),
+            (planes(17, [9, 10], [3, 5], [3, 2], [1, 1], [0, 2, 1, 0]), 1),
+            (planes(5, [12, 12], [3, 3], [1, 1], [2, 2], [2, 2, 2, 2]), 1),
+            (planes(3, [6, 6], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]), 1),
+            (planes(18, [100, 60], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), 1),
+            (planes(4, [2, 3], [3, 3], [1, 1], [1, 1], [3, 3, 3, 3]), 1),
+            (planes(3, [5, 40], [3, 3], [1, 3], [1, 1], [1, 1, 1, 1]), 1),
+        ];
+        for (n, (mut p, batch)) in cases.into_iter().enumerate() {
+            p.batch = batch;
+            let channels = p.out_channels as usize;
+            let all = batch as usize * channels;
+            let (in_size, out_size) =
+                ((p.in_spatial[0] * p.in_spatial[1]) as usize, (p.out_spatial[0] * p.out_spatial[1]) as usize);
+            let taps = (p.kernel[0] * p.kernel[1]) as usize;
+            let x = rand_vec(all * in_size, 300 + n as u64);
+            let w = rand_vec(channels * taps, 400 + n as u64);
+            let bias = rand_vec(channels, 500 + n as u64);
+            for with_bias in [true, false] {
+                let want = fma_sums(&p, &x, &w, with_bias.then_some(&bias[..]));
+                for range in [0..all, all.min(5)..all - all.min(3)] {
+                    for (kernel, lanes) in [(0, true), (0, false), (1, true), (1, false)] {
+                        if kernel == 0 && !avx512 || kernel == 1 && !avx2 {
+                            continue;
+                        }
+                        let mut got = vec![f32::NAN; all * out_size];
+                        let finished = std::cell::RefCell::new(vec![]);
+                        let finish = |nc: usize, out: &mut [f32]| finished.borrow_mut().push((nc, out.len()));
+                        let b = if with_bias { bias.as_ptr() } else { core::ptr::null() };
+                        let args = (&p, x.as_ptr(), w.as_ptr(), b, got.as_mut_ptr(), range.clone());
+                        let taken = unsafe { run_kernel(kernel, lanes, args, finish) };
+                        let what = std::format!("case {n} bias {with_bias} {range:?} kernel {kernel} lanes {lanes}");
+                        if !taken {
+                            // The plane tiles decline column strides over 2.
+                            assert!(!lanes && p.strides[1] > 2, "{what} declined");
+                            continue;
+                        }
+                        let seen: std::vec::Vec<_> = range.clone().map(|nc| (nc, out_size)).collect();
+                        assert_eq!(*finished.borrow(), seen, "{what}");
+                        for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                            let inside = range.contains(&(i / out_size));
+                            let ok = if inside { g.to_bits() == e.to_bits() } else { g.is_nan() };
+                            assert!(ok, "{what}: element {i}: {g} against {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The arguments of a kernel over planes, `finish` aside.
+    type Args<'a> = (&'a ConvParams, *const f32, *const f32, *const f32, *mut f32, Range<usize>);
+
+    /// Kernel 0 (zmm) or 1 (ymm), channels in lanes or plane tiles.
+    unsafe fn run_kernel(kernel: usize, lanes: bool, a: Args, finish: impl Fn(usize, &mut [f32])) -> bool {
+        match (kernel, lanes) {
+            (0, true) => zmm_lanes(a, finish),
+            (0, false) => zmm_tiles(a, finish),
+            (_, true) => ymm_lanes(a, finish),
+            (_, false) => ymm_tiles(a, finish),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    unsafe fn zmm_lanes((p, x, w, b, y, r): Args, finish: impl Fn(usize, &mut [f32])) -> bool {
+        depthwise_lanes::<Zmm>(p, x, w, b, y, r, finish)
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    unsafe fn zmm_tiles((p, x, w, b, y, r): Args, finish: impl Fn(usize, &mut [f32])) -> bool {
+        plane_tiles::<Zmm>(p, x, w, b, y, r, finish)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn ymm_lanes((p, x, w, b, y, r): Args, finish: impl Fn(usize, &mut [f32])) -> bool {
+        depthwise_lanes::<Ymm>(p, x, w, b, y, r, finish)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn ymm_tiles((p, x, w, b, y, r): Args, finish: impl Fn(usize, &mut [f32])) -> bool {
+        plane_tiles::<Ymm>(p, x, w, b, y, r, finish)
+    }
+
+    /// Every plane's outputs as a scalar sum: the bias, then each tap in
+    /// kernel order with one FMA, the padding read as zero.
+    fn fma_sums(p: &ConvParams, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> std::vec::Vec<f32> {
+        let [ih, iw, oh, ow] = [p.in_spatial[0], p.in_spatial[1], p.out_spatial[0], p.out_spatial[1]];
+        let [kh, kw] = [p.kernel[0], p.kernel[1]];
+        let channels = p.out_channels as usize;
+        let mut out = vec![];
+        for nc in 0..p.batch as usize * channels {
+            let c = nc % channels;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut sum = bias.map_or(0.0, |b| b[c]);
+                    for a in 0..kh {
+                        for b in 0..kw {
+                            let iy = oy * p.strides[0] + a * p.dilations[0] - p.pads_begin[0];
+                            let ix = ox * p.strides[1] + b * p.dilations[1] - p.pads_begin[1];
+                            let inside = (0..ih).contains(&iy) && (0..iw).contains(&ix);
+                            let v = if inside { x[nc * (ih * iw) as usize + (iy * iw + ix) as usize] } else { 0.0 };
+                            sum = w[c * (kh * kw) as usize + (a * kw + b) as usize].mul_add(v, sum);
+                        }
+                    }
+                    out.push(sum);
+                }
+            }
+        }
+        out
     }
 }

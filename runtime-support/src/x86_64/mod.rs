@@ -14,6 +14,7 @@ pub mod avx2_int8;
 pub mod avx512;
 pub(crate) mod blocked_conv;
 pub mod depthwise;
+mod depthwise_lanes;
 pub(crate) mod direct_conv;
 mod plane;
 pub mod pool;

@@ -8,6 +8,7 @@
 //! (`vmaskmovps` and AVX-512 masked loads do not fault on it), so a load
 //! may run past the input.
 
+use super::transpose::{transpose16, transpose8};
 use core::arch::x86_64::*;
 
 /// Lanes `l` of `0..32` with `lo <= l < hi`, as bits: the masks of the
@@ -50,6 +51,17 @@ pub(crate) trait PlaneVector: Copy {
     unsafe fn add(a: Self, b: Self) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
     unsafe fn div(a: Self, b: Self) -> Self;
+    /// Stores all lanes at `p`.
+    unsafe fn write(p: *mut f32, v: Self);
+    /// The `LANES x LANES` block whose row `i` is the `LANES` floats at
+    /// `src + i * stride`, transposed: only its first `rows` (at least one)
+    /// rows and `cols` columns are read (the rest is zero), and column
+    /// `j < cols` is stored at `dst + j * LANES`.
+    unsafe fn transpose_in(src: *const f32, stride: usize, rows: usize, cols: usize, dst: *mut f32);
+    /// The `LANES` vectors at `src` (vector `j` at `src + j * LANES`),
+    /// transposed: row `i < rows` (lane `i` of each) is stored at `dst + i *
+    /// stride`, its first `cols` floats.
+    unsafe fn transpose_out(src: *const f32, dst: *mut f32, stride: usize, rows: usize, cols: usize);
 }
 
 /// A zmm register (AVX-512F).
@@ -108,6 +120,40 @@ impl PlaneVector for Zmm {
     #[inline(always)]
     unsafe fn div(a: Zmm, b: Zmm) -> Zmm {
         Zmm(_mm512_div_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn write(p: *mut f32, v: Zmm) {
+        _mm512_storeu_ps(p, v.0)
+    }
+    #[inline(always)]
+    unsafe fn transpose_in(src: *const f32, stride: usize, rows: usize, cols: usize, dst: *mut f32) {
+        // Rows past `rows` load no lanes, from the last row's address (a
+        // masked load of an unmapped page would take a microcode assist):
+        // the loops have constant bounds, and the rows stay in registers.
+        let mask = lanes(0, cols as i64) as u16;
+        let mut r = [_mm512_setzero_ps(); 16];
+        for (i, row) in r.iter_mut().enumerate() {
+            let (mask, i) = if i < rows { (mask, i) } else { (0, rows - 1) };
+            *row = _mm512_maskz_loadu_ps(mask, src.add(i * stride));
+        }
+        for (j, &column) in transpose16(r).iter().enumerate() {
+            if j < cols {
+                _mm512_storeu_ps(dst.add(j * 16), column);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn transpose_out(src: *const f32, dst: *mut f32, stride: usize, rows: usize, cols: usize) {
+        let mut r = [_mm512_setzero_ps(); 16];
+        for (j, column) in r.iter_mut().enumerate() {
+            *column = _mm512_loadu_ps(src.add(j * 16));
+        }
+        let mask = lanes(0, cols as i64) as u16;
+        for (i, &row) in transpose16(r).iter().enumerate() {
+            if i < rows {
+                _mm512_mask_storeu_ps(dst.add(i * stride), mask, row);
+            }
+        }
     }
 }
 
@@ -192,6 +238,36 @@ impl PlaneVector for Ymm {
     #[inline(always)]
     unsafe fn div(a: Ymm, b: Ymm) -> Ymm {
         Ymm(_mm256_div_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn write(p: *mut f32, v: Ymm) {
+        _mm256_storeu_ps(p, v.0)
+    }
+    #[inline(always)]
+    unsafe fn transpose_in(src: *const f32, stride: usize, rows: usize, cols: usize, dst: *mut f32) {
+        // As for zmm: rows past `rows` load no lanes, at the last row.
+        let mut r = [_mm256_setzero_ps(); 8];
+        for (i, row) in r.iter_mut().enumerate() {
+            let (count, i) = if i < rows { (cols, i) } else { (0, rows - 1) };
+            *row = Self::load_first(src.add(i * stride), count).0;
+        }
+        for (j, &column) in transpose8(r).iter().enumerate() {
+            if j < cols {
+                _mm256_storeu_ps(dst.add(j * 8), column);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn transpose_out(src: *const f32, dst: *mut f32, stride: usize, rows: usize, cols: usize) {
+        let mut r = [_mm256_setzero_ps(); 8];
+        for (j, column) in r.iter_mut().enumerate() {
+            *column = _mm256_loadu_ps(src.add(j * 8));
+        }
+        for (i, &row) in transpose8(r).iter().enumerate() {
+            if i < rows {
+                Self::store(dst.add(i * stride), cols, Ymm(row));
+            }
+        }
     }
 }
 
