@@ -543,8 +543,9 @@ const B_BUF: usize = 64 * 1024;
 /// Floats of the largest tile (edge tiles are computed into a stack tile).
 const TILE_BUF: usize = 16 * 32;
 
+/// `N` floats on a cache line boundary: the kernels' stack buffers.
 #[repr(C, align(64))]
-struct Aligned<const N: usize>([f32; N]);
+pub(crate) struct Aligned<const N: usize>(pub [f32; N]);
 
 /// Rows of one packed A panel, for every micro-kernel: `panel[l * PANEL_ROWS + i]`.
 /// One layout for all kernels lets the compiler pack weights ahead of time

@@ -19,7 +19,7 @@
 //! of a convolution, without another pass over the output.
 
 use super::gemm::{
-    pack_a_panels, pack_b_block, pack_b_panel, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel,
+    pack_a_panels, pack_b_block, pack_b_panel, Aligned, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel,
     PANEL_ROWS,
 };
 use crate::parallel::{share, Parallel};
@@ -33,9 +33,6 @@ pub const MAX_BLOCK_COLUMNS: usize = 2048;
 /// their rows are far apart and miss the caches, and the hardware
 /// prefetchers do not follow a tile's short row segments.
 pub(crate) const PREFETCHED_OUTPUT_BYTES: usize = 512 * 1024;
-
-#[repr(C, align(64))]
-struct Aligned<const N: usize>([f32; N]);
 
 /// Floats of `m x k` packed by [`pack_a`] (rows padded to whole panels).
 pub fn packed_a_len(m: usize, k: usize) -> usize {

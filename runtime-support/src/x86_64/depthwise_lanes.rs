@@ -16,6 +16,7 @@
 use super::plane::PlaneVector;
 use super::tile::{with_literal_taps, Taps};
 use crate::generic::conv::ConvParams;
+use crate::generic::gemm::Aligned;
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
@@ -143,9 +144,6 @@ pub(crate) unsafe fn depthwise_lanes<V: PlaneVector>(
     }
     true
 }
-
-#[repr(C, align(64))]
-struct Aligned<const N: usize>([f32; N]);
 
 /// The planes of a group: the first's input and output, how many, and
 /// the output plane's size.
