@@ -28,6 +28,17 @@ static int read_floats(const char *path, float *dst, size_t count) {
     return 0;
 }
 
+/* The rule `onnxc test` uses: a NaN matches only a NaN, an infinity only the
+ * same infinity, finite values within 1e-4 + 1e-3 |want|. (A plain
+ * `fabsf(got - want) > tol` would let a NaN output through as a match.) */
+static int agrees(float got, float want) {
+    if (isnan(got) || isnan(want))
+        return isnan(got) && isnan(want);
+    if (isinf(got) || isinf(want))
+        return got == want;
+    return fabsf(got - want) <= 1e-4f + 1e-3f * fabsf(want);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s INPUT.bin EXPECTED.bin\n", argv[0]);
@@ -59,7 +70,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < MODEL_OUTPUT0_ELEMENTS; i++) {
         if (output[i] > output[best])
             best = i;
-        if (fabsf(output[i] - expected[i]) > 1e-4f + 1e-3f * fabsf(expected[i])) {
+        if (!agrees(output[i], expected[i])) {
             fprintf(stderr, "output[%d] = %g, expected %g\n", i, output[i], expected[i]);
             mismatches++;
         }

@@ -26,9 +26,7 @@ fn filled(rng: &mut Rng, n: usize) -> Vec<f32> {
 
 /// Asserts `got` is `want` up to f32 rounding of a sum of `scale` magnitude.
 fn close(what: &str, i: usize, got: f32, want: f64, scale: f64) {
-    let ok = (got.is_nan() && want.is_nan())
-        || got as f64 == want
-        || (got as f64 - want).abs() <= 1e-5 * scale.max(1.0) + 1e-6;
+    let ok = onnxc_runtime::tolerance::close(got as f64, want, 0.0, 1e-5 * scale.max(1.0) + 1e-6);
     assert!(ok, "{what}: element {i}: got {got}, want {want} (scale {scale})");
 }
 

@@ -136,7 +136,7 @@ fn compare(a: &[Tensor], b: &[Tensor]) {
         assert_eq!((x.dtype, &x.shape), (y.dtype, &y.shape), "output {k}: type or shape differs");
         for i in 0..x.len() {
             let (p, q) = (x.get_f64(i), y.get_f64(i));
-            let close = (p.is_nan() && q.is_nan()) || p == q || (p - q).abs() <= 1e-4 + 1e-3 * p.abs().max(q.abs());
+            let close = onnxc_runtime::tolerance::close(p, q, 1e-3, 1e-4);
             assert!(close, "output {k} element {i}: optimised {p}, plain {q}");
         }
     }

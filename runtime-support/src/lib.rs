@@ -26,6 +26,7 @@ pub mod abi;
 pub mod generic;
 pub mod model;
 pub mod parallel;
+pub mod tolerance;
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::missing_safety_doc)]
 pub mod x86_64;

@@ -169,7 +169,7 @@ fn matmul_then_add_becomes_a_gemm() {
     let want: Vec<f32> =
         (0..4).map(|ij| (0..3).map(|l| x[ij / 2 * 3 + l] * w[l * 2 + ij % 2]).sum::<f32>() + b[ij % 2]).collect();
     let got = f32s(&outputs[0]);
-    for (g, w) in got.iter().zip(&want) {
-        assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{got:?} vs {want:?}");
-    }
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    let close = got.iter().zip(&want).all(|(&g, &w)| onnxc_runtime::tolerance::close(g.into(), w.into(), 1e-6, 1e-6));
+    assert!(close, "{got:?} vs {want:?}");
 }

@@ -25,6 +25,7 @@ mod freestanding;
 mod fusion;
 mod gradient;
 mod image;
+mod judging;
 mod maps;
 mod models;
 mod pipeline;

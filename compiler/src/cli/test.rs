@@ -174,8 +174,9 @@ fn sorted(m: &Map) -> Option<Map> {
     Some(Map { keys: permute(&m.keys)?, values: permute(&m.values)? })
 }
 
-/// Checks `|got - want| <= atol + rtol * |want|` elementwise (NaN equals
-/// NaN, infinities must match exactly, integers and bools exactly).
+/// Checks every element by [`onnxc_runtime::tolerance::close`] (NaN only
+/// for NaN, an infinity only for the same one, else `|got - want| <= atol +
+/// rtol * |want|`); integers and bools exactly.
 pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
     if got.dtype != want.dtype {
         return Err(format!("element type {}, expected {}", got.dtype, want.dtype));
@@ -202,8 +203,7 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), 
     let mut largest = 0f64;
     for i in 0..got.len() {
         let ok = if float {
-            let (g, w) = (got.get_f64(i), want.get_f64(i));
-            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs()
+            onnxc_runtime::tolerance::close(got.get_f64(i), want.get_f64(i), rtol, atol)
         } else if got.dtype == DType::U64 {
             got.get_i64(i) as u64 == want.get_i64(i) as u64
         } else {

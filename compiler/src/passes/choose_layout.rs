@@ -408,7 +408,7 @@ mod tests {
     use crate::ops::elementwise::{Elementwise, Func};
     use crate::ops::pool::{Pool, PoolKind};
     use crate::ops::shape_ops::Concat;
-    use crate::passes::test_graph::{constant, floats, push, push_conv, run_bytes, value};
+    use crate::passes::test_graph::{assert_all_close, constant, floats, push, push_conv, run_bytes, value};
 
     /// Appends `y = Conv(x)` with `channels` out of `[1, c, 5, 5]` and a
     /// `k`×`k` kernel padded to keep the size.
@@ -553,10 +553,7 @@ mod tests {
         let x = Tensor::from_f32s(shape.to_vec(), &x);
         let want = floats(&run_bytes(reference, std::slice::from_ref(&x), false)[0]);
         let got = floats(&run_bytes(rewritten, std::slice::from_ref(&x), false)[0]);
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{got:?} vs {want:?}");
-        }
+        assert_all_close(&got, &want, 1e-4, "rewritten vs reference");
     }
 
     /// One conv (28 800 multiply-adds) would need 600 elements reordered:

@@ -105,6 +105,7 @@ mod tests {
     use super::*;
     use crate::infer::{infer, Bindings};
     use crate::limits::Limits;
+    use crate::passes::test_graph::assert_all_close;
     use onnx_proto::*;
 
     fn f32_init(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
@@ -207,9 +208,7 @@ mod tests {
             let x = Tensor::from_f32s(vec![1, 2, 3, 3], &x);
             let (want, got) = (run(&reference, &x), run(&folded, &x));
             assert!(want.iter().any(|&w| w != 0.0));
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-5 + 1e-5 * w.abs(), "caffe2 {caffe2}: {got:?} vs {want:?}");
-            }
+            assert_all_close(&got, &want, 1e-5, &format!("caffe2 {caffe2}"));
         }
     }
 

@@ -111,7 +111,7 @@ mod tests {
     use super::*;
     use crate::ops::elementwise::Elementwise;
     use crate::ops::norm::BatchNorm;
-    use crate::passes::test_graph::{constant, floats, push, push_conv, run_bytes, value};
+    use crate::passes::test_graph::{assert_all_close, constant, floats, push, push_conv, run_bytes, value};
 
     /// x[1,3,4,5] -> BatchNormalization (-> Mul by [3,1,1] -> Add of
     /// [1,3,1,1] when `caffe2`) -> Relu -> Conv(W[2,3,1,1]) -> y, with the
@@ -167,9 +167,7 @@ mod tests {
             let got = floats(&run_bytes(&after, &inputs, false)[0]);
             assert_eq!(got.len(), 40);
             assert!(want.iter().any(|&w| w != 0.0));
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "caffe2 {caffe2}: {got:?} vs {want:?}");
-            }
+            assert_all_close(&got, &want, 1e-5, &format!("caffe2 {caffe2}"));
         }
     }
 

@@ -64,7 +64,7 @@ mod tests {
     use crate::ir::{Tensor, ValueDef};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::linalg::MatMul;
-    use crate::passes::test_graph::{constant, floats, push, run_bytes, value};
+    use crate::passes::test_graph::{assert_all_close, constant, floats, push, run_bytes, value};
 
     /// `y = Add(bias, MatMul(x[3,5], w[5,4]))`, with the bias shaped `bias_shape`.
     fn graph(bias_shape: &[usize]) -> Graph {
@@ -100,9 +100,7 @@ mod tests {
             for portable in [false, true] {
                 let want = floats(&run_bytes(&g, &inputs, portable)[0]);
                 let got = floats(&run_bytes(&after, &inputs, portable)[0]);
-                for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{bias_shape:?}: {got:?} vs {want:?}");
-                }
+                assert_all_close(&got, &want, 1e-6, &format!("{bias_shape:?}"));
             }
         }
     }

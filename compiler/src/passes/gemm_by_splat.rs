@@ -101,7 +101,7 @@ mod tests {
     use super::*;
     use crate::ops::linalg::MatMul;
     use crate::ops::shape_ops::ConstantOfShape;
-    use crate::passes::test_graph::{constant, floats, push, run_bytes, value};
+    use crate::passes::test_graph::{assert_all_close, constant, floats, push, run_bytes, value};
 
     /// `y = Gemm(x[3,5], B, bias[4])` with `B` = ConstantOfShape([4,5]) of
     /// 0.25 (transB), or `y = MatMul(x[3,5], B[5,4] of equal constants)`.
@@ -144,9 +144,7 @@ mod tests {
                 let want = floats(&run_bytes(&g, &inputs, portable)[0]);
                 let got = floats(&run_bytes(&after, &inputs, portable)[0]);
                 assert_eq!(got.len(), 12);
-                for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "matmul {matmul}: {got:?} vs {want:?}");
-                }
+                assert_all_close(&got, &want, 1e-5, &format!("matmul {matmul}"));
             }
         }
     }

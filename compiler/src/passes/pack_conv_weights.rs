@@ -58,7 +58,7 @@ pub fn pack_conv_weights(graph: &mut Graph) {
 mod tests {
     use super::*;
     use crate::ir::ValueId;
-    use crate::passes::test_graph::{push_conv, value};
+    use crate::passes::test_graph::{assert_all_close, push_conv, value};
 
     /// x[1,4,5,5] → Conv(W[10,2,3,3], group 2) → y[1,10,3,3]: two groups of
     /// five output channels, so each packed group is one padded panel.
@@ -96,8 +96,6 @@ mod tests {
 
         let x = Tensor::from_f32s(vec![1, 4, 5, 5], &(0..100).map(|i| (i as f32 * 0.71).cos()).collect::<Vec<_>>());
         let (want, got) = (run(&reference, &x), run(&packed, &x));
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-5 + 1e-5 * w.abs(), "{got:?} vs {want:?}");
-        }
+        assert_all_close(&got, &want, 1e-5, "packed vs reference");
     }
 }

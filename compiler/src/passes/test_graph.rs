@@ -63,6 +63,14 @@ pub fn run_bytes(graph: &Graph, inputs: &[Tensor], portable: bool) -> Vec<Vec<u8
     model.run(inputs).expect("run").into_iter().map(|t| t.data).collect()
 }
 
+/// Asserts that `got` has `want`'s length and each element is within `tol`
+/// of it, relative and absolute ([`onnxc_runtime::tolerance::close`]).
+pub fn assert_all_close<T: Copy + Into<f64> + std::fmt::Debug>(got: &[T], want: &[T], tol: f64, context: &str) {
+    assert_eq!(got.len(), want.len(), "{context}: lengths differ ({got:?} vs {want:?})");
+    let close = got.iter().zip(want).all(|(&g, &w)| onnxc_runtime::tolerance::close(g.into(), w.into(), tol, tol));
+    assert!(close, "{context}: {got:?} vs {want:?}");
+}
+
 /// Asserts that two runs' f32 outputs are the same bits, element by
 /// element, except that any NaN equals any NaN (the sign and payload of a
 /// NaN that `fmax`/`fmin` return differ between ISAs and between scalar

@@ -424,9 +424,7 @@ mod tests {
                 }
                 for i in 0..want.len() {
                     let w = want[i];
-                    let close = |g: f64, tol: f64| {
-                        g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs())
-                    };
+                    let close = |g: f64, tol: f64| crate::tolerance::close(g, w, tol, tol);
                     assert!(close(got32[i] as f64, 1e-5), "kind {kind} dims {dims:?}: {} vs {w}", got32[i]);
                     assert!(close(got64[i], 1e-12), "kind {kind} dims {dims:?}: {} vs {w}", got64[i]);
                 }
