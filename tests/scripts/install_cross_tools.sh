@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tests/suite/cross.rs needs to link and run aarch64 and
 # riscv64 objects: Debian's cross gcc (with the target's libc for -static)
-# and qemu-user. Returns at once when every tool is already there.
+# and qemu-user (whose qemu-x86_64 also runs the kernel tests on an emulated
+# AVX2-only CPU, see tests/run.sh). Returns at once when every tool is
+# already there.
 #
 #   bash tests/scripts/install_cross_tools.sh
 #
@@ -13,7 +15,7 @@ log() { echo "install_cross_tools: $*" >&2; }
 missing=()
 command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v riscv64-linux-gnu-gcc >/dev/null || missing+=(gcc-riscv64-linux-gnu libc6-dev-riscv64-cross)
-if ! command -v qemu-aarch64 >/dev/null || ! command -v qemu-riscv64 >/dev/null; then
+if ! command -v qemu-aarch64 >/dev/null || ! command -v qemu-riscv64 >/dev/null || ! command -v qemu-x86_64 >/dev/null; then
     missing+=(qemu-user)
 fi
 if [[ ${#missing[@]} -eq 0 ]]; then

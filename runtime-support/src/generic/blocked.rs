@@ -621,7 +621,9 @@ mod tests {
                 assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
                 let s = BlockedShape::of(&p).expect("blocked");
                 #[cfg(target_arch = "x86_64")]
-                for kernel in [GemmKernel::Avx2Fma, GemmKernel::Avx512].into_iter().filter(|k| k.available()) {
+                for kernel in
+                    crate::generic::test_util::gemm_kernels().into_iter().filter(|&k| k != GemmKernel::Generic)
+                {
                     let mut outputs = Vec::new();
                     for parallel in [null(), &threaded as *const Parallel] {
                         let mut y = vec![f32::NAN; out_len];

@@ -443,6 +443,10 @@ impl GemmKernel {
 
     /// The fastest available implementation (detected once, then cached).
     pub fn best() -> GemmKernel {
+        #[cfg(test)]
+        if let Some(level) = super::test_util::forced_level() {
+            return level;
+        }
         match SELECTED.load(Ordering::Relaxed) {
             1 => GemmKernel::Generic,
             2 => GemmKernel::Avx2Fma,
@@ -1037,10 +1041,10 @@ unsafe fn store_tile(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec};
+    use crate::generic::test_util::{assert_close, gemm_kernels, rand_vec};
     use std::vec;
     use std::vec::Vec;
 
@@ -1193,51 +1197,121 @@ mod tests {
     /// Every SIMD kernel this CPU supports against the generic reference, on
     /// shapes that straddle the tiles and the cache blocks, with every
     /// stride pattern the compiler emits. Kernels the CPU lacks are skipped
-    /// (and say so).
+    /// (see [`gemm_kernels`]).
     #[test]
     fn simd_kernels_match_generic() {
-        for kernel in GemmKernel::ALL {
-            if !kernel.available() {
-                std::eprintln!("skipping gemm kernel {}: not supported by this CPU", kernel.name());
-                continue;
-            }
+        for kernel in gemm_kernels() {
             let mut seed = 500;
-            let shapes: &[(usize, usize, usize)] = &[
-                (1, 1, 1),
-                (1, 37, 5),
-                (5, 1, 9),
-                (6, 16, 7),
-                (8, 32, 256),
-                (7, 31, 257),
-                (9, 33, 300),
-                (13, 50, 513),
-                (33, 65, 17),
-                (200, 70, 300),
-                (64, 96, 576),
-                (17, 129, 1),
-                // Several A blocks (the next block prefetched across them),
-                // with unequal depth slices.
-                (400, 70, 257),
-                (300, 40, 600),
-            ];
-            for &(m, n, k) in shapes {
+            let gemm =
+                |m, n, k, alpha, a, b, beta, c, y| unsafe { sgemm_with(kernel, m, n, k, alpha, a, b, beta, c, y) };
+            for &(m, n, k) in SHAPES {
                 for layout in 0..7 {
                     for bias in 0..5 {
                         seed += 1;
-                        check_kernel(kernel, m, n, k, layout, bias, seed);
+                        check_kernel(kernel.name(), &gemm, (m, n, k), layout, bias, seed);
                     }
                 }
             }
         }
     }
 
-    /// Runs one problem through `kernel` and the generic path and compares.
+    /// Products that straddle the tiles and the cache blocks.
+    const SHAPES: &[(usize, usize, usize)] = &[
+        (1, 1, 1),
+        (1, 37, 5),
+        (5, 1, 9),
+        (6, 16, 7),
+        (8, 32, 256),
+        (7, 31, 257),
+        (9, 33, 300),
+        (13, 50, 513),
+        (33, 65, 17),
+        (200, 70, 300),
+        (64, 96, 576),
+        (17, 129, 1),
+        // Several A blocks (the next block prefetched across them), with
+        // unequal depth slices.
+        (400, 70, 257),
+        (300, 40, 600),
+    ];
+
+    /// The drivers' packing and edge logic in each SIMD kernel's layout
+    /// (tile rows and columns, depth slices, A blocks), with portable
+    /// arithmetic ([`LayoutOf`]): the same problems as
+    /// [`simd_kernels_match_generic`], run on any host whatever its
+    /// instruction sets.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_layouts_match_generic_on_any_host() {
+        use crate::x86_64::{avx2::Avx2Fma, avx512::Avx512};
+        check_layout::<Avx2Fma>("avx2-fma layout");
+        check_layout::<Avx512>("avx512f layout");
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn check_layout<K: MicroKernel>(name: &str) {
+        let mut seed = 900;
+        for &(m, n, k) in SHAPES {
+            for layout in 0..7 {
+                for bias in 0..5 {
+                    seed += 1;
+                    let gemm = |m, n, k, alpha, a, b, beta, c, y| unsafe {
+                        blocked::<LayoutOf<K>>(m, n, k, alpha, a, b, beta, c, y)
+                    };
+                    check_kernel(name, &gemm, (m, n, k), layout, bias, seed);
+                }
+            }
+        }
+    }
+
+    /// Portable arithmetic in `K`'s layout: `K`'s tile rows and columns,
+    /// depth slices and A blocks, so that a driver instantiated with it
+    /// packs, slices and cuts edge tiles exactly as it does for `K`, on a
+    /// host that cannot run `K`.
+    pub(crate) struct LayoutOf<K>(core::marker::PhantomData<K>);
+
+    impl<K: MicroKernel> MicroKernel for LayoutOf<K> {
+        const MR: usize = K::MR;
+        const NR: usize = K::NR;
+        const A_BLOCK: usize = K::A_BLOCK;
+        const KC: usize = K::KC;
+
+        unsafe fn tile(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            y: *mut f32,
+            rs: isize,
+            rows: usize,
+            cols: usize,
+            alpha: f32,
+            accumulate: bool,
+            _ahead: Lookahead,
+        ) {
+            for i in 0..rows {
+                for j in 0..cols {
+                    let sum = (0..kc).fold(0.0f32, |acc, l| acc + *a.add(l * PANEL_ROWS + i) * *b.add(l * K::NR + j));
+                    let at = y.offset(i as isize * rs + j as isize);
+                    *at = if accumulate { *at + alpha * sum } else { alpha * sum };
+                }
+            }
+        }
+
+        unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
+            product.run::<Self>(task)
+        }
+    }
+
+    /// A gemm under test, with [`sgemm`]'s arguments.
+    type Gemm<'a> = &'a dyn Fn(usize, usize, usize, f32, MatRef, MatRef, f32, Option<MatRef>, MatMut);
+
+    /// Runs one problem through `gemm` and the generic path and compares.
     /// `layout`: 0 plain, 1 A transposed, 2 B transposed, 3 both, 4 negative
     /// row strides + padded y rows, 5 non-unit column strides everywhere,
     /// 6 only y's columns strided (B's panels packed by tiles that store
     /// through the tile buffer).
     /// `bias`: 0 none, 1 full C, 2 row broadcast, 3 column broadcast, 4 scalar.
-    fn check_kernel(kernel: GemmKernel, m: usize, n: usize, k: usize, layout: u32, bias: u32, seed: u64) {
+    fn check_kernel(name: &str, gemm: Gemm, (m, n, k): (usize, usize, usize), layout: u32, bias: u32, seed: u64) {
         let (mi, ni, ki) = (m as isize, n as isize, k as isize);
         let pad = 3isize;
         let a = rand_vec(m * k * 2 + 8, seed);
@@ -1274,13 +1348,13 @@ mod tests {
         unsafe {
             let ym = MatMut { ptr: want.as_mut_ptr(), rs: yrs, cs: ycs };
             gemm_generic(m, n, k, alpha, am, bm, beta, cm, ym);
-            let ym = MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs };
-            sgemm_with(kernel, m, n, k, alpha, am, bm, beta, cm, ym);
+            gemm(m, n, k, alpha, am, bm, beta, cm, MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs });
         }
         // Untouched padding stays NaN in both (compared as equal).
+        let tol = 1e-4 * (1.0 + (k as f64).sqrt());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let ok = (g - w).abs() <= 1e-4 * (1.0 + w.abs()) * (1.0 + (k as f32).sqrt()) || (g.is_nan() && w.is_nan());
-            assert!(ok, "{} m={m} n={n} k={k} layout={layout} bias={bias} at {i}: got {g}, want {w}", kernel.name());
+            let ok = crate::tolerance::close(*g as f64, *w as f64, tol, tol);
+            assert!(ok, "{name} m={m} n={n} k={k} layout={layout} bias={bias} at {i}: got {g}, want {w}");
         }
     }
 
@@ -1330,11 +1404,7 @@ mod tests {
         p.a_batch_strides[..2].copy_from_slice(&[3 * m * k, m * k]);
         p.b_batch_strides[..2].copy_from_slice(&[0, k * n]);
         let want = reference(&p, &a, &b, Some(&c));
-        for kernel in GemmKernel::ALL {
-            if !kernel.available() {
-                std::eprintln!("skipping gemm kernel {}: not supported by this CPU", kernel.name());
-                continue;
-            }
+        for kernel in gemm_kernels() {
             let mut got = vec![f32::NAN; want.len()];
             let st = unsafe { gemm_batched(kernel, &p, a.as_ptr(), b.as_ptr(), c.as_ptr(), got.as_mut_ptr()) };
             assert_eq!(st, STATUS_OK);

@@ -136,7 +136,97 @@ pub(crate) fn to_isize<const N: usize>(src: &[i64; N]) -> [isize; N] {
 #[cfg(test)]
 pub(crate) mod test_util {
     extern crate std;
+    use super::gemm::GemmKernel;
+    use core::cell::Cell;
     use std::vec::Vec;
+
+    /// The environment variable that makes a missing instruction set fail
+    /// the kernel tests instead of skipping them: a comma-separated list of
+    /// [`ISAS`], or `all`.
+    pub const REQUIRE_ISA: &str = "ONNXC_REQUIRE_ISA";
+
+    /// The instruction sets whose kernels the tests run where the CPU has
+    /// them.
+    pub const ISAS: [&str; 3] = ["avx2", "avx512", "vnni"];
+
+    /// Whether a test may run the kernels of `isa` (one of [`ISAS`]), which
+    /// this CPU has when `available`. Kernels the CPU lacks are skipped, and
+    /// said so on stderr; but when [`REQUIRE_ISA`] names `isa` the test
+    /// fails instead, so that a run meant to cover a path cannot pass on a
+    /// host that lacks it.
+    pub fn isa_runs_here(isa: &str, available: bool) -> bool {
+        let required = std::env::var(REQUIRE_ISA).unwrap_or_default();
+        let runs = decide_isa(isa, available, &required).unwrap_or_else(|e| panic!("{e}"));
+        if !runs {
+            std::eprintln!(
+                "skipping the {isa} kernels: this CPU lacks {isa} (set {REQUIRE_ISA}={isa} to fail instead)"
+            );
+        }
+        runs
+    }
+
+    /// [`isa_runs_here`]'s rule with [`REQUIRE_ISA`] set to `required`:
+    /// whether the kernels run, or why the test must fail.
+    fn decide_isa(isa: &str, available: bool, required: &str) -> Result<bool, std::string::String> {
+        assert!(ISAS.contains(&isa), "unknown instruction set {isa:?}");
+        let names: Vec<&str> = required.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+        let unknown: Vec<&&str> = names.iter().filter(|n| **n != "all" && !ISAS.contains(n)).collect();
+        if !unknown.is_empty() {
+            return Err(std::format!("{REQUIRE_ISA}={required}: unknown {unknown:?} (known: {ISAS:?} or all)"));
+        }
+        if !available && names.iter().any(|&n| n == isa || n == "all") {
+            return Err(std::format!("{REQUIRE_ISA}={required} requires the {isa} kernels; this CPU lacks {isa}"));
+        }
+        Ok(available)
+    }
+
+    #[test]
+    fn a_required_isa_the_cpu_lacks_fails_the_test() {
+        assert_eq!(decide_isa("avx512", false, ""), Ok(false));
+        assert!(decide_isa("avx512", false, "avx512").is_err());
+        assert!(decide_isa("vnni", false, "avx2, vnni").is_err());
+        assert!(decide_isa("avx2", false, "all").is_err());
+        assert_eq!(decide_isa("avx2", false, "avx512"), Ok(false));
+        assert_eq!(decide_isa("avx512", true, "all"), Ok(true));
+        assert!(decide_isa("avx2", true, "avx-512").is_err(), "a misspelt name must not pass unnoticed");
+    }
+
+    /// The instruction set of a gemm level (`None` for the portable one).
+    pub fn gemm_isa(kernel: GemmKernel) -> Option<&'static str> {
+        match kernel {
+            GemmKernel::Generic => None,
+            GemmKernel::Avx2Fma => Some("avx2"),
+            GemmKernel::Avx512 => Some("avx512"),
+        }
+    }
+
+    /// Every gemm level a test can run here ([`isa_runs_here`] for each).
+    pub fn gemm_kernels() -> Vec<GemmKernel> {
+        let runs = |k: &GemmKernel| gemm_isa(*k).is_none_or(|isa| isa_runs_here(isa, k.available()));
+        GemmKernel::ALL.into_iter().filter(runs).collect()
+    }
+
+    std::thread_local! {
+        static FORCED_LEVEL: Cell<Option<GemmKernel>> = const { Cell::new(None) };
+    }
+
+    /// Runs `body` with [`GemmKernel::best`] answering `level` on this
+    /// thread, so that a test reaches what a host whose best level is
+    /// `level` runs (the AVX2 paths on an AVX-512 host). Work handed to
+    /// other threads sees the CPU's best; the tests' `parallel_for` hooks
+    /// run their tasks on the calling thread. `level` must be available.
+    pub fn with_level<R>(level: GemmKernel, body: impl FnOnce() -> R) -> R {
+        assert!(level.available(), "{} is not available here", level.name());
+        let before = FORCED_LEVEL.with(|f| f.replace(Some(level)));
+        let result = body();
+        FORCED_LEVEL.with(|f| f.set(before));
+        result
+    }
+
+    /// The level [`with_level`] forces on this thread, if any.
+    pub fn forced_level() -> Option<GemmKernel> {
+        FORCED_LEVEL.with(Cell::get)
+    }
 
     /// Deterministic pseudo-random values in [-1, 1).
     pub fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
@@ -180,11 +270,12 @@ pub(crate) mod test_util {
         out
     }
 
-    /// Asserts `got` and `want` agree to a relative tolerance.
+    /// Asserts `got` and `want` agree elementwise within `tol`, relative
+    /// and absolute ([`crate::tolerance::close`]).
     pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
-        assert_eq!(got.len(), want.len());
+        assert_eq!(got.len(), want.len(), "lengths differ");
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
+            let ok = crate::tolerance::close(*g as f64, *w as f64, tol as f64, tol as f64);
             assert!(ok, "index {i}: got {g}, want {w}");
         }
     }

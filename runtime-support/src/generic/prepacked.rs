@@ -503,7 +503,7 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec, reversed};
+    use crate::generic::test_util::{assert_close, gemm_kernels, rand_vec, reversed};
     use std::vec;
 
     /// Bias, residual and activation, applied row by row or (when `tiled`)
@@ -565,7 +565,7 @@ mod tests {
             TileActivation::Clamp { lo: 1.0, hi: -1.0 },
             TileActivation::Leaky { slope: 0.1 },
         ];
-        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
+        for kernel in gemm_kernels() {
             for activation in activations {
                 let run = |tiled: bool| {
                     let finish = BiasResidual { bias: &bias, residual: &residual, n, activation, tiled };
@@ -583,49 +583,77 @@ mod tests {
         }
     }
 
+    /// The finish [`check_naive_product`] hands the drivers: adds each
+    /// row's index, so that a row finished as another shows.
+    type RowTag = fn(usize, usize, &mut [f32]);
+
+    fn tag_rows(i: usize, _j0: usize, row: &mut [f32]) {
+        row.iter_mut().for_each(|v| *v += i as f32);
+    }
+
+    /// A pre-packed gemm under test, with [`prepacked`]'s arguments.
+    type Driver<'a> = &'a dyn Fn(usize, usize, usize, *const f32, &MatRef, MatMut, &RowTag, *const Parallel);
+
     /// Every kernel, with edge tiles in both directions, several depth
     /// slices and B blocks, against a naive product plus a row-tagged
     /// finish; the tasks run in reverse (a threaded split) give the same
     /// bits.
     #[test]
     fn matches_naive_product() {
-        for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
-            // (300, 40, 600): threads split the rows and share one B block
-            // per slice. (35, 50, 20): a last tile of 3 rows and 18 columns.
-            for (m, n, k) in [
-                (1, 1, 1),
-                (8, 32, 16),
-                (13, 37, 5),
-                (70, 2100, 9),
-                (17, 45, 700),
-                (3, 5, 0),
-                (300, 40, 600),
-                (35, 50, 20),
-            ] {
-                let a = rand_vec(m * k, 3);
-                let b = rand_vec(k * n, 4);
-                let mut want = vec![0.0f32; m * n];
-                for i in 0..m {
-                    for j in 0..n {
-                        let s: f64 = (0..k).map(|l| a[i * k + l] as f64 * b[l * n + j] as f64).sum();
-                        want[i * n + j] = s as f32 + i as f32;
-                    }
+        for kernel in gemm_kernels() {
+            let driver = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
+                sgemm_prepacked_with(kernel, m, n, k, a, b, y, finish, parallel)
+            };
+            check_naive_product(kernel.name(), &driver);
+        }
+    }
+
+    /// The driver in each SIMD kernel's layout with portable arithmetic
+    /// ([`LayoutOf`]), on any host.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_layouts_match_naive_product_on_any_host() {
+        use crate::generic::gemm::tests::LayoutOf;
+        use crate::x86_64::{avx2::Avx2Fma, avx512::Avx512};
+        let avx2 = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
+            prepacked::<LayoutOf<Avx2Fma>, _, _>(m, n, k, a, b, y, finish, parallel)
+        };
+        check_naive_product("avx2-fma layout", &avx2);
+        let avx512 = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
+            prepacked::<LayoutOf<Avx512>, _, _>(m, n, k, a, b, y, finish, parallel)
+        };
+        check_naive_product("avx512f layout", &avx512);
+    }
+
+    fn check_naive_product(name: &str, driver: Driver) {
+        // (300, 40, 600): threads split the rows and share one B block
+        // per slice. (35, 50, 20): a last tile of 3 rows and 18 columns.
+        for (m, n, k) in
+            [(1, 1, 1), (8, 32, 16), (13, 37, 5), (70, 2100, 9), (17, 45, 700), (3, 5, 0), (300, 40, 600), (35, 50, 20)]
+        {
+            let a = rand_vec(m * k, 3);
+            let b = rand_vec(k * n, 4);
+            let mut want = vec![0.0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let s: f64 = (0..k).map(|l| a[i * k + l] as f64 * b[l * n + j] as f64).sum();
+                    want[i * n + j] = s as f32 + i as f32;
                 }
-                let mut packed = vec![f32::NAN; packed_a_len(m, k)];
-                let finish = |i: usize, _j0: usize, row: &mut [f32]| row.iter_mut().for_each(|v| *v += i as f32);
-                unsafe { pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr()) };
-                let run = |parallel: Parallel| {
-                    let mut got = vec![f32::NAN; m * n];
-                    let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
-                    let y = MatMut { ptr: got.as_mut_ptr(), rs: n as isize, cs: 1 };
-                    unsafe { sgemm_prepacked_with(kernel, m, n, k, packed.as_ptr(), &bm, y, &finish, &parallel) };
-                    got
-                };
-                let got = run(Parallel::SERIAL);
-                assert_close(&got, &want, 1e-4);
-                let shuffled = run(Parallel { run: Some(reversed), user: core::ptr::null_mut() });
-                assert!(got.iter().zip(&shuffled).all(|(a, b)| a.to_bits() == b.to_bits()));
             }
+            let mut packed = vec![f32::NAN; packed_a_len(m, k)];
+            unsafe { pack_a(m, k, MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 }, packed.as_mut_ptr()) };
+            let run = |parallel: Parallel| {
+                let mut got = vec![f32::NAN; m * n];
+                let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
+                let y = MatMut { ptr: got.as_mut_ptr(), rs: n as isize, cs: 1 };
+                driver(m, n, k, packed.as_ptr(), &bm, y, &(tag_rows as RowTag), &parallel);
+                got
+            };
+            let got = run(Parallel::SERIAL);
+            assert_close(&got, &want, 1e-4);
+            let shuffled = run(Parallel { run: Some(reversed), user: core::ptr::null_mut() });
+            let same = got.iter().zip(&shuffled).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{name} {m}x{n}x{k}: the threaded split changed the bits");
         }
     }
 }

@@ -218,14 +218,15 @@ unsafe fn portable_u8i8([m, k, n]: [usize; 3], a: *const u8, a_flip: u8, b: *con
 pub(crate) mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::rand_bytes as bytes;
+    use crate::generic::test_util::{isa_runs_here, rand_bytes as bytes};
     use std::vec;
     use std::vec::Vec;
 
     /// The kernels this CPU has (each one checked separately, not only the
-    /// best).
+    /// best); see [`isa_runs_here`] for those it lacks.
     pub(crate) fn kernels() -> Vec<ByteKernel> {
-        ByteKernel::ALL.into_iter().filter(|k| k.available()).collect()
+        let runs = |k: &ByteKernel| *k == ByteKernel::Generic || isa_runs_here(k.name(), k.available());
+        ByteKernel::ALL.into_iter().filter(runs).collect()
     }
 
     fn matrix(data: &[u8], dtype: i64, zp: &[u8], indexed: bool) -> IntMatrix {
