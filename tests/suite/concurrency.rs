@@ -1,10 +1,13 @@
 //! Compiled code is re-entrant and deterministic (DESIGN §1): the same
 //! JIT-compiled model called from several threads at once, each call with
 //! its own workspace and outputs, gives bit-identical results, and so do a
-//! hundred calls in a row. Models: a whole CNN (SIMD gemm and conv kernels),
-//! a data-dependent output (Compress, memory from the workspace at run
-//! time) and random operators (seeded and unseeded). The CNN's object file,
-//! linked into a C program (`c/threads.c`), is called from threads too.
+//! hundred calls in a row. Models: whole CNNs with random weights (SIMD
+//! gemm, Winograd and conv kernels; with the wheel's constant weights every
+//! output would be the same number whatever happened inside, so the first
+//! run is also checked against ONNX Runtime's output), a data-dependent
+//! output (Compress, memory from the workspace at run time) and random
+//! operators (seeded and unseeded). A CNN's object file, linked into a C
+//! program (`c/threads.c`), is called from threads too.
 //! And the kernels' own threads (the context's `parallel_for`) never change
 //! a bit: CNNs run with thread pools of 1 to 3 threads and with a hook that
 //! runs the tasks in reverse give the serial result.
@@ -44,6 +47,25 @@ fn compile_case(dir: &Path) -> (JitModel, Vec<Tensor>) {
     (driver::jit(&path, &graph, &plan, false, &limits).expect("jit"), inputs)
 }
 
+/// The case's expected output `k` (ONNX Runtime's), as floats.
+fn expected_output(dir: &Path, k: usize) -> Vec<f64> {
+    let path = dir.join(format!("test_data_set_0/output_{k}.pb"));
+    let t = tensor_io::read_datum(&path, None).expect("an expected output").datum.into_tensor().expect("a tensor");
+    (0..t.len()).map(|i| t.get_f64(i)).collect()
+}
+
+/// Asserts that `got` is ONNX Runtime's output within the light models'
+/// tolerance (rtol 1e-3, atol 1e-4) and that it is not one repeated number.
+fn assert_matches_onnx_runtime(name: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{name}: output length");
+    let differ = got.iter().zip(want).filter(|&(&g, &w)| !onnxc_runtime::tolerance::close(g, w, 1e-3, 1e-4)).count();
+    assert_eq!(differ, 0, "{name}: {differ} of {} values differ from ONNX Runtime's", got.len());
+    assert!(
+        want.iter().any(|&w| w != want[0]),
+        "{name}: every expected value is the same; the test could not see a race"
+    );
+}
+
 /// Seeded and unseeded RandomUniform and RandomNormal, in a fresh folder.
 fn random_case() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temporary folder");
@@ -66,8 +88,9 @@ fn bits(outputs: &[Tensor]) -> Vec<(Vec<usize>, Vec<u8>)> {
     outputs.iter().map(|t| (t.shape.clone(), t.data.clone())).collect()
 }
 
-fn check_model(name: &str, model: &JitModel, inputs: &[Tensor]) {
-    let reference = bits(&model.run(inputs).unwrap_or_else(|e| panic!("{name}: {e}")));
+fn check_model(name: &str, model: &JitModel, inputs: &[Tensor]) -> Vec<Tensor> {
+    let first = model.run(inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let reference = bits(&first);
     std::thread::scope(|s| {
         for t in 0..4 {
             let reference = &reference;
@@ -83,26 +106,34 @@ fn check_model(name: &str, model: &JitModel, inputs: &[Tensor]) {
         let got = bits(&model.run(inputs).unwrap_or_else(|e| panic!("{name}: {e}")));
         assert!(got == reference, "{name}: run {i} of 100 differs from the first run");
     }
+    first
 }
 
 #[test]
 fn threads_and_repeated_runs_give_identical_bits() {
     let data = data_dir();
     let random = random_case();
-    let dirs = [data.join("light/squeezenet"), data.join("node/test_compress_0"), random.path().to_path_buf()];
-    for dir in &dirs {
-        let (model, inputs) = compile_case(dir);
+    for cnn in ["light-random/squeezenet", "light-random/resnet50"].map(|c| data.join(c)) {
+        let (model, inputs) = compile_case(&cnn);
+        let name = cnn.display().to_string();
+        let first = check_model(&name, &model, &inputs);
+        let got: Vec<f64> = (0..first[0].len()).map(|i| first[0].get_f64(i)).collect();
+        assert_matches_onnx_runtime(&name, &got, &expected_output(&cnn, 0));
+    }
+    for dir in [data.join("node/test_compress_0"), random.path().to_path_buf()] {
+        let (model, inputs) = compile_case(&dir);
         check_model(&dir.display().to_string(), &model, &inputs);
     }
 }
 
 #[test]
 fn object_called_from_c_threads_gives_identical_bits() {
+    let case = data_dir().join("light-random/squeezenet");
     let dir = tempfile::tempdir().expect("temporary folder");
     let mut compile = std::process::Command::new(onnxc());
     compile
         .arg("compile")
-        .arg(data_dir().join("light/squeezenet/model.onnx"))
+        .arg(case.join("model.onnx"))
         .arg("-o")
         .arg(dir.path().join("model.o"))
         .args(["--emit", "obj,header,archive"]);
@@ -117,8 +148,17 @@ fn object_called_from_c_threads_gives_identical_bits() {
         .arg("-o")
         .arg(&exe);
     run_ok(cc, "cc");
-    let stdout = run_ok(std::process::Command::new(&exe), "the threads program");
+    let input = tensor_io::read_datum(&case.join("test_data_set_0/input_0.pb"), None).expect("the input");
+    let input = input.datum.into_tensor().expect("a tensor");
+    std::fs::write(dir.path().join("input.bin"), &input.data).expect("input.bin");
+    let mut threads = std::process::Command::new(&exe);
+    threads.arg(dir.path().join("input.bin")).arg(dir.path().join("reference.bin"));
+    let stdout = run_ok(threads, "the threads program");
     assert!(stdout.contains("0 of 20 concurrent calls differ"), "unexpected output: {stdout}");
+    let reference = std::fs::read(dir.path().join("reference.bin")).expect("reference.bin");
+    let got: Vec<f64> =
+        reference.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
+    assert_matches_onnx_runtime("the C program", &got, &expected_output(&case, 0));
 }
 
 /// A `parallel_for` that runs the tasks last to first on the calling thread.

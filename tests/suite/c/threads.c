@@ -1,8 +1,14 @@
 /* The same compiled model called from several threads at once, each call
  * with its own workspace and output, must give the bits of a single-threaded
  * call (the generated code keeps no state between calls). Built against any
- * model.h whose model has one f32 input and one f32 output; the input is a
- * fixed pattern. Exits 0 when every call matched, 1 otherwise. */
+ * model.h whose model has one f32 input and one f32 output:
+ *
+ *   ./threads INPUT.bin REFERENCE.bin
+ *
+ * reads the input (raw little-endian f32), writes the single-threaded
+ * call's output to REFERENCE.bin (for the caller to check against the
+ * expected values), then calls the model from the threads. Exits 0 when
+ * every call matched, 1 otherwise. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,12 +48,33 @@ static void *worker(void *arg) {
     return (void *)mismatches;
 }
 
-int main(void) {
-    for (size_t i = 0; i < MODEL_INPUT0_ELEMENTS; i++) input[i] = (float)((i * 7919u) % 255u) / 255.0f - 0.5f;
+/* Reads or writes exactly `count` floats of `path` ("rb" or "wb"). */
+static int transfer(const char *path, const char *mode, float *data, size_t count) {
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    size_t done = mode[0] == 'r' ? fread(data, sizeof(float), count, f) : fwrite(data, sizeof(float), count, f);
+    int closed = fclose(f);
+    if (done != count || closed != 0) {
+        fprintf(stderr, "%s: %zu of %zu floats\n", path, done, count);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s INPUT.bin REFERENCE.bin\n", argv[0]);
+        return 2;
+    }
+    if (transfer(argv[1], "rb", input, MODEL_INPUT0_ELEMENTS) != 0) return 2;
     if (run_once(reference) != 0) {
         fprintf(stderr, "the single-threaded call failed\n");
         return 1;
     }
+    if (transfer(argv[2], "wb", reference, MODEL_OUTPUT0_ELEMENTS) != 0) return 2;
     pthread_t threads[THREADS];
     for (intptr_t t = 0; t < THREADS; t++) {
         if (pthread_create(&threads[t], NULL, worker, (void *)t) != 0) return 1;
