@@ -51,8 +51,10 @@ fn nonzero_reports_its_shape_and_the_workspace_bounds_it() {
     let out = onnxc_in(dir.path(), &["run", "model.onnx", "x.pb", "-o", "out", "--workspace", "0"]);
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("\"nz\"") && out.stderr.contains("out of memory"), "{}", out.stderr);
-    let out = onnxc_in(dir.path(), &["run", "model.onnx", "x.pb", "-o", "out", "--workspace", "64"]);
+    // 64 bytes hold the six indices (48 bytes).
+    let out = onnxc_in(dir.path(), &["run", "model.onnx", "x.pb", "-o", "out64", "--workspace", "64"]);
     assert!(succeeded(&out), "{}", out.stderr);
+    assert_eq!(read_i64s(&dir.path().join("out64/output_0.pb")), (vec![2, 3], vec![0, 1, 1, 1, 0, 2]));
 }
 
 #[test]

@@ -234,8 +234,13 @@ fn a_reader_that_stops_early_ends_onnxc_quietly() {
     std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("some output");
     drop(child.stdout.take());
     let out = child.wait_with_output().expect("onnxc ends");
+    // Quietly: nothing on stderr, and ended by SIGPIPE as `cat` would be
+    // (or done, if everything was written before the pipe closed).
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "onnxc said something: {stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    let sigpipe = out.status.signal() == Some(libc::SIGPIPE);
+    assert!(out.status.success() || sigpipe, "onnxc ended with {:?}", out.status);
 }
 
 #[test]

@@ -250,7 +250,9 @@ fn dropout(with_ratio: Option<f32>, training: bool) -> Result<[Vec<f64>; 2], cra
     inputs.extend(with_ratio.map(|r| f32_tensor("r", &[], &[r])));
     inputs.push(raw_tensor("t", BOOL, &[], vec![training as u8]));
     let outs = run_model(&dropout_model(with_ratio.is_some()), &inputs)?;
-    Ok([values(&outs[0]), values(&outs[1])])
+    let [y, mask] = [values(&outs[0]), values(&outs[1])];
+    assert_eq!((y.len(), mask.len()), (10_000, 10_000), "Dropout's outputs are short");
+    Ok([y, mask])
 }
 
 #[test]

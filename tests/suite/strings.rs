@@ -5,7 +5,7 @@
 //! run-time bytes running out as a status.
 
 use crate::common::{onnxc_in, run_c_program, run_model, succeeded, write_model};
-use crate::models::{f32s, floats, int_attr, model, node, typed_value};
+use crate::models::{f32s, floats, i64s, int_attr, model, node, typed_value};
 use onnx_proto::*;
 
 const STRING: i32 = 8;
@@ -68,6 +68,7 @@ fn string_inputs_and_outputs_through_the_cli() {
     assert_eq!(out[1].raw_data.as_deref(), Some(&[1u8, 0, 0][..]));
     assert_eq!(out[2].dims, [3, 2]);
     assert_eq!(texts(&out[2]), ["ab", "cd", "xyz", "", "ß", "q"]);
+    assert_eq!(i64s(&out[3]), [2, 1, 2], "StringSplit's counts");
     assert_eq!(texts(&out[4]), ["AB-CD", "XYZ", "SS-Q"]);
 }
 
