@@ -148,3 +148,62 @@ pub fn eval_node(graph: &Graph, node: &Node) -> Result<Vec<Tensor>, String> {
     let model = compile(&g, &plan).map_err(|e| e.to_string())?;
     model.run(&[])
 }
+
+/// A function `f64 -> f64` compiled into this process from the instructions
+/// a closure emits: unit tests of an instruction sequence (such as
+/// `ops::portable_math`) run exactly the code the compiler generates,
+/// without a model around it.
+#[cfg(test)]
+pub struct ScalarFn {
+    module: Option<JITModule>,
+    f: extern "C" fn(f64) -> f64,
+}
+
+#[cfg(test)]
+impl ScalarFn {
+    /// Compiles `body`, which gets the argument and returns the result.
+    pub fn compile(
+        body: impl FnOnce(&mut codegen::FunctionBuilder, codegen::Value) -> codegen::Value,
+    ) -> Result<ScalarFn, CodegenError> {
+        use codegen::{types, InstBuilder};
+        use cranelift_codegen::ir::AbiParam;
+        use cranelift_module::{Linkage, Module};
+        let isa = host_isa().map_err(CodegenError::Module)?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+        let mut ctx = module.make_context();
+        ctx.func.signature.params.push(AbiParam::new(types::F64));
+        ctx.func.signature.returns.push(AbiParam::new(types::F64));
+        let id = module.declare_function("onnxc_scalar", Linkage::Local, &ctx.func.signature)?;
+        let mut fctx = cranelift_frontend::FunctionBuilderContext::new();
+        let mut b = codegen::FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let x = b.block_params(entry)[0];
+        let y = body(&mut b, x);
+        b.ins().return_(&[y]);
+        b.finalize(module.target_config());
+        module.define_function(id, &mut ctx)?;
+        module.finalize_definitions()?;
+        let code = module.get_finalized_function(id);
+        // SAFETY: the function was declared with one f64 parameter and one
+        // f64 result, in the host's C calling convention.
+        let f = unsafe { std::mem::transmute::<*const u8, extern "C" fn(f64) -> f64>(code) };
+        Ok(ScalarFn { module: Some(module), f })
+    }
+
+    pub fn call(&self, x: f64) -> f64 {
+        (self.f)(x)
+    }
+}
+
+#[cfg(test)]
+impl Drop for ScalarFn {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: `f` is not reachable once `self` is dropped.
+            unsafe { module.free_memory() };
+        }
+    }
+}

@@ -892,7 +892,7 @@ pub fn lane_safe(func: Func) -> bool {
 /// mode: its Cranelift sequence, where [`super::portable_math`] has one).
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
     if let (true, [x]) = (cx.portable(), args) {
-        if let Some(y) = super::portable_math::apply(cx, name, dtype, *x) {
+        if let Some(y) = super::portable_math::apply(cx.b, name, dtype, *x) {
             return Ok(y);
         }
     }

@@ -475,7 +475,7 @@ fn float_reduce(
     let constant =
         |cx: &mut Lower, v: f64| if dtype == DType::F64 { cx.ins().f64const(v) } else { cx.ins().f32const(v as f32) };
     let math = |cx: &mut Lower, name: &str, v: Value| {
-        super::portable_math::apply(cx, name, dtype, v).ok_or_else(|| format!("no portable {name}"))
+        super::portable_math::apply(cx.b, name, dtype, v).ok_or_else(|| format!("no portable {name}"))
     };
     if kind == ReduceKind::LogSumExp {
         let lowest = constant(cx, f64::NEG_INFINITY);

@@ -135,7 +135,7 @@ impl Softmax {
             _ => cx.ins().f32const(v as f32),
         };
         let exp = |cx: &mut Lower, v: Value| {
-            super::portable_math::apply(cx, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
+            super::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
         };
         let log_softmax = self.kind == SoftmaxKind::LogSoftmax;
         cx.nest(&positions, &ptrs, &mut |cx, _, base| {
@@ -155,7 +155,7 @@ impl Softmax {
                 Ok(vec![cx.ins().fadd(acc[0], e)])
             })?[0];
             let log_sum = if log_softmax {
-                super::portable_math::apply(cx, "log", dtype, sum).ok_or("no portable log")?
+                super::portable_math::apply(cx.b, "log", dtype, sum).ok_or("no portable log")?
             } else {
                 sum
             };
