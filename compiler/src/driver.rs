@@ -2,7 +2,7 @@
 //! a prefix of the stages and wraps their errors in [`Error`], which names
 //! the model file. The [`Limits`] given bound every stage that reads them.
 
-use crate::call::Datum;
+use crate::host::call::Datum;
 use crate::infer::Bindings;
 use crate::ir::Graph;
 use crate::limits::Limits;
@@ -85,11 +85,11 @@ pub fn finish_mir(
 pub fn finish_mir_for_inputs(
     path: &Path,
     mut graph: Graph,
-    mut given: Vec<crate::call::Datum>,
+    mut given: Vec<crate::host::call::Datum>,
     bindings: &Bindings,
     limits: &Limits,
     portable: bool,
-) -> Result<(Graph, Vec<crate::call::Datum>), Error> {
+) -> Result<(Graph, Vec<crate::host::call::Datum>), Error> {
     let mut bindings = bindings.clone();
     loop {
         let mut attempt = graph.clone();

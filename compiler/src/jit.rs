@@ -2,9 +2,9 @@
 //! it. Serves `run`, `test`, `bench` and compile-time constant folding; the
 //! code is exactly what the object file would contain.
 
-use crate::buffer::Placement;
-use crate::call::{Datum, Interface, RunFn};
 use crate::codegen::{self, CodegenError};
+use crate::host::buffer::Placement;
+use crate::host::call::{Datum, Interface, RunFn};
 use crate::ir::{Graph, Node, Tensor, ValueDef};
 use crate::limits::Limits;
 use crate::plan::{self, Plan};
@@ -54,7 +54,7 @@ pub fn compile_with(graph: &Graph, plan: &Plan, portable: bool, limits: &Limits)
     compile_in(graph, plan, codegen::Mode { portable, profile: false }, limits)
 }
 
-/// [`compile`] with every node's time charged through [`crate::profile`].
+/// [`compile`] with every node's time charged through [`crate::host::profile`].
 pub fn compile_profiled(graph: &Graph, plan: &Plan, limits: &Limits) -> Result<JitModel, CodegenError> {
     compile_in(graph, plan, codegen::Mode { portable: false, profile: true }, limits)
 }
@@ -65,7 +65,7 @@ fn compile_in(graph: &Graph, plan: &Plan, mode: codegen::Mode, limits: &Limits) 
     for k in onnxc_runtime::abi::KERNELS.iter().chain(onnxc_runtime_std::KERNELS) {
         builder.symbol(k.name, k.address);
     }
-    builder.symbol(codegen::PROFILE_HOOK, crate::profile::onnxc_profile_node as *const u8);
+    builder.symbol(codegen::PROFILE_HOOK, crate::host::profile::onnxc_profile_node as *const u8);
     let mut module = JITModule::new(builder);
     let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", mode, limits)?;
     module.finalize_definitions()?;
@@ -106,17 +106,17 @@ impl JitModel {
 
     /// Runs in `workspace` (from `interface().workspace`), which the caller
     /// keeps across calls.
-    pub fn run_in(&self, inputs: &[Datum], workspace: &crate::call::Workspace) -> Result<Vec<Datum>, String> {
+    pub fn run_in(&self, inputs: &[Datum], workspace: &crate::host::call::Workspace) -> Result<Vec<Datum>, String> {
         self.interface.call_in(self.run, inputs, workspace, Placement::Heap)
     }
 
     /// A call on `inputs` in `workspace` to run repeatedly, its inputs
-    /// placed and outputs allocated once ([`crate::call::Interface::prepare`]).
+    /// placed and outputs allocated once ([`crate::host::call::Interface::prepare`]).
     pub fn prepare<'a>(
         &'a self,
         inputs: &[Datum],
-        workspace: &'a crate::call::Workspace,
-    ) -> Result<crate::call::PreparedCall<'a>, String> {
+        workspace: &'a crate::host::call::Workspace,
+    ) -> Result<crate::host::call::PreparedCall<'a>, String> {
         self.interface.prepare(self.run, inputs, workspace, Placement::Heap)
     }
 }

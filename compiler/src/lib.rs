@@ -5,14 +5,12 @@
 //! `emit` (object, header, archive, Rust module) or `jit` (run in this
 //! process). [`Build`] is the same pipeline for Cargo build scripts.
 
-pub mod buffer;
 pub mod build_script;
-pub mod call;
 pub mod check;
 pub mod codegen;
 pub mod driver;
 pub mod emit;
-pub mod expand;
+pub mod host;
 pub mod import;
 pub mod infer;
 pub mod ir;
@@ -22,8 +20,5 @@ pub mod load;
 pub mod ops;
 pub mod passes;
 pub mod plan;
-pub mod profile;
-pub mod regex;
-pub mod tensor_io;
 
 pub use build_script::{Build, BuildError, Built};

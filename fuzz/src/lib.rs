@@ -16,8 +16,8 @@ pub mod choices;
 pub mod gen;
 mod kernel_checks;
 
-use onnxc::buffer::Placement;
-use onnxc::call::Datum;
+use onnxc::host::buffer::Placement;
+use onnxc::host::call::Datum;
 use onnxc::infer::Bindings;
 use onnxc::ir::Tensor;
 use onnxc::limits::Limits;

@@ -14,12 +14,13 @@
 
 use crate::common::{data_dir, onnxc, repo_root, run_ok, write_model};
 use crate::models::{float_attr, int_attr, ints_attr, model, node, typed_value};
-use onnxc::call::Datum;
+use onnxc::driver;
+use onnxc::host::call::Datum;
+use onnxc::host::tensor_io;
 use onnxc::infer::Bindings;
 use onnxc::ir::Tensor;
 use onnxc::jit::JitModel;
 use onnxc::limits::Limits;
-use onnxc::{driver, tensor_io};
 use onnxc_runtime::parallel::{Parallel, TaskFn};
 use onnxc_runtime_std::thread_pool::ThreadPool;
 use std::path::Path;
@@ -175,7 +176,8 @@ fn kernel_threads_give_identical_bits() {
         let (model, inputs) = compile_case(&data.join(name));
         let inputs: Vec<Datum> = inputs.into_iter().map(Datum::Tensor).collect();
         let run = |parallel: Parallel| {
-            let mut workspace = model.interface().workspace(None, onnxc::buffer::Placement::Heap).expect("workspace");
+            let mut workspace =
+                model.interface().workspace(None, onnxc::host::buffer::Placement::Heap).expect("workspace");
             workspace.set_parallel(parallel);
             let outputs = model.run_in(&inputs, &workspace).unwrap_or_else(|e| panic!("{name}: {e}"));
             bits(&outputs.into_iter().map(|d| d.into_tensor().expect("a tensor")).collect::<Vec<_>>())

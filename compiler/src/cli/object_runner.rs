@@ -3,8 +3,8 @@
 //! load that, and call `PREFIX_run` through the C ABI. This is how
 //! `onnxc test --via object` checks the artefact users link.
 
-use onnxc::buffer::Placement;
-use onnxc::call::{Datum, Interface, RunFn};
+use onnxc::host::buffer::Placement;
+use onnxc::host::call::{Datum, Interface, RunFn};
 use onnxc::ir::Graph;
 use onnxc::limits::Limits;
 use onnxc::plan::Plan;

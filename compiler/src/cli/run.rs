@@ -2,11 +2,11 @@
 //! the model on inputs from files, or on generated ones for timing.
 
 use crate::{LimitArgs, ShapeArgs};
-use onnxc::call::{Datum, IoKind};
+use onnxc::host::call::{Datum, IoKind};
+use onnxc::host::tensor_io::{read_datum, write_datum_pb, NamedDatum};
 use onnxc::infer::Bindings;
 use onnxc::ir::{Graph, Tensor, ValueId};
 use onnxc::limits::Limits;
-use onnxc::tensor_io::{read_datum, write_datum_pb, NamedDatum};
 use onnxc::{driver, jit::JitModel};
 use onnxc_runtime_std::thread_pool::ThreadPool;
 use std::path::{Path, PathBuf};
@@ -113,7 +113,7 @@ pub fn compile_for_inputs(
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
     let (jit, data) = compile_for_inputs(&a.model, &a.inputs, &super::limits(&a.limits)?, a.portable)?;
-    let outputs = jit.run_data(&data, a.workspace, onnxc::buffer::Placement::Heap)?;
+    let outputs = jit.run_data(&data, a.workspace, onnxc::host::buffer::Placement::Heap)?;
     std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
     for (k, (d, io)) in outputs.iter().zip(&jit.interface().outputs).enumerate() {
         let path = a.out_dir.join(format!("output_{k}.pb"));
@@ -164,7 +164,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     // One workspace for every call, as a caller of the object file keeps it.
-    let mut workspace = jit.interface().workspace(None, onnxc::buffer::Placement::Heap)?;
+    let mut workspace = jit.interface().workspace(None, onnxc::host::buffer::Placement::Heap)?;
     let pool = ThreadPool::new(a.threads).map_err(|e| format!("--threads {}: {e}", a.threads))?;
     workspace.set_parallel(pool.parallel());
     // Inputs and outputs stay where they are between calls, as a caller of
@@ -181,7 +181,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     for _ in 0..warmup {
         call.run()?;
     }
-    onnxc::profile::take(0);
+    onnxc::host::profile::take(0);
     let mut times = Vec::with_capacity(a.iters);
     let mut node_times = Vec::new();
     for _ in 0..a.iters.max(1) {
@@ -189,7 +189,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         call.run()?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
         if a.profile {
-            node_times.push(onnxc::profile::take(graph.nodes.len()));
+            node_times.push(onnxc::host::profile::take(graph.nodes.len()));
         }
     }
     if a.profile {

@@ -5,9 +5,9 @@
 use super::object_runner::ObjectModel;
 use super::run::{match_inputs, read_values};
 use crate::LimitArgs;
-use onnxc::buffer::Placement;
-use onnxc::call::{Datum, Map};
 use onnxc::driver;
+use onnxc::host::buffer::Placement;
+use onnxc::host::call::{Datum, Map};
 use onnxc::ir::{DType, Tensor};
 use onnxc::limits::Limits;
 use std::path::{Path, PathBuf};

@@ -21,7 +21,10 @@ mod alloc;
 mod composite;
 mod footprint;
 mod nest;
+pub mod portable_math;
+pub mod staging;
 pub mod status;
+pub mod window_loops;
 
 pub use footprint::Footprint;
 pub use nest::Level;

@@ -3,7 +3,7 @@
 //! A subgraph's nodes live in the same value arena as the graph around it
 //! and name outer values by their `ValueId` directly, as the ONNX scoping
 //! rules allow. These operators never reach code generation: inference
-//! expands them (`crate::expand`) — If with a condition known at compile
+//! expands them (`crate::infer::expand`) — If with a condition known at compile
 //! time becomes its branch, If on a run-time condition becomes both
 //! branches in [`Guard`]ed ranges that the code skips or runs, Loop with a
 //! known trip count and a condition that folds each iteration is unrolled,

@@ -9,9 +9,9 @@
 //! only in type constraints. Type constraints: f16, f32, f64 (bf16 from
 //! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
 //! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
-//! on staged copies ([`super::staging`]), and likewise ConvTranspose and
+//! on staged copies ([`crate::codegen::staging`]), and likewise ConvTranspose and
 //! Col2Im. Portable mode lowers Conv as direct loops instead
-//! ([`super::window_loops`]).
+//! ([`crate::codegen::window_loops`]).
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -405,7 +405,7 @@ trait ConvKernel {
         false
     }
     /// True when portable mode lowers it as direct loops
-    /// ([`super::window_loops`]); otherwise portable mode refuses it.
+    /// ([`crate::codegen::window_loops`]); otherwise portable mode refuses it.
     const DIRECT_LOOPS: bool;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
     fn scratch_elems(p: &ConvParams) -> usize;
@@ -465,7 +465,7 @@ trait ConvKernel {
             if p.packed_weights == 1 {
                 return Err("the weights were packed for the kernel library, which portable code does not call".into());
             }
-            return super::window_loops::conv(cx, dtype, &p);
+            return crate::codegen::window_loops::conv(cx, dtype, &p);
         }
         if self.has_prologue() {
             return lower_with_prologue(cx, dtype, &p);

@@ -2,7 +2,7 @@
 //!
 //! Type constraints: `T` is every numeric type; onnxc lowers f32 and f64
 //! with one to three operands (same type), and f16/bf16 on staged f32
-//! copies ([`super::staging`]). The equation is
+//! copies ([`crate::codegen::staging`]). The equation is
 //! `term,term,...[->out]` with letters `a-zA-Z` and at most one `...` per
 //! term; spaces are ignored. Semantics follow numpy: a letter repeated in
 //! one term walks that term's diagonal; `...` stands for the leading

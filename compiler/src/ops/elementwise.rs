@@ -889,10 +889,10 @@ pub fn lane_safe(func: Func) -> bool {
 }
 
 /// Calls a libm-backed scalar function of the kernel library (in portable
-/// mode: its Cranelift sequence, where [`super::portable_math`] has one).
+/// mode: its Cranelift sequence, where [`crate::codegen::portable_math`] has one).
 fn math(cx: &mut Lower, name: &str, dtype: DType, args: &[Value]) -> Result<Value, String> {
     if let (true, [x]) = (cx.portable(), args) {
-        if let Some(y) = super::portable_math::apply(cx.b, name, dtype, *x) {
+        if let Some(y) = crate::codegen::portable_math::apply(cx.b, name, dtype, *x) {
             return Ok(y);
         }
     }

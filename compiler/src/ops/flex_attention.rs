@@ -19,7 +19,7 @@ use super::shape_ops::{Expand, Reshape, Transpose, ViewKind};
 use super::softmax::{Softmax, SoftmaxKind};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
-use crate::expand::{Expansion, Failure};
+use crate::infer::expand::{Expansion, Failure};
 use crate::ir::{DType, Node, Tensor, ValueId};
 use std::collections::HashMap;
 

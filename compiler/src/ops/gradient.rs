@@ -17,8 +17,8 @@ use super::reduce::{Reduce, ReduceKind};
 use super::shape_ops::{Reshape, ViewKind};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
-use crate::expand::{Expansion, Failure};
 use crate::import::NodeImport;
+use crate::infer::expand::{Expansion, Failure};
 use crate::ir::{DType, Node, Tensor, ValueId};
 use std::collections::{HashMap, HashSet};
 

@@ -26,7 +26,7 @@
 //! types and portable mode run a plain Cranelift loop nest (one register
 //! fold per dot product) over the same description (integer
 //! Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
-//! staged f32 copies ([`super::staging`]).
+//! staged f32 copies ([`crate::codegen::staging`]).
 
 use super::elementwise::compute_type;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};

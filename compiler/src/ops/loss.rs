@@ -3,7 +3,7 @@
 //!
 //! Type constraints: `T` (input, weight, outputs) is a float type, `Tind`
 //! (target) is i32 or i64. onnxc compiles f32 and f64 `T`, and f16/bf16 on
-//! staged f32 copies ([`super::staging`]). The input is `[N, C, d1..dk]`, the target
+//! staged f32 copies ([`crate::codegen::staging`]). The input is `[N, C, d1..dk]`, the target
 //! `[N, d1..dk]`, the optional weight `[C]`; the loss is the target's shape
 //! (`reduction = "none"`) or a scalar (`"sum"`, `"mean"`, the default).
 //! SoftmaxCrossEntropyLoss has an optional second output, the log-softmax of

@@ -21,15 +21,9 @@ pub mod image;
 pub mod layout;
 pub mod linalg;
 pub mod loss;
-pub mod maps;
-pub mod ml_classify;
-pub mod ml_encoders;
-pub mod ml_linear;
-pub mod ml_svm;
-pub mod ml_trees;
+pub mod ml;
 pub mod norm;
 pub mod pool;
-pub mod portable_math;
 pub mod quant;
 pub mod random;
 pub mod reduce;
@@ -41,11 +35,8 @@ pub mod sequence;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
-pub mod staging;
 pub mod strings;
 pub mod training;
-pub mod tree;
-pub mod window_loops;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -316,12 +307,12 @@ ops! {
     Multinomial(random::Multinomial),
     TrainingDropout(random::TrainingDropout),
     Optimizer(training::Optimizer),
-    TreeEnsemble(tree::TreeEnsemble),
-    ZipMap(maps::ZipMap),
-    DictVectorizer(maps::DictVectorizer),
-    VocabularyLookup(maps::VocabularyLookup),
-    CastMap(maps::CastMap),
-    CastMapEntries(maps::CastMapEntries),
+    TreeEnsemble(ml::tree_ensemble::TreeEnsemble),
+    ZipMap(ml::maps::ZipMap),
+    DictVectorizer(ml::maps::DictVectorizer),
+    VocabularyLookup(ml::maps::VocabularyLookup),
+    CastMap(ml::maps::CastMap),
+    CastMapEntries(ml::maps::CastMapEntries),
     FlexAttention(flex_attention::FlexAttention),
     Gradient(gradient::Gradient),
     StringConcat(strings::StringConcat),
@@ -329,16 +320,16 @@ ops! {
     StringSplit(strings::StringSplit),
     RegexFullMatch(strings::RegexFullMatch),
     TfIdfVectorizer(strings::TfIdfVectorizer),
-    LabelEncoder(ml_encoders::LabelEncoder),
-    CategoryMapper(ml_encoders::CategoryMapper),
-    CategoryOneHot(ml_encoders::CategoryOneHot),
-    TreeClassifier(ml_trees::TreeClassifier),
-    LinearRegressor(ml_linear::LinearRegressor),
-    LinearClassifier(ml_linear::LinearClassifier),
-    FeatureTransform(ml_linear::FeatureTransform),
-    FeatureVectorizer(ml_linear::FeatureVectorizer),
-    SvmRegressor(ml_svm::SvmRegressor),
-    SvmClassifier(ml_svm::SvmClassifier),
+    LabelEncoder(ml::encoders::LabelEncoder),
+    CategoryMapper(ml::encoders::CategoryMapper),
+    CategoryOneHot(ml::encoders::CategoryOneHot),
+    TreeClassifier(ml::trees::TreeClassifier),
+    LinearRegressor(ml::linear::LinearRegressor),
+    LinearClassifier(ml::linear::LinearClassifier),
+    FeatureTransform(ml::linear::FeatureTransform),
+    FeatureVectorizer(ml::linear::FeatureVectorizer),
+    SvmRegressor(ml::svm::SvmRegressor),
+    SvmClassifier(ml::svm::SvmClassifier),
     ImageDecoder(image::ImageDecoder),
 }
 
@@ -360,15 +351,16 @@ impl Op {
     }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let op = self.inner();
-        if staging::stages(op) {
-            staging::lower(op, cx)
+        if crate::codegen::staging::stages(op) {
+            crate::codegen::staging::lower(op, cx)
         } else {
             op.lower(cx)
         }
     }
     pub fn scratch_bytes(&self, cx: &InferCx) -> usize {
         let op = self.inner();
-        let staged = if staging::stages(op) { staging::scratch_bytes(op, cx) } else { 0 };
+        let staged =
+            if crate::codegen::staging::stages(op) { crate::codegen::staging::scratch_bytes(op, cx) } else { 0 };
         staged + op.scratch_bytes(cx)
     }
     pub fn is_view(&self) -> bool {
@@ -626,23 +618,23 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
     ("ai.onnx.ml", "Binarizer", elementwise::import),
-    ("ai.onnx.ml", "CategoryMapper", ml_encoders::import_category_mapper),
-    ("ai.onnx.ml", "FeatureVectorizer", ml_linear::import_feature_vectorizer),
-    ("ai.onnx.ml", "Imputer", ml_linear::import_imputer),
-    ("ai.onnx.ml", "LabelEncoder", ml_encoders::import_label_encoder),
-    ("ai.onnx.ml", "LinearClassifier", ml_linear::import_linear_classifier),
-    ("ai.onnx.ml", "LinearRegressor", ml_linear::import_linear_regressor),
-    ("ai.onnx.ml", "Normalizer", ml_linear::import_normalizer),
-    ("ai.onnx.ml", "OneHotEncoder", ml_encoders::import_one_hot_encoder),
-    ("ai.onnx.ml", "Scaler", ml_linear::import_scaler),
-    ("ai.onnx.ml", "SVMClassifier", ml_svm::import_svm_classifier),
-    ("ai.onnx.ml", "SVMRegressor", ml_svm::import_svm_regressor),
-    ("ai.onnx.ml", "TreeEnsemble", tree::import),
-    ("ai.onnx.ml", "TreeEnsembleClassifier", ml_trees::import_classifier),
-    ("ai.onnx.ml", "TreeEnsembleRegressor", ml_trees::import_regressor),
-    ("ai.onnx.ml", "ZipMap", maps::import),
-    ("ai.onnx.ml", "DictVectorizer", maps::import_dict_vectorizer),
-    ("ai.onnx.ml", "CastMap", maps::import_cast_map),
+    ("ai.onnx.ml", "CategoryMapper", ml::encoders::import_category_mapper),
+    ("ai.onnx.ml", "FeatureVectorizer", ml::linear::import_feature_vectorizer),
+    ("ai.onnx.ml", "Imputer", ml::linear::import_imputer),
+    ("ai.onnx.ml", "LabelEncoder", ml::encoders::import_label_encoder),
+    ("ai.onnx.ml", "LinearClassifier", ml::linear::import_linear_classifier),
+    ("ai.onnx.ml", "LinearRegressor", ml::linear::import_linear_regressor),
+    ("ai.onnx.ml", "Normalizer", ml::linear::import_normalizer),
+    ("ai.onnx.ml", "OneHotEncoder", ml::encoders::import_one_hot_encoder),
+    ("ai.onnx.ml", "Scaler", ml::linear::import_scaler),
+    ("ai.onnx.ml", "SVMClassifier", ml::svm::import_svm_classifier),
+    ("ai.onnx.ml", "SVMRegressor", ml::svm::import_svm_regressor),
+    ("ai.onnx.ml", "TreeEnsemble", ml::tree_ensemble::import),
+    ("ai.onnx.ml", "TreeEnsembleClassifier", ml::trees::import_classifier),
+    ("ai.onnx.ml", "TreeEnsembleRegressor", ml::trees::import_regressor),
+    ("ai.onnx.ml", "ZipMap", ml::maps::import),
+    ("ai.onnx.ml", "DictVectorizer", ml::maps::import_dict_vectorizer),
+    ("ai.onnx.ml", "CastMap", ml::maps::import_cast_map),
     ("ai.onnx.preview.training", "Adagrad", training::import),
     ("ai.onnx.preview.training", "Gradient", gradient::import),
     ("ai.onnx.preview.training", "Adam", training::import),

@@ -15,7 +15,7 @@
 //!   statistics outputs of older opsets are rejected with an error.
 //!   Type constraints: f16, bf16, f32, f64 (opset 15 lets scale/B and the
 //!   statistics differ from X); lowered through `onnxc_batchnorm_{f32,f64}`,
-//!   16-bit tensors staged as f32 ([`super::staging`]), so the types may mix
+//!   16-bit tensors staged as f32 ([`crate::codegen::staging`]), so the types may mix
 //!   as long as they all compute in f32 or all in f64.
 //! * LRN (opsets 1, 13): `size` (required), `alpha` (1e-4), `beta` (0.75),
 //!   `bias` (1.0) over `X [N, C, D...]`; `onnxc_lrn_{f32,f64}`, 16-bit

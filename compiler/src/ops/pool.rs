@@ -11,7 +11,7 @@
 //!
 //! Type constraints: f16, f32, f64 (bf16 from opset 22; MaxPool also i8,
 //! u8). f32 and f64 are lowered through `onnxc_pool_{f32,f64}`, f16/bf16
-//! through the f32 kernel on staged copies ([`super::staging`]); MaxPool on
+//! through the f32 kernel on staged copies ([`crate::codegen::staging`]); MaxPool on
 //! i8/u8 converts to f32 in scratch (exact for 8-bit values), pools, and
 //! converts back.
 //!
@@ -211,7 +211,7 @@ impl Operator for Pool {
         let (dtype, x) = cx.input_type(0)?;
         let p = self.params(&x)?;
         if cx.portable() && !cx.has_output(1) && matches!(dtype, DType::F32 | DType::F64) {
-            return super::window_loops::pool(cx, dtype, &p);
+            return crate::codegen::window_loops::pool(cx, dtype, &p);
         }
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;

@@ -8,7 +8,7 @@
 //! and always produce i64. onnxc lowers reductions of f32, f64, i32 and i64
 //! through `onnxc_reduce_*`, and ArgMax/ArgMin of f32 through
 //! `onnxc_argreduce_f32`; f16/bf16 run those f32 kernels on staged copies
-//! ([`super::staging`]); the remaining integer types, and every type in portable mode, are
+//! ([`crate::codegen::staging`]); the remaining integer types, and every type in portable mode, are
 //! inline loop nests (ArgMax/ArgMin too).
 //!
 //! Opset differences, normalised in the importer: `axes` is an attribute
@@ -475,7 +475,7 @@ fn float_reduce(
     let constant =
         |cx: &mut Lower, v: f64| if dtype == DType::F64 { cx.ins().f64const(v) } else { cx.ins().f32const(v as f32) };
     let math = |cx: &mut Lower, name: &str, v: Value| {
-        super::portable_math::apply(cx.b, name, dtype, v).ok_or_else(|| format!("no portable {name}"))
+        crate::codegen::portable_math::apply(cx.b, name, dtype, v).ok_or_else(|| format!("no portable {name}"))
     };
     if kind == ReduceKind::LogSumExp {
         let lowest = constant(cx, f64::NEG_INFINITY);

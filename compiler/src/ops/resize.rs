@@ -5,7 +5,7 @@
 //! sizes i64, roi float; GridSample `T1` any type with a float grid `T2`;
 //! AffineGrid float `T1` with an i64 size. onnxc compiles f32 and f64 data
 //! (`*_f32`/`*_f64` kernels), and f16/bf16 on staged f32 copies
-//! ([`super::staging`]); other types are reported as unsupported. Scales or
+//! ([`crate::codegen::staging`]); other types are reported as unsupported. Scales or
 //! sizes known only at run time (f32/f64 data) make Resize's output
 //! data-dependent: the params are then sized by `onnxc_resize_prepare` (the
 //! same `resize_apply_sizing` the compiler runs on constants) and the output

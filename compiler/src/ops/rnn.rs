@@ -3,7 +3,7 @@
 //! Inputs: X, W, R, optional B, sequence_lens, initial_h (and for LSTM
 //! initial_c, P); outputs Y, Y_h (and LSTM Y_c), each optional.
 //! Type constraints: `T` is f16, f32 or f64 (onnxc lowers f32 and f64, f16
-//! on staged f32 copies: [`super::staging`]); sequence_lens is i32.
+//! on staged f32 copies: [`crate::codegen::staging`]); sequence_lens is i32.
 //!
 //! Attributes: `direction` (forward, reverse, bidirectional), `hidden_size`
 //! (checked against R, which determines it), `activations` (per direction:

@@ -3,7 +3,7 @@
 //! ConcatFromSequence, SplitToSequence, Optional, OptionalHasElement,
 //! OptionalGetElement (opsets 11-25).
 //!
-//! Their values never reach code generation: inference (`crate::expand`)
+//! Their values never reach code generation: inference (`crate::infer::expand`)
 //! tracks each sequence or optional as the list of values it holds
 //! ([`crate::ir::Composite`]), with positions known at compile time, and
 //! turns every operator into tensor operators (Identity, Concat, Gather...)

@@ -3,7 +3,7 @@
 //!
 //! * DFT (opsets 17, 20): input `[..., signal, 1|2]` (real or complex, `T`
 //!   f16/bf16/f32/f64; onnxc lowers f32 and f64, the 16-bit types on staged
-//!   f32 copies: [`super::staging`]), optional `dft_length`
+//!   f32 copies: [`crate::codegen::staging`]), optional `dft_length`
 //!   (i32/i64 scalar, a compile-time constant). Opset 17 has the `axis`
 //!   attribute (default 1); opset 20 takes `axis` as optional input 2
 //!   (default -2). The importer turns the attribute into a constant input 2,

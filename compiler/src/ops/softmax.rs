@@ -3,9 +3,9 @@
 //! Type constraints: `T` is a float type (f16, f32, f64, bf16 from opset 13);
 //! the output has the input's type and shape. onnxc lowers f32 and f64
 //! through `onnxc_softmax_{f32,f64}` (each computing in its own type) and
-//! f16/bf16 through the f32 kernel on staged copies ([`super::staging`]).
+//! f16/bf16 through the f32 kernel on staged copies ([`crate::codegen::staging`]).
 //! Portable mode lowers Softmax and LogSoftmax as Cranelift folds (max,
-//! then sum of exponentials) with [`super::portable_math`]'s exp and log.
+//! then sum of exponentials) with [`crate::codegen::portable_math`]'s exp and log.
 //!
 //! Opset differences, normalised in the importer into [`Softmax::coerce_2d`]:
 //! before opset 13 the `axis` attribute defaults to 1 and the input is
@@ -135,7 +135,7 @@ impl Softmax {
             _ => cx.ins().f32const(v as f32),
         };
         let exp = |cx: &mut Lower, v: Value| {
-            super::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
+            crate::codegen::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
         };
         let log_softmax = self.kind == SoftmaxKind::LogSoftmax;
         cx.nest(&positions, &ptrs, &mut |cx, _, base| {
@@ -155,7 +155,7 @@ impl Softmax {
                 Ok(vec![cx.ins().fadd(acc[0], e)])
             })?[0];
             let log_sum = if log_softmax {
-                super::portable_math::apply(cx.b, "log", dtype, sum).ok_or("no portable log")?
+                crate::codegen::portable_math::apply(cx.b, "log", dtype, sum).ok_or("no portable log")?
             } else {
                 sum
             };

@@ -6,7 +6,7 @@
 //! file does not say which message it holds, so the reader is told what
 //! the model declares at that position.
 
-use crate::call::{Datum, Map};
+use crate::host::call::{Datum, Map};
 use crate::import::tensor::{tensor_from_proto, tensor_to_proto};
 use crate::ir::{CompositeType, DType, Tensor};
 use onnx_proto::{MapProto, OptionalProto, SequenceProto};

@@ -24,11 +24,11 @@
 //! stored where the keys are equal — int64 keys compared in registers,
 //! string keys by the string kernel's equality.
 
-use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{types, InstBuilder, IntCC, Level, Lower, MemFlagsData};
-use crate::expand::{Expansion, Failure};
 use crate::import::NodeImport;
+use crate::infer::expand::{Expansion, Failure};
 use crate::ir::{Composite, DType, Node, Tensor};
+use crate::ops::{InferCx, Inferred, Op, Operator};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ZipMap {

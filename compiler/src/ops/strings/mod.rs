@@ -9,7 +9,7 @@
 //! ([`Operator::allocates_at_run_time`]); substrings point into the bytes
 //! they came from. Attributes become read-only data the kernels read:
 //! string lists, and for RegexFullMatch a DFA table built by
-//! [`crate::regex`], so no regular expression is compiled at run time.
+//! [`crate::ops::strings::regex`], so no regular expression is compiled at run time.
 //!
 //! Type constraints (ONNX): StringConcat (20) and RegexFullMatch (20) take
 //! string tensors (RegexFullMatch gives bool); StringNormalizer (10) a 1-D
@@ -19,6 +19,8 @@
 //! tokens, `pool_strings`, are rejected for now) and gives f32 `[out]` or
 //! `[N, out]`. StringNormalizer's `locale` is accepted but case changes are `core`'s
 //! Unicode case mapping whatever the locale.
+
+pub mod regex;
 
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
@@ -354,7 +356,7 @@ impl Operator for RegexFullMatch {
 
 pub fn import_regex(cx: &mut NodeImport) -> Result<Op, String> {
     let pattern = cx.attrs.string("pattern")?.ok_or("attribute \"pattern\" is required")?;
-    let dfa = crate::regex::compile(&pattern).map_err(|e| format!("attribute \"pattern\" ({pattern:?}): {e}"))?;
+    let dfa = regex::compile(&pattern).map_err(|e| format!("attribute \"pattern\" ({pattern:?}): {e}"))?;
     Ok(Op::RegexFullMatch(RegexFullMatch { table: dfa.table() }))
 }
 

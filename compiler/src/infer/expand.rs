@@ -51,9 +51,9 @@ impl Expansion<'_, '_> {
             Op::Elementwise(_) => self.alias_composite(&node),
             Op::FlexAttention(op) => crate::ops::flex_attention::expand(self, &node, op),
             Op::Gradient(op) => crate::ops::gradient::expand(self, &node, op),
-            Op::ZipMap(op) => crate::ops::maps::expand(self, &node, op),
-            Op::DictVectorizer(op) => crate::ops::maps::expand_dict_vectorizer(self, &node, op),
-            Op::CastMap(op) => crate::ops::maps::expand_cast_map(self, &node, op),
+            Op::ZipMap(op) => crate::ops::ml::maps::expand(self, &node, op),
+            Op::DictVectorizer(op) => crate::ops::ml::maps::expand_dict_vectorizer(self, &node, op),
+            Op::CastMap(op) => crate::ops::ml::maps::expand_cast_map(self, &node, op),
             _ => Err(Failure::Message("not a control-flow operator".into())),
         };
         result.map_err(|f| match f {

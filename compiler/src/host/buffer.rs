@@ -1,4 +1,4 @@
-//! The memory [`crate::call`] hands to compiled code: inputs, outputs,
+//! The memory [`crate::host::call`] hands to compiled code: inputs, outputs,
 //! the workspace and what the allocator hook returns.
 //!
 //! On the heap by default. With [`Placement::Guarded`] (`onnxc test

@@ -19,11 +19,11 @@
 //! float `[N, sum(inputdimensions)]`: each input's first
 //! `inputdimensions[i]` columns, zeros where it has fewer.
 
-use super::ml_classify::{post_transform, round8, ClassLabels, ClassifierFinish};
-use super::{InferCx, Inferred, Op, Operator};
+use super::classify::{post_transform, round8, ClassLabels, ClassifierFinish};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
+use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::generic::ml::{
     ClassifyParams, FeaturesParams, MlLinearParams, VectorizeParams, CLASSIFY_ARGMAX, CLASSIFY_LINEAR_BINARY,
     FEATURES_IMPUTE, FEATURES_NORMALIZE_L1, FEATURES_NORMALIZE_L2, FEATURES_NORMALIZE_MAX, FEATURES_SCALE,

@@ -18,10 +18,10 @@
 //! with one more dim of `len(cats)`; elements that are no category give a
 //! zero row (`zeros=1`) or fail the node (status 2).
 
-use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
+use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::generic::ml::{
     CategoryOneHotParams, LabelEncodeParams, LookupParams, StringRef, KEY_FLOAT, KEY_INT, KEY_STRING, VALUE_BYTES,
     VALUE_STRING,

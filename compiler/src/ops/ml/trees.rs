@@ -18,13 +18,13 @@
 //! TreeEnsemble). Outputs: Y float `[N, n_targets]`; label int64 or string
 //! `[N]` and scores float `[N, classes]`. `nodes_hitrates` is ignored.
 
-use super::ml_classify::{post_transform, round8, ClassLabels, ClassifierFinish};
-use super::tree::{check_acyclic, TreeEnsemble};
-use super::{InferCx, Inferred, Op, Operator};
+use super::classify::{post_transform, round8, ClassLabels, ClassifierFinish};
+use super::tree_ensemble::{check_acyclic, TreeEnsemble};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::DType;
+use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::generic::ml::{ClassifyParams, CLASSIFY_ARGMAX, CLASSIFY_TREE_BINARY};
 use onnxc_runtime::generic::tree::{
     TreeContribution, TreeLeaf, TreeNode, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_MIN, AGGREGATE_SUM, POST_NONE,

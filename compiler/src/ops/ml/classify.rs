@@ -8,11 +8,11 @@
 //! index) and one to `onnxc_ml_pick_labels` (index → int64 label, or a
 //! string record pointing into the labels' blob in read-only data).
 
-use super::ml_encoders::string_table;
-use super::InferCx;
+use super::encoders::string_table;
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::ir::DType;
+use crate::ops::InferCx;
 use onnxc_runtime::generic::ml::{ClassifyParams, PickLabelsParams, LABELS_INT, LABELS_STRING};
 use onnxc_runtime::generic::tree::{POST_LOGISTIC, POST_NONE, POST_PROBIT, POST_SOFTMAX, POST_SOFTMAX_ZERO};
 
@@ -91,10 +91,10 @@ impl ClassifierFinish {
     }
 
     /// The outputs' types: label `[rows]` and scores `[rows, columns]`.
-    pub fn infer(&self, cx: &InferCx, rows: usize) -> Vec<super::Inferred> {
+    pub fn infer(&self, cx: &InferCx, rows: usize) -> Vec<crate::ops::Inferred> {
         let mut out = vec![
-            super::Inferred::new(self.labels.dtype(), vec![rows]),
-            super::Inferred::new(DType::F32, vec![rows, self.score_columns]),
+            crate::ops::Inferred::new(self.labels.dtype(), vec![rows]),
+            crate::ops::Inferred::new(DType::F32, vec![rows, self.score_columns]),
         ];
         out.truncate(cx.output_count.max(1));
         out

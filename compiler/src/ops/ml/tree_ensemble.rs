@@ -12,10 +12,10 @@
 //! A root whose true and false branches are the same leaf is a one-leaf
 //! tree (the spec's degenerate case).
 
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
+use crate::ops::{kernel_for, InferCx, Inferred, Op, Operator};
 use onnxc_runtime::generic::tree::{
     TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_SUM, POST_NONE,
     POST_PROBIT, TREE_MEMBER,

@@ -11,9 +11,9 @@
 //! input). The same parameter blocks the kernels take describe the
 //! geometry, so the two paths cannot disagree on shapes.
 
-use super::elementwise::{emit_scalar, Func};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
+use crate::ops::elementwise::{emit_scalar, Func};
 use onnxc_runtime::generic::conv::{
     ConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_RELU,
     EPILOGUE_SIGMOID, EPILOGUE_TANH,

@@ -18,12 +18,12 @@
 //! scaling: the pair scores, `[N, 2]` for two classes). SVMRegressor's
 //! `post_transform` is ignored, as in ONNX Runtime.
 
-use super::ml_classify::{lower_labels, post_transform, round8, ClassLabels};
-use super::{InferCx, Inferred, Op, Operator};
+use super::classify::{lower_labels, post_transform, round8, ClassLabels};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::DType;
+use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::generic::svm::{
     svm_work_len, SvmClassifyParams, SvmKernelParams, SvmRegressParams, SVM_LINEAR, SVM_MODE_LINEAR, SVM_MODE_SVC,
     SVM_POLY, SVM_RBF, SVM_SIGMOID,

@@ -3,7 +3,7 @@
 //!
 //! Most kernels exist for f32 only, and the spec lets every float operator
 //! compute f16/bf16 in f32. For an operator that opts in
-//! ([`super::Operator::stages_halves`]) each f16/bf16 input is widened into
+//! ([`crate::ops::Operator::stages_halves`]) each f16/bf16 input is widened into
 //! an f32 copy in the node's scratch, the operator's own lowering runs on
 //! those copies (it sees f32 tensors: [`Lower::stage_input`]), and each
 //! f16/bf16 output is computed into an f32 copy and then rounded to nearest
@@ -14,15 +14,15 @@
 //!
 //! Packed types (int4/uint4/int2/uint2, float4e2m1: two or four elements a
 //! byte) cannot be addressed element by element at all, so an operator that
-//! takes them ([`super::Operator::stages_packed`]) gets the same treatment:
+//! takes them ([`crate::ops::Operator::stages_packed`]) gets the same treatment:
 //! the integers unpack into i32 copies (sign-extended for the signed ones)
 //! and float4 into f32, and its outputs are packed back after — integers
 //! keep their low bits (Cast's wrap-around), float4 rounds to nearest even
 //! and saturates (`onnxc_unpack`, `onnxc_pack`).
 
-use super::{InferCx, Operator};
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::ir::DType;
+use crate::ops::{InferCx, Operator};
 
 /// The type `dtype` is staged as for `op`, when it is staged.
 fn staged_type(op: &dyn Operator, dtype: DType) -> Option<DType> {

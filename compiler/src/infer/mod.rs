@@ -13,6 +13,8 @@
 //! that, foldable nodes run at run time); the compile clock is checked at
 //! every node.
 
+pub mod expand;
+
 use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::{InferCx, InputInfo};
@@ -161,7 +163,7 @@ pub struct InferState<'l> {
 
 /// Infers `nodes` in order, folding what is constant and appending the
 /// rest to `kept`; control flow and sequences are expanded into ordinary
-/// nodes first (`crate::expand`).
+/// nodes first (`crate::infer::expand`).
 fn infer_nodes(
     graph: &mut Graph,
     nodes: Vec<Node>,
@@ -171,8 +173,8 @@ fn infer_nodes(
     let limits = state.limits;
     for node in nodes {
         limits.check_time(&node.label()).map_err(|e| InferError::new(vec![e]))?;
-        if node.op.is_control_flow() || crate::expand::is_composite_identity(graph, &node) {
-            crate::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node)?;
+        if node.op.is_control_flow() || crate::infer::expand::is_composite_identity(graph, &node) {
+            crate::infer::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node)?;
             continue;
         }
         let folding = &mut state.folding;

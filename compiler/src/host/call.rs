@@ -5,8 +5,8 @@
 //! `codegen` writes the code that reads them. Every buffer the code sees
 //! comes from a [`Placement`] (the heap, or guard pages).
 
-use crate::buffer::{Buffer, Placement};
 use crate::codegen;
+use crate::host::buffer::{Buffer, Placement};
 use crate::ir::{Composite, CompositeType, DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
 
