@@ -7,7 +7,7 @@
 
 use crate::choices::{Choices, Rng};
 use onnxc_runtime::{
-    conv_scratch_elems, onnxc_conv_f32, onnxc_pool_f32, sgemm_with, ConvParams, GemmKernel, MatMut, MatRef, PoolParams,
+    conv_scratch_elems, onnxc_conv_f32, onnxc_pool_f32, sgemm_with, ConvParams, Isa, MatMut, MatRef, PoolParams,
     MAX_RANK, POOL_AVERAGE, POOL_LP, POOL_MAX, STATUS_OK,
 };
 
@@ -60,7 +60,7 @@ fn gemm(c: &mut Choices) {
     let (a, b, cv) = (filled(&mut rng, alen), filled(&mut rng, blen), filled(&mut rng, clen));
     let at =
         |v: &[f32], rs: isize, cs: isize, i: usize, j: usize| v[(i as isize * rs + j as isize * cs) as usize] as f64;
-    for kernel in GemmKernel::ALL.into_iter().filter(|k| k.available()) {
+    for kernel in Isa::ALL.into_iter().filter(|k| k.available()) {
         let mut y = vec![f32::NAN; m * n];
         let cref = bias.then_some(MatRef { ptr: cv.as_ptr(), rs: crs, cs: ccs });
         // SAFETY: every buffer holds exactly the elements its strides address.

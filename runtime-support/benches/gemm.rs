@@ -28,7 +28,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use onnxc_runtime::{
     conv_packed_weights_elems, conv_scratch_elems, onnxc_conv_f32, onnxc_pack_conv_weights_f32, pack_a, packed_a_len,
-    sgemm_prepacked_with, sgemm_with, ConvParams, GemmKernel, MatMut, MatRef, STATUS_OK,
+    sgemm_prepacked_with, sgemm_with, ConvParams, Isa, MatMut, MatRef, STATUS_OK,
 };
 use std::hint::black_box;
 use std::ptr::null;
@@ -89,13 +89,13 @@ fn bench_peak(c: &mut Crit) {
     let mut g = c.benchmark_group("peak");
     #[cfg(target_arch = "x86_64")]
     {
-        if GemmKernel::Avx512.available() {
+        if Isa::Avx512.available() {
             g.throughput(Throughput::Elements((ITERS * CHAINS * 16 * 2) as u64));
             g.bench_function("fma-zmm", |bch| bch.iter(|| unsafe { peak::fma512(black_box(1.0)) }));
         } else {
             eprintln!("skipping peak/fma-zmm: no AVX-512F");
         }
-        if GemmKernel::Avx2Fma.available() {
+        if Isa::Avx2Fma.available() {
             g.throughput(Throughput::Elements((ITERS * CHAINS * 8 * 2) as u64));
             g.bench_function("fma-ymm", |bch| bch.iter(|| unsafe { peak::fma256(black_box(1.0)) }));
         } else {
@@ -128,9 +128,9 @@ fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
 
 /// The kernels to bench: those this CPU has, narrowed by `$GEMM_KERNELS`
 /// (comma-separated names) when set.
-fn kernels() -> Vec<GemmKernel> {
+fn kernels() -> Vec<Isa> {
     let only = std::env::var("GEMM_KERNELS").ok();
-    GemmKernel::ALL
+    Isa::ALL
         .into_iter()
         .filter(|kernel| {
             let wanted = only.as_deref().is_none_or(|o| o.split(',').any(|k| k == kernel.name()));
@@ -149,7 +149,7 @@ fn bench_sgemm(c: &mut Crit) {
         let mut g = c.benchmark_group(if prepacked { "sgemm-prepacked" } else { "sgemm" });
         for kernel in kernels() {
             for &(m, k, n) in SHAPES {
-                if kernel == GemmKernel::Generic && m * k * n > 200_000_000 {
+                if kernel == Isa::Generic && m * k * n > 200_000_000 {
                     continue; // the scalar reference takes too long per iteration
                 }
                 let a = rand_vec(m * k, 1);

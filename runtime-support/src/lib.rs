@@ -24,6 +24,7 @@
 pub mod abi;
 #[allow(clippy::missing_safety_doc)] // the shared contract is in `generic`'s module doc
 pub mod generic;
+pub mod isa;
 pub mod model;
 pub mod parallel;
 pub mod tolerance;
@@ -49,7 +50,7 @@ pub use generic::norm::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::prepacked::*;
-pub use generic::qproduct::{integer_product, ByteKernel, IntMatrix};
+pub use generic::qproduct::{integer_product, IntMatrix};
 pub use generic::quant::*;
 pub use generic::random::*;
 pub use generic::reduce::*;
@@ -57,6 +58,7 @@ pub use generic::resize::*;
 pub use generic::roi::*;
 pub use generic::softmax::*;
 pub use generic::strings::*;
+pub use isa::{ByteKernel, Isa};
 pub use parallel::*;
 
 pub use generic::linalg::*;

@@ -227,8 +227,8 @@ pub unsafe extern "C" fn onnxc_conv_blocked_f32(
     }
     let operands = BlockedOperands { x, w, bias, residual, y };
     #[cfg(target_arch = "x86_64")]
-    match super::gemm::GemmKernel::best() {
-        super::gemm::GemmKernel::Generic => {}
+    match crate::isa::Isa::best() {
+        crate::isa::Isa::Generic => {}
         kernel if winograd => {
             crate::x86_64::blocked_conv::winograd(p, &s, operands, scratch, parallel, kernel);
             return STATUS_OK;
@@ -393,8 +393,7 @@ const THREADED_REORDER_FLOATS: usize = 1 << 16;
 unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Range<usize>, into_blocked: bool) {
     // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
     #[cfg(target_arch = "x86_64")]
-    let runs =
-        if super::gemm::GemmKernel::best() == super::gemm::GemmKernel::Generic { 0 } else { range.len() / BLOCK };
+    let runs = if crate::isa::Isa::best() == crate::isa::Isa::Generic { 0 } else { range.len() / BLOCK };
     #[cfg(not(target_arch = "x86_64"))]
     let runs = 0;
     // Whole runs of 8 pixels are 8×8 transposes.
@@ -426,9 +425,9 @@ mod tests {
     use crate::generic::conv::{
         onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
-    #[cfg(target_arch = "x86_64")]
-    use crate::generic::gemm::GemmKernel;
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
+    #[cfg(target_arch = "x86_64")]
+    use crate::isa::Isa;
     use core::ptr::{null, null_mut};
     use std::vec;
     use std::vec::Vec;
@@ -621,9 +620,7 @@ mod tests {
                 assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
                 let s = BlockedShape::of(&p).expect("blocked");
                 #[cfg(target_arch = "x86_64")]
-                for kernel in
-                    crate::generic::test_util::gemm_kernels().into_iter().filter(|&k| k != GemmKernel::Generic)
-                {
+                for kernel in crate::generic::test_util::testable_isas().into_iter().filter(|&k| k != Isa::Generic) {
                     let mut outputs = Vec::new();
                     for parallel in [null(), &threaded as *const Parallel] {
                         let mut y = vec![f32::NAN; out_len];

@@ -44,7 +44,7 @@ pub unsafe extern "C" fn onnxc_pool_blocked_f32(
     Parallel::for_each(parallel, parts, |part| {
         for plane in share(planes, parts, part) {
             let (x, y) = (x.add(plane * ih * iw * BLOCK), y.add(plane * oh * ow * BLOCK));
-            super::with_widest_vectors(
+            crate::isa::with_widest_vectors(
                 #[inline(always)]
                 || pool_plane(p, x, y),
             );

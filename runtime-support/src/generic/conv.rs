@@ -23,7 +23,7 @@
 //! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
 use super::conv_window::ConvWindow;
-use super::gemm::{GemmElem, GemmKernel, MatMut, MatRef};
+use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
 use super::prepacked::{
     pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd,
@@ -32,6 +32,7 @@ use super::prepacked::{
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::Isa;
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -674,7 +675,7 @@ const SMALL_GROUP_MACS: usize = 1 << 20;
 /// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
 /// where the gemm it replaces is the AVX2 one.
 fn direct_kernel_runs() -> bool {
-    cfg!(target_arch = "x86_64") && GemmKernel::best() == GemmKernel::Avx2Fma
+    cfg!(target_arch = "x86_64") && Isa::best() == Isa::Avx2Fma
 }
 
 /// The convolution on weights as given: the direct depthwise kernel (its
@@ -1044,7 +1045,7 @@ unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T)
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, gemm_kernels, rand_vec, reversed, unravel, with_level};
+    use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, unravel, with_level};
     use core::ptr::null;
     use std::vec;
     use std::vec::Vec;
@@ -1357,10 +1358,10 @@ mod tests {
     /// that has AVX2.
     #[test]
     fn direct_kernel_matches_the_gemm_bits() {
-        if !gemm_kernels().contains(&GemmKernel::Avx2Fma) {
+        if !testable_isas().contains(&Isa::Avx2Fma) {
             return;
         }
-        with_level(GemmKernel::Avx2Fma, || {
+        with_level(Isa::Avx2Fma, || {
             assert!(direct_kernel_runs());
             direct_kernel_cases();
         });

@@ -22,9 +22,9 @@ use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::Isa;
 use core::mem::MaybeUninit;
 use core::ops::Range;
-use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows of A per micro-kernel call.
 pub const MR: usize = 8;
@@ -152,10 +152,10 @@ impl GemmElem for f32 {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::x86_64::depthwise::{depthwise_planes_avx2, depthwise_planes_avx512};
-            match GemmKernel::best() {
-                GemmKernel::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
-                GemmKernel::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
-                GemmKernel::Generic => {}
+            match Isa::best() {
+                Isa::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
+                Isa::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
+                Isa::Generic => {}
             }
         }
         let _ = (p, x, w, bias, y, planes, finish);
@@ -353,18 +353,11 @@ pub unsafe extern "C" fn onnxc_gemm_f32(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    gemm_batched(GemmKernel::best(), p, a, b, c, y)
+    gemm_batched(Isa::best(), p, a, b, c, y)
 }
 
 /// [`onnxc_gemm_f32`] with a chosen implementation.
-unsafe fn gemm_batched(
-    kernel: GemmKernel,
-    p: &GemmParams,
-    a: *const f32,
-    b: *const f32,
-    c: *const f32,
-    y: *mut f32,
-) -> i32 {
+unsafe fn gemm_batched(kernel: Isa, p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *mut f32) -> i32 {
     if p.m < 0 || p.n < 0 || p.k < 0 || p.batch_rank < 0 {
         return STATUS_INVALID_PARAMS;
     }
@@ -399,90 +392,9 @@ unsafe fn gemm_batched(
     STATUS_OK
 }
 
-// ---------------------------------------------------------------------------
-// Dispatch: the best micro-kernel this CPU supports, detected once.
-// ---------------------------------------------------------------------------
-
-/// The sgemm implementations, slowest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum GemmKernel {
-    /// Portable blocked gemm with the scalar 8x8 micro-kernel: the reference.
-    Generic = 1,
-    /// x86-64 AVX2+FMA, 4x24 micro-kernel.
-    Avx2Fma = 2,
-    /// x86-64 AVX-512F, 8x32 micro-kernel.
-    Avx512 = 3,
-}
-
-impl GemmKernel {
-    /// Every implementation, available here or not.
-    pub const ALL: [GemmKernel; 3] = [GemmKernel::Generic, GemmKernel::Avx2Fma, GemmKernel::Avx512];
-
-    /// Short name for reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            GemmKernel::Generic => "generic",
-            GemmKernel::Avx2Fma => "avx2-fma",
-            GemmKernel::Avx512 => "avx512f",
-        }
-    }
-
-    /// Whether this CPU (and OS) can run the implementation.
-    pub fn available(self) -> bool {
-        match self {
-            GemmKernel::Generic => true,
-            #[cfg(target_arch = "x86_64")]
-            GemmKernel::Avx2Fma => cpu().avx2_fma,
-            #[cfg(target_arch = "x86_64")]
-            GemmKernel::Avx512 => cpu().avx512f,
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The fastest available implementation (detected once, then cached).
-    pub fn best() -> GemmKernel {
-        #[cfg(test)]
-        if let Some(level) = super::test_util::forced_level() {
-            return level;
-        }
-        match SELECTED.load(Ordering::Relaxed) {
-            1 => GemmKernel::Generic,
-            2 => GemmKernel::Avx2Fma,
-            3 => GemmKernel::Avx512,
-            _ => {
-                let k = *GemmKernel::ALL.iter().rev().find(|k| k.available()).unwrap_or(&GemmKernel::Generic);
-                SELECTED.store(k as u8, Ordering::Relaxed);
-                k
-            }
-        }
-    }
-}
-
-/// Cached [`GemmKernel::best`] (0 = not detected yet). Racing first calls
-/// both detect and store the same value.
-static SELECTED: AtomicU8 = AtomicU8::new(0);
-
-/// Cached CPU features: bit 0 = detected, bit 1 = AVX2+FMA, bit 2 = AVX-512F,
-/// bit 3 = AVX-512 VNNI.
-#[cfg(target_arch = "x86_64")]
-static FEATURES: AtomicU8 = AtomicU8::new(0);
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn cpu() -> crate::x86_64::CpuFeatures {
-    let mut bits = FEATURES.load(Ordering::Relaxed);
-    if bits == 0 {
-        let f = crate::x86_64::cpu_features();
-        bits = 1 | (f.avx2_fma as u8) << 1 | (f.avx512f as u8) << 2 | (f.avx512_vnni as u8) << 3;
-        FEATURES.store(bits, Ordering::Relaxed);
-    }
-    crate::x86_64::CpuFeatures { avx2_fma: bits & 2 != 0, avx512f: bits & 4 != 0, avx512_vnni: bits & 8 != 0 }
-}
-
 /// `y = alpha * a * b + beta * c` (or `+ 0` when `c` is `None`), with `a`
 /// `m x k`, `b` `k x n`, `c` and `y` `m x n`, using the fastest
-/// micro-kernel the CPU supports ([`GemmKernel::best`]).
+/// micro-kernel the CPU supports ([`Isa::best`]).
 ///
 /// # Safety
 /// Every addressed element of `a`, `b`, `c` must be readable and of `y`
@@ -500,7 +412,7 @@ pub unsafe fn sgemm(
     c: Option<MatRef>,
     y: MatMut,
 ) {
-    sgemm_with(GemmKernel::best(), m, n, k, alpha, a, b, beta, c, y)
+    sgemm_with(Isa::best(), m, n, k, alpha, a, b, beta, c, y)
 }
 
 /// [`sgemm`] with a chosen implementation; one the CPU lacks falls back to
@@ -511,7 +423,7 @@ pub unsafe fn sgemm(
 /// As [`sgemm`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm_with(
-    kernel: GemmKernel,
+    kernel: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -527,9 +439,9 @@ pub unsafe fn sgemm_with(
     }
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
         _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
     }
 }
@@ -1044,7 +956,7 @@ unsafe fn store_tile(
 pub(crate) mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, gemm_kernels, rand_vec};
+    use crate::generic::test_util::{assert_close, rand_vec, testable_isas};
     use std::vec;
     use std::vec::Vec;
 
@@ -1197,10 +1109,10 @@ pub(crate) mod tests {
     /// Every SIMD kernel this CPU supports against the generic reference, on
     /// shapes that straddle the tiles and the cache blocks, with every
     /// stride pattern the compiler emits. Kernels the CPU lacks are skipped
-    /// (see [`gemm_kernels`]).
+    /// (see [`testable_isas`]).
     #[test]
     fn simd_kernels_match_generic() {
-        for kernel in gemm_kernels() {
+        for kernel in testable_isas() {
             let mut seed = 500;
             let gemm =
                 |m, n, k, alpha, a, b, beta, c, y| unsafe { sgemm_with(kernel, m, n, k, alpha, a, b, beta, c, y) };
@@ -1404,7 +1316,7 @@ pub(crate) mod tests {
         p.a_batch_strides[..2].copy_from_slice(&[3 * m * k, m * k]);
         p.b_batch_strides[..2].copy_from_slice(&[0, k * n]);
         let want = reference(&p, &a, &b, Some(&c));
-        for kernel in gemm_kernels() {
+        for kernel in testable_isas() {
             let mut got = vec![f32::NAN; want.len()];
             let st = unsafe { gemm_batched(kernel, &p, a.as_ptr(), b.as_ptr(), c.as_ptr(), got.as_mut_ptr()) };
             assert_eq!(st, STATUS_OK);

@@ -11,7 +11,7 @@
 //!   scaled by one element of A, in depth order.
 //!
 //! Both orders are fixed, so results do not depend on the vector width
-//! the loops are compiled for ([`super::with_widest_vectors`]).
+//! the loops are compiled for ([`crate::isa::with_widest_vectors`]).
 
 use super::gemm::{MatMut, MatRef};
 
@@ -47,7 +47,7 @@ pub unsafe fn few_rows(
         None => alpha * s,
     };
     if b.rs == 1 && a.cs == 1 {
-        super::with_widest_vectors(
+        crate::isa::with_widest_vectors(
             #[inline(always)]
             || {
                 for i in 0..m {
@@ -62,7 +62,7 @@ pub unsafe fn few_rows(
         return true;
     }
     if b.cs == 1 && y.cs == 1 {
-        super::with_widest_vectors(
+        crate::isa::with_widest_vectors(
             #[inline(always)]
             || {
                 for i in 0..m {

@@ -59,24 +59,6 @@ pub mod signal;
 
 use crate::abi::MAX_RANK;
 
-/// Runs `body` compiled for the widest vectors of the CPU's sgemm level
-/// ([`gemm::GemmKernel::best`]): the crate is
-/// built for baseline x86-64, so a portable kernel's loops would otherwise
-/// use 128-bit SSE2 at best. Kernels wrap their hot loops in it (marked
-/// `#[inline(always)]`); results do not depend on the vector width, as the
-/// loops it is meant for keep each element's operations in order.
-#[inline(always)]
-pub(crate) fn with_widest_vectors<R>(body: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    match gemm::GemmKernel::best() {
-        // SAFETY: `best` only names a level the CPU and OS support.
-        gemm::GemmKernel::Avx512 => return unsafe { crate::x86_64::with_avx512(body) },
-        gemm::GemmKernel::Avx2Fma => return unsafe { crate::x86_64::with_avx2(body) },
-        gemm::GemmKernel::Generic => {}
-    }
-    body()
-}
-
 /// `rank` as a `usize` if `0 <= rank <= max` and `dims[..rank]` are all
 /// nonnegative.
 pub(crate) fn checked_rank(rank: i64, max: usize, dims: &[i64; MAX_RANK]) -> Option<usize> {
@@ -136,7 +118,7 @@ pub(crate) fn to_isize<const N: usize>(src: &[i64; N]) -> [isize; N] {
 #[cfg(test)]
 pub(crate) mod test_util {
     extern crate std;
-    use super::gemm::GemmKernel;
+    use crate::isa::Isa;
     use core::cell::Cell;
     use std::vec::Vec;
 
@@ -192,30 +174,30 @@ pub(crate) mod test_util {
     }
 
     /// The instruction set of a gemm level (`None` for the portable one).
-    pub fn gemm_isa(kernel: GemmKernel) -> Option<&'static str> {
+    pub fn isa_name(kernel: Isa) -> Option<&'static str> {
         match kernel {
-            GemmKernel::Generic => None,
-            GemmKernel::Avx2Fma => Some("avx2"),
-            GemmKernel::Avx512 => Some("avx512"),
+            Isa::Generic => None,
+            Isa::Avx2Fma => Some("avx2"),
+            Isa::Avx512 => Some("avx512"),
         }
     }
 
     /// Every gemm level a test can run here ([`isa_runs_here`] for each).
-    pub fn gemm_kernels() -> Vec<GemmKernel> {
-        let runs = |k: &GemmKernel| gemm_isa(*k).is_none_or(|isa| isa_runs_here(isa, k.available()));
-        GemmKernel::ALL.into_iter().filter(runs).collect()
+    pub fn testable_isas() -> Vec<Isa> {
+        let runs = |k: &Isa| isa_name(*k).is_none_or(|isa| isa_runs_here(isa, k.available()));
+        Isa::ALL.into_iter().filter(runs).collect()
     }
 
     std::thread_local! {
-        static FORCED_LEVEL: Cell<Option<GemmKernel>> = const { Cell::new(None) };
+        static FORCED_LEVEL: Cell<Option<Isa>> = const { Cell::new(None) };
     }
 
-    /// Runs `body` with [`GemmKernel::best`] answering `level` on this
+    /// Runs `body` with [`Isa::best`] answering `level` on this
     /// thread, so that a test reaches what a host whose best level is
     /// `level` runs (the AVX2 paths on an AVX-512 host). Work handed to
     /// other threads sees the CPU's best; the tests' `parallel_for` hooks
     /// run their tasks on the calling thread. `level` must be available.
-    pub fn with_level<R>(level: GemmKernel, body: impl FnOnce() -> R) -> R {
+    pub fn with_level<R>(level: Isa, body: impl FnOnce() -> R) -> R {
         assert!(level.available(), "{} is not available here", level.name());
         let before = FORCED_LEVEL.with(|f| f.replace(Some(level)));
         let result = body();
@@ -224,7 +206,7 @@ pub(crate) mod test_util {
     }
 
     /// The level [`with_level`] forces on this thread, if any.
-    pub fn forced_level() -> Option<GemmKernel> {
+    pub fn forced_level() -> Option<Isa> {
         FORCED_LEVEL.with(Cell::get)
     }
 

@@ -298,12 +298,12 @@ impl PoolElem for f32 {
     unsafe fn pool_planes_simd(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            use super::gemm::GemmKernel;
+            use crate::isa::Isa;
             use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
-            match GemmKernel::best() {
-                GemmKernel::Avx512 => return pool_planes_avx512(p, x, y, planes),
-                GemmKernel::Avx2Fma => return pool_planes_avx2(p, x, y, planes),
-                GemmKernel::Generic => {}
+            match Isa::best() {
+                Isa::Avx512 => return pool_planes_avx512(p, x, y, planes),
+                Isa::Avx2Fma => return pool_planes_avx2(p, x, y, planes),
+                Isa::Generic => {}
             }
         }
         let _ = (p, x, y, planes);
@@ -369,7 +369,7 @@ unsafe fn pool<T: PoolElem>(
     if is_global(p, r) && indices.is_null() && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
         let one_plane = |plane: usize| {
             let x = core::slice::from_raw_parts(x.add(plane * in_size), in_size);
-            *y.add(plane) = super::with_widest_vectors(
+            *y.add(plane) = crate::isa::with_widest_vectors(
                 #[inline(always)]
                 || global_pool(x, p.kind == POOL_MAX),
             );
@@ -382,7 +382,7 @@ unsafe fn pool<T: PoolElem>(
         let some_planes = |range: Range<usize>| {
             if !T::pool_planes_simd(p, x, y, Planes { range: range.clone(), in_size, out_size }) {
                 for plane in range {
-                    super::with_widest_vectors(
+                    crate::isa::with_widest_vectors(
                         #[inline(always)]
                         || pool_2d(p, x.add(plane * in_size), y.add(plane * out_size)),
                     );
@@ -502,12 +502,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn simd_plane_matches_portable_bits() {
-        use crate::generic::gemm::GemmKernel;
+        use crate::isa::Isa;
         use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
         type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes) -> bool;
-        let kernels: [(GemmKernel, PlaneKernel); 2] =
-            [(GemmKernel::Avx512, pool_planes_avx512), (GemmKernel::Avx2Fma, pool_planes_avx2)];
-        let testable = crate::generic::test_util::gemm_kernels();
+        let kernels: [(Isa, PlaneKernel); 2] = [(Isa::Avx512, pool_planes_avx512), (Isa::Avx2Fma, pool_planes_avx2)];
+        let testable = crate::generic::test_util::testable_isas();
         let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| testable.contains(kernel)).collect();
         // (input, kernel, strides, pads [top, left, bottom, right], extra output columns/rows)
         let shapes = [

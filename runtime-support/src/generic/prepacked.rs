@@ -19,9 +19,9 @@
 //! of a convolution, without another pass over the output.
 
 use super::gemm::{
-    pack_a_panels, pack_b_block, pack_b_panel, Aligned, BlockAhead, GemmKernel, Lookahead, MatMut, MatRef, MicroKernel,
-    PANEL_ROWS,
+    pack_a_panels, pack_b_block, pack_b_panel, Aligned, BlockAhead, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS,
 };
+use crate::isa::Isa;
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -451,7 +451,7 @@ impl<B: BSource, F: FinishRow> Product<'_, B, F> {
 }
 
 /// [`prepacked`] with the fastest micro-kernel this CPU has
-/// ([`GemmKernel::best`]).
+/// ([`Isa::best`]).
 ///
 /// # Safety
 /// As [`prepacked`].
@@ -466,7 +466,7 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: FinishRow>(
     finish: &F,
     parallel: *const Parallel,
 ) {
-    sgemm_prepacked_with(GemmKernel::best(), m, n, k, a, b, y, finish, parallel)
+    sgemm_prepacked_with(Isa::best(), m, n, k, a, b, y, finish, parallel)
 }
 
 /// [`sgemm_prepacked`] with a chosen implementation; one the CPU lacks falls
@@ -476,7 +476,7 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: FinishRow>(
 /// As [`prepacked`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
-    kernel: GemmKernel,
+    kernel: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -488,11 +488,11 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
 ) {
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx512 if kernel.available() => {
+        Isa::Avx512 if kernel.available() => {
             prepacked::<crate::x86_64::avx512::Avx512, B, F>(m, n, k, a, b, y, finish, parallel)
         }
         #[cfg(target_arch = "x86_64")]
-        GemmKernel::Avx2Fma if kernel.available() => {
+        Isa::Avx2Fma if kernel.available() => {
             prepacked::<crate::x86_64::avx2::Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
         }
         _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish, parallel),
@@ -503,7 +503,7 @@ pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, gemm_kernels, rand_vec, reversed};
+    use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas};
     use std::vec;
 
     /// Bias, residual and activation, applied row by row or (when `tiled`)
@@ -565,7 +565,7 @@ mod tests {
             TileActivation::Clamp { lo: 1.0, hi: -1.0 },
             TileActivation::Leaky { slope: 0.1 },
         ];
-        for kernel in gemm_kernels() {
+        for kernel in testable_isas() {
             for activation in activations {
                 let run = |tiled: bool| {
                     let finish = BiasResidual { bias: &bias, residual: &residual, n, activation, tiled };
@@ -600,7 +600,7 @@ mod tests {
     /// bits.
     #[test]
     fn matches_naive_product() {
-        for kernel in gemm_kernels() {
+        for kernel in testable_isas() {
             let driver = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
                 sgemm_prepacked_with(kernel, m, n, k, a, b, y, finish, parallel)
             };

@@ -21,6 +21,7 @@
 
 use super::quant::load_int;
 use crate::abi::{ELEM_I16, ELEM_I8, ELEM_U16, ELEM_U8};
+use crate::isa::ByteKernel;
 
 /// One operand of an integer product: a row-major matrix of `dtype`
 /// elements (u8, i8, u16 or i16) and its zero point.
@@ -57,50 +58,6 @@ pub(crate) fn int_bytes(dtype: i64) -> Option<usize> {
         ELEM_U8 | ELEM_I8 => Some(1),
         ELEM_U16 | ELEM_I16 => Some(2),
         _ => None,
-    }
-}
-
-/// An implementation of the raw 8-bit product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ByteKernel {
-    /// Plain loops over bytes (the compiler vectorises them for the
-    /// baseline target).
-    Generic,
-    /// x86-64 AVX2: bytes widened to i16, `vpmaddwd`.
-    Avx2,
-    /// x86-64 AVX-512 VNNI: `vpdpbusd`.
-    Vnni,
-}
-
-impl ByteKernel {
-    /// Every implementation, available here or not.
-    pub const ALL: [ByteKernel; 3] = [ByteKernel::Generic, ByteKernel::Avx2, ByteKernel::Vnni];
-
-    /// Short name for reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            ByteKernel::Generic => "generic",
-            ByteKernel::Avx2 => "avx2",
-            ByteKernel::Vnni => "vnni",
-        }
-    }
-
-    /// Whether this CPU (and OS) can run the implementation.
-    pub fn available(self) -> bool {
-        match self {
-            ByteKernel::Generic => true,
-            #[cfg(target_arch = "x86_64")]
-            ByteKernel::Avx2 => super::gemm::cpu().avx2_fma,
-            #[cfg(target_arch = "x86_64")]
-            ByteKernel::Vnni => super::gemm::cpu().avx512_vnni,
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The fastest available implementation.
-    pub fn best() -> ByteKernel {
-        [ByteKernel::Vnni, ByteKernel::Avx2].into_iter().find(|k| k.available()).unwrap_or(ByteKernel::Generic)
     }
 }
 
@@ -261,7 +218,7 @@ pub(crate) mod tests {
     fn this_cpu_runs_the_kernels_it_reports() {
         #[cfg(target_arch = "x86_64")]
         {
-            let f = crate::x86_64::cpu_features();
+            let f = crate::isa::detect();
             assert_eq!(ByteKernel::Vnni.available(), f.avx512_vnni);
             assert_eq!(ByteKernel::Avx2.available(), f.avx2_fma);
         }

@@ -14,7 +14,7 @@
 //! uses entry `o * so + (j / block) * sj + i * si` (see [`QuantParams`]).
 
 use super::conv::{conv_scratch_elems, im2col, validate, ConvParams};
-use super::qproduct::{int_bytes, integer_product, ByteKernel, IntMatrix};
+use super::qproduct::{int_bytes, integer_product, IntMatrix};
 use crate::abi::{
     ELEM_BF16, ELEM_F16, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16, ELEM_U2,
     ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
@@ -22,6 +22,7 @@ use crate::abi::{
 use crate::generic::convert::{is_float_elem, load_float, store_float, Bf16, F16};
 use crate::generic::minifloat::{is_minifloat_elem, onnxc_f32_to_minifloat, onnxc_minifloat_to_f32};
 use crate::generic::packed::{load_packed, store_packed};
+use crate::isa::ByteKernel;
 
 /// An integer element of a quantized type (int4/int2 packed), widened to
 /// i32.

@@ -436,7 +436,7 @@ pub(super) unsafe fn activate(activation: TileActivation, v: __m256) -> __m256 {
 ///
 /// # Safety
 /// As `sgemm`; the CPU and OS must support AVX2 and FMA
-/// ([`super::cpu_features`]).
+/// ([`crate::isa::cpu`]).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm(
@@ -458,7 +458,7 @@ pub unsafe fn sgemm(
 ///
 /// # Safety
 /// As `Product::run`; the CPU and OS must support the kernel's features
-/// ([`super::cpu_features`]).
+/// ([`crate::isa::cpu`]).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
     product.run::<Avx2Fma>(task)

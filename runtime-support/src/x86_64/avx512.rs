@@ -248,7 +248,7 @@ unsafe fn finish(end: &TileEnd, i: usize, col: usize, lanes: u16, mut v: __m512)
 ///
 /// # Safety
 /// As `sgemm`; the CPU and OS must support AVX-512F
-/// ([`super::cpu_features`]).
+/// ([`crate::isa::cpu`]).
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn sgemm(
@@ -270,7 +270,7 @@ pub unsafe fn sgemm(
 ///
 /// # Safety
 /// As `Product::run`; the CPU and OS must support the kernel's features
-/// ([`super::cpu_features`]).
+/// ([`crate::isa::cpu`]).
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn prepacked_task<B: BSource, F: FinishRow>(product: &Product<B, F>, task: Task) {
     product.run::<Avx512>(task)

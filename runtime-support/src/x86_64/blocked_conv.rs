@@ -42,8 +42,8 @@
 use super::avx2::activate;
 use crate::generic::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
 use crate::generic::conv::{tile_activation, ConvParams};
-use crate::generic::gemm::GemmKernel;
 use crate::generic::prepacked::TileActivation;
+use crate::isa::Isa;
 use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
 use core::ops::Range;
@@ -861,7 +861,7 @@ impl Job<'_> {
 }
 
 /// The blocked convolution `p` (shape `s`) with `kernel`'s tiles
-/// ([`GemmKernel::Avx512`]'s or else AVX2's).
+/// ([`Isa::Avx512`]'s or else AVX2's).
 ///
 /// # Safety
 /// As [`crate::generic::blocked::onnxc_conv_blocked_f32`]; the CPU has
@@ -871,7 +871,7 @@ pub(crate) unsafe fn conv(
     s: &BlockedShape,
     o: BlockedOperands,
     parallel: *const Parallel,
-    kernel: GemmKernel,
+    kernel: Isa,
 ) {
     let activation = tile_activation(p);
     // An NCHW input's pixels are consecutive floats, its channels planes apart.
@@ -891,7 +891,7 @@ pub(crate) unsafe fn conv(
             - (if s.nchw_input { s.in_channels / 2 * 2 } else { s.in_blocks } * s.in_h * s.in_w * pixel_step * 4)
                 as isize,
     };
-    let wide = kernel == GemmKernel::Avx512;
+    let wide = kernel == Isa::Avx512;
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
     let groups = s.out_blocks.div_ceil(tile_shape(wide).1);
@@ -947,7 +947,7 @@ pub(crate) unsafe fn winograd(
     o: BlockedOperands,
     scratch: *mut f32,
     parallel: *const Parallel,
-    kernel: GemmKernel,
+    kernel: Isa,
 ) {
     let tasks = crate::generic::winograd::tasks(s, parallel);
     Parallel::for_each(parallel, tasks, |task| winograd_task(p, s, &o, scratch, (task, tasks), kernel));
@@ -962,7 +962,7 @@ unsafe fn winograd_task(
     o: &BlockedOperands,
     scratch: *mut f32,
     task: (usize, usize),
-    kernel: GemmKernel,
+    kernel: Isa,
 ) {
     let serial = Parallel::SERIAL;
     let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv(p, s, o, &serial, kernel);

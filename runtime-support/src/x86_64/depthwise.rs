@@ -193,9 +193,9 @@ mod tests {
     /// rows and by columns; `finish` sees every whole plane once.
     #[test]
     fn matches_portable_planes() {
-        use crate::generic::gemm::GemmKernel;
-        let testable = crate::generic::test_util::gemm_kernels();
-        let (avx512, avx2) = (testable.contains(&GemmKernel::Avx512), testable.contains(&GemmKernel::Avx2Fma));
+        use crate::isa::Isa;
+        let testable = crate::generic::test_util::testable_isas();
+        let (avx512, avx2) = (testable.contains(&Isa::Avx512), testable.contains(&Isa::Avx2Fma));
         let cases = [
             planes(3, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             planes(2, [14, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
@@ -263,9 +263,9 @@ mod tests {
     /// one in it once, in order.
     #[test]
     fn kernels_give_the_fma_sum_bits() {
-        use crate::generic::gemm::GemmKernel;
-        let testable = crate::generic::test_util::gemm_kernels();
-        let (avx512, avx2) = (testable.contains(&GemmKernel::Avx512), testable.contains(&GemmKernel::Avx2Fma));
+        use crate::isa::Isa;
+        let testable = crate::generic::test_util::testable_isas();
+        let (avx512, avx2) = (testable.contains(&Isa::Avx512), testable.contains(&Isa::Avx2Fma));
         let cases = [
             (planes(20, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), 2),
             (planes(37, [14, 14], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), 1),

@@ -93,20 +93,20 @@ pub(crate) unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generic::gemm::GemmKernel;
+    use crate::isa::Isa;
 
     /// Both transposes against the index arithmetic.
     #[test]
     fn transposes_swap_rows_and_columns() {
         let m: [f32; 256] = core::array::from_fn(|i| i as f32);
-        let testable = crate::generic::test_util::gemm_kernels();
-        if testable.contains(&GemmKernel::Avx512) {
+        let testable = crate::generic::test_util::testable_isas();
+        if testable.contains(&Isa::Avx512) {
             let got = unsafe { wide(&m) };
             for (i, row) in got.iter().enumerate() {
                 assert!(row.iter().enumerate().all(|(j, &v)| v == m[j * 16 + i]), "row {i}: {row:?}");
             }
         }
-        if testable.contains(&GemmKernel::Avx2Fma) {
+        if testable.contains(&Isa::Avx2Fma) {
             let mut got = [0.0f32; 64];
             unsafe { transpose8x8(m.as_ptr(), 8, got.as_mut_ptr(), 8) };
             assert!(got.iter().enumerate().all(|(k, &v)| v == m[k % 8 * 8 + k / 8]), "{got:?}");
