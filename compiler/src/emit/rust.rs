@@ -194,6 +194,8 @@ fn write_module(
 /// `pub mod inputs { pub mod x { NAME, Elem, ONNX_TYPE, SHAPE, LEN } }`.
 fn write_descriptions(out: &mut String, module: &str, kind: &str, args: &[Arg]) -> std::fmt::Result {
     writeln!(out, "/// The model's {module}, in the order [`Model::run`] takes them.")?;
+    writeln!(out, "// A description: an application uses what it needs, and the rest is no dead code.")?;
+    writeln!(out, "#[allow(dead_code)]")?;
     writeln!(out, "pub mod {module} {{")?;
     for (k, a) in args.iter().enumerate() {
         writeln!(out, "    /// {kind} {k}, {}.", a.describe())?;

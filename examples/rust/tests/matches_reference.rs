@@ -80,3 +80,16 @@ fn one_model_serves_many_threads() {
     });
     assert!(results.windows(2).all(|w| w[0] == w[1]), "threads disagree: {results:?}");
 }
+
+/// `src/main.rs` includes the module privately in a binary under
+/// `#![deny(warnings)]`, as an application would: that it was built shows
+/// the generated code compiles without a warning there; it must also
+/// classify like the library.
+#[test]
+fn a_private_module_under_deny_warnings_builds_and_runs() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnxc-example-rust")).output().expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let image: [f32; mlp::inputs::image::LEN] = core::array::from_fn(|i| (i % 29) as f32 / 29.0);
+    let (class, p) = classify(&image).expect("the model runs");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("class {class} (p = {p:.4})"));
+}
