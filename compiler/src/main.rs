@@ -66,6 +66,8 @@ enum Command {
     Check {
         model: PathBuf,
         #[command(flatten)]
+        shapes: ShapeArgs,
+        #[command(flatten)]
         limits: LimitArgs,
     },
     /// Show IR/opsets, inputs/outputs, an op histogram, parameters and MACs
@@ -106,7 +108,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Compile(a) => cli::compile::compile(&a),
-        Command::Check { model, limits } => cli::info::check(&model, &limits),
+        Command::Check { model, shapes, limits } => cli::info::check(&model, &shapes, &limits),
         Command::Info { model, shapes, limits } => cli::info::info(&model, &shapes, &limits),
         Command::Run(a) => cli::run::run(&a),
         Command::Test(a) => cli::test::test(&a),

@@ -58,10 +58,11 @@ impl Expansion<'_, '_> {
         };
         result.map_err(|f| match f {
             Failure::Infer(e) => e,
-            Failure::Message(m) => InferError { messages: vec![format!("{label}: {m}")], wanted_inputs: Vec::new() },
+            Failure::Message(m) => InferError { messages: vec![format!("{label}: {m}")], ..InferError::default() },
             Failure::RunTime(m, values) => InferError {
                 messages: vec![format!("{label}: {m}")],
                 wanted_inputs: input_ancestors(self.graph, self.kept, &values),
+                ..InferError::default()
             },
         })
     }

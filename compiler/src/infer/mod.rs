@@ -49,7 +49,7 @@ pub enum CompositeShape {
     Sequence(Vec<Vec<usize>>),
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Default, thiserror::Error)]
 #[error("{}", .messages.join("\n"))]
 pub struct InferError {
     pub messages: Vec<String>,
@@ -57,11 +57,16 @@ pub struct InferError {
     /// Reshape's shape given as an input). Callers that know the input
     /// values (`run`, `test`) may specialise on them and infer again.
     pub wanted_inputs: Vec<crate::ir::ValueId>,
+    /// Graph inputs that lack the binding their type needs (`--dim` for a
+    /// symbolic dim, `--shape` for a sequence's element shapes or a map's
+    /// entry count). When not empty, every message is about one of them:
+    /// the model itself may be fine.
+    pub unbound_inputs: Vec<crate::ir::ValueId>,
 }
 
 impl InferError {
     fn new(messages: Vec<String>) -> InferError {
-        InferError { messages, wanted_inputs: Vec::new() }
+        InferError { messages, ..InferError::default() }
     }
 }
 
@@ -196,6 +201,7 @@ fn infer_nodes(
                                     node.op.name()
                                 )],
                                 wanted_inputs: input_ancestors(graph, kept, &[*v]),
+                                ..InferError::default()
                             });
                         }
                         let Some((dtype, shape)) =
@@ -231,7 +237,8 @@ fn infer_nodes(
                 let missing: Vec<ValueId> =
                     cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
                 let wanted_inputs = input_ancestors(graph, kept, &missing);
-                InferError { messages: vec![format!("{}: {e}{}", node.label(), folding.note())], wanted_inputs }
+                let messages = vec![format!("{}: {e}{}", node.label(), folding.note())];
+                InferError { messages, wanted_inputs, ..InferError::default() }
             })?
         };
         check_sizes(graph, &node, &results, limits.max_tensor_bytes)?;
@@ -358,9 +365,17 @@ fn check_sizes(graph: &Graph, node: &Node, results: &[crate::ops::Inferred], max
 
 fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
     let mut errors = Vec::new();
+    // Inputs that lack a binding, and the messages about them.
+    let (mut unbound, mut missing) = (Vec::new(), Vec::new());
     for (k, &input) in graph.inputs.clone().iter().enumerate() {
         if let Err(e) = bind_composite_input(graph, k, input, bindings) {
-            errors.push(e);
+            let name = &graph.value(input).name;
+            if bindings.shapes.contains_key(name) || bindings.composites.contains_key(name) {
+                errors.push(e);
+            } else {
+                unbound.push(input);
+                missing.push(e);
+            }
         }
     }
     for name in bindings.shapes.keys().chain(bindings.composites.keys()) {
@@ -397,18 +412,21 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
             if let Dim::Sym(s) = d {
                 match bindings.dims.get(s.as_str()) {
                     Some(&n) => *d = Dim::Known(n),
-                    None => errors.push(format!(
-                        "input \"{}\" dim {i} \"{s}\" is unbound: give --dim {s}=N or --shape {}=...",
-                        value.name, value.name
-                    )),
+                    None => {
+                        unbound.push(input);
+                        missing.push(format!(
+                            "input \"{}\" dim {i} \"{s}\" is unbound: give --dim {s}=N or --shape {}=...",
+                            value.name, value.name
+                        ));
+                    }
                 }
             }
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(InferError::new(errors))
+    match (errors.is_empty(), missing.is_empty()) {
+        (true, true) => Ok(()),
+        (true, false) => Err(InferError { messages: missing, unbound_inputs: unbound, ..InferError::default() }),
+        (false, _) => Err(InferError::new(errors.into_iter().chain(missing).collect())),
     }
 }
 

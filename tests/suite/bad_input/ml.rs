@@ -2,7 +2,7 @@
 //! refused at import (or inference) with the node and what is wrong named,
 //! never reach a kernel with a table it could index outside of.
 
-use super::{check, compile, Case};
+use super::{check, Case};
 use crate::models::{int_attr, ints_attr, model, node, typed_value, value};
 use onnx_proto::*;
 use prost::Message;
@@ -87,7 +87,7 @@ pub fn cases() -> Vec<Case> {
                 vec![typed_value("label", I64, Some(&[2])), value("scores", Some(&[2, 2]))],
             )
         }),
-        compile("tree feature past the input", &["node \"ml\"", "reads feature 7, but input 0 has 2 features"], |_| {
+        check("tree feature past the input", &["node \"ml\"", "reads feature 7, but input 0 has 2 features"], |_| {
             let mut attrs = tree_attrs(1, 7);
             attrs.extend(regressor_weights());
             ml_model("TreeEnsembleRegressor", attrs, vec![value("y", Some(&[2, 1]))])
@@ -114,7 +114,7 @@ pub fn cases() -> Vec<Case> {
                 vec![typed_value("label", I64, Some(&[2])), value("scores", Some(&[2, 2]))],
             )
         }),
-        compile("linear regressor features", &["node \"ml\"", "input 0 has 2 features"], |_| {
+        check("linear regressor features", &["node \"ml\"", "input 0 has 2 features"], |_| {
             let attrs = vec![floats_attr("coefficients", &[1.0, 2.0, 3.0]), int_attr("targets", 1)];
             ml_model("LinearRegressor", attrs, vec![value("y", Some(&[2, 1]))])
         }),

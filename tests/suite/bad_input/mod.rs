@@ -1,9 +1,10 @@
 //! The malformed-model corpus: hostile or broken models, each built here in
 //! code and paired with what its error must say. Every case runs through
-//! the CLI (`onnxc check` and/or `onnxc compile`) and must exit with status
-//! 1, name the model file and the culprit, never panic, and never open a
-//! file outside the model's folder — watched with inotify on the folder
-//! around it and on the "secret" files there that the cases point at.
+//! the CLI, `onnxc check` and `onnxc compile` (check runs everything up to
+//! shape inference, so it sees what compile sees), and must exit with
+//! status 1, name the model file and the culprit, never panic, and never
+//! open a file outside the model's folder — watched with inotify on the
+//! folder around it and on the "secret" files there that the cases point at.
 //!
 //! The cases live by theme: `structure.rs` (protobuf, IR version, opsets,
 //! graph and subgraph rules, functions), `tensors.rs` (tensor data and
@@ -32,21 +33,11 @@ pub struct Folders {
     pub model: PathBuf,
 }
 
-/// Which commands must reject the model.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Stage {
-    /// `onnxc check` and `onnxc compile` (load, check or import errors).
-    Check,
-    /// `onnxc compile` only (shape inference and later).
-    Compile,
-}
-
 /// Writes any files a case needs and returns the model's bytes.
 type Build = Box<dyn Fn(&Folders) -> Vec<u8>>;
 
 pub struct Case {
     pub name: &'static str,
-    pub stage: Stage,
     /// Extra command-line arguments (e.g. a lowered limit).
     pub args: &'static [&'static str],
     /// Fragments stderr must contain (besides the model file's name).
@@ -54,22 +45,13 @@ pub struct Case {
     pub build: Build,
 }
 
-/// A case that `check` (and so `compile`) must reject.
+/// A case that `check` and `compile` must reject.
 pub fn check(
     name: &'static str,
     expect: &'static [&'static str],
     build: impl Fn(&Folders) -> Vec<u8> + 'static,
 ) -> Case {
-    Case { name, stage: Stage::Check, args: &[], expect, build: Box::new(build) }
-}
-
-/// A case that only `compile` sees (inference and later stages).
-pub fn compile(
-    name: &'static str,
-    expect: &'static [&'static str],
-    build: impl Fn(&Folders) -> Vec<u8> + 'static,
-) -> Case {
-    Case { name, stage: Stage::Compile, args: &[], expect, build: Box::new(build) }
+    Case { name, args: &[], expect, build: Box::new(build) }
 }
 
 impl Case {
@@ -151,12 +133,8 @@ fn run_case(case: &Case) -> Vec<String> {
     std::fs::write(&secret, [0u8; 8]).expect("write");
     let path = folders.model.join("model.onnx");
     std::fs::write(&path, (case.build)(&folders)).expect("write the model");
-    let commands: &[&str] = match case.stage {
-        Stage::Check => &["check", "compile"],
-        Stage::Compile => &["compile"],
-    };
     let mut failures = Vec::new();
-    for cmd in commands {
+    for cmd in ["check", "compile"] {
         let watch = inotify::OpenWatch::new(&[&folders.root, &secret]).expect("inotify");
         let out = run_with_timeout(command(cmd, &path, &folders.model, case.args), Duration::from_secs(60))
             .expect("run onnxc");
@@ -184,6 +162,35 @@ fn every_malformed_model_is_rejected_cleanly() {
     assert_eq!(names.len(), cases.len(), "case names must be unique");
     let failures: Vec<String> = cases.iter().flat_map(run_case).collect();
     assert!(failures.is_empty(), "{} of {} cases misbehaved:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// `check` infers shapes with the symbolic dims `--dim` leaves unbound
+/// set to 1, and says so; a shape error at that size fails it.
+#[test]
+fn check_infers_unbound_dims_at_one() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let path = dir.path().join("model.onnx");
+    let run = |m: &ModelProto, args: &[&str]| {
+        std::fs::write(&path, m.encode_to_vec()).expect("write");
+        let mut c = Command::new(onnxc());
+        c.arg("check").arg(&path).args(args);
+        run_with_timeout(c, Duration::from_secs(60)).expect("run")
+    };
+    // y = x + c with x: f32[batch], c: f32[2]: fine at batch 1 (or 2), not at 3.
+    let mut batched =
+        crate::models::model(vec![node("Add", "add", &["x", "c"], &["y"])], vec![value("x", Some(&[1]))], vec![]);
+    graph(&mut batched).initializer.push(crate::models::floats("c", &[2], &[1.0, 2.0]));
+    graph(&mut batched).output.push(value("y", Some(&[2])));
+    let x = graph(&mut batched).input[0].r#type.as_mut().and_then(|t| t.value.as_mut());
+    let Some(type_proto::Value::TensorType(t)) = x else { panic!("a tensor input") };
+    let dim = t.shape.as_mut().map(|s| &mut s.dim[0]).expect("a dim");
+    dim.value = Some(tensor_shape_proto::dimension::Value::DimParam("batch".into()));
+    let out = run(&batched, &[]);
+    assert!(out.status.is_some_and(|s| s.success()), "{}", out.stderr);
+    assert!(out.stdout.contains("note: dim \"batch\" is unbound: checked at batch=1"), "{}", out.stdout);
+    let out = run(&batched, &["--dim", "batch=3"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stdout);
+    assert!(out.stderr.contains("model.onnx") && !out.stdout.contains("note:"), "{}", out.stderr);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! attributes (strides, pads, dilations, kernel shapes) near `i64::MAX`
 //! whose arithmetic must not overflow.
 
-use super::{compile, graph_model, Case};
+use super::{check, graph_model, Case};
 use crate::models::{int64s, int_attr, ints_attr, node, raw_tensor, typed_value, value};
 use onnx_proto::*;
 
@@ -43,43 +43,43 @@ const OVER: &str = "more than the limit of 4294967296 (--max-tensor-bytes)";
 
 fn huge() -> Vec<Case> {
     vec![
-        compile(
+        check(
             "ConstantOfShape of 64 GiB",
             &["node \"cos\" (ConstantOfShape)", "output \"y\" would be f32[131072,131072]", OVER],
             |_| one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[2], &HUGE)], 2),
         ),
-        compile("Expand to 64 GiB", &["node \"expand\" (Expand)", OVER], |_| {
+        check("Expand to 64 GiB", &["node \"expand\" (Expand)", OVER], |_| {
             let n = node("Expand", "expand", &["one", "s"], &["y"]);
             one_node(n, vec![raw_tensor("one", 1, &[1, 1], vec![0; 4]), int64s("s", &[2], &HUGE)], 2)
         }),
-        compile("Tile to 64 GiB", &["node \"tile\" (Tile)", OVER], |_| {
+        check("Tile to 64 GiB", &["node \"tile\" (Tile)", OVER], |_| {
             let n = node("Tile", "tile", &["one", "r"], &["y"]);
             one_node(n, vec![raw_tensor("one", 1, &[1, 1], vec![0; 4]), int64s("r", &[2], &HUGE)], 2)
         }),
-        compile("Range of 64 GiB", &["node \"range\" (Range)", "f32[17179869184]", OVER], |_| {
+        check("Range of 64 GiB", &["node \"range\" (Range)", "f32[17179869184]", OVER], |_| {
             let n = node("Range", "range", &["a", "b", "d"], &["y"]);
             one_node(n, vec![scalar_f32("a", 0.0), scalar_f32("b", (1u64 << 34) as f32), scalar_f32("d", 1.0)], 1)
         }),
-        compile("Range over all of i64", &["node \"range\" (Range)", "more than the address space"], |_| {
+        check("Range over all of i64", &["node \"range\" (Range)", "more than the address space"], |_| {
             let n = node("Range", "range", &["a", "b", "d"], &["y"]);
             let s = |name: &str, v: i64| int64s(name, &[], &[v]);
             one_node(n, vec![s("a", i64::MIN), s("b", i64::MAX), s("d", 1)], 1)
         }),
-        compile("ConstantOfShape whose count overflows", &["node \"cos\" (ConstantOfShape)", "overflows"], |_| {
+        check("ConstantOfShape whose count overflows", &["node \"cos\" (ConstantOfShape)", "overflows"], |_| {
             one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[2], &[1 << 62, 1 << 62])], 2)
         }),
-        compile(
+        check(
             "ConstantOfShape with a negative dim",
             &["node \"cos\" (ConstantOfShape)", "shape[1] -3 is negative"],
             |_| one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[2], &[2, -3])], 2),
         ),
-        compile(
+        check(
             "ConstantOfShape over --max-tensor-bytes",
             &["node \"cos\"", "4096 bytes, more than the limit of 1024"],
             |_| one_node(node("ConstantOfShape", "cos", &["s"], &["y"]), vec![int64s("s", &[1], &[1024])], 1),
         )
         .with_args(&["--max-tensor-bytes", "1K"]),
-        compile(
+        check(
             "shape left unfolded by --max-fold-total",
             &[
                 "node \"reshape\" (Reshape)",
@@ -94,16 +94,16 @@ fn huge() -> Vec<Case> {
             },
         )
         .with_args(&["--max-fold-total", "0"]),
-        compile("Pad to 64 GiB", &["node \"pad\" (Pad)", OVER], |_| {
+        check("Pad to 64 GiB", &["node \"pad\" (Pad)", OVER], |_| {
             let n = node("Pad", "pad", &["x", "p"], &["y"]);
             on_input(n, &[1, 1], vec![int64s("p", &[4], &[0, 0, HUGE[0] - 1, HUGE[1] - 1])], 2)
         }),
-        compile("Resize by a huge scale", &["node \"resize\" (Resize)", OVER], |_| {
+        check("Resize by a huge scale", &["node \"resize\" (Resize)", OVER], |_| {
             let n = node("Resize", "resize", &["x", "", "sc"], &["y"]);
             let scales = [1.0f32, 1e9].iter().flat_map(|v| v.to_le_bytes()).collect();
             on_input(n, &[2, 2], vec![raw_tensor("sc", 1, &[2], scales)], 2)
         }),
-        compile("declared input of 16 GiB", &["node \"relu\" (Relu)", OVER], |_| {
+        check("declared input of 16 GiB", &["node \"relu\" (Relu)", OVER], |_| {
             graph_model(
                 vec![node("Relu", "relu", &["x"], &["y"])],
                 vec![value("x", Some(&[1 << 16, 1 << 16]))],
@@ -117,7 +117,7 @@ fn huge() -> Vec<Case> {
 fn inconsistent() -> Vec<Case> {
     let w = || raw_tensor("w", 1, &[1, 1, 3, 3], vec![0; 36]);
     vec![
-        compile(
+        check(
             "Conv kernel_shape unlike the weights",
             &["node \"conv\" (Conv)", "\"kernel_shape\" is [2, 2]"],
             move |_| {
@@ -125,7 +125,7 @@ fn inconsistent() -> Vec<Case> {
                 on_input(n, &[1, 1, 8, 8], vec![w()], 4)
             },
         ),
-        compile(
+        check(
             "Conv pads of the wrong length",
             &["node \"conv\" (Conv)", "\"pads\" has 3 values, expected 4"],
             move |_| {
@@ -133,31 +133,35 @@ fn inconsistent() -> Vec<Case> {
                 on_input(n, &[1, 1, 8, 8], vec![w()], 4)
             },
         ),
-        compile("Conv group not dividing the channels", &["node \"conv\" (Conv)", "group"], move |_| {
+        check("Conv group not dividing the channels", &["node \"conv\" (Conv)", "group"], move |_| {
             let n = with(node("Conv", "conv", &["x", "w"], &["y"]), vec![int_attr("group", 3)]);
             on_input(n, &[1, 1, 8, 8], vec![w()], 4)
         }),
-        compile("Conv weights of another channel count", &["node \"conv\" (Conv)"], |_| {
+        check("Conv weights of another channel count", &["node \"conv\" (Conv)"], |_| {
             let n = node("Conv", "conv", &["x", "w"], &["y"]);
             on_input(n, &[1, 2, 8, 8], vec![raw_tensor("w", 1, &[1, 3, 3, 3], vec![0; 108])], 4)
         }),
-        compile("Transpose perm of the wrong length", &["node \"t\" (Transpose)", "perm"], |_| {
+        check("Conv on an input of rank 2", &["node \"conv\" (Conv)"], |_| {
+            let n = node("Conv", "conv", &["x", "w"], &["y"]);
+            on_input(n, &[8, 8], vec![raw_tensor("w", 1, &[1, 1, 3, 3], vec![0; 36])], 4)
+        }),
+        check("Transpose perm of the wrong length", &["node \"t\" (Transpose)", "perm"], |_| {
             let n = with(node("Transpose", "t", &["x"], &["y"]), vec![ints_attr("perm", &[0, 1, 2])]);
             on_input(n, &[2, 3], vec![], 2)
         }),
-        compile("Transpose perm repeating an axis", &["node \"t\" (Transpose)", "perm"], |_| {
+        check("Transpose perm repeating an axis", &["node \"t\" (Transpose)", "perm"], |_| {
             let n = with(node("Transpose", "t", &["x"], &["y"]), vec![ints_attr("perm", &[1, 1])]);
             on_input(n, &[2, 3], vec![], 2)
         }),
-        compile("Gather axis out of range", &["node \"g\" (Gather)", "axis"], |_| {
+        check("Gather axis out of range", &["node \"g\" (Gather)", "axis"], |_| {
             let n = with(node("Gather", "g", &["x", "i"], &["y"]), vec![int_attr("axis", 5)]);
             on_input(n, &[2, 3], vec![int64s("i", &[1], &[0])], 2)
         }),
-        compile("Concat axis out of range", &["node \"c\" (Concat)", "axis"], |_| {
+        check("Concat axis out of range", &["node \"c\" (Concat)", "axis"], |_| {
             let n = with(node("Concat", "c", &["x", "x"], &["y"]), vec![int_attr("axis", -3)]);
             on_input(n, &[2, 3], vec![], 2)
         }),
-        compile("Split sizes not summing to the dim", &["node \"s\" (Split)"], |_| {
+        check("Split sizes not summing to the dim", &["node \"s\" (Split)"], |_| {
             let n = node("Split", "s", &["x", "sizes"], &["y", "z"]);
             graph_model(
                 vec![n],
@@ -166,15 +170,15 @@ fn inconsistent() -> Vec<Case> {
                 vec![value("y", Some(&[-1])), value("z", Some(&[-1]))],
             )
         }),
-        compile("Reshape to another element count", &["node \"r\" (Reshape)"], |_| {
+        check("Reshape to another element count", &["node \"r\" (Reshape)"], |_| {
             let n = node("Reshape", "r", &["x", "s"], &["y"]);
             on_input(n, &[2, 3], vec![int64s("s", &[2], &[4, 4])], 2)
         }),
-        compile("Squeeze of a dim that is not 1", &["node \"sq\" (Squeeze)"], |_| {
+        check("Squeeze of a dim that is not 1", &["node \"sq\" (Squeeze)"], |_| {
             let n = node("Squeeze", "sq", &["x", "a"], &["y"]);
             on_input(n, &[2, 3], vec![int64s("a", &[1], &[0])], 1)
         }),
-        compile(
+        check(
             "ConstantOfShape value of two elements",
             &["node \"cos\" (ConstantOfShape)", "attribute \"value\" must hold one element"],
             |_| {
@@ -188,11 +192,11 @@ fn inconsistent() -> Vec<Case> {
                 one_node(n, vec![int64s("s", &[1], &[4])], 1)
             },
         ),
-        compile("MatMul of mismatched inner dims", &["node \"mm\" (MatMul)"], |_| {
+        check("MatMul of mismatched inner dims", &["node \"mm\" (MatMul)"], |_| {
             let n = node("MatMul", "mm", &["x", "w"], &["y"]);
             on_input(n, &[2, 3], vec![raw_tensor("w", 1, &[4, 2], vec![0; 32])], 2)
         }),
-        compile("Cast to an element type onnxc lacks", &["node \"cast\" (Cast)", "attribute \"to\""], |_| {
+        check("Cast to an element type onnxc lacks", &["node \"cast\" (Cast)", "attribute \"to\""], |_| {
             // COMPLEX64 (14): strings (8), the old example here, are supported now.
             let n = with(node("Cast", "cast", &["x"], &["y"]), vec![int_attr("to", 14)]);
             let dims = [-1];
@@ -228,36 +232,36 @@ const MAX: i64 = i64::MAX;
 
 fn windows() -> Vec<Case> {
     vec![
-        compile("Conv dilations of i64::MAX", &["node \"conv\" (Conv)", "dilations"], |_| {
+        check("Conv dilations of i64::MAX", &["node \"conv\" (Conv)", "dilations"], |_| {
             window_case("Conv", vec![ints_attr("dilations", &[MAX, 1])])
         }),
-        compile("Conv pads of i64::MAX", &["node \"conv\" (Conv)", "pads"], |_| {
+        check("Conv pads of i64::MAX", &["node \"conv\" (Conv)", "pads"], |_| {
             window_case("Conv", vec![ints_attr("pads", &[MAX, MAX, MAX, MAX])])
         }),
-        compile("Conv pads negative", &["node \"conv\" (Conv)", "\"pads\" has -1"], |_| {
+        check("Conv pads negative", &["node \"conv\" (Conv)", "\"pads\" has -1"], |_| {
             window_case("Conv", vec![ints_attr("pads", &[-1, 0, 0, 0])])
         }),
-        compile(
+        check(
             "Conv SAME padding with a huge dilation",
             &["node \"conv\" (Conv)", "window of 9223372036854775807"],
             |_| window_case("Conv", vec![same_upper(), ints_attr("dilations", &[MAX / 2, 1])]),
         ),
-        compile("MaxPool kernel of i64::MAX", &["node \"maxpool\" (MaxPool)", "window of 9223372036854775807"], |_| {
+        check("MaxPool kernel of i64::MAX", &["node \"maxpool\" (MaxPool)", "window of 9223372036854775807"], |_| {
             window_case("MaxPool", vec![ints_attr("kernel_shape", &[MAX, MAX])])
         }),
-        compile("MaxPool with ceil_mode and huge pads", &["node \"maxpool\" (MaxPool)", "pads"], |_| {
+        check("MaxPool with ceil_mode and huge pads", &["node \"maxpool\" (MaxPool)", "pads"], |_| {
             window_case(
                 "MaxPool",
                 vec![kernel(), int_attr("ceil_mode", 1), ints_attr("pads", &[MAX / 2, 0, MAX / 2, 0])],
             )
         }),
-        compile("MaxPool dilations of i64::MAX", &["node \"maxpool\" (MaxPool)", "dilations"], |_| {
+        check("MaxPool dilations of i64::MAX", &["node \"maxpool\" (MaxPool)", "dilations"], |_| {
             window_case("MaxPool", vec![kernel(), ints_attr("dilations", &[MAX, MAX])])
         }),
-        compile("ConvTranspose strides of i64::MAX", &["node \"convtranspose\" (ConvTranspose)"], |_| {
+        check("ConvTranspose strides of i64::MAX", &["node \"convtranspose\" (ConvTranspose)"], |_| {
             window_case("ConvTranspose", vec![ints_attr("strides", &[MAX, MAX])])
         }),
-        compile(
+        check(
             "ConvTranspose output_padding of i64::MAX",
             &["node \"convtranspose\" (ConvTranspose)", "output_padding"],
             |_| {
@@ -267,10 +271,10 @@ fn windows() -> Vec<Case> {
                 )
             },
         ),
-        compile("ConvTranspose output_shape of i64::MAX", &["node \"convtranspose\" (ConvTranspose)"], |_| {
+        check("ConvTranspose output_shape of i64::MAX", &["node \"convtranspose\" (ConvTranspose)"], |_| {
             window_case("ConvTranspose", vec![ints_attr("output_shape", &[MAX, MAX])])
         }),
-        compile("LpPool kernel of i64::MAX", &["node \"lppool\" (LpPool)"], |_| {
+        check("LpPool kernel of i64::MAX", &["node \"lppool\" (LpPool)"], |_| {
             window_case("LpPool", vec![ints_attr("kernel_shape", &[MAX, 1])])
         }),
     ]
