@@ -4,8 +4,9 @@
 //! where there may be no OS). The caller lends a `parallel_for` through the
 //! model's context (`onnxc_context.parallel_for` / `parallel_user`): a
 //! function that runs `task(env, i)` for every `i` in `0..count`, on as many
-//! threads as it likes, and returns when all have run. With the `std`
-//! feature, [`crate::thread_pool`] provides one; C callers may also bring
+//! threads as it likes, and returns when all have run. The companion
+//! crate `onnxc-runtime-std` provides one (`onnxc_runtime_std::thread_pool`,
+//! `onnxc_thread_pool_parallel_for` for C); C callers may also bring
 //! their own (OpenMP, a job system). Without one the tasks run in turn on
 //! the calling thread.
 //!

@@ -1,4 +1,4 @@
-//! Compiled code is re-entrant and deterministic (DESIGN §1): the same
+//! Compiled code is re-entrant and deterministic: the same
 //! JIT-compiled model called from several threads at once, each call with
 //! its own workspace and outputs, gives bit-identical results, and so do a
 //! hundred calls in a row. Models: whole CNNs with random weights (SIMD

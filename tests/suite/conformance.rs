@@ -344,7 +344,7 @@ struct Report {
     summary: Option<(usize, usize)>,
 }
 
-/// Parses `onnxc test` output (DESIGN §6): "PASS name", "FAIL name: reason",
+/// Parses `onnxc test` output (`compiler/src/cli/test.rs`): "PASS name", "FAIL name: reason",
 /// then "N passed, N failed" as the last line. Other lines are ignored.
 fn parse_report(stdout: &str) -> Report {
     let mut lines = Vec::new();

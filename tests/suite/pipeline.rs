@@ -2,7 +2,7 @@
 //! model-local functions are inlined with `ref_attr_name` substitution,
 //! unbound symbolic dims are all listed, shape subgraphs fold to constants,
 //! f16 tensors of an f32-only kernel are staged (empty ones too), `info` and
-//! `bench` print what DESIGN §6 says, packed int4 tensors move through
+//! `bench` print the lines the README's CLI tour shows, packed int4 tensors move through
 //! views, cast, and are size-checked.
 
 use crate::common::{onnxc_in, succeeded, write_model};

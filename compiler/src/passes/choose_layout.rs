@@ -128,9 +128,10 @@ pub fn choose_layout(graph: &mut Graph) {
 
 /// Multiply-adds a group's convolutions must have per element it reorders
 /// for the blocked layout to pay. A reorder is a pass over memory, about
-/// 0.3 ns per element on the machines measured (BENCHMARKS.md, session
-/// 16); the blocked kernel saves some 10 to 30 % of the NCHW one's time,
-/// 2 to 8 ps per multiply-add at about 100 GFLOP/s: 40 to 150, taken low
+/// 0.3 ns per element (a reorder of 64 × 112² floats, 3.2 MB, takes
+/// 0.23 ms each way on a Zen 4 core; `onnxc bench --profile` times a
+/// model's reorders); the blocked kernel saves some 10 to 30 % of the NCHW
+/// one's time, 2 to 8 ps per multiply-add at about 100 GFLOP/s: 40 to 150, taken low
 /// since every conv the layout takes also spares the NCHW kernel's padded
 /// copy.
 const MACS_PER_REORDERED_ELEMENT: i64 = 64;

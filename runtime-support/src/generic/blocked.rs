@@ -3,12 +3,14 @@
 //!
 //! In NCHW a convolution's tile of output channels × pixels is written a
 //! row segment per channel, and each pixel's input comes from a different
-//! plane per depth step; on the machines we measure, that access pattern,
-//! not the arithmetic, is what keeps the NCHW kernels behind ONNX Runtime
-//! (BENCHMARKS.md, session 14). In the blocked layout a tensor
-//! `[N][C][H][W]` is stored `[N][C/8][H][W][8]`: the 8 channels of a block
-//! at one pixel are one ymm vector, so a tile's outputs are whole-vector
-//! stores and its inputs consecutive broadcasts from one line.
+//! plane per depth step. That access pattern, not the arithmetic, is what
+//! holds an NCHW kernel back: on a Zen 3 core a plain NCHWc kernel ran
+//! ResNet-50's 64 → 64 3×3 layer on 56² in 2.5-2.7 ms where the NCHW
+//! direct kernel took 3.0-4.3 ms, the two alternated. In the blocked
+//! layout a tensor `[N][C][H][W]` is stored `[N][C/8][H][W][8]`: the 8
+//! channels of a block at one pixel are one ymm vector, so a tile's outputs
+//! are whole-vector stores and its inputs consecutive broadcasts from one
+//! line.
 //!
 //! The compiler chooses the layout once per graph (its `layout` pass):
 //! chains of convolutions and elementwise ops run blocked, with

@@ -12,6 +12,12 @@
 //!
 //! The sums are the plane kernels' to the bit: the bias, then every tap in
 //! kernel order with one FMA, taps in the padding adding `w * 0`.
+//!
+//! What touches vectors here, the transposes included, is written as
+//! `#[inline(always)]` functions, never closures: a closure is compiled
+//! without the AVX-512 features of the function around it (each intrinsic
+//! becomes a call), and a 1 KiB array of vectors returned by a call that is
+//! not inlined goes through `memcpy`.
 
 use super::plane::PlaneVector;
 use super::tile::{with_literal_taps, Taps};
