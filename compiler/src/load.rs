@@ -16,7 +16,13 @@
 //! indices), node attribute tensors (`t`, `tensors`, `sparse_tensor`,
 //! `sparse_tensors`) and the graphs in attributes (`g`, `graphs`) recursively,
 //! in the main graph, in function bodies (and function attribute defaults)
-//! and in `training_info` graphs.
+//! and in `training_info` graphs (which are validated here and never
+//! compiled).
+//!
+//! An external `location` is refused when it is empty or absolute, has a
+//! `..` component, leaves the model's folder through a symlink, is not a
+//! regular file, is hardlinked, or its offset and length run past the end
+//! of the file ([`ExternalProblem`]).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};

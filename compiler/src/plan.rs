@@ -23,6 +23,13 @@
 //! next (the allocator's next free byte, the address of every
 //! data-dependent value, the conditions of the guarded ranges still open)
 //! lives in a [`Handover`] block at the end of the arena.
+//!
+//! A loop that runs at run time (`LoopStart` … body … `LoopEnd`, which the
+//! code repeats) changes three things: what the body reads from before the
+//! loop stays alive to the loop's end, `LoopEnd`'s outputs (written all
+//! through the loop) get their memory at the `LoopStart`, and no part
+//! boundary falls inside a loop. Concat parts are written in place only in
+//! graphs without loops.
 
 use crate::ir::{Graph, ValueDef, ValueId};
 use crate::ops::{InferCx, InputInfo, Op};

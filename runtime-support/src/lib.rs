@@ -15,10 +15,13 @@
 //!
 //! Layout: [`abi`] holds the status codes, shared constants and the kernel
 //! table; [`model`] is the caller's side of a compiled model's C ABI for
-//! Rust (context, status decoding, the error of generated `run`s); [`generic`] holds the portable scalar implementations, one module
-//! per kernel family; [`x86_64`] holds the SIMD variants (so far the sgemm
-//! micro-kernels, chosen at run time by CPU feature detection), each tested
-//! against `generic`.
+//! Rust (context, status decoding, the error of generated `run`s);
+//! [`parallel`] how kernels split work over the caller's threads; [`isa`]
+//! CPU-feature detection and the kernel choice; [`tolerance`] the rule by
+//! which tests compare floats; [`generic`] holds the portable
+//! implementations, one module per kernel family; [`x86_64`] holds the
+//! SIMD variants, chosen at run time through [`isa`], each tested against
+//! `generic`.
 #![no_std]
 
 pub mod abi;

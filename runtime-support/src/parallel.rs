@@ -4,17 +4,29 @@
 //! where there may be no OS). The caller lends a `parallel_for` through the
 //! model's context (`onnxc_context.parallel_for` / `parallel_user`): a
 //! function that runs `task(env, i)` for every `i` in `0..count`, on as many
-//! threads as it likes, and returns when all have run. The companion
-//! crate `onnxc-runtime-std` provides one (`onnxc_runtime_std::thread_pool`,
-//! `onnxc_thread_pool_parallel_for` for C); C callers may also bring
-//! their own (OpenMP, a job system). Without one the tasks run in turn on
-//! the calling thread.
+//! threads as it likes, and returns when all have run. The
+//! `onnxc-runtime-std` crate's `thread_pool` provides one (for
+//! `onnxc bench --threads`, and as `onnxc_thread_pool_*` for C); C callers
+//! may also bring their own (OpenMP, a job system). Without one the tasks
+//! run in turn on the calling thread.
 //!
 //! A kernel splits its work into tasks that write disjoint outputs and
 //! compute every output element the same way whichever task or thread
 //! computes it, so results are bit-identical for any thread count and any
 //! order the hook runs tasks in. Tasks use up to 512 KiB of stack (the
 //! packing buffers), which a hook's threads must have.
+//!
+//! What splits: the gemm on pre-packed weights (`generic::prepacked`)
+//! its column blocks and, with threads, row ranges; a convolution of many
+//! small groups its groups, the depthwise convolution its channel planes
+//! (whole groups of 16), and the direct and blocked convolutions their
+//! tiles and channel blocks (`x86_64::direct_conv`,
+//! `x86_64::blocked_conv`, `generic::winograd`); 2-D max and average
+//! pooling (global pools too), NCHW or blocked, its planes; a large
+//! reorder to or from the blocked layout its blocks and their pixels; a
+//! large strided copy (Transpose, Slice, Concat...) its outermost
+//! dimension. The plain gemm (`generic::gemm`, MatMul and Gemm) runs on
+//! the calling thread.
 
 /// `void (*task)(void *env, size_t index)`: one task of a parallel loop.
 pub type TaskFn = unsafe extern "C" fn(env: *mut u8, index: usize);

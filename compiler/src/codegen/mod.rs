@@ -1,4 +1,7 @@
-//! Stage 7: mid-IR + plan → one Cranelift function per model.
+//! Stage 7: mid-IR + plan → the model's Cranelift entry point (and, for a
+//! schedule the plan cut into parts, one local function per part, called
+//! in turn by the entry point; a part reopens the guarded ranges still
+//! open from the part before, through the plan's `Handover` block).
 //!
 //! The generated entry point is
 //! `int32_t PREFIX_run(const onnxc_context *ctx, const void *const *inputs, void *const *outputs)`:

@@ -18,7 +18,16 @@
 //! the integers unpack into i32 copies (sign-extended for the signed ones)
 //! and float4 into f32, and its outputs are packed back after — integers
 //! keep their low bits (Cast's wrap-around), float4 rounds to nearest even
-//! and saturates (`onnxc_unpack`, `onnxc_pack`).
+//! and saturates (`onnxc_unpack`, `onnxc_pack`). Operators whose code
+//! addresses packed bytes itself say
+//! [`crate::ops::Operator::reads_packed`] (Identity, the reshaping views,
+//! Shape, Size, Quantize/DequantizeLinear); `Op::infer` rejects packed
+//! tensors for every other operator.
+//!
+//! f64 needs no staging: it has kernels of its own (`ops::kernel_for`
+//! picks the `_f32` or `_f64` form). Nor does float8: elementwise code
+//! widens each loaded bit pattern to f32 and narrows it on store (Cast's
+//! `saturate` and `round_mode`).
 
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::ir::DType;

@@ -4,6 +4,13 @@
 //! library's (`onnxc_runtime::model`), which mirror the generated header;
 //! `codegen` writes the code that reads them. Every buffer the code sees
 //! comes from a [`Placement`] (the heap, or guard pages).
+//!
+//! Values ([`Datum`]: a tensor, sequence, optional, map or sequence of
+//! maps) are checked against what the model declares, descriptors are
+//! built for the composite ones, and data-dependent, sequence, optional
+//! and map outputs are read back from their descriptors. `bench` keeps one
+//! [`Workspace`] and one [`PreparedCall`] (inputs placed, outputs
+//! allocated once) across calls, as callers of an object file do.
 
 use crate::codegen;
 use crate::host::buffer::{Buffer, Placement};

@@ -1,16 +1,31 @@
 //! Control flow expanded during inference: If whose condition is known at
 //! compile time becomes its branch, If on a run-time condition becomes both
-//! branches in guarded ranges (only the taken one runs) merged by Where;
-//! Loop whose trip count is known and
+//! branches in guarded ranges (`Guard` … `EndGuard`; only the taken one
+//! runs) merged by Where; Loop whose trip count is known and
 //! whose condition folds to a constant after each iteration, and Scan
 //! (whose length is a static dim), are unrolled — one copy of the body per
 //! iteration, each inferred (and constant-folded) before the next is made,
 //! so a condition computed by the body can stop the loop. Loop-carried
 //! values thread from one copy to the next; scan outputs are stacked with
-//! Unsqueeze + Concat. The result is ordinary nodes, so every later stage
-//! sees no control flow; the price is code size, bounded by
-//! [`MAX_UNROLLED_NODES`]. Control flow that depends on run-time data is
-//! reported (with the inputs it depends on, so `run`/`test` can specialise).
+//! Unsqueeze + Concat. Any other Loop becomes `LoopStart` … one copy of the
+//! body … `LoopEnd`, a range the code repeats, with its state in buffers
+//! that live across iterations. SequenceMap becomes one body copy per
+//! element of its compile-time sequence. The result is ordinary nodes and
+//! range markers, so no later stage sees a subgraph; the price of
+//! unrolling is code size, bounded by [`MAX_UNROLLED_NODES`].
+//!
+//! The same entry point resolves the operators that work on compile-time
+//! lists of values ([`crate::ir::Composite`]): the Sequence*/Optional*
+//! operators, and ai.onnx.ml's ZipMap, DictVectorizer and CastMap
+//! (`ops::ml::maps`); and it hands FlexAttention and Gradient to their
+//! family files' `expand`, which inline their subgraphs or build the
+//! backward pass out of ordinary nodes.
+//!
+//! What cannot be compiled this way (a position, split, loop condition or
+//! `sequence_lens` known only at run time, a run-time Loop with sequence
+//! state or data-dependent values in its body) is reported with the graph
+//! inputs it depends on, so that `run`/`test`, which know the inputs, can
+//! specialise them into constants (`driver::finish_mir_for_inputs`).
 
 use crate::infer::{input_ancestors, InferError, InferState};
 use crate::ir::{Composite, DType, Graph, Node, Tensor, ValueDef, ValueId};

@@ -6,6 +6,16 @@
 //! time are evaluated right here through the JIT — the same code path that
 //! runs them at run time — so shape-computing subgraphs (Shape → Gather →
 //! Concat → Reshape) become constants and later stages see static shapes.
+//! After this stage no dim is symbolic: each is known, or data-dependent
+//! (`Dim::Dynamic`, its producer allocating at run time).
+//!
+//! A sequence, optional or map graph input is bound to a compile-time list
+//! of tensors (`Graph::composites`, one `ValueDef::InputElement` each,
+//! sizes from `--shape xs=2x3,4` or the actual input), which the code
+//! checks on entry (`codegen::composite`); a sequence or optional graph
+//! output (a sequence of maps included) gets a `WriteComposite` node
+//! appended that writes it to the caller's descriptor. Control flow and
+//! the operators on such lists are expanded here ([`expand`]).
 //!
 //! [`Limits`] bound what a model can make this stage do: no value may be
 //! larger than `max_tensor_bytes`; folding materialises at most

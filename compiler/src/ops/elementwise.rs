@@ -12,10 +12,11 @@
 //! four lanes at a time with the same instructions (same bits). The same
 //! loop evaluates fused chains of these functions (`fused.rs`).
 //!
-//! Type constraints: arithmetic on f32/f64 and every integer type;
-//! transcendental functions on f32/f64; logical ops on bool; bitwise ops and
+//! Type constraints: arithmetic on floats and every integer type;
+//! transcendental functions on floats; logical ops on bool; bitwise ops and
 //! BitShift on integers; Cast/CastLike between all numeric types and bool.
-//! f16/bf16 arithmetic is not lowered yet.
+//! f16, bf16 and float8 are computed in f32: each element is widened on
+//! load and rounded on store.
 
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};

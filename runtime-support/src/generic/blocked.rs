@@ -12,18 +12,26 @@
 //! are whole-vector stores and its inputs consecutive broadcasts from one
 //! line.
 //!
-//! The compiler chooses the layout once per graph (its `layout` pass):
-//! chains of convolutions and elementwise ops run blocked, with
+//! The compiler chooses the layout once per graph (its `choose_layout`
+//! pass): groups of convolutions, with the pools, channel Concats and
+//! elementwise nodes between them, run blocked, with
 //! [`onnxc_to_blocked_f32`] and [`onnxc_from_blocked_f32`] at their edges.
 //! Only tensors whose channels are a multiple of 8 are blocked, so a block
-//! never holds padding.
+//! never holds padding; a stem's image input of fewer than 8 channels is
+//! read in NCHW ([`conv_reads_nchw`]).
 //!
 //! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`]
 //! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
 //! in sequence, and the 8 output channels of an input channel are one
-//! vector. This module holds the portable convolution (the reference the
-//! AVX2 kernel is tested against, and the fallback); the AVX2 kernel is
-//! `x86_64::blocked_conv`.
+//! vector. This module holds the reorders, the weight packing, the
+//! convolution's C ABI and its portable loops (the reference the x86-64
+//! kernels are tested against, and the fallback). The x86-64 kernels
+//! (AVX2's and AVX-512's tile sets) are `x86_64::blocked_conv`; the
+//! reorders' 8×8 transposes are `x86_64::transpose`; 3×3 stride-1 layers
+//! that keep their map's size may run as Winograd ([`super::winograd`]).
+//! Results are within rounding of the NCHW convolution, not its bits (the
+//! sums' order differs); max and average pooling of blocked values is
+//! [`super::blocked_pool`].
 
 use super::conv::{epilogue, validate, ConvParams};
 use super::winograd::{self, conv_takes_winograd};

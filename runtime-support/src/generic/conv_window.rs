@@ -16,6 +16,11 @@
 //! gathered into panels of [`PANEL_PIXELS`] pixels, channel-major
 //! (`panel[c * PANEL_PIXELS + i]`), which the kernel reads in sequence.
 //!
+//! [`ConvWindow::of`] also decides which convolutions run direct: a
+//! pointwise one only where the gemm's 24-column tiles would leave a ninth
+//! of their columns empty, a stride-1 window only up to 3 MiB of output
+//! (past that the gemm on the im2col matrix is faster).
+//!
 //! This part is target-independent: the compiler sizes the scratch with it
 //! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
 //! object.

@@ -8,7 +8,20 @@
 //! **macro-kernel** walks the panels, and a register-blocked `MR x NR`
 //! **micro-kernel** does the arithmetic. Packing turns every stride layout
 //! (transposes, broadcasts) into the same unit-stride stream, so only the
-//! micro-kernel needs SIMD variants later; the rest of the structure stays.
+//! micro-kernel ([`MicroKernel`]) has SIMD variants (`x86_64::avx2`,
+//! `x86_64::avx512`); the drivers are shared.
+//!
+//! Every micro-kernel reads A in [`PANEL_ROWS`]-row panels, so weights can
+//! be packed ahead of time without knowing the CPU (`prepacked`). A
+//! unit-stride B panel is packed by the first tile over it, which stores
+//! the source rows to the panel as it multiplies them
+//! ([`MicroKernel::packing_tile`]: the AVX-512 and AVX2 kernels in their
+//! depth loop, the portable one by copying first); any other B is packed a
+//! block at a time. While a block's tiles compute, they prefetch the next
+//! block's rows, one line per depth step ([`Lookahead`]). A tile stores
+//! only its valid rows and columns, straight into the output, so edge
+//! tiles need no copy; the AVX-512 kernel computes the fewest rows and
+//! vectors that cover an edge tile.
 //!
 //! All matrices are described by a pointer and signed element strides, which
 //! is how transposes and broadcast operands arrive from the compiler.

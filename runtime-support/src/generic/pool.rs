@@ -20,6 +20,13 @@
 //!   adds nothing).
 //!
 //! f32 and f64 share one generic implementation, each computing in its own type.
+//!
+//! Max and average pooling without `indices` take two faster paths: a
+//! global pool (one output per whole, unpadded plane) is a lane-wise
+//! reduction (`global_pool`), and a 2-D pool without dilation runs, for
+//! f32, the x86-64 plane kernels (`x86_64::pool`, with this module's
+//! bits) where the CPU has them, else the 2-D loops compiled for its
+//! widest vectors. Both split the planes over the context's threads.
 
 use super::real::Real;
 use super::{checked_rank, product, to_usize};

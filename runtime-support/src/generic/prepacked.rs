@@ -16,7 +16,21 @@
 //!
 //! When a tile has seen its last depth slice, `finish` runs on each of its
 //! rows while they are still in L1: the bias, a residual and the activation
-//! of a convolution, without another pass over the output.
+//! of a convolution, without another pass over the output. A finish that
+//! is a [`TileEnd`] (bias, residual, Relu/Clip/LeakyRelu) is applied by
+//! the micro-kernel in registers before the store instead
+//! ([`MicroKernel::finished_tile`], the same bits).
+//!
+//! A `B` that is a unit-stride matrix in memory gets the same treatment as
+//! in [`crate::generic::gemm::blocked`]: its panels are packed by the first
+//! tile over them ([`MicroKernel::packing_tile`]), and the tiles prefetch
+//! the rows the next block reads. The work is cut into [`Task`]s: a column
+//! block with its own packed B, or, when threads split the rows of a
+//! single B block, that block packed once per depth slice by `Pack` tasks
+//! and multiplied by row ranges (`Slice`). Each task runs through the
+//! micro-kernel's [`MicroKernel::prepacked_task`], compiled for its
+//! instruction set, so the packing and finishing code inlined into it is
+//! vectorised for that instruction set too.
 
 use super::gemm::{
     pack_a_panels, pack_b_block, pack_b_panel, Aligned, BlockAhead, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS,

@@ -4,11 +4,13 @@
 //!
 //! Quantized values are 8- or 16-bit integers; products accumulate exactly
 //! in i32 after subtracting the zero points (the product itself, with its
-//! SIMD paths for 8-bit operands, is [`super::qproduct`]; convolutions go
-//! through an im2col matrix into it), and the QLinear operators
-//! requantize the accumulators with the combined scale computed in the
-//! scales' own float type, adding the output zero point before rounding
-//! half to even and saturating — the ONNX reference's order of operations.
+//! SIMD paths for 8-bit operands, is [`super::qproduct`]; convolutions
+//! multiply the weights by an im2col matrix in the node's scratch, whose
+//! padding reads as the input's zero point and so adds 0), and the QLinear
+//! operators requantize the accumulators with the combined scale computed
+//! in the scales' own float type, adding the output zero point before
+//! rounding half to even and saturating — the ONNX reference's order of
+//! operations.
 //! Scales and zero points are per tensor, per axis or per block: element
 //! `(o, j, i)` of a tensor viewed as `[outer, len, inner]` around the axis
 //! uses entry `o * so + (j / block) * sj + i * si` (see [`QuantParams`]).

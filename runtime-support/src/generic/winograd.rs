@@ -1,5 +1,6 @@
 //! Winograd's F(4×4, 3×3) and F(2×2, 3×3) for the blocked 3×3 stride-1
-//! convolution.
+//! convolution: layers that keep their map's size, with at least 16 input
+//! and output channels, on maps of enough tiles ([`conv_takes_winograd`]).
 //!
 //! The direct kernels already run ResNet's and VGG's 3×3 layers near the
 //! FMA peak, so the arithmetic itself has to shrink. An `m×m` output tile

@@ -12,8 +12,9 @@
 //! added with one fused multiply-add (the portable kernel rounds the
 //! product first), taps in the padding adding `w * 0`.
 //!
-//! Layers with narrow output rows, or strided columns, go to
-//! [`super::depthwise_lanes`] instead (channels in the lanes, same sums).
+//! Layers with output rows narrower than two vectors, or strided columns,
+//! go to [`super::depthwise_lanes`] instead (channels in the lanes, same
+//! sums; the rule is `takes_lanes` there).
 
 use super::depthwise_lanes::{depthwise_lanes, takes_lanes};
 use super::plane::{PlaneVector, Ymm, Zmm};

@@ -7,6 +7,9 @@
 //! symbol, so without a definition a plain C link (`cc main.c
 //! libonnxc_runtime.a`) fails. Everything here is built with
 //! `panic = "abort"`, so nothing ever unwinds and the stub is never called.
+//!
+//! And it names a global allocator that refuses every request: the kernels
+//! never allocate, but a workspace build links `alloc` in (see `NoHeap`).
 
 #![cfg_attr(not(test), no_std)]
 

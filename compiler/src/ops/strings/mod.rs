@@ -3,13 +3,16 @@
 //! string forms of Equal and Cast (called from `elementwise.rs`).
 //!
 //! A string element is a 16-byte `onnxc_string` record, so shape operators
-//! move strings like any other element; these operators call the kernels
-//! of `runtime-support/src/generic/strings.rs`. New bytes (StringConcat,
-//! case changes) come from the run-time allocator after a counting call
-//! ([`Operator::allocates_at_run_time`]); substrings point into the bytes
-//! they came from. Attributes become read-only data the kernels read:
-//! string lists, and for RegexFullMatch a DFA table built by
-//! [`crate::ops::strings::regex`], so no regular expression is compiled at run time.
+//! move strings like any other element; these operators call the kernels of
+//! `runtime-support/src/generic/strings.rs`. A string constant is a
+//! read-only object of records whose addresses are relocations into an
+//! object of bytes (`codegen`). New bytes (StringConcat, case changes) come
+//! from the run-time allocator after a counting call
+//! ([`Operator::allocates_at_run_time`], which leaves the plan's dynamic
+//! part unbounded); substrings point into the bytes they came from.
+//! Attributes become read-only data the kernels read: string lists, and for
+//! RegexFullMatch a DFA table built by [`crate::ops::strings::regex`], so
+//! no regular expression is compiled at run time.
 //!
 //! Type constraints (ONNX): StringConcat (20) and RegexFullMatch (20) take
 //! string tensors (RegexFullMatch gives bool); StringNormalizer (10) a 1-D
