@@ -1,4 +1,4 @@
-//! The `onnxc` command line (DESIGN §6): compile, check, info, run, test,
+//! The `onnxc` command line: compile, check, info, run, test,
 //! bench. `onnxc MODEL -o OUT.o` is shorthand for `onnxc compile`.
 
 mod cli;
