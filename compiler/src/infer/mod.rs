@@ -88,6 +88,7 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<
         limits,
         folding: FoldBudget { per_constant: limits.max_fold_bytes, left: limits.max_fold_total_bytes },
         unrolled: 0,
+        expanding: 0,
     };
     infer_nodes(graph, nodes, &mut kept, &mut state)?;
     graph.nodes = kept;
@@ -169,11 +170,14 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
 }
 
 /// What inference carries from node to node: the limits, the folding
-/// budget left, and how many nodes unrolling added.
+/// budget left, how many nodes unrolling added, and how deep in expanded
+/// control flow the current node is (a node there may never run, so what
+/// it would fail on is no compile error: [`crate::ops::Operator::fails_on_constants`]).
 pub struct InferState<'l> {
     limits: &'l Limits,
     folding: FoldBudget,
     pub unrolled: usize,
+    expanding: usize,
 }
 
 /// Infers `nodes` in order, folding what is constant and appending the
@@ -189,9 +193,13 @@ fn infer_nodes(
     for node in nodes {
         limits.check_time(&node.label()).map_err(|e| InferError::new(vec![e]))?;
         if node.op.is_control_flow() || crate::infer::expand::is_composite_identity(graph, &node) {
-            crate::infer::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node)?;
+            state.expanding += 1;
+            let expanded = crate::infer::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node);
+            state.expanding -= 1;
+            expanded?;
             continue;
         }
+        let unconditional = state.expanding == 0;
         let folding = &mut state.folding;
         let results = {
             let mut inputs = Vec::with_capacity(node.inputs.len());
@@ -243,13 +251,17 @@ fn infer_nodes(
                 missing_values: Default::default(),
                 max_fold_bytes: folding.limit(),
             };
-            node.op.infer(&cx).map_err(|e| {
+            let outputs = node.op.infer(&cx).map_err(|e| {
                 let missing: Vec<ValueId> =
                     cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
                 let wanted_inputs = input_ancestors(graph, kept, &missing);
                 let messages = vec![format!("{}: {e}{}", node.label(), folding.note())];
                 InferError { messages, wanted_inputs, ..InferError::default() }
-            })?
+            })?;
+            if unconditional {
+                node.op.fails_on_constants(&cx).map_err(|e| InferError::new(vec![format!("{}: {e}", node.label())]))?;
+            }
+            outputs
         };
         check_sizes(graph, &node, &results, limits.max_tensor_bytes)?;
         folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.byte_size()));

@@ -506,6 +506,17 @@ impl Operator for Elementwise {
         Ok(outputs)
     }
 
+    fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
+        if !matches!(self.func, Func::Div | Func::Mod { .. }) || !cx.input(0)?.dtype.is_int() {
+            return Ok(());
+        }
+        let Some(divisor) = cx.input(1)?.value else { return Ok(()) };
+        match (0..divisor.len()).find(|&i| divisor.get_i64(i) == 0) {
+            Some(i) => Err(format!("integer division by zero: element {i} of the constant input 1 is 0")),
+            None => Ok(()),
+        }
+    }
+
     fn is_view(&self) -> bool {
         matches!(self.func, Func::Identity | Func::Dropout { .. } | Func::BitCast { .. })
     }

@@ -21,7 +21,7 @@
 //! (`runtime-support/src/generic/indexing.rs`, `copy.rs`); a bad one ends the
 //! model with `INDEX_OUT_OF_RANGE` tagged with this node.
 
-use super::{InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, InputInfo, Op, Operator};
 use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::shape::{element_count, normalize_axis};
@@ -150,6 +150,12 @@ impl Operator for Gather {
         Ok(vec![Inferred::new(data.dtype, shape)])
     }
 
+    fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
+        let data = cx.input(0)?;
+        let len = data.shape.get(self.axis(data.shape.len())?).ok_or("the axis is past input 0's rank")?;
+        indices_in_range(cx.input(1)?, *len)
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let (idx_type, idx_shape) = cx.input_type(1)?;
@@ -168,6 +174,17 @@ impl Operator for Gather {
         let indices = cx.input_ptr(1)?;
         let out = cx.output_ptr(0)?;
         cx.call_checked("onnxc_gather", &[params, data, indices, out])
+    }
+}
+
+/// Every element of a constant `indices` input in `[-len, len)`, the range
+/// the gather kernels check at run time.
+fn indices_in_range(indices: &InputInfo, len: usize) -> Result<(), String> {
+    let Some(t) = indices.value else { return Ok(()) };
+    let len = len as i64;
+    match (0..t.len()).map(|i| (i, t.get_i64(i))).find(|&(_, k)| k < -len || k >= len) {
+        Some((i, k)) => Err(format!("constant index {k} (element {i} of input 1) is out of range for a dim of {len}")),
+        None => Ok(()),
     }
 }
 

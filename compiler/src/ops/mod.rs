@@ -208,6 +208,14 @@ pub trait Operator: std::fmt::Debug {
     fn reads_packed(&self) -> bool {
         false
     }
+
+    /// The error the generated code would return on every run, given the
+    /// inputs known at compile time (a constant index out of range, a
+    /// constant integer divisor of zero): inference reports it as a
+    /// compile error for nodes that run whenever the model does.
+    fn fails_on_constants(&self, _cx: &InferCx) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 macro_rules! ops {
@@ -348,6 +356,9 @@ impl Op {
             }
         }
         Ok(outputs)
+    }
+    pub fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
+        self.inner().fails_on_constants(cx)
     }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let op = self.inner();

@@ -141,6 +141,15 @@ fn inconsistent() -> Vec<Case> {
             let n = node("Conv", "conv", &["x", "w"], &["y"]);
             on_input(n, &[1, 2, 8, 8], vec![raw_tensor("w", 1, &[1, 3, 3, 3], vec![0; 108])], 4)
         }),
+        check("Gather at a constant index out of range", &["node \"g\" (Gather)", "constant index 3"], |_| {
+            let n = node("Gather", "g", &["x", "i"], &["y"]);
+            on_input(n, &[3, 2], vec![int64s("i", &[2], &[0, 3])], 2)
+        }),
+        check("integer Div by a constant zero", &["node \"d\" (Div)", "division by zero"], |_| {
+            let n = node("Div", "d", &["x", "z"], &["y"]);
+            let x = vec![typed_value("x", 7, Some(&[2]))];
+            graph_model(vec![n], x, vec![int64s("z", &[2], &[2, 0])], vec![typed_value("y", 7, Some(&[2]))])
+        }),
         check("Conv on an input of rank 2", &["node \"conv\" (Conv)"], |_| {
             let n = node("Conv", "conv", &["x", "w"], &["y"]);
             on_input(n, &[8, 8], vec![raw_tensor("w", 1, &[1, 1, 3, 3], vec![0; 36])], 4)
