@@ -10,7 +10,9 @@
 //! Applies to an f32/f64 Add (or two-input Sum) whose operand is a Conv without a fused
 //! activation, read by the Add alone, and whose other operand has exactly
 //! the conv output's type (no broadcasting). The fused Conv takes the Add's
-//! place in the schedule, since the shortcut may be computed after the conv.
+//! place in the schedule, since the shortcut may be computed after the conv,
+//! and so the two must lie in one guarded or repeated range: moved across a
+//! marker, the conv would run under another condition or trip count.
 
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::conv::Activation;
@@ -20,6 +22,7 @@ use crate::ops::Op;
 pub fn fuse_conv_add(graph: &mut Graph) {
     let uses = super::use_counts(graph);
     let producer = super::producers(graph);
+    let region = super::regions(graph);
     let mut removed = vec![false; graph.nodes.len()];
     for add_index in 0..graph.nodes.len() {
         let add = &graph.nodes[add_index];
@@ -33,6 +36,7 @@ pub fn fuse_conv_add(graph: &mut Graph) {
                 && conv.activation == Activation::None
                 && !conv.residual
                 && !removed[conv_index]
+                && region[conv_index] == region[add_index]
                 && uses.get(&conv_out) == Some(&1)
                 && other != conv_out
                 && graph.concrete(other) == Some(ty.clone())
@@ -59,6 +63,7 @@ pub fn fuse_conv_add(graph: &mut Graph) {
 mod tests {
     use super::*;
     use crate::ir::{Node, ValueDef};
+    use crate::ops::control::Guard;
     use crate::ops::elementwise::Elementwise;
     use crate::passes::test_graph::{conv_1x1, value};
 
@@ -102,6 +107,24 @@ mod tests {
         assert_eq!(g.nodes[1].inputs[2..], [None, Some(s)]);
         assert_eq!(g.nodes[1].outputs, g.outputs);
         assert_eq!(super::super::verify(g), Ok(()));
+    }
+
+    /// A Guard between the conv and the Add (the Add in a branch of a
+    /// run-time If): the conv must not move into the guarded range.
+    #[test]
+    fn a_conv_never_moves_across_a_range_marker() {
+        let mut g = graph(&[1, 1, 2, 2], Func::Add);
+        let when = value(&mut g, "when", &[], ValueDef::Input(1));
+        g.inputs.push(when);
+        let guard = Node {
+            name: "guard".into(),
+            op: Op::Guard(Guard { when: true }),
+            inputs: vec![Some(when)],
+            outputs: vec![],
+        };
+        g.nodes.insert(1, guard);
+        fuse_conv_add(&mut g);
+        assert_eq!(g.nodes.len(), 4, "{:?}", g.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
     }
 
     #[test]
