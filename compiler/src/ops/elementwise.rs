@@ -562,16 +562,14 @@ impl Operator for Elementwise {
             _ if cx.input_type(0)?.0 == DType::String => return super::strings::lower_equal(cx),
             _ => {}
         }
+        // CastLike reads only its input 0 (input 1 gives the type; its shape
+        // may not broadcast to the output's).
+        let read = if matches!(self.func, Func::CastLike { .. }) { 1 } else { cx.input_count() };
         let mut operands = Vec::new();
-        for i in 0..cx.input_count() {
-            if cx.has_input(i) {
-                let (dtype, shape) = cx.input_type(i)?;
-                let shape = self.operand_shape(i, &shape, out_shape.len());
-                operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
-            }
-        }
-        if matches!(self.func, Func::CastLike { .. }) {
-            operands.truncate(1);
+        for i in (0..read).filter(|&i| cx.has_input(i)) {
+            let (dtype, shape) = cx.input_type(i)?;
+            let shape = self.operand_shape(i, &shape, out_shape.len());
+            operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
         }
         let in_dtype = scalar_type(cx.input_type(0)?.0);
         // f16/bf16/float8 are computed in f32 (widened on load, rounded on

@@ -261,7 +261,7 @@ unsafe fn fill<V: PlaneVector>(
         }
         // The input at buffer column `first`, and the floats from it to
         // the plane's end.
-        let offset = (h * iw + corner[1]) as usize + first;
+        let offset = (h * iw + corner[1] + first as i64) as usize;
         let (src, in_plane) = (x.add(offset), (ih * iw) as usize - offset);
         if long {
             for f in (0..sw).filter(|_| !padding_filled) {
