@@ -13,7 +13,7 @@
 //! runs the tasks in reverse give the serial result.
 
 use crate::common::{data_dir, onnxc, repo_root, run_ok, write_model};
-use crate::models::{float_attr, int_attr, ints_attr, model, node, typed_value};
+use crate::models::{f32s_of_bytes, float_attr, int_attr, ints_attr, model, node, typed_value};
 use onnxc::driver;
 use onnxc::host::call::Datum;
 use onnxc::host::tensor_io;
@@ -157,8 +157,7 @@ fn object_called_from_c_threads_gives_identical_bits() {
     let stdout = run_ok(threads, "the threads program");
     assert!(stdout.contains("0 of 20 concurrent calls differ"), "unexpected output: {stdout}");
     let reference = std::fs::read(dir.path().join("reference.bin")).expect("reference.bin");
-    let got: Vec<f64> =
-        reference.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
+    let got: Vec<f64> = f32s_of_bytes(&reference).into_iter().map(f64::from).collect();
     assert_matches_onnx_runtime("the C program", &got, &expected_output(&case, 0));
 }
 

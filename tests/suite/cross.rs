@@ -10,7 +10,7 @@
 //! `tests/run.sh` runs); without them the test fails saying so.
 
 use crate::common::{data_dir, onnxc, repo_root, run_model, run_ok as run, write_model};
-use crate::models::{f32s, floats, int_attr, model, node, value};
+use crate::models::{f32_bytes, f32s, floats, int_attr, model, node, value};
 use object::{Object, ObjectSymbol};
 use onnx_proto::{ModelProto, TensorProto};
 use prost::Message;
@@ -65,10 +65,6 @@ fn mlp() -> ModelProto {
     m
 }
 
-fn raw_f32(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
 /// The tool `name`, or a failure naming the script that installs it.
 fn tool(name: &str) -> String {
     let found =
@@ -118,8 +114,8 @@ fn prepare(dir: &Path, m: &ModelProto, input: &TensorProto) {
     write_model(dir, "model.onnx", m);
     let outputs = run_model(m, std::slice::from_ref(input)).unwrap_or_else(|o| panic!("host run: {}", o.stderr));
     let first = outputs.first().expect("one output");
-    std::fs::write(dir.join("input.bin"), raw_f32(&f32s(input))).expect("input.bin");
-    std::fs::write(dir.join("expected.bin"), raw_f32(&f32s(first))).expect("expected.bin");
+    std::fs::write(dir.join("input.bin"), f32_bytes(&f32s(input))).expect("input.bin");
+    std::fs::write(dir.join("expected.bin"), f32_bytes(&f32s(first))).expect("expected.bin");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! mismatch.
 
 use crate::common::{data_dir, onnxc, repo_root, run_ok as run};
+use crate::models::{f32_bytes, f32s_of_bytes};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -51,12 +52,11 @@ fn c_program_links_the_static_archive_and_matches_onnx_runtime() {
 }
 
 fn read_f32s(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    f32s_of_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
 fn write_f32s(path: &Path, values: &[f32]) {
-    std::fs::write(path, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()).expect("a raw file");
+    std::fs::write(path, f32_bytes(values)).expect("a raw file");
 }
 
 /// Runs the program on `input` and `expected`; it must fail, reporting

@@ -100,9 +100,20 @@ pub fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
 /// The values of an f32 tensor `onnxc run` wrote (raw data) or a test made.
 pub fn f32s(t: &TensorProto) -> Vec<f32> {
     match &t.raw_data {
-        Some(raw) => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Some(raw) => f32s_of_bytes(raw),
         None => t.float_data.clone(),
     }
+}
+
+/// Little-endian f32 bytes (raw tensor data, the C programs' `.bin` files)
+/// as values.
+pub fn f32s_of_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// `values` as little-endian f32 bytes.
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 /// The values of an int64 tensor `onnxc run` wrote (raw data) or a test made.
