@@ -14,6 +14,7 @@
 //! a `mod` line below. Run everything with `bash tests/run.sh`.
 
 mod bad_input;
+mod build_script;
 mod common;
 mod concurrency;
 mod conformance;

@@ -1,6 +1,8 @@
-//! Compiles a planned graph into this process with cranelift-jit and runs
-//! it. Serves `run`, `test`, `bench` and compile-time constant folding; the
-//! code is exactly what the object file would contain.
+//! Compiles a planned graph into this process and runs it. Serves `run`,
+//! `test`, `bench` and compile-time constant folding; the code is exactly
+//! what the object file would contain, placed by [`loader`].
+
+mod loader;
 
 use crate::codegen::{self, CodegenError};
 use crate::host::buffer::Placement;
@@ -9,28 +11,16 @@ use crate::ir::{Graph, Node, Tensor, ValueDef};
 use crate::limits::Limits;
 use crate::plan::{self, Plan};
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_jit::{JITBuilder, JITModule};
+use loader::{LoadedCode, MemoryModule};
 
-/// A model compiled into this process.
+/// A model compiled into this process. `run` points into `_code`, which
+/// keeps it mapped; finished code keeps no state between calls (no mutable
+/// globals, every byte it writes is in the caller's buffers), so calls may
+/// overlap.
 pub struct JitModel {
-    module: Option<JITModule>,
+    _code: LoadedCode,
     run: RunFn,
     interface: Interface,
-}
-
-// SAFETY: through `&JitModel` only `run` (finished code that keeps no
-// state between calls: no mutable globals, every byte it writes is in the
-// caller's buffers) and the interface are reachable; the module is touched
-// only by `Drop`, which has the model to itself. So calls may overlap.
-unsafe impl Sync for JitModel {}
-
-impl Drop for JitModel {
-    fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
-            // SAFETY: `run` is not reachable once the model is dropped.
-            unsafe { module.free_memory() };
-        }
-    }
 }
 
 pub fn host_isa() -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, String> {
@@ -60,20 +50,22 @@ pub fn compile_profiled(graph: &Graph, plan: &Plan, limits: &Limits) -> Result<J
 }
 
 fn compile_in(graph: &Graph, plan: &Plan, mode: codegen::Mode, limits: &Limits) -> Result<JitModel, CodegenError> {
-    let isa = host_isa().map_err(CodegenError::Module)?;
-    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for k in onnxc_runtime::abi::KERNELS.iter().chain(onnxc_runtime_std::KERNELS) {
-        builder.symbol(k.name, k.address);
-    }
-    builder.symbol(codegen::PROFILE_HOOK, crate::host::profile::onnxc_profile_node as *const u8);
-    let mut module = JITModule::new(builder);
+    let mut module = MemoryModule::new(host_isa().map_err(CodegenError::Module)?, Box::new(kernel_address));
     let (id, _) = codegen::define_model(&mut module, graph, plan, "onnxc_jit_run", mode, limits)?;
-    module.finalize_definitions()?;
-    let code = module.get_finalized_function(id);
+    let code = module.load().map_err(CodegenError::Module)?;
     // SAFETY: `define_model` gave the function exactly the `RunFn` signature.
-    let run = unsafe { std::mem::transmute::<*const u8, RunFn>(code) };
+    let run = unsafe { std::mem::transmute::<*const u8, RunFn>(code.function(id)) };
     let interface = Interface::of(graph, plan).map_err(CodegenError::Module)?;
-    Ok(JitModel { module: Some(module), run, interface })
+    Ok(JitModel { _code: code, run, interface })
+}
+
+/// The symbols compiled code imports: the kernels and the profiling hook.
+fn kernel_address(name: &str) -> Option<*const u8> {
+    if name == codegen::PROFILE_HOOK {
+        return Some(crate::host::profile::onnxc_profile_node as *const u8);
+    }
+    let kernels = onnxc_runtime::abi::KERNELS.iter().chain(onnxc_runtime_std::KERNELS);
+    kernels.into_iter().find(|k| k.name == name).map(|k| k.address)
 }
 
 impl JitModel {
@@ -155,7 +147,7 @@ pub fn eval_node(graph: &Graph, node: &Node) -> Result<Vec<Tensor>, String> {
 /// without a model around it.
 #[cfg(test)]
 pub struct ScalarFn {
-    module: Option<JITModule>,
+    _code: LoadedCode,
     f: extern "C" fn(f64) -> f64,
 }
 
@@ -169,7 +161,7 @@ impl ScalarFn {
         use cranelift_codegen::ir::AbiParam;
         use cranelift_module::{Linkage, Module};
         let isa = host_isa().map_err(CodegenError::Module)?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+        let mut module = MemoryModule::new(isa, Box::new(|_: &str| None));
         let mut ctx = module.make_context();
         ctx.func.signature.params.push(AbiParam::new(types::F64));
         ctx.func.signature.returns.push(AbiParam::new(types::F64));
@@ -185,25 +177,14 @@ impl ScalarFn {
         b.ins().return_(&[y]);
         b.finalize(module.target_config());
         module.define_function(id, &mut ctx)?;
-        module.finalize_definitions()?;
-        let code = module.get_finalized_function(id);
+        let code = module.load().map_err(CodegenError::Module)?;
         // SAFETY: the function was declared with one f64 parameter and one
         // f64 result, in the host's C calling convention.
-        let f = unsafe { std::mem::transmute::<*const u8, extern "C" fn(f64) -> f64>(code) };
-        Ok(ScalarFn { module: Some(module), f })
+        let f = unsafe { std::mem::transmute::<*const u8, extern "C" fn(f64) -> f64>(code.function(id)) };
+        Ok(ScalarFn { _code: code, f })
     }
 
     pub fn call(&self, x: f64) -> f64 {
         (self.f)(x)
-    }
-}
-
-#[cfg(test)]
-impl Drop for ScalarFn {
-    fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
-            // SAFETY: `f` is not reachable once `self` is dropped.
-            unsafe { module.free_memory() };
-        }
     }
 }

@@ -12,7 +12,9 @@
 //! out-of-memory status naming the node. The decoders need std
 //! (`onnxc-runtime-std`, `runtime-support/std/src/image.rs` says why and
 //! how), so only host objects, linked with `libonnxc_runtime_std.a`, and
-//! the JIT have them; portable mode refuses the node.
+//! the JIT have them; portable mode refuses the node. An onnxc built
+//! without its `image-decoder` feature (a build script's, usually) refuses
+//! the node at import: it could neither fold nor test what it compiled.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData};
@@ -32,6 +34,9 @@ impl ImageDecoder {
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
+    if !cfg!(feature = "image-decoder") {
+        return Err("needs the image decoders: build onnxc with its `image-decoder` feature".into());
+    }
     let pixel_format = match cx.attrs.string_or("pixel_format", "RGB")?.as_str() {
         "RGB" => PIXEL_RGB,
         "BGR" => PIXEL_BGR,

@@ -26,38 +26,11 @@
 //! one would count as "cannot decode" where panics unwind, but onnxc's
 //! builds abort on panic, so that guard only serves rlib users that unwind.
 
+use crate::image_params::{ImageDecodeParams, PIXEL_BGR, PIXEL_GRAYSCALE};
 use image::{DynamicImage, ImageDecoder, ImageError, ImageReader, Limits, RgbImage};
 use onnxc_runtime::abi::{STATUS_INVALID_PARAMS, STATUS_OK, STATUS_OUT_OF_MEMORY};
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// `pixel_format` "RGB": `[H, W, 3]`.
-pub const PIXEL_RGB: i64 = 0;
-/// `pixel_format` "BGR": `[H, W, 3]`, channels reversed.
-pub const PIXEL_BGR: i64 = 1;
-/// `pixel_format` "Grayscale": `[H, W, 1]`.
-pub const PIXEL_GRAYSCALE: i64 = 2;
-
-/// Parameters of [`onnxc_image_dims`] and [`onnxc_image_decode`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ImageDecodeParams {
-    /// One of the `PIXEL_*` codes.
-    pub pixel_format: i64,
-    /// Most bytes the decoded image may take.
-    pub max_bytes: i64,
-}
-
-impl ImageDecodeParams {
-    /// The output's channel count, `None` for an unknown format.
-    pub fn channels(&self) -> Option<usize> {
-        match self.pixel_format {
-            PIXEL_RGB | PIXEL_BGR => Some(3),
-            PIXEL_GRAYSCALE => Some(1),
-            _ => None,
-        }
-    }
-}
 
 /// Decodes `bytes` into RGB; `Ok(None)` when they cannot be decoded,
 /// `Err(status)` for bad params or an image over `max_bytes`.
@@ -190,6 +163,7 @@ pub unsafe extern "C" fn onnxc_image_decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image_params::PIXEL_RGB;
 
     fn params(pixel_format: i64) -> ImageDecodeParams {
         ImageDecodeParams { pixel_format, max_bytes: 1 << 20 }

@@ -17,17 +17,31 @@
 //! instead of `libonnxc_runtime.a` into the archive of a host model that
 //! calls one of them. Unlike the `no_std` kernels, these allocate (the
 //! decoders own their buffers) and need the C library.
+//!
+//! The decoders, and the `image` crate with them, are the default feature
+//! `decoders`: a build script that compiles models through `onnxc::Build`
+//! links this crate for the kernels' parameters and needs no decoder, so
+//! without the feature [`KERNELS`] is empty and ImageDecoder is refused.
 
+#[cfg(feature = "decoders")]
 pub mod image;
+pub mod image_params;
 pub mod thread_pool;
 
+#[cfg(feature = "decoders")]
 pub use image::*;
+pub use image_params::*;
 pub use onnxc_runtime;
 
+#[cfg(feature = "decoders")]
 onnxc_runtime::kernel_table! {
     onnxc_image_dims(*const ImageDecodeParams, *const u8, i64, *mut i64) -> i32;
     onnxc_image_decode(*const ImageDecodeParams, *const u8, i64, *mut u8, i64) -> i32;
 }
+
+/// Every kernel of this crate: none without the decoders.
+#[cfg(not(feature = "decoders"))]
+pub static KERNELS: &[onnxc_runtime::abi::KernelSig] = &[];
 
 /// Looks a kernel of this crate up by its symbol name.
 pub fn kernel(name: &str) -> Option<&'static onnxc_runtime::abi::KernelSig> {
@@ -38,6 +52,7 @@ pub fn kernel(name: &str) -> Option<&'static onnxc_runtime::abi::KernelSig> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "decoders")]
     #[test]
     fn names_do_not_clash_with_the_no_std_kernels() {
         for k in KERNELS {
