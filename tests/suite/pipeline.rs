@@ -176,6 +176,27 @@ fn info_and_bench_report_what_the_cli_contract_says() {
     );
 }
 
+#[test]
+fn bench_runs_on_input_files_that_bind_the_shapes() {
+    // y = Gather(table, ids) with ids of unknown length: no shape to time
+    // until a file gives the ids.
+    let mut m = model(
+        vec![node("Gather", "gather", &["table", "ids"], &["y"])],
+        vec![typed_value("ids", 7, Some(&[-1]))],
+        vec![value("y", Some(&[-1, 2]))],
+    );
+    m.graph.as_mut().expect("graph").initializer.push(crate::models::floats("table", &[4, 2], &[0.; 8]));
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["bench", "model.onnx", "--iters", "2"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+    let ids = int64s("ids", &[3], &[3, 1, 2]);
+    std::fs::write(dir.path().join("ids.pb"), ids.encode_to_vec()).expect("write input");
+    let out = onnxc_in(dir.path(), &["bench", "model.onnx", "ids.pb", "--iters", "2"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    assert!(out.stdout.contains(" ms (2 runs), first call "), "{}", out.stdout);
+}
+
 /// An int4 tensor of dims `dims` holding `packed` (ONNX packing).
 fn int4_tensor(name: &str, dims: &[i64], packed: &[u8]) -> TensorProto {
     TensorProto {

@@ -37,6 +37,9 @@ pub struct RunArgs {
 #[derive(clap::Args)]
 pub struct BenchArgs {
     pub model: PathBuf,
+    /// Inputs as for `run`, matched by name, else by position (default:
+    /// pseudo-random floats in [-1, 1), zeros for other types)
+    pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub shapes: ShapeArgs,
     #[command(flatten)]
@@ -123,6 +126,33 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The model's graph for `bench`, with shapes bound by the input files
+/// when there are some (and those inputs), else by `--shape`/`--dim`.
+fn bench_graph(a: &BenchArgs, limits: &Limits) -> Result<(Graph, Option<Vec<Datum>>), String> {
+    let model = driver::load(&a.model, limits).map_err(|e| e.to_string())?;
+    if a.inputs.is_empty() {
+        let bindings = super::bindings(&a.shapes)?;
+        let graph = driver::lower_to_mir(&a.model, &model, &bindings, limits, false).map_err(|e| e.to_string())?;
+        return Ok((graph, None));
+    }
+    let graph = driver::import(&a.model, &model, limits).map_err(|e| e.to_string())?;
+    let given = read_values(&graph, &a.inputs, false)?;
+    let (data, bindings) = match_inputs(&graph, given)?;
+    let (graph, data) =
+        driver::finish_mir_for_inputs(&a.model, graph, data, &bindings, limits, false).map_err(|e| e.to_string())?;
+    Ok((graph, Some(data)))
+}
+
+fn synthetic_inputs(jit: &JitModel) -> Result<Vec<Datum>, String> {
+    let ports = jit.interface().inputs.iter();
+    ports
+        .map(|io| match &io.kind {
+            IoKind::Tensor(ty) => synthetic_input(ty.dtype, &ty.known_shape().unwrap_or_default()).map(Datum::Tensor),
+            IoKind::Composite { .. } => Err(format!("bench: input \"{}\" is a sequence or optional", io.name)),
+        })
+        .collect()
+}
+
 /// Deterministic pseudo-random inputs in [-1, 1) (zeros for non-floats).
 fn synthetic_input(dtype: onnxc::ir::DType, shape: &[usize]) -> Result<Tensor, String> {
     let mut t = Tensor::zeros(dtype, shape.to_vec()).ok_or("input too large")?;
@@ -143,10 +173,8 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     if a.threads == 0 {
         return Err("--threads: at least 1".into());
     }
-    let bindings = super::bindings(&a.shapes)?;
     let limits = super::limits(&a.limits)?;
-    let model = driver::load(&a.model, &limits).map_err(|e| e.to_string())?;
-    let graph = driver::lower_to_mir(&a.model, &model, &bindings, &limits, false).map_err(|e| e.to_string())?;
+    let (graph, given) = bench_graph(a, &limits)?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
     let jit = if a.profile {
         onnxc::jit::compile_profiled(&graph, &plan, &limits)
@@ -154,15 +182,10 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     } else {
         driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?
     };
-    let inputs = jit
-        .interface()
-        .inputs
-        .iter()
-        .map(|io| match &io.kind {
-            IoKind::Tensor(ty) => synthetic_input(ty.dtype, &ty.known_shape().unwrap_or_default()).map(Datum::Tensor),
-            IoKind::Composite { .. } => Err(format!("bench: input \"{}\" is a sequence or optional", io.name)),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = match given {
+        Some(inputs) => inputs,
+        None => synthetic_inputs(&jit)?,
+    };
     // One workspace for every call, as a caller of the object file keeps it.
     let mut workspace = jit.interface().workspace(None, onnxc::host::buffer::Placement::Heap)?;
     let pool = ThreadPool::new(a.threads).map_err(|e| format!("--threads {}: {e}", a.threads))?;
