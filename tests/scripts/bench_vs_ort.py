@@ -1,14 +1,21 @@
 """Times onnxc and ONNX Runtime on the same models, interleaved.
 
-    tests/.venv/bin/python tests/scripts/bench_vs_ort.py [--rounds 5] [--iters 5] [--threads 1] MODEL.onnx...
+    tests/.venv/bin/python tests/scripts/bench_vs_ort.py [--rounds 5] [--iters 5] [--threads 1] MODEL...
+
+A MODEL is a .onnx file or a case folder (model.onnx, test_data_set_0/
+input_K.pb, as the benchmark suite's folders are); a folder of case folders
+stands for all of them (e.g. the suite made by bench_suite/make.sh).
 
 Each round runs `onnxc bench MODEL --iters N` (a JIT build of the model,
 warm-up, then N timed runs; it prints their median) and then N timed runs of
 an ONNX Runtime session with `--threads` intra-op threads and one inter-op
 thread (onnxc gets the same `--threads`), so both see the same machine load. The figure per model is the median over rounds
 of each side's median, and the ratio onnxc / ORT (below 1: onnxc faster).
-Inputs are uniform in [-1, 1) (onnxc bench uses its own pseudo-random
-inputs of the same shape; CNN latency does not depend on the values).
+A case folder's inputs go to both sides (`onnxc bench MODEL INPUTS...`), so
+token ids and masks are valid; for a bare .onnx file the inputs are uniform
+in [-1, 1) (onnxc bench uses its own pseudo-random inputs of the same shape;
+CNN latency does not depend on the values). The last lines give the
+geometric mean and the maximum of the ratios.
 """
 
 import argparse
@@ -19,8 +26,12 @@ import sys
 import time
 from pathlib import Path
 
+import math
+
 import numpy as np
+import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,8 +54,8 @@ def ort_median(session, feeds, iters):
     return statistics.median(times)
 
 
-def onnxc_median(onnxc, model, iters, threads):
-    command = [onnxc, "bench", str(model), "--iters", str(iters), "--threads", str(threads)]
+def onnxc_median(onnxc, model, inputs, iters, threads):
+    command = [onnxc, "bench", str(model), *map(str, inputs), "--iters", str(iters), "--threads", str(threads)]
     out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"onnxc bench {model} failed:\n{out.stderr}")
@@ -52,6 +63,25 @@ def onnxc_median(onnxc, model, iters, threads):
     if not found:
         sys.exit(f"onnxc bench {model}: no median in {out.stdout!r}")
     return float(found.group(1))
+
+
+def cases(paths):
+    """(name, model.onnx, input files) for every model the arguments name."""
+    for path in paths:
+        if path.suffix == ".onnx":
+            yield path.stem, path, []
+        elif (path / "model.onnx").is_file():
+            yield path.name, path / "model.onnx", sorted((path / "test_data_set_0").glob("input_*.pb"))
+        else:
+            yield from cases(sorted(p for p in path.iterdir() if (p / "model.onnx").is_file()))
+
+
+def feeds_for(session, inputs, rng):
+    if inputs:
+        tensors = [onnx.load_tensor(str(p)) for p in inputs]
+        return {i.name: numpy_helper.to_array(t) for i, t in zip(session.get_inputs(), tensors)}
+    shape = lambda i: [d if isinstance(d, int) else 1 for d in i.shape]
+    return {i.name: rng.uniform(-1, 1, shape(i)).astype(np.float32) for i in session.get_inputs()}
 
 
 def main():
@@ -63,19 +93,21 @@ def main():
     parser.add_argument("--onnxc", default=str(ROOT / "target/release/onnxc"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'model':<40} {'onnxc ms':>9} {'ORT ms':>9} {'ratio':>6}")
-    for model in args.models:
+    print(f"{'model':<34} {'onnxc ms':>9} {'ORT ms':>9} {'ratio':>6}", flush=True)
+    ratios = []
+    for name, model, inputs in cases(args.models):
         session = ort_session(model, args.threads)
-        feeds = {
-            i.name: rng.uniform(-1, 1, [d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
-            for i in session.get_inputs()
-        }
+        feeds = feeds_for(session, inputs, rng)
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(onnxc_median(args.onnxc, model, args.iters, args.threads))
+            ours.append(onnxc_median(args.onnxc, model, inputs, args.iters, args.threads))
             theirs.append(ort_median(session, feeds, args.iters))
         a, b = statistics.median(ours), statistics.median(theirs)
-        print(f"{str(model):<40} {a:9.2f} {b:9.2f} {a / b:6.2f}")
+        ratios.append(a / b)
+        print(f"{name:<34} {a:9.2f} {b:9.2f} {a / b:6.2f}", flush=True)
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"{'geometric mean':<54} {geomean:6.2f}")
+    print(f"{'maximum':<54} {max(ratios):6.2f}")
 
 
 if __name__ == "__main__":
