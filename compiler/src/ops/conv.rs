@@ -36,6 +36,7 @@
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
 //! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
+use super::elementwise::Activation;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
@@ -43,8 +44,7 @@ use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
     conv_blocked_scratch_elems, conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems,
-    ConvParams, DeformConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU,
-    EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_TANH, MAX_RANK, MAX_SPATIAL_RANK,
+    ConvParams, DeformConvParams, EPILOGUE_NONE, MAX_RANK, MAX_SPATIAL_RANK,
 };
 
 /// How the spatial padding is chosen.
@@ -253,8 +253,9 @@ fn list_or(name: &str, v: &[usize], len: usize, default: usize) -> Result<Vec<us
 pub struct Conv {
     pub window: Window,
     pub group: usize,
-    /// Set by the fusion pass (`passes::fuse_conv_activation`).
-    pub activation: Activation,
+    /// Applied to each output element as the kernel stores it (after the
+    /// bias and the residual); set by `passes::fuse_conv_activation`.
+    pub activation: Option<Activation>,
     /// Input 3 (shaped like the output) is added before the activation; set
     /// by `passes::fuse_conv_add`.
     pub residual: bool,
@@ -275,48 +276,6 @@ pub struct Conv {
     pub blocked: bool,
 }
 
-/// An activation applied in the convolution's epilogue.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub enum Activation {
-    #[default]
-    None,
-    Relu,
-    LeakyRelu(f32),
-    /// Bounds (±inf when absent).
-    Clip(f64, f64),
-    Sigmoid,
-    /// alpha, beta.
-    HardSigmoid(f32, f32),
-    HardSwish,
-    Tanh,
-}
-
-impl Activation {
-    fn code(self) -> i64 {
-        match self {
-            Activation::None => EPILOGUE_NONE,
-            Activation::Relu => EPILOGUE_RELU,
-            Activation::LeakyRelu(_) => EPILOGUE_LEAKY_RELU,
-            Activation::Clip(..) => EPILOGUE_CLIP,
-            Activation::Sigmoid => EPILOGUE_SIGMOID,
-            Activation::HardSigmoid(..) => EPILOGUE_HARD_SIGMOID,
-            Activation::HardSwish => EPILOGUE_HARD_SWISH,
-            Activation::Tanh => EPILOGUE_TANH,
-        }
-    }
-
-    fn params(self) -> (f64, f64) {
-        match self {
-            Activation::LeakyRelu(alpha) => (alpha as f64, 0.0),
-            Activation::Clip(lo, hi) => (lo, hi),
-            Activation::HardSigmoid(alpha, beta) => (alpha as f64, beta as f64),
-            Activation::None | Activation::Relu | Activation::Sigmoid | Activation::HardSwish | Activation::Tanh => {
-                (0.0, 0.0)
-            }
-        }
-    }
-}
-
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     Ok(Op::Conv(Conv::parse(cx)?))
 }
@@ -331,7 +290,7 @@ impl Conv {
         Ok(Conv {
             window,
             group: parse_count(cx, "group")?,
-            activation: Activation::None,
+            activation: None,
             residual: false,
             packed_weights: None,
             prologue: false,
@@ -373,9 +332,9 @@ impl Conv {
             strides: dims_array(&geo.strides),
             dilations: dims_array(&geo.dilations),
             pads_begin: dims_array(&geo.pads_begin),
-            activation: self.activation.code(),
-            act_a: self.activation.params().0,
-            act_b: self.activation.params().1,
+            activation: self.activation.map_or(EPILOGUE_NONE, |a| a.code()),
+            act_a: self.activation.map_or(0.0, |a| a.params().0),
+            act_b: self.activation.map_or(0.0, |a| a.params().1),
             residual: self.residual as i64,
             packed_weights: self.packed_weights.is_some() as i64,
         })
@@ -399,6 +358,10 @@ trait ConvKernel {
     /// Whether input 4 is a per-input-channel prologue (see [`Conv::prologue`]).
     fn has_prologue(&self) -> bool {
         false
+    }
+    /// The activation the kernel applies as it stores (see [`Conv::activation`]).
+    fn activation(&self) -> Option<Activation> {
+        None
     }
     /// Whether the data is in the blocked layout (see [`Conv::blocked`]).
     fn is_blocked(&self) -> bool {
@@ -465,7 +428,7 @@ trait ConvKernel {
             if p.packed_weights == 1 {
                 return Err("the weights were packed for the kernel library, which portable code does not call".into());
             }
-            return crate::codegen::window_loops::conv(cx, dtype, &p);
+            return crate::codegen::window_loops::conv(cx, dtype, &p, self.activation());
         }
         if self.has_prologue() {
             return lower_with_prologue(cx, dtype, &p);
@@ -537,6 +500,9 @@ impl ConvKernel for Conv {
     fn has_prologue(&self) -> bool {
         self.prologue
     }
+    fn activation(&self) -> Option<Activation> {
+        self.activation
+    }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         let w = self.packed_weights.as_deref().unwrap_or(w);
         if self.blocked {
@@ -570,7 +536,7 @@ pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let conv = Conv {
         window,
         group: parse_count(cx, "group")?,
-        activation: Activation::None,
+        activation: None,
         residual: false,
         packed_weights: None,
         prologue: false,

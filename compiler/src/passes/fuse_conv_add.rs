@@ -15,7 +15,6 @@
 //! marker, the conv would run under another condition or trip count.
 
 use crate::ir::{DType, Graph, ValueId};
-use crate::ops::conv::Activation;
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 
@@ -33,7 +32,7 @@ pub fn fuse_conv_add(graph: &mut Graph) {
             let Op::Conv(conv) = &graph.nodes[conv_index].op else { return None };
             let ty = graph.concrete(conv_out)?;
             let ok = matches!(ty.0, DType::F32 | DType::F64)
-                && conv.activation == Activation::None
+                && conv.activation.is_none()
                 && !conv.residual
                 && !removed[conv_index]
                 && region[conv_index] == region[add_index]

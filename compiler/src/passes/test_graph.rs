@@ -4,7 +4,7 @@
 //! rewrite.
 
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::conv::{Activation, Conv, Window};
+use crate::ops::conv::{Conv, Window};
 use crate::ops::Op;
 
 /// A new f32 value of static `shape`.
@@ -29,7 +29,7 @@ pub fn push_conv(g: &mut Graph, pads: &[usize], group: usize, x: ValueId, w: Val
     let conv = Conv {
         window,
         group,
-        activation: Activation::None,
+        activation: None,
         residual: false,
         packed_weights: None,
         prologue: false,

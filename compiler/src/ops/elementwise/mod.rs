@@ -12,7 +12,8 @@
 //! [`emit_scalar`]); where the emitter is lane-safe and every tensor is f32
 //! the innermost loop runs four lanes at a time with the same instructions
 //! (same bits). The same loop evaluates fused chains of these functions
-//! (`fused.rs`).
+//! (`fused.rs`), and kernels apply the functions that have an epilogue code
+//! to what they store ([`Activation`]).
 //!
 //! Type constraints: arithmetic on floats and every integer type;
 //! transcendental functions on floats; logical ops on bool; bitwise ops and
@@ -26,11 +27,13 @@ mod bits;
 mod broadcast_loop;
 mod cast;
 mod compare;
+mod epilogue;
 mod table;
 mod transcendental;
 
 pub use broadcast_loop::{emit_broadcast_loop, emit_loop_at, Operand};
 pub use cast::{cast, compute_type, narrow, widen};
+pub use epilogue::Activation;
 pub use table::{row_named, Func};
 
 use super::{InferCx, Inferred, Op, Operator};
