@@ -68,7 +68,7 @@ fn a_residual_add_and_relu_run_in_the_conv_epilogue() {
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
     assert!(succeeded(&out), "{}", out.stderr);
     let mir = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
-    let fused = "activation: Some(Activation { func: Relu, bounds: None }), residual: true";
+    let fused = "activation: Some(Activation { func: Relu, bounds: None }), residual: Some(InputSlot(3))";
     assert!(mir.contains(fused), "not fused:\n{mir}");
     for op in ["Add(%", "Relu(%"] {
         assert!(!mir.contains(op), "{op} is still there:\n{mir}");

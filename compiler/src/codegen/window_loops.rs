@@ -13,6 +13,7 @@
 
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
+use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
 use onnxc_runtime::generic::conv::ConvParams;
 use onnxc_runtime::generic::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
@@ -142,19 +143,19 @@ fn geometry(
     }
 }
 
-/// Conv `Y = X * W (+ B) (+ R)` with groups and the fused `activation`
-/// (the kernel's, described by `p`); inputs 0, 1, optional 2 (bias) and 3 (a fused residual shaped like
-/// Y, added before the activation), output 0.
-pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, activation: Option<Activation>) -> Result<(), String> {
+/// Conv `Y = X * W (+ B) (+ R)` with groups and the `fused` residual `R`
+/// (shaped like Y) and activation, from inputs 0, 1 and optional 2 (the
+/// bias) into output 0.
+pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Result<(), String> {
     let g = geometry(p.spatial_rank, &p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations, &p.pads_begin);
     let (size, ty) = (dtype.size() as i64, clif_type(dtype));
     let flags = MemFlagsData::trusted();
     let groups = p.group.max(1);
     let (cg, mg) = (p.in_channels / groups, p.out_channels / groups);
     let (in_size, out_size, ksize) = (g.input_size(), g.output_size(), g.kernel_size());
-    let (has_bias, has_residual) = (cx.has_input(2), cx.has_input(3));
+    let (has_bias, has_residual) = (cx.has_input(2), fused.residual.is_some());
     // Pointers: X, W, B, R, Y; R walks like Y.
-    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3), cx.output_ptr(0)?];
+    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), fused.residual_ptr(cx)?, cx.output_ptr(0)?];
     let bias_step = if has_bias { size } else { 0 };
     let like_y = |step: i64| [if has_residual { step } else { 0 }, step];
     let level = |count: i64, x: i64, w: i64, b: i64, y: i64| {
@@ -188,7 +189,7 @@ pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, activation: Option<Act
             let r = cx.ins().load(ty, flags, at[3], 0);
             sum = cx.ins().fadd(sum, r);
         }
-        let y = activate(cx, dtype, activation, sum)?;
+        let y = activate(cx, dtype, fused.activation, sum)?;
         cx.ins().store(flags, y, at[4], 0);
         Ok(())
     })

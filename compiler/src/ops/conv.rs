@@ -38,10 +38,10 @@
 
 use super::elementwise::Activation;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Tensor, ValueId};
 use onnxc_runtime::{
     conv_blocked_scratch_elems, conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems,
     ConvParams, DeformConvParams, EPILOGUE_NONE, MAX_RANK, MAX_SPATIAL_RANK,
@@ -253,27 +253,85 @@ fn list_or(name: &str, v: &[usize], len: usize, default: usize) -> Result<Vec<us
 pub struct Conv {
     pub window: Window,
     pub group: usize,
-    /// Applied to each output element as the kernel stores it (after the
-    /// bias and the residual); set by `passes::fuse_conv_activation`.
-    pub activation: Option<Activation>,
-    /// Input 3 (shaped like the output) is added before the activation; set
-    /// by `passes::fuse_conv_add`.
-    pub residual: bool,
+    /// What passes fused in (nothing on import).
+    pub fused: Fused,
     /// The weights' `[M, C/group, kernel...]` shape when input 1 holds them
     /// packed for the kernel (a 1-D f32 constant); set by
     /// `passes::pack_conv_weights`.
     pub packed_weights: Option<Vec<usize>>,
-    /// Input 4 (f32 `[2 * C]`: a scale then a shift per input channel)
-    /// takes the input through `max(x * scale + shift, 0)` before the
-    /// convolution (pointwise, packed weights only); set by
-    /// `passes::fuse_conv_prologue`.
-    pub prologue: bool,
-    /// Input 0, input 3 and the output are in the blocked layout
+    /// Input 0, the residual and the output are in the blocked layout
     /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW
     /// when it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`)
     /// and input 1 holds the weights packed by
     /// `onnxc_pack_conv_weights_blocked_f32`; set by `passes::choose_layout`.
     pub blocked: bool,
+}
+
+/// The parts passes fuse into a convolution, each applied where the kernel
+/// already holds the data. A part that reads a tensor names the node input
+/// holding it: the tensor stays a node input like X and W, so the memory
+/// plan, the schedule and `passes::verify` see every value a Conv reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fused {
+    /// Applied to each output element as the kernel stores it (after the
+    /// bias and the residual); set by `passes::fuse_conv_activation`.
+    pub activation: Option<Activation>,
+    /// A tensor of the output's type and shape added before the
+    /// activation; set by `passes::fuse_conv_add`.
+    pub residual: Option<InputSlot>,
+    /// f32 `[2 * C]`, a scale then a shift per input channel: the input
+    /// goes through `max(x * scale + shift, 0)` as the kernel packs it
+    /// (pointwise, packed weights only); set by `passes::fuse_conv_prologue`.
+    pub prologue: Option<InputSlot>,
+}
+
+/// The index of the node input that holds a fused part's tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputSlot(pub usize);
+
+impl Fused {
+    /// The fused parts' tensors are what the kernel reads (`p`: its
+    /// parameters, `shape`: the output's), and no input past the bias is
+    /// anything else.
+    fn check_inputs(&self, cx: &InferCx, p: &ConvParams, shape: &[usize]) -> Result<(), String> {
+        let x = cx.input(0)?.dtype;
+        if let Some(InputSlot(i)) = self.prologue {
+            let pro = cx.input(i)?;
+            let want = [2 * p.in_channels as usize];
+            if pro.dtype != DType::F32 || x != DType::F32 || pro.shape != want {
+                return Err(format!("prologue is {}{:?}, expected f32{want:?}", pro.dtype, pro.shape));
+            }
+        }
+        if let Some(InputSlot(i)) = self.residual {
+            let r = cx.input(i)?;
+            if r.dtype != x || r.shape != shape {
+                return Err(format!("residual is {}{:?}, expected {x}{shape:?}", r.dtype, r.shape));
+            }
+        }
+        let fused = |i: usize| [self.residual, self.prologue].contains(&Some(InputSlot(i)));
+        match (3..cx.inputs.len()).find(|&i| cx.inputs[i].is_some() && !fused(i)) {
+            Some(i) => Err(format!("input {i} is unexpected: the inputs are X, W and an optional bias")),
+            None => Ok(()),
+        }
+    }
+
+    /// The residual's address, or null without one.
+    pub fn residual_ptr(&self, cx: &mut Lower) -> Result<Value, String> {
+        match self.residual {
+            Some(InputSlot(i)) => cx.input_ptr(i),
+            None => Ok(cx.iconst(0)),
+        }
+    }
+}
+
+impl InputSlot {
+    /// Appends `value` to a Conv node's `inputs`, after X, W and the bias
+    /// (present or not), and returns its slot.
+    pub fn append(inputs: &mut Vec<Option<ValueId>>, value: ValueId) -> InputSlot {
+        inputs.resize(inputs.len().max(3), None);
+        inputs.push(Some(value));
+        InputSlot(inputs.len() - 1)
+    }
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
@@ -287,15 +345,12 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv {
-            window,
-            group: parse_count(cx, "group")?,
-            activation: None,
-            residual: false,
-            packed_weights: None,
-            prologue: false,
-            blocked: false,
-        })
+        Ok(Conv::new(window, parse_count(cx, "group")?))
+    }
+
+    /// A convolution as imported: nothing fused, weights as given, NCHW.
+    pub fn new(window: Window, group: usize) -> Conv {
+        Conv { window, group, fused: Fused::default(), packed_weights: None, blocked: false }
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -332,10 +387,10 @@ impl Conv {
             strides: dims_array(&geo.strides),
             dilations: dims_array(&geo.dilations),
             pads_begin: dims_array(&geo.pads_begin),
-            activation: self.activation.map_or(EPILOGUE_NONE, |a| a.code()),
-            act_a: self.activation.map_or(0.0, |a| a.params().0),
-            act_b: self.activation.map_or(0.0, |a| a.params().1),
-            residual: self.residual as i64,
+            activation: self.fused.activation.map_or(EPILOGUE_NONE, |a| a.code()),
+            act_a: self.fused.activation.map_or(0.0, |a| a.params().0),
+            act_b: self.fused.activation.map_or(0.0, |a| a.params().1),
+            residual: self.fused.residual.is_some() as i64,
             packed_weights: self.packed_weights.is_some() as i64,
         })
     }
@@ -351,17 +406,13 @@ impl Conv {
 /// scratch area.
 trait ConvKernel {
     const KERNEL: &'static str;
-    /// Whether the kernel takes a residual operand (input 3, after the bias).
+    /// Whether the kernel takes a residual operand (after the bias).
     const RESIDUAL_ARG: bool = false;
     /// Whether the kernel takes the context's `parallel_for` (last argument).
     const PARALLEL_ARG: bool = false;
-    /// Whether input 4 is a per-input-channel prologue (see [`Conv::prologue`]).
-    fn has_prologue(&self) -> bool {
-        false
-    }
-    /// The activation the kernel applies as it stores (see [`Conv::activation`]).
-    fn activation(&self) -> Option<Activation> {
-        None
+    /// What passes fused in (see [`Conv::fused`]).
+    fn fused(&self) -> Fused {
+        Fused::default()
     }
     /// Whether the data is in the blocked layout (see [`Conv::blocked`]).
     fn is_blocked(&self) -> bool {
@@ -394,17 +445,7 @@ trait ConvKernel {
             }
             shape = super::layout::blocked_shape(&shape).ok_or("the output channels are not whole blocks")?;
         }
-        if let Some(pro) = cx.opt_input(4) {
-            let want = [2 * p.in_channels as usize];
-            if !self.has_prologue() || pro.dtype != DType::F32 || x.dtype != DType::F32 || pro.shape != want {
-                return Err(format!("prologue is {}{:?}, expected f32{want:?}", pro.dtype, pro.shape));
-            }
-        }
-        if let Some(r) = cx.opt_input(3) {
-            if !Self::RESIDUAL_ARG || r.dtype != x.dtype || r.shape != shape {
-                return Err(format!("residual is {}{:?}, expected {}{shape:?}", r.dtype, r.shape, x.dtype));
-            }
-        }
+        self.fused().check_inputs(cx, &p, &shape)?;
         Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
@@ -428,15 +469,16 @@ trait ConvKernel {
             if p.packed_weights == 1 {
                 return Err("the weights were packed for the kernel library, which portable code does not call".into());
             }
-            return crate::codegen::window_loops::conv(cx, dtype, &p, self.activation());
+            return crate::codegen::window_loops::conv(cx, dtype, &p, self.fused());
         }
-        if self.has_prologue() {
-            return lower_with_prologue(cx, dtype, &p);
+        if let Some(prologue) = self.fused().prologue {
+            return lower_with_prologue(cx, dtype, &p, self.fused(), prologue);
         }
         if self.is_blocked() {
             let scratch = if conv_blocked_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
             let params = cx.params(&p)?;
-            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
+            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
+            args.push(self.fused().residual_ptr(cx)?);
             args.extend([cx.output_ptr(0)?, scratch, cx.parallel_ptr()]);
             return cx.call_checked("onnxc_conv_blocked_f32", &args);
         }
@@ -447,7 +489,7 @@ trait ConvKernel {
         let bp = cx.opt_input_ptr(2);
         let mut args = vec![params, xp, wp, bp];
         if Self::RESIDUAL_ARG {
-            args.push(cx.opt_input_ptr(3));
+            args.push(self.fused().residual_ptr(cx)?);
         }
         args.extend([cx.output_ptr(0)?, scratch]);
         if Self::PARALLEL_ARG {
@@ -457,15 +499,22 @@ trait ConvKernel {
     }
 }
 
-/// A Conv with a prologue ([`Conv::prologue`]): `onnxc_conv_prologue_f32`,
+/// A Conv with a prologue ([`Fused::prologue`]): `onnxc_conv_prologue_f32`,
 /// which needs f32, packed weights and a pointwise window.
-fn lower_with_prologue(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+fn lower_with_prologue(
+    cx: &mut Lower,
+    dtype: DType,
+    p: &ConvParams,
+    fused: Fused,
+    InputSlot(prologue): InputSlot,
+) -> Result<(), String> {
     if dtype != DType::F32 || p.packed_weights != 1 {
         return Err("a prologue needs f32 and weights packed for the kernel library".into());
     }
     let params = cx.params(p)?;
-    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
-    args.extend([cx.input_ptr(4)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
+    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
+    args.push(fused.residual_ptr(cx)?);
+    args.extend([cx.input_ptr(prologue)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
     cx.call_checked("onnxc_conv_prologue_f32", &args)
 }
 
@@ -497,11 +546,8 @@ impl ConvKernel for Conv {
     const RESIDUAL_ARG: bool = true;
     const PARALLEL_ARG: bool = true;
     const DIRECT_LOOPS: bool = true;
-    fn has_prologue(&self) -> bool {
-        self.prologue
-    }
-    fn activation(&self) -> Option<Activation> {
-        self.activation
+    fn fused(&self) -> Fused {
+        self.fused
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         let w = self.packed_weights.as_deref().unwrap_or(w);
@@ -533,15 +579,7 @@ pub struct DeformConv {
 
 pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let window = Window::parse(&cx.attrs)?;
-    let conv = Conv {
-        window,
-        group: parse_count(cx, "group")?,
-        activation: None,
-        residual: false,
-        packed_weights: None,
-        prologue: false,
-        blocked: false,
-    };
+    let conv = Conv::new(window, parse_count(cx, "group")?);
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }
 
@@ -876,5 +914,35 @@ impl Operator for Col2Im {
 
     fn stages_halves(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::InputInfo;
+
+    /// Conv's inference on f32 inputs of `shapes` (`None`: absent).
+    fn infer(conv: &Conv, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>, String> {
+        let cx = InferCx {
+            inputs: shapes.iter().map(|s| s.map(|shape| InputInfo { dtype: DType::F32, shape, value: None })).collect(),
+            output_count: 1,
+            missing_values: Default::default(),
+            max_fold_bytes: 0,
+        };
+        Ok(conv.infer(&cx)?.remove(0).shape)
+    }
+
+    #[test]
+    fn a_residual_is_read_from_its_slot_and_no_other_input_follows_the_bias() {
+        let mut conv = Conv::new(Window::parse(&Attrs::new(&[])).expect("defaults"), 1);
+        let (x, w): (&[usize], &[usize]) = (&[1, 1, 2, 2], &[1, 1, 1, 1]);
+        let with_residual = |r: &'static [usize]| [Some(x), Some(w), None, Some(r)];
+        let refused = infer(&conv, &with_residual(&[1, 1, 2, 2])).expect_err("an input past the bias");
+        assert!(refused.contains("input 3 is unexpected"), "{refused}");
+        conv.fused.residual = Some(InputSlot(3));
+        assert_eq!(infer(&conv, &with_residual(&[1, 1, 2, 2])), Ok(vec![1, 1, 2, 2]));
+        let refused = infer(&conv, &with_residual(&[1, 1, 1, 2])).expect_err("a residual of another shape");
+        assert!(refused.starts_with("residual is f32[1, 1, 1, 2]"), "{refused}");
     }
 }

@@ -42,6 +42,7 @@
 use super::fuse_conv_prologue::rectifier;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::conv::InputSlot;
 use crate::ops::layout::{blocked_shape, read_as_image, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
@@ -219,7 +220,7 @@ fn role(
         _ => None,
     };
     match &node.op {
-        Op::Conv(conv) if !conv.prologue && !conv.blocked && conv.packed_weights.is_none() => {
+        Op::Conv(conv) if conv.fused.prologue.is_none() && !conv.blocked && conv.packed_weights.is_none() => {
             let weights = graph.const_value(node.inputs.get(1).copied()??)?;
             if weights.dtype != DType::F32 {
                 return None;
@@ -268,12 +269,13 @@ fn role(
 /// convolution's X and residual, a pool's input, every part of a Concat,
 /// an elementwise node's inputs shaped like its output.
 fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
-    match node.op {
-        // An image is read in NCHW.
-        Op::Conv(_) if node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| read_as_image(&s)) => {
-            vec![3]
+    match &node.op {
+        Op::Conv(conv) => {
+            // An image is read in NCHW.
+            let image = node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| read_as_image(&s));
+            let x = (!image).then_some(0);
+            x.into_iter().chain(conv.fused.residual.map(|InputSlot(i)| i)).collect()
         }
-        Op::Conv(_) => vec![0, 3],
         Op::Pool(_) => vec![0],
         Op::Elementwise(_) => {
             let shape = graph.concrete(node.outputs[0]).map(|t| t.1);
@@ -450,9 +452,9 @@ mod tests {
         if convs > 1 {
             last = conv(&mut g, "b", last, [16, 8], 1);
             let node = g.nodes.last_mut().expect("b");
-            node.inputs.extend([None, Some(x)]);
+            let slot = InputSlot::append(&mut node.inputs, x);
             if let Op::Conv(conv) = &mut node.op {
-                conv.residual = true;
+                conv.fused.residual = Some(slot);
             }
         }
         if convs > 2 {

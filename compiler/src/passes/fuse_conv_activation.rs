@@ -22,14 +22,14 @@ pub fn fuse_conv_activation(graph: &mut Graph) {
         let Some(&conv_index) = producer.get(&conv_out) else { continue };
         let float = graph.concrete(conv_out).is_some_and(|(d, _)| matches!(d, DType::F32 | DType::F64));
         let Op::Conv(conv) = &graph.nodes[conv_index].op else { continue };
-        if !float || conv.activation.is_some() || uses.get(&conv_out) != Some(&1) || removed[conv_index] {
+        if !float || conv.fused.activation.is_some() || uses.get(&conv_out) != Some(&1) || removed[conv_index] {
             continue;
         }
         let Some(activation) = activation_of(graph, &act.op, &act.inputs) else { continue };
         let y = act.outputs[0];
         let conv = &mut graph.nodes[conv_index];
         if let Op::Conv(c) = &mut conv.op {
-            c.activation = Some(activation);
+            c.fused.activation = Some(activation);
         }
         conv.outputs = vec![y];
         removed[act_index] = true;
@@ -88,7 +88,7 @@ mod tests {
         fuse_conv_activation(&mut g);
         assert_eq!(g.nodes.len(), 1);
         let Op::Conv(conv) = &g.nodes[0].op else { panic!("not a conv: {:?}", g.nodes[0].op) };
-        assert_eq!(conv.activation, Activation::new(Func::Relu, None));
+        assert_eq!(conv.fused.activation, Activation::new(Func::Relu, None));
         assert_eq!(g.nodes[0].outputs, g.outputs);
     }
 
@@ -101,7 +101,7 @@ mod tests {
             fuse_conv_activation(&mut fused);
             assert_eq!(fused.nodes.len(), 1, "{func:?}");
             let Op::Conv(conv) = &fused.nodes[0].op else { panic!("not a conv: {:?}", fused.nodes[0].op) };
-            assert_eq!(conv.activation.map(|a| a.func), Some(func));
+            assert_eq!(conv.fused.activation.map(|a| a.func), Some(func));
             for x in [[-3.7f32, -0.4, 0.9, 2.6], [-1.9, 0.0, 1.3, f32::NAN]] {
                 let inputs = [Tensor::from_f32s(vec![1, 1, 2, 2], &x)];
                 for portable in [false, true] {
