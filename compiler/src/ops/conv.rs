@@ -138,24 +138,15 @@ impl Window {
         if r == 0 || r > MAX_SPATIAL_RANK {
             return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
         }
-        let list = |name: &str, v: &[usize], len: usize| -> Result<Vec<usize>, String> {
-            if v.is_empty() {
-                Ok(vec![if name == "pads" { 0 } else { 1 }; len])
-            } else if v.len() == len {
-                Ok(v.to_vec())
-            } else {
-                Err(format!("attribute \"{name}\" has {} values, expected {len}", v.len()))
-            }
-        };
         if kernel.len() != r {
             return Err(format!("kernel has {} dims, the input {r} spatial dims", kernel.len()));
         }
         if let Some(&k) = kernel.iter().find(|&&k| k == 0) {
             return Err(format!("kernel dim {k} must be at least 1"));
         }
-        let strides = list("strides", &self.strides, r)?;
-        let dilations = list("dilations", &self.dilations, r)?;
-        let pads = list("pads", &self.pads, 2 * r)?;
+        let strides = list_or("strides", &self.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.dilations, r, 1)?;
+        let pads = list_or("pads", &self.pads, 2 * r, 0)?;
         let mut g = Geometry {
             out: Vec::with_capacity(r),
             kernel: kernel.to_vec(),
@@ -165,59 +156,64 @@ impl Window {
             pads_end: vec![0; r],
         };
         for d in 0..r {
-            let (x, s, k, dil) = (input[d], strides[d], kernel[d], dilations[d]);
-            let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
-                format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
-            })?;
-            window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
-            let out = match self.auto_pad {
-                AutoPad::NotSet => {
-                    let (pb, pe) = (pads[d], pads[r + d]);
-                    g.pads_begin[d] = pb;
-                    g.pads_end[d] = pe;
-                    let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
-                        format!("spatial dim {d}: input {x} with pads {pb} and {pe} (attribute \"pads\")")
-                    })?;
-                    if padded < span {
-                        return Err(format!(
-                            "spatial dim {d}: window of {span} does not fit the padded input of {padded}"
-                        ));
-                    }
-                    let mut out = (padded - span) / s + 1;
-                    if self.ceil_mode {
-                        out = (padded - span).div_ceil(s) + 1;
-                        // The last window must start inside the input or
-                        // the begin padding.
-                        if (out - 1) * s >= x + pb {
-                            out -= 1;
-                        }
-                    }
-                    out
-                }
-                AutoPad::SameUpper | AutoPad::SameLower => {
-                    // (out - 1) * s < x, so neither sum overflows.
-                    let out = x.div_ceil(s);
-                    let total = ((out.max(1) - 1) * s + span).saturating_sub(x);
-                    let small = total / 2;
-                    let (pb, pe) = if self.auto_pad == AutoPad::SameUpper {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    };
-                    g.pads_begin[d] = pb;
-                    g.pads_end[d] = pe;
-                    out
-                }
-                AutoPad::Valid => {
-                    if x < span {
-                        return Err(format!("spatial dim {d}: window of {span} does not fit the input of {x}"));
-                    }
-                    (x - span) / s + 1
-                }
-            };
+            let window = (kernel[d], strides[d], dilations[d]);
+            let (out, pb, pe) = self.resolve_dim(d, input[d], window, (pads[d], pads[r + d]))?;
             g.out.push(out);
+            g.pads_begin[d] = pb;
+            g.pads_end[d] = pe;
         }
         Ok(g)
+    }
+
+    /// Spatial dim `d` of size `x` under `(kernel, stride, dilation)` and
+    /// the `pads` attribute's `(begin, end)`: the output size and the
+    /// padding `auto_pad` makes of them.
+    fn resolve_dim(
+        &self,
+        d: usize,
+        x: usize,
+        (k, s, dil): (usize, usize, usize),
+        (pb, pe): (usize, usize),
+    ) -> Result<(usize, usize, usize), String> {
+        let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
+            format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
+        })?;
+        window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
+        match self.auto_pad {
+            AutoPad::NotSet => {
+                let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
+                    format!("spatial dim {d}: input {x} with pads {pb} and {pe} (attribute \"pads\")")
+                })?;
+                if padded < span {
+                    return Err(format!("spatial dim {d}: window of {span} does not fit the padded input of {padded}"));
+                }
+                let mut out = (padded - span) / s + 1;
+                if self.ceil_mode {
+                    out = (padded - span).div_ceil(s) + 1;
+                    // The last window must start inside the input or the
+                    // begin padding.
+                    if (out - 1) * s >= x + pb {
+                        out -= 1;
+                    }
+                }
+                Ok((out, pb, pe))
+            }
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                // (out - 1) * s < x, so neither sum overflows.
+                let out = x.div_ceil(s);
+                let total = ((out.max(1) - 1) * s + span).saturating_sub(x);
+                let small = total / 2;
+                let (pb, pe) =
+                    if self.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
+                Ok((out, pb, pe))
+            }
+            AutoPad::Valid => {
+                if x < span {
+                    return Err(format!("spatial dim {d}: window of {span} does not fit the input of {x}"));
+                }
+                Ok(((x - span) / s + 1, 0, 0))
+            }
+        }
     }
 }
 
@@ -730,53 +726,9 @@ impl ConvTranspose {
             Ok(window_size(n, what)? as i64)
         };
         let out_channels = window_size(w[1].checked_mul(g), || format!("weights {w:?} with group {g}"))?;
-        let target: Option<Vec<usize>> = match self.output_shape.len() {
-            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => Some(
-                (0..r)
-                    .map(|d| {
-                        let what = || format!("spatial dim {d}: input {} with stride {}", x[2 + d], strides[d]);
-                        window_size(x[2 + d].checked_mul(strides[d]), what)
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-            0 => None,
-            len if len == r => Some(self.output_shape.clone()),
-            len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
-            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
-        };
-        let (out, pads_begin): (Vec<i64>, Vec<i64>) = match target {
-            Some(t) => {
-                let pads = (0..r)
-                    .map(|d| {
-                        // Both are below 2^63: the difference cannot overflow.
-                        let total = natural(d)? - t[d] as i64;
-                        Ok(if self.window.auto_pad == AutoPad::SameUpper {
-                            total.div_euclid(2)
-                        } else {
-                            total - total.div_euclid(2)
-                        })
-                    })
-                    .collect::<Result<_, String>>()?;
-                (t.iter().map(|&v| v as i64).collect(), pads)
-            }
-            None => {
-                let pads = if self.window.auto_pad == AutoPad::Valid {
-                    vec![0; 2 * r]
-                } else {
-                    list_or("pads", &self.window.pads, 2 * r, 0)?
-                };
-                let out = (0..r)
-                    .map(|d| {
-                        let (pb, pe) = (pads[d], pads[r + d]);
-                        let what = || format!("spatial dim {d}: pads {pb} and {pe} (attribute \"pads\")");
-                        Ok(natural(d)? - window_size(pb.checked_add(pe), what)? as i64)
-                    })
-                    .collect::<Result<Vec<_>, String>>()?;
-                if let Some(d) = out.iter().position(|&o| o < 0) {
-                    return Err(format!("spatial dim {d}: the padding exceeds the output size"));
-                }
-                (out, pads[..r].iter().map(|&p| p as i64).collect())
-            }
+        let (out, pads_begin) = match self.target_spatial(x, &strides)? {
+            Some(target) => (target.iter().map(|&v| v as i64).collect(), self.pads_for(&target, &natural)?),
+            None => self.out_from_pads(r, &natural)?,
         };
         let mut p = ConvParams {
             batch: n as i64,
@@ -793,6 +745,69 @@ impl ConvTranspose {
         p.out_spatial[..r].copy_from_slice(&out);
         p.pads_begin[..r].copy_from_slice(&pads_begin);
         Ok(p)
+    }
+
+    /// The spatial output the attributes fix, if they do: `output_shape`
+    /// (spatial dims, or all dims in old exporters), or `in * stride` for
+    /// `auto_pad` SAME_*.
+    fn target_spatial(&self, x: &[usize], strides: &[usize]) -> Result<Option<Vec<usize>>, String> {
+        let r = x.len() - 2;
+        Ok(match self.output_shape.len() {
+            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => Some(
+                (0..r)
+                    .map(|d| {
+                        let what = || format!("spatial dim {d}: input {} with stride {}", x[2 + d], strides[d]);
+                        window_size(x[2 + d].checked_mul(strides[d]), what)
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            0 => None,
+            len if len == r => Some(self.output_shape.clone()),
+            len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
+            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
+        })
+    }
+
+    /// The begin padding that gives the `target` output from the
+    /// `natural` one (extra at the end for SAME_UPPER, at the start
+    /// otherwise; possibly negative).
+    fn pads_for(&self, target: &[usize], natural: &dyn Fn(usize) -> Result<i64, String>) -> Result<Vec<i64>, String> {
+        (0..target.len())
+            .map(|d| {
+                // Both are below 2^63: the difference cannot overflow.
+                let total = natural(d)? - target[d] as i64;
+                Ok(if self.window.auto_pad == AutoPad::SameUpper {
+                    total.div_euclid(2)
+                } else {
+                    total - total.div_euclid(2)
+                })
+            })
+            .collect()
+    }
+
+    /// The output the `pads` attribute gives (none for VALID), and its
+    /// begin padding.
+    fn out_from_pads(
+        &self,
+        r: usize,
+        natural: &dyn Fn(usize) -> Result<i64, String>,
+    ) -> Result<(Vec<i64>, Vec<i64>), String> {
+        let pads = if self.window.auto_pad == AutoPad::Valid {
+            vec![0; 2 * r]
+        } else {
+            list_or("pads", &self.window.pads, 2 * r, 0)?
+        };
+        let out = (0..r)
+            .map(|d| {
+                let (pb, pe) = (pads[d], pads[r + d]);
+                let what = || format!("spatial dim {d}: pads {pb} and {pe} (attribute \"pads\")");
+                Ok(natural(d)? - window_size(pb.checked_add(pe), what)? as i64)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(d) = out.iter().position(|&o| o < 0) {
+            return Err(format!("spatial dim {d}: the padding exceeds the output size"));
+        }
+        Ok((out, pads[..r].iter().map(|&p| p as i64).collect()))
     }
 }
 
