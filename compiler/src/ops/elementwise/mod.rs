@@ -4,8 +4,8 @@
 //! is in `random.rs`).
 //!
 //! Each function is one row of the table in `table.rs` (its ONNX name,
-//! arity, types, attributes, scalar emitter, lane safety and kernel
-//! epilogue code), and the emitters live by family: `arith.rs`,
+//! arity, types, attributes, scalar emitter, lane safety, whether it joins
+//! fused chains, kernel epilogue code), and the emitters live by family: `arith.rs`,
 //! `compare.rs`, `bits.rs`, `transcendental.rs`, `activation.rs`,
 //! `cast.rs`. All share one lowering, the loop of `broadcast_loop.rs` over
 //! the broadcast output shape whose body is the function's emitter (see
