@@ -251,16 +251,41 @@ pub struct Conv {
     pub group: usize,
     /// What passes fused in (nothing on import).
     pub fused: Fused,
-    /// The weights' `[M, C/group, kernel...]` shape when input 1 holds them
-    /// packed for the kernel (a 1-D f32 constant); set by
+    /// How the data and weights are laid out (as given on import).
+    pub layout: Layout,
+}
+
+/// How a convolution's data and weights (input 1) are laid out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Layout {
+    /// NCHW data, the weights as given.
+    #[default]
+    Plain,
+    /// NCHW data; the weights packed for the kernel (a 1-D f32 constant),
+    /// `weights` their `[M, C/group, kernel...]` shape; set by
     /// `passes::pack_conv_weights`.
-    pub packed_weights: Option<Vec<usize>>,
-    /// Input 0, the residual and the output are in the blocked layout
-    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW
-    /// when it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`)
-    /// and input 1 holds the weights packed by
-    /// `onnxc_pack_conv_weights_blocked_f32`; set by `passes::choose_layout`.
-    pub blocked: bool,
+    Packed { weights: Vec<usize> },
+    /// Input 0, the residual and the output in the blocked layout
+    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW when
+    /// it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`), the
+    /// weights packed by `onnxc_pack_conv_weights_blocked_f32`, `weights`
+    /// their logical shape; set by `passes::choose_layout`.
+    Blocked { weights: Vec<usize> },
+}
+
+impl Layout {
+    /// The weights' logical shape when input 1 holds them packed.
+    pub fn packed_weights(&self) -> Option<&[usize]> {
+        match self {
+            Layout::Plain => None,
+            Layout::Packed { weights } | Layout::Blocked { weights } => Some(weights),
+        }
+    }
+
+    /// Whether the data is in the blocked layout.
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, Layout::Blocked { .. })
+    }
 }
 
 /// The parts passes fuse into a convolution, each applied where the kernel
@@ -346,7 +371,7 @@ impl Conv {
 
     /// A convolution as imported: nothing fused, weights as given, NCHW.
     pub fn new(window: Window, group: usize) -> Conv {
-        Conv { window, group, fused: Fused::default(), packed_weights: None, blocked: false }
+        Conv { window, group, fused: Fused::default(), layout: Layout::Plain }
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -387,7 +412,7 @@ impl Conv {
             act_a: self.fused.activation.map_or(0.0, |a| a.params().0),
             act_b: self.fused.activation.map_or(0.0, |a| a.params().1),
             residual: self.fused.residual.is_some() as i64,
-            packed_weights: self.packed_weights.is_some() as i64,
+            packed_weights: self.layout.packed_weights().is_some() as i64,
         })
     }
 
@@ -410,7 +435,7 @@ trait ConvKernel {
     fn fused(&self) -> Fused {
         Fused::default()
     }
-    /// Whether the data is in the blocked layout (see [`Conv::blocked`]).
+    /// Whether the data is in the blocked layout (see [`Layout::Blocked`]).
     fn is_blocked(&self) -> bool {
         false
     }
@@ -546,8 +571,8 @@ impl ConvKernel for Conv {
         self.fused
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
-        let w = self.packed_weights.as_deref().unwrap_or(w);
-        if self.blocked {
+        let w = self.layout.packed_weights().unwrap_or(w);
+        if self.layout.is_blocked() {
             let x = match super::layout::unblocked_shape(x) {
                 Some(x) => x,
                 None if super::layout::read_as_image(x) => x.to_vec(),
@@ -558,7 +583,7 @@ impl ConvKernel for Conv {
         self.params(x, w)
     }
     fn is_blocked(&self) -> bool {
-        self.blocked
+        self.layout.is_blocked()
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_scratch_elems(p)

@@ -42,7 +42,7 @@
 use super::fuse_conv_prologue::rectifier;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::conv::InputSlot;
+use crate::ops::conv::{InputSlot, Layout};
 use crate::ops::layout::{blocked_shape, read_as_image, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
@@ -220,7 +220,7 @@ fn role(
         _ => None,
     };
     match &node.op {
-        Op::Conv(conv) if conv.fused.prologue.is_none() && !conv.blocked && conv.packed_weights.is_none() => {
+        Op::Conv(conv) if conv.fused.prologue.is_none() && conv.layout == Layout::Plain => {
             let weights = graph.const_value(node.inputs.get(1).copied()??)?;
             if weights.dtype != DType::F32 {
                 return None;
@@ -355,11 +355,10 @@ fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usi
             let (packed, logical) = pack_weights(graph, w, p);
             node.inputs[1] = Some(packed);
             if let Op::Conv(conv) = &mut node.op {
-                conv.packed_weights = Some(logical);
+                conv.layout = Layout::Blocked { weights: logical };
             }
         }
         match &mut node.op {
-            Op::Conv(conv) => conv.blocked = true,
             Op::Pool(pool) => pool.blocked = true,
             // The channels' axis, 1 in both layouts.
             Op::Concat(concat) => concat.axis = 1,
@@ -479,7 +478,7 @@ mod tests {
         assert_eq!(g.concrete(x_blocked).map(|t| t.1), Some(vec![1, 1, 5, 5, 8]));
         for node in &g.nodes[1..4] {
             let Op::Conv(conv) = &node.op else { unreachable!() };
-            assert!(conv.blocked && conv.packed_weights.is_some());
+            assert!(conv.layout.is_blocked());
         }
         // Conv b reads conv a's blocked output, and x blocked as its residual.
         assert_eq!(g.nodes[2].inputs[0], Some(g.nodes[1].outputs[0]));
@@ -565,10 +564,10 @@ mod tests {
     fn convolutions_too_small_for_their_reorders_stay_nchw() {
         let mut g = graph(1);
         choose_layout(&mut g);
-        assert!(g
-            .nodes
-            .iter()
-            .all(|n| !matches!(&n.op, Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { blocked: true, .. }))));
+        assert!(g.nodes.iter().all(|n| !matches!(
+            &n.op,
+            Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { layout: Layout::Blocked { .. }, .. })
+        )));
     }
 
     fn op_names(g: &Graph) -> Vec<&'static str> {
@@ -576,7 +575,10 @@ mod tests {
     }
 
     fn blocked_convs(g: &Graph) -> Vec<bool> {
-        g.nodes.iter().filter_map(|n| if let Op::Conv(c) = &n.op { Some(c.blocked) } else { None }).collect()
+        g.nodes
+            .iter()
+            .filter_map(|n| if let Op::Conv(c) = &n.op { Some(c.layout.is_blocked()) } else { None })
+            .collect()
     }
 
     /// x → conv a (8 → 16) → conv c (16 → 8) → Concat with a wide input

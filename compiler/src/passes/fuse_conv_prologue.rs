@@ -20,7 +20,7 @@
 
 use super::affine::{affine_step, compose};
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::conv::InputSlot;
+use crate::ops::conv::{InputSlot, Layout};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 use onnxc_runtime::conv_takes_prologue;
@@ -36,8 +36,9 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
         let Op::Conv(conv) = &conv_node.op else { continue };
         let Some(Some(rectified)) = conv_node.inputs.first().copied() else { continue };
         let Some((DType::F32, shape)) = graph.concrete(rectified) else { continue };
-        let Some(Ok(p)) = conv.packed_weights.as_ref().map(|w| conv.params(&shape, w)) else { continue };
-        if conv.fused.prologue.is_some() || conv.blocked || !conv_takes_prologue(&p) {
+        let Layout::Packed { weights } = &conv.layout else { continue };
+        let Ok(p) = conv.params(&shape, weights) else { continue };
+        if conv.fused.prologue.is_some() || !conv_takes_prologue(&p) {
             continue;
         }
         // Walk up from the conv: the Relu, then the affine nodes.
