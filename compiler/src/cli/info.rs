@@ -169,7 +169,7 @@ fn macs(graph: &onnxc::ir::Graph) -> u64 {
                 // Each output element sums over one filter: C/group × kernel
                 // (the logical shape when the weights were packed).
                 Op::Conv(c) => {
-                    out_elems * c.packed_weights.as_deref().unwrap_or(&w).iter().skip(1).product::<usize>() as u64
+                    out_elems * c.layout.packed_weights().unwrap_or(&w).iter().skip(1).product::<usize>() as u64
                 }
                 // K = weight elements / N for both [K,N] and [N,K] layouts.
                 Op::MatMul(_) | Op::Gemm(_) => {

@@ -70,7 +70,8 @@ fn shape_and_rate(graph: &Graph, node: &Node, ms: f64) -> String {
         return dims(&output);
     };
     let input = shape(node.inputs.first().copied().flatten());
-    let weights = conv.packed_weights.clone().unwrap_or_else(|| shape(node.inputs.get(1).copied().flatten()));
+    let weights =
+        conv.layout.packed_weights().map_or_else(|| shape(node.inputs.get(1).copied().flatten()), <[usize]>::to_vec);
     let per_output: usize = weights.iter().skip(1).product();
     let flops = 2.0 * (output.iter().product::<usize>() * per_output) as f64;
     let rate = if ms > 0.0 { flops / (ms * 1e6) } else { 0.0 };

@@ -13,11 +13,9 @@
 
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
-use crate::ops::elementwise::{emit_scalar, Func};
-use onnxc_runtime::generic::conv::{
-    ConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_RELU,
-    EPILOGUE_SIGMOID, EPILOGUE_TANH,
-};
+use crate::ops::conv::Fused;
+use crate::ops::elementwise::{emit_scalar, Activation, Func};
+use onnxc_runtime::generic::conv::ConvParams;
 use onnxc_runtime::generic::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
 
 /// The spatial geometry shared by Conv and the pools.
@@ -145,19 +143,19 @@ fn geometry(
     }
 }
 
-/// Conv `Y = X * W (+ B) (+ R)` with groups and the fused activation of
-/// `p`; inputs 0, 1, optional 2 (bias) and 3 (a fused residual shaped like
-/// Y, added before the activation), output 0.
-pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+/// Conv `Y = X * W (+ B) (+ R)` with groups and the `fused` residual `R`
+/// (shaped like Y) and activation, from inputs 0, 1 and optional 2 (the
+/// bias) into output 0.
+pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Result<(), String> {
     let g = geometry(p.spatial_rank, &p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations, &p.pads_begin);
     let (size, ty) = (dtype.size() as i64, clif_type(dtype));
     let flags = MemFlagsData::trusted();
     let groups = p.group.max(1);
     let (cg, mg) = (p.in_channels / groups, p.out_channels / groups);
     let (in_size, out_size, ksize) = (g.input_size(), g.output_size(), g.kernel_size());
-    let (has_bias, has_residual) = (cx.has_input(2), cx.has_input(3));
+    let (has_bias, has_residual) = (cx.has_input(2), fused.residual.is_some());
     // Pointers: X, W, B, R, Y; R walks like Y.
-    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3), cx.output_ptr(0)?];
+    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), fused.residual_ptr(cx)?, cx.output_ptr(0)?];
     let bias_step = if has_bias { size } else { 0 };
     let like_y = |step: i64| [if has_residual { step } else { 0 }, step];
     let level = |count: i64, x: i64, w: i64, b: i64, y: i64| {
@@ -191,47 +189,41 @@ pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> 
             let r = cx.ins().load(ty, flags, at[3], 0);
             sum = cx.ins().fadd(sum, r);
         }
-        let y = activate(cx, dtype, p, sum)?;
+        let y = activate(cx, dtype, fused.activation, sum)?;
         cx.ins().store(flags, y, at[4], 0);
         Ok(())
     })
 }
 
-/// The fused activation, with the kernels' comparisons (NaN passes); the
-/// ones the kernel computes as their separate operators do are the
-/// separate operators' code.
-fn activate(cx: &mut Lower, dtype: DType, p: &ConvParams, v: Value) -> Result<Value, String> {
-    let func = match p.activation {
-        EPILOGUE_SIGMOID => Some(Func::Sigmoid),
-        EPILOGUE_HARD_SIGMOID => Some(Func::HardSigmoid { alpha: p.act_a as f32, beta: p.act_b as f32 }),
-        EPILOGUE_HARD_SWISH => Some(Func::HardSwish),
-        EPILOGUE_TANH => Some(Func::Tanh),
-        _ => None,
-    };
-    if let Some(func) = func {
-        return emit_scalar(cx, func, dtype, &[0], &[(v, dtype)]);
+/// The fused activation. Relu, LeakyRelu and Clip compare as the kernels
+/// do (a NaN passes); the others are their elementwise functions' code,
+/// which the kernels compute alike.
+fn activate(cx: &mut Lower, dtype: DType, activation: Option<Activation>, v: Value) -> Result<Value, String> {
+    let Some(activation) = activation else { return Ok(v) };
+    if !matches!(activation.func, Func::Relu | Func::LeakyRelu { .. } | Func::Clip) {
+        return emit_scalar(cx, activation.func, dtype, &[0], &[(v, dtype)]);
     }
     let ty = clif_type(dtype);
-    let (a, b) = (float_const(cx, ty, p.act_a), float_const(cx, ty, p.act_b));
+    let (act_a, act_b) = activation.params();
+    let (a, b) = (float_const(cx, ty, act_a), float_const(cx, ty, act_b));
     let zero = float_const(cx, ty, 0.0);
     let below = |cx: &mut Lower, bound| cx.ins().fcmp(FloatCC::LessThan, v, bound);
-    Ok(match p.activation {
-        EPILOGUE_RELU => {
+    Ok(match activation.func {
+        Func::Relu => {
             let neg = below(cx, zero);
             cx.ins().select(neg, zero, v)
         }
-        EPILOGUE_LEAKY_RELU => {
+        Func::LeakyRelu { .. } => {
             let neg = below(cx, zero);
             let scaled = cx.ins().fmul(v, a);
             cx.ins().select(neg, scaled, v)
         }
-        EPILOGUE_CLIP => {
+        _ => {
             let low = below(cx, a);
             let high = cx.ins().fcmp(FloatCC::GreaterThan, v, b);
             let v2 = cx.ins().select(high, b, v);
             cx.ins().select(low, a, v2)
         }
-        _ => v,
     })
 }
 

@@ -36,15 +36,15 @@
 //! `block_shape` (compile-time inputs), `dilations`, `pads`, `strides`;
 //! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
+use super::elementwise::Activation;
 use super::{kernel_for, InferCx, Inferred, Op, Operator};
-use crate::codegen::Lower;
+use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
-use crate::ir::{DType, Tensor};
+use crate::ir::{DType, Tensor, ValueId};
 use onnxc_runtime::{
     conv_blocked_scratch_elems, conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems,
-    ConvParams, DeformConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU,
-    EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_TANH, MAX_RANK, MAX_SPATIAL_RANK,
+    ConvParams, DeformConvParams, EPILOGUE_NONE, MAX_RANK, MAX_SPATIAL_RANK,
 };
 
 /// How the spatial padding is chosen.
@@ -138,24 +138,15 @@ impl Window {
         if r == 0 || r > MAX_SPATIAL_RANK {
             return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
         }
-        let list = |name: &str, v: &[usize], len: usize| -> Result<Vec<usize>, String> {
-            if v.is_empty() {
-                Ok(vec![if name == "pads" { 0 } else { 1 }; len])
-            } else if v.len() == len {
-                Ok(v.to_vec())
-            } else {
-                Err(format!("attribute \"{name}\" has {} values, expected {len}", v.len()))
-            }
-        };
         if kernel.len() != r {
             return Err(format!("kernel has {} dims, the input {r} spatial dims", kernel.len()));
         }
         if let Some(&k) = kernel.iter().find(|&&k| k == 0) {
             return Err(format!("kernel dim {k} must be at least 1"));
         }
-        let strides = list("strides", &self.strides, r)?;
-        let dilations = list("dilations", &self.dilations, r)?;
-        let pads = list("pads", &self.pads, 2 * r)?;
+        let strides = list_or("strides", &self.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.dilations, r, 1)?;
+        let pads = list_or("pads", &self.pads, 2 * r, 0)?;
         let mut g = Geometry {
             out: Vec::with_capacity(r),
             kernel: kernel.to_vec(),
@@ -165,59 +156,64 @@ impl Window {
             pads_end: vec![0; r],
         };
         for d in 0..r {
-            let (x, s, k, dil) = (input[d], strides[d], kernel[d], dilations[d]);
-            let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
-                format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
-            })?;
-            window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
-            let out = match self.auto_pad {
-                AutoPad::NotSet => {
-                    let (pb, pe) = (pads[d], pads[r + d]);
-                    g.pads_begin[d] = pb;
-                    g.pads_end[d] = pe;
-                    let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
-                        format!("spatial dim {d}: input {x} with pads {pb} and {pe} (attribute \"pads\")")
-                    })?;
-                    if padded < span {
-                        return Err(format!(
-                            "spatial dim {d}: window of {span} does not fit the padded input of {padded}"
-                        ));
-                    }
-                    let mut out = (padded - span) / s + 1;
-                    if self.ceil_mode {
-                        out = (padded - span).div_ceil(s) + 1;
-                        // The last window must start inside the input or
-                        // the begin padding.
-                        if (out - 1) * s >= x + pb {
-                            out -= 1;
-                        }
-                    }
-                    out
-                }
-                AutoPad::SameUpper | AutoPad::SameLower => {
-                    // (out - 1) * s < x, so neither sum overflows.
-                    let out = x.div_ceil(s);
-                    let total = ((out.max(1) - 1) * s + span).saturating_sub(x);
-                    let small = total / 2;
-                    let (pb, pe) = if self.auto_pad == AutoPad::SameUpper {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    };
-                    g.pads_begin[d] = pb;
-                    g.pads_end[d] = pe;
-                    out
-                }
-                AutoPad::Valid => {
-                    if x < span {
-                        return Err(format!("spatial dim {d}: window of {span} does not fit the input of {x}"));
-                    }
-                    (x - span) / s + 1
-                }
-            };
+            let window = (kernel[d], strides[d], dilations[d]);
+            let (out, pb, pe) = self.resolve_dim(d, input[d], window, (pads[d], pads[r + d]))?;
             g.out.push(out);
+            g.pads_begin[d] = pb;
+            g.pads_end[d] = pe;
         }
         Ok(g)
+    }
+
+    /// Spatial dim `d` of size `x` under `(kernel, stride, dilation)` and
+    /// the `pads` attribute's `(begin, end)`: the output size and the
+    /// padding `auto_pad` makes of them.
+    fn resolve_dim(
+        &self,
+        d: usize,
+        x: usize,
+        (k, s, dil): (usize, usize, usize),
+        (pb, pe): (usize, usize),
+    ) -> Result<(usize, usize, usize), String> {
+        let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
+            format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
+        })?;
+        window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
+        match self.auto_pad {
+            AutoPad::NotSet => {
+                let padded = window_size(x.checked_add(pb).and_then(|v| v.checked_add(pe)), || {
+                    format!("spatial dim {d}: input {x} with pads {pb} and {pe} (attribute \"pads\")")
+                })?;
+                if padded < span {
+                    return Err(format!("spatial dim {d}: window of {span} does not fit the padded input of {padded}"));
+                }
+                let mut out = (padded - span) / s + 1;
+                if self.ceil_mode {
+                    out = (padded - span).div_ceil(s) + 1;
+                    // The last window must start inside the input or the
+                    // begin padding.
+                    if (out - 1) * s >= x + pb {
+                        out -= 1;
+                    }
+                }
+                Ok((out, pb, pe))
+            }
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                // (out - 1) * s < x, so neither sum overflows.
+                let out = x.div_ceil(s);
+                let total = ((out.max(1) - 1) * s + span).saturating_sub(x);
+                let small = total / 2;
+                let (pb, pe) =
+                    if self.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
+                Ok((out, pb, pe))
+            }
+            AutoPad::Valid => {
+                if x < span {
+                    return Err(format!("spatial dim {d}: window of {span} does not fit the input of {x}"));
+                }
+                Ok(((x - span) / s + 1, 0, 0))
+            }
+        }
     }
 }
 
@@ -253,67 +249,109 @@ fn list_or(name: &str, v: &[usize], len: usize, default: usize) -> Result<Vec<us
 pub struct Conv {
     pub window: Window,
     pub group: usize,
-    /// Set by the fusion pass (`passes::fuse_conv_activation`).
-    pub activation: Activation,
-    /// Input 3 (shaped like the output) is added before the activation; set
-    /// by `passes::fuse_conv_add`.
-    pub residual: bool,
-    /// The weights' `[M, C/group, kernel...]` shape when input 1 holds them
-    /// packed for the kernel (a 1-D f32 constant); set by
-    /// `passes::pack_conv_weights`.
-    pub packed_weights: Option<Vec<usize>>,
-    /// Input 4 (f32 `[2 * C]`: a scale then a shift per input channel)
-    /// takes the input through `max(x * scale + shift, 0)` before the
-    /// convolution (pointwise, packed weights only); set by
-    /// `passes::fuse_conv_prologue`.
-    pub prologue: bool,
-    /// Input 0, input 3 and the output are in the blocked layout
-    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW
-    /// when it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`)
-    /// and input 1 holds the weights packed by
-    /// `onnxc_pack_conv_weights_blocked_f32`; set by `passes::choose_layout`.
-    pub blocked: bool,
+    /// What passes fused in (nothing on import).
+    pub fused: Fused,
+    /// How the data and weights are laid out (as given on import).
+    pub layout: Layout,
 }
 
-/// An activation applied in the convolution's epilogue.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub enum Activation {
+/// How a convolution's data and weights (input 1) are laid out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Layout {
+    /// NCHW data, the weights as given.
     #[default]
-    None,
-    Relu,
-    LeakyRelu(f32),
-    /// Bounds (±inf when absent).
-    Clip(f64, f64),
-    Sigmoid,
-    /// alpha, beta.
-    HardSigmoid(f32, f32),
-    HardSwish,
-    Tanh,
+    Plain,
+    /// NCHW data; the weights packed for the kernel (a 1-D f32 constant),
+    /// `weights` their `[M, C/group, kernel...]` shape; set by
+    /// `passes::pack_conv_weights`.
+    Packed { weights: Vec<usize> },
+    /// Input 0, the residual and the output in the blocked layout
+    /// (`[N, C/8, H, W, 8]`, see [`super::layout`]; input 0 stays NCHW when
+    /// it has fewer than 8 channels, `onnxc_runtime::conv_reads_nchw`), the
+    /// weights packed by `onnxc_pack_conv_weights_blocked_f32`, `weights`
+    /// their logical shape; set by `passes::choose_layout`.
+    Blocked { weights: Vec<usize> },
 }
 
-impl Activation {
-    fn code(self) -> i64 {
+impl Layout {
+    /// The weights' logical shape when input 1 holds them packed.
+    pub fn packed_weights(&self) -> Option<&[usize]> {
         match self {
-            Activation::None => EPILOGUE_NONE,
-            Activation::Relu => EPILOGUE_RELU,
-            Activation::LeakyRelu(_) => EPILOGUE_LEAKY_RELU,
-            Activation::Clip(..) => EPILOGUE_CLIP,
-            Activation::Sigmoid => EPILOGUE_SIGMOID,
-            Activation::HardSigmoid(..) => EPILOGUE_HARD_SIGMOID,
-            Activation::HardSwish => EPILOGUE_HARD_SWISH,
-            Activation::Tanh => EPILOGUE_TANH,
+            Layout::Plain => None,
+            Layout::Packed { weights } | Layout::Blocked { weights } => Some(weights),
         }
     }
 
-    fn params(self) -> (f64, f64) {
-        match self {
-            Activation::LeakyRelu(alpha) => (alpha as f64, 0.0),
-            Activation::Clip(lo, hi) => (lo, hi),
-            Activation::HardSigmoid(alpha, beta) => (alpha as f64, beta as f64),
-            Activation::None | Activation::Relu | Activation::Sigmoid | Activation::HardSwish | Activation::Tanh => {
-                (0.0, 0.0)
+    /// Whether the data is in the blocked layout.
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, Layout::Blocked { .. })
+    }
+}
+
+/// The parts passes fuse into a convolution, each applied where the kernel
+/// already holds the data. A part that reads a tensor names the node input
+/// holding it: the tensor stays a node input like X and W, so the memory
+/// plan, the schedule and `passes::verify` see every value a Conv reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fused {
+    /// Applied to each output element as the kernel stores it (after the
+    /// bias and the residual); set by `passes::fuse_conv_activation`.
+    pub activation: Option<Activation>,
+    /// A tensor of the output's type and shape added before the
+    /// activation; set by `passes::fuse_conv_add`.
+    pub residual: Option<InputSlot>,
+    /// f32 `[2 * C]`, a scale then a shift per input channel: the input
+    /// goes through `max(x * scale + shift, 0)` as the kernel packs it
+    /// (pointwise, packed weights only); set by `passes::fuse_conv_prologue`.
+    pub prologue: Option<InputSlot>,
+}
+
+/// The index of the node input that holds a fused part's tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputSlot(pub usize);
+
+impl Fused {
+    /// The fused parts' tensors are what the kernel reads (`p`: its
+    /// parameters, `shape`: the output's), and no input past the bias is
+    /// anything else.
+    fn check_inputs(&self, cx: &InferCx, p: &ConvParams, shape: &[usize]) -> Result<(), String> {
+        let x = cx.input(0)?.dtype;
+        if let Some(InputSlot(i)) = self.prologue {
+            let pro = cx.input(i)?;
+            let want = [2 * p.in_channels as usize];
+            if pro.dtype != DType::F32 || x != DType::F32 || pro.shape != want {
+                return Err(format!("prologue is {}{:?}, expected f32{want:?}", pro.dtype, pro.shape));
             }
         }
+        if let Some(InputSlot(i)) = self.residual {
+            let r = cx.input(i)?;
+            if r.dtype != x || r.shape != shape {
+                return Err(format!("residual is {}{:?}, expected {x}{shape:?}", r.dtype, r.shape));
+            }
+        }
+        let fused = |i: usize| [self.residual, self.prologue].contains(&Some(InputSlot(i)));
+        match (3..cx.inputs.len()).find(|&i| cx.inputs[i].is_some() && !fused(i)) {
+            Some(i) => Err(format!("input {i} is unexpected: the inputs are X, W and an optional bias")),
+            None => Ok(()),
+        }
+    }
+
+    /// The residual's address, or null without one.
+    pub fn residual_ptr(&self, cx: &mut Lower) -> Result<Value, String> {
+        match self.residual {
+            Some(InputSlot(i)) => cx.input_ptr(i),
+            None => Ok(cx.iconst(0)),
+        }
+    }
+}
+
+impl InputSlot {
+    /// Appends `value` to a Conv node's `inputs`, after X, W and the bias
+    /// (present or not), and returns its slot.
+    pub fn append(inputs: &mut Vec<Option<ValueId>>, value: ValueId) -> InputSlot {
+        inputs.resize(inputs.len().max(3), None);
+        inputs.push(Some(value));
+        InputSlot(inputs.len() - 1)
     }
 }
 
@@ -328,15 +366,12 @@ impl Conv {
         if window.ceil_mode {
             return Err(format!("{} has no attribute \"ceil_mode\"", cx.op_type));
         }
-        Ok(Conv {
-            window,
-            group: parse_count(cx, "group")?,
-            activation: Activation::None,
-            residual: false,
-            packed_weights: None,
-            prologue: false,
-            blocked: false,
-        })
+        Ok(Conv::new(window, parse_count(cx, "group")?))
+    }
+
+    /// A convolution as imported: nothing fused, weights as given, NCHW.
+    pub fn new(window: Window, group: usize) -> Conv {
+        Conv { window, group, fused: Fused::default(), layout: Layout::Plain }
     }
 
     /// The kernel parameters (which fix the output shape) for X and W shapes.
@@ -373,11 +408,11 @@ impl Conv {
             strides: dims_array(&geo.strides),
             dilations: dims_array(&geo.dilations),
             pads_begin: dims_array(&geo.pads_begin),
-            activation: self.activation.code(),
-            act_a: self.activation.params().0,
-            act_b: self.activation.params().1,
-            residual: self.residual as i64,
-            packed_weights: self.packed_weights.is_some() as i64,
+            activation: self.fused.activation.map_or(EPILOGUE_NONE, |a| a.code()),
+            act_a: self.fused.activation.map_or(0.0, |a| a.params().0),
+            act_b: self.fused.activation.map_or(0.0, |a| a.params().1),
+            residual: self.fused.residual.is_some() as i64,
+            packed_weights: self.layout.packed_weights().is_some() as i64,
         })
     }
 
@@ -392,15 +427,15 @@ impl Conv {
 /// scratch area.
 trait ConvKernel {
     const KERNEL: &'static str;
-    /// Whether the kernel takes a residual operand (input 3, after the bias).
+    /// Whether the kernel takes a residual operand (after the bias).
     const RESIDUAL_ARG: bool = false;
     /// Whether the kernel takes the context's `parallel_for` (last argument).
     const PARALLEL_ARG: bool = false;
-    /// Whether input 4 is a per-input-channel prologue (see [`Conv::prologue`]).
-    fn has_prologue(&self) -> bool {
-        false
+    /// What passes fused in (see [`Conv::fused`]).
+    fn fused(&self) -> Fused {
+        Fused::default()
     }
-    /// Whether the data is in the blocked layout (see [`Conv::blocked`]).
+    /// Whether the data is in the blocked layout (see [`Layout::Blocked`]).
     fn is_blocked(&self) -> bool {
         false
     }
@@ -431,17 +466,7 @@ trait ConvKernel {
             }
             shape = super::layout::blocked_shape(&shape).ok_or("the output channels are not whole blocks")?;
         }
-        if let Some(pro) = cx.opt_input(4) {
-            let want = [2 * p.in_channels as usize];
-            if !self.has_prologue() || pro.dtype != DType::F32 || x.dtype != DType::F32 || pro.shape != want {
-                return Err(format!("prologue is {}{:?}, expected f32{want:?}", pro.dtype, pro.shape));
-            }
-        }
-        if let Some(r) = cx.opt_input(3) {
-            if !Self::RESIDUAL_ARG || r.dtype != x.dtype || r.shape != shape {
-                return Err(format!("residual is {}{:?}, expected {}{shape:?}", r.dtype, r.shape, x.dtype));
-            }
-        }
+        self.fused().check_inputs(cx, &p, &shape)?;
         Ok(vec![Inferred::new(x.dtype, shape)])
     }
 
@@ -465,15 +490,16 @@ trait ConvKernel {
             if p.packed_weights == 1 {
                 return Err("the weights were packed for the kernel library, which portable code does not call".into());
             }
-            return crate::codegen::window_loops::conv(cx, dtype, &p);
+            return crate::codegen::window_loops::conv(cx, dtype, &p, self.fused());
         }
-        if self.has_prologue() {
-            return lower_with_prologue(cx, dtype, &p);
+        if let Some(prologue) = self.fused().prologue {
+            return lower_with_prologue(cx, dtype, &p, self.fused(), prologue);
         }
         if self.is_blocked() {
             let scratch = if conv_blocked_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
             let params = cx.params(&p)?;
-            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
+            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
+            args.push(self.fused().residual_ptr(cx)?);
             args.extend([cx.output_ptr(0)?, scratch, cx.parallel_ptr()]);
             return cx.call_checked("onnxc_conv_blocked_f32", &args);
         }
@@ -484,7 +510,7 @@ trait ConvKernel {
         let bp = cx.opt_input_ptr(2);
         let mut args = vec![params, xp, wp, bp];
         if Self::RESIDUAL_ARG {
-            args.push(cx.opt_input_ptr(3));
+            args.push(self.fused().residual_ptr(cx)?);
         }
         args.extend([cx.output_ptr(0)?, scratch]);
         if Self::PARALLEL_ARG {
@@ -494,15 +520,22 @@ trait ConvKernel {
     }
 }
 
-/// A Conv with a prologue ([`Conv::prologue`]): `onnxc_conv_prologue_f32`,
+/// A Conv with a prologue ([`Fused::prologue`]): `onnxc_conv_prologue_f32`,
 /// which needs f32, packed weights and a pointwise window.
-fn lower_with_prologue(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+fn lower_with_prologue(
+    cx: &mut Lower,
+    dtype: DType,
+    p: &ConvParams,
+    fused: Fused,
+    InputSlot(prologue): InputSlot,
+) -> Result<(), String> {
     if dtype != DType::F32 || p.packed_weights != 1 {
         return Err("a prologue needs f32 and weights packed for the kernel library".into());
     }
     let params = cx.params(p)?;
-    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.opt_input_ptr(3)];
-    args.extend([cx.input_ptr(4)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
+    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
+    args.push(fused.residual_ptr(cx)?);
+    args.extend([cx.input_ptr(prologue)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
     cx.call_checked("onnxc_conv_prologue_f32", &args)
 }
 
@@ -534,12 +567,12 @@ impl ConvKernel for Conv {
     const RESIDUAL_ARG: bool = true;
     const PARALLEL_ARG: bool = true;
     const DIRECT_LOOPS: bool = true;
-    fn has_prologue(&self) -> bool {
-        self.prologue
+    fn fused(&self) -> Fused {
+        self.fused
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
-        let w = self.packed_weights.as_deref().unwrap_or(w);
-        if self.blocked {
+        let w = self.layout.packed_weights().unwrap_or(w);
+        if self.layout.is_blocked() {
             let x = match super::layout::unblocked_shape(x) {
                 Some(x) => x,
                 None if super::layout::read_as_image(x) => x.to_vec(),
@@ -550,7 +583,7 @@ impl ConvKernel for Conv {
         self.params(x, w)
     }
     fn is_blocked(&self) -> bool {
-        self.blocked
+        self.layout.is_blocked()
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_scratch_elems(p)
@@ -567,15 +600,7 @@ pub struct DeformConv {
 
 pub fn import_deform_conv(cx: &mut NodeImport) -> Result<Op, String> {
     let window = Window::parse(&cx.attrs)?;
-    let conv = Conv {
-        window,
-        group: parse_count(cx, "group")?,
-        activation: Activation::None,
-        residual: false,
-        packed_weights: None,
-        prologue: false,
-        blocked: false,
-    };
+    let conv = Conv::new(window, parse_count(cx, "group")?);
     Ok(Op::DeformConv(DeformConv { conv, offset_group: parse_count(cx, "offset_group")? }))
 }
 
@@ -726,53 +751,9 @@ impl ConvTranspose {
             Ok(window_size(n, what)? as i64)
         };
         let out_channels = window_size(w[1].checked_mul(g), || format!("weights {w:?} with group {g}"))?;
-        let target: Option<Vec<usize>> = match self.output_shape.len() {
-            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => Some(
-                (0..r)
-                    .map(|d| {
-                        let what = || format!("spatial dim {d}: input {} with stride {}", x[2 + d], strides[d]);
-                        window_size(x[2 + d].checked_mul(strides[d]), what)
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-            0 => None,
-            len if len == r => Some(self.output_shape.clone()),
-            len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
-            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
-        };
-        let (out, pads_begin): (Vec<i64>, Vec<i64>) = match target {
-            Some(t) => {
-                let pads = (0..r)
-                    .map(|d| {
-                        // Both are below 2^63: the difference cannot overflow.
-                        let total = natural(d)? - t[d] as i64;
-                        Ok(if self.window.auto_pad == AutoPad::SameUpper {
-                            total.div_euclid(2)
-                        } else {
-                            total - total.div_euclid(2)
-                        })
-                    })
-                    .collect::<Result<_, String>>()?;
-                (t.iter().map(|&v| v as i64).collect(), pads)
-            }
-            None => {
-                let pads = if self.window.auto_pad == AutoPad::Valid {
-                    vec![0; 2 * r]
-                } else {
-                    list_or("pads", &self.window.pads, 2 * r, 0)?
-                };
-                let out = (0..r)
-                    .map(|d| {
-                        let (pb, pe) = (pads[d], pads[r + d]);
-                        let what = || format!("spatial dim {d}: pads {pb} and {pe} (attribute \"pads\")");
-                        Ok(natural(d)? - window_size(pb.checked_add(pe), what)? as i64)
-                    })
-                    .collect::<Result<Vec<_>, String>>()?;
-                if let Some(d) = out.iter().position(|&o| o < 0) {
-                    return Err(format!("spatial dim {d}: the padding exceeds the output size"));
-                }
-                (out, pads[..r].iter().map(|&p| p as i64).collect())
-            }
+        let (out, pads_begin) = match self.target_spatial(x, &strides)? {
+            Some(target) => (target.iter().map(|&v| v as i64).collect(), self.pads_for(&target, &natural)?),
+            None => self.out_from_pads(r, &natural)?,
         };
         let mut p = ConvParams {
             batch: n as i64,
@@ -789,6 +770,69 @@ impl ConvTranspose {
         p.out_spatial[..r].copy_from_slice(&out);
         p.pads_begin[..r].copy_from_slice(&pads_begin);
         Ok(p)
+    }
+
+    /// The spatial output the attributes fix, if they do: `output_shape`
+    /// (spatial dims, or all dims in old exporters), or `in * stride` for
+    /// `auto_pad` SAME_*.
+    fn target_spatial(&self, x: &[usize], strides: &[usize]) -> Result<Option<Vec<usize>>, String> {
+        let r = x.len() - 2;
+        Ok(match self.output_shape.len() {
+            0 if matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) => Some(
+                (0..r)
+                    .map(|d| {
+                        let what = || format!("spatial dim {d}: input {} with stride {}", x[2 + d], strides[d]);
+                        window_size(x[2 + d].checked_mul(strides[d]), what)
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            0 => None,
+            len if len == r => Some(self.output_shape.clone()),
+            len if len == r + 2 => Some(self.output_shape[2..].to_vec()),
+            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
+        })
+    }
+
+    /// The begin padding that gives the `target` output from the
+    /// `natural` one (extra at the end for SAME_UPPER, at the start
+    /// otherwise; possibly negative).
+    fn pads_for(&self, target: &[usize], natural: &dyn Fn(usize) -> Result<i64, String>) -> Result<Vec<i64>, String> {
+        (0..target.len())
+            .map(|d| {
+                // Both are below 2^63: the difference cannot overflow.
+                let total = natural(d)? - target[d] as i64;
+                Ok(if self.window.auto_pad == AutoPad::SameUpper {
+                    total.div_euclid(2)
+                } else {
+                    total - total.div_euclid(2)
+                })
+            })
+            .collect()
+    }
+
+    /// The output the `pads` attribute gives (none for VALID), and its
+    /// begin padding.
+    fn out_from_pads(
+        &self,
+        r: usize,
+        natural: &dyn Fn(usize) -> Result<i64, String>,
+    ) -> Result<(Vec<i64>, Vec<i64>), String> {
+        let pads = if self.window.auto_pad == AutoPad::Valid {
+            vec![0; 2 * r]
+        } else {
+            list_or("pads", &self.window.pads, 2 * r, 0)?
+        };
+        let out = (0..r)
+            .map(|d| {
+                let (pb, pe) = (pads[d], pads[r + d]);
+                let what = || format!("spatial dim {d}: pads {pb} and {pe} (attribute \"pads\")");
+                Ok(natural(d)? - window_size(pb.checked_add(pe), what)? as i64)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(d) = out.iter().position(|&o| o < 0) {
+            return Err(format!("spatial dim {d}: the padding exceeds the output size"));
+        }
+        Ok((out, pads[..r].iter().map(|&p| p as i64).collect()))
     }
 }
 
@@ -910,5 +954,35 @@ impl Operator for Col2Im {
 
     fn stages_halves(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::InputInfo;
+
+    /// Conv's inference on f32 inputs of `shapes` (`None`: absent).
+    fn infer(conv: &Conv, shapes: &[Option<&[usize]>]) -> Result<Vec<usize>, String> {
+        let cx = InferCx {
+            inputs: shapes.iter().map(|s| s.map(|shape| InputInfo { dtype: DType::F32, shape, value: None })).collect(),
+            output_count: 1,
+            missing_values: Default::default(),
+            max_fold_bytes: 0,
+        };
+        Ok(conv.infer(&cx)?.remove(0).shape)
+    }
+
+    #[test]
+    fn a_residual_is_read_from_its_slot_and_no_other_input_follows_the_bias() {
+        let mut conv = Conv::new(Window::parse(&Attrs::new(&[])).expect("defaults"), 1);
+        let (x, w): (&[usize], &[usize]) = (&[1, 1, 2, 2], &[1, 1, 1, 1]);
+        let with_residual = |r: &'static [usize]| [Some(x), Some(w), None, Some(r)];
+        let refused = infer(&conv, &with_residual(&[1, 1, 2, 2])).expect_err("an input past the bias");
+        assert!(refused.contains("input 3 is unexpected"), "{refused}");
+        conv.fused.residual = Some(InputSlot(3));
+        assert_eq!(infer(&conv, &with_residual(&[1, 1, 2, 2])), Ok(vec![1, 1, 2, 2]));
+        let refused = infer(&conv, &with_residual(&[1, 1, 1, 2])).expect_err("a residual of another shape");
+        assert!(refused.starts_with("residual is f32[1, 1, 1, 2]"), "{refused}");
     }
 }

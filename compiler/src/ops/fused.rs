@@ -20,7 +20,7 @@
 //!   element type, when the statistics are constants); in portable mode the
 //!   portable lowering's `(x - mean) / sqrt(var + epsilon) * scale + B`.
 
-use super::elementwise::{emit_loop_at, emit_scalar, fconst_like, lane_safe, Func, Operand};
+use super::elementwise::{emit_loop_at, emit_scalar, fconst_like, Func, Operand};
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{InstBuilder, Lower, Value};
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -152,7 +152,7 @@ impl Operator for FusedElementwise {
             });
         }
         let lanes = self.steps.iter().all(|s| match s {
-            Step::Apply { func, .. } => lane_safe(*func),
+            Step::Apply { func, .. } => func.row().lanes,
             Step::BatchNorm { .. } => true,
         });
         let portable = cx.portable();

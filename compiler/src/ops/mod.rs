@@ -6,7 +6,8 @@
 //! and type inference, and the lowering to code through
 //! [`crate::codegen::Lower`]. Adding an operator touches its family file, one
 //! line in [`REGISTRY`], one line in the `ops!` list below, and the
-//! conformance list.
+//! conformance list; adding an elementwise function is one row in
+//! `elementwise/table.rs` (which [`importer`] reads after the registries).
 
 pub mod attention;
 pub mod control;
@@ -425,78 +426,7 @@ pub type Importer = fn(&mut NodeImport) -> Result<Op, String>;
 
 /// Default-domain operators onnxc compiles: op_type → importer.
 pub static REGISTRY: &[(&str, Importer)] = &[
-    ("Abs", elementwise::import),
-    ("Add", elementwise::import),
-    ("And", elementwise::import),
-    ("Ceil", elementwise::import),
-    ("Clip", elementwise::import),
-    ("Cos", elementwise::import),
-    ("Div", elementwise::import),
-    ("Elu", elementwise::import),
-    ("Equal", elementwise::import),
-    ("Erf", elementwise::import),
-    ("Exp", elementwise::import),
-    ("Floor", elementwise::import),
-    ("Gelu", elementwise::import),
-    ("Greater", elementwise::import),
-    ("GreaterOrEqual", elementwise::import),
-    ("HardSigmoid", elementwise::import),
-    ("HardSwish", elementwise::import),
-    ("Identity", elementwise::import),
     ("Dropout", random::import_dropout),
-    ("Cast", elementwise::import),
-    ("LeakyRelu", elementwise::import),
-    ("Less", elementwise::import),
-    ("LessOrEqual", elementwise::import),
-    ("Log", elementwise::import),
-    ("Max", elementwise::import),
-    ("Mean", elementwise::import),
-    ("Min", elementwise::import),
-    ("Mul", elementwise::import),
-    ("Neg", elementwise::import),
-    ("Not", elementwise::import),
-    ("Or", elementwise::import),
-    ("Pow", elementwise::import),
-    ("PRelu", elementwise::import),
-    ("Reciprocal", elementwise::import),
-    ("Relu", elementwise::import),
-    ("Sigmoid", elementwise::import),
-    ("Sign", elementwise::import),
-    ("Sin", elementwise::import),
-    ("Sqrt", elementwise::import),
-    ("Sub", elementwise::import),
-    ("Sum", elementwise::import),
-    ("Tanh", elementwise::import),
-    ("Where", elementwise::import),
-    ("Xor", elementwise::import),
-    ("Tan", elementwise::import),
-    ("Asin", elementwise::import),
-    ("Acos", elementwise::import),
-    ("Atan", elementwise::import),
-    ("Sinh", elementwise::import),
-    ("Cosh", elementwise::import),
-    ("Asinh", elementwise::import),
-    ("Acosh", elementwise::import),
-    ("Atanh", elementwise::import),
-    ("Round", elementwise::import),
-    ("IsNaN", elementwise::import),
-    ("IsInf", elementwise::import),
-    ("Softplus", elementwise::import),
-    ("Softsign", elementwise::import),
-    ("Mish", elementwise::import),
-    ("Selu", elementwise::import),
-    ("Celu", elementwise::import),
-    ("ThresholdedRelu", elementwise::import),
-    ("Shrink", elementwise::import),
-    ("Swish", elementwise::import),
-    ("BitwiseNot", elementwise::import),
-    ("BitwiseAnd", elementwise::import),
-    ("BitwiseOr", elementwise::import),
-    ("BitwiseXor", elementwise::import),
-    ("BitShift", elementwise::import),
-    ("BitCast", elementwise::import),
-    ("Mod", elementwise::import),
-    ("CastLike", elementwise::import),
     ("MatMul", linalg::import_matmul),
     ("Gemm", linalg::import_gemm),
     ("Conv", conv::import),
@@ -628,7 +558,6 @@ pub static REGISTRY: &[(&str, Importer)] = &[
 /// Operators of the other domains onnxc compiles: (domain, op_type) → importer.
 pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
     ("ai.onnx.ml", "ArrayFeatureExtractor", gather::import_array_feature_extractor),
-    ("ai.onnx.ml", "Binarizer", elementwise::import),
     ("ai.onnx.ml", "CategoryMapper", ml::encoders::import_category_mapper),
     ("ai.onnx.ml", "FeatureVectorizer", ml::linear::import_feature_vectorizer),
     ("ai.onnx.ml", "Imputer", ml::linear::import_imputer),
@@ -653,9 +582,14 @@ pub static DOMAIN_REGISTRY: &[(&str, &str, Importer)] = &[
 ];
 
 /// The importer of `op_type` in `domain` (`""` for the default domain).
+/// The elementwise functions' rows come after the registries, so that
+/// Dropout goes to `random::import_dropout` first.
 pub fn importer(domain: &str, op_type: &str) -> Option<Importer> {
-    if domain.is_empty() {
-        return REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f);
-    }
-    DOMAIN_REGISTRY.iter().find(|(d, name, _)| *d == domain && *name == op_type).map(|(_, _, f)| *f)
+    let registered = if domain.is_empty() {
+        REGISTRY.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+    } else {
+        DOMAIN_REGISTRY.iter().find(|(d, name, _)| *d == domain && *name == op_type).map(|(_, _, f)| *f)
+    };
+    let elementwise = || elementwise::row_named(op_type).filter(|row| row.domain == domain);
+    registered.or_else(|| elementwise().map(|_| elementwise::import as Importer))
 }

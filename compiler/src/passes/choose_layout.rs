@@ -42,6 +42,7 @@
 use super::fuse_conv_prologue::rectifier;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::conv::{InputSlot, Layout};
 use crate::ops::layout::{blocked_shape, read_as_image, Reorder};
 use crate::ops::Op;
 use onnxc_runtime::{
@@ -219,7 +220,7 @@ fn role(
         _ => None,
     };
     match &node.op {
-        Op::Conv(conv) if !conv.prologue && !conv.blocked && conv.packed_weights.is_none() => {
+        Op::Conv(conv) if conv.fused.prologue.is_none() && conv.layout == Layout::Plain => {
             let weights = graph.const_value(node.inputs.get(1).copied()??)?;
             if weights.dtype != DType::F32 {
                 return None;
@@ -268,12 +269,13 @@ fn role(
 /// convolution's X and residual, a pool's input, every part of a Concat,
 /// an elementwise node's inputs shaped like its output.
 fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
-    match node.op {
-        // An image is read in NCHW.
-        Op::Conv(_) if node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| read_as_image(&s)) => {
-            vec![3]
+    match &node.op {
+        Op::Conv(conv) => {
+            // An image is read in NCHW.
+            let image = node.inputs[0].and_then(|x| graph.concrete(x)).is_some_and(|(_, s)| read_as_image(&s));
+            let x = (!image).then_some(0);
+            x.into_iter().chain(conv.fused.residual.map(|InputSlot(i)| i)).collect()
         }
-        Op::Conv(_) => vec![0, 3],
         Op::Pool(_) => vec![0],
         Op::Elementwise(_) => {
             let shape = graph.concrete(node.outputs[0]).map(|t| t.1);
@@ -353,11 +355,10 @@ fn rewrite(graph: &mut Graph, roles: &HashMap<usize, Role>, chosen: &HashSet<usi
             let (packed, logical) = pack_weights(graph, w, p);
             node.inputs[1] = Some(packed);
             if let Op::Conv(conv) = &mut node.op {
-                conv.packed_weights = Some(logical);
+                conv.layout = Layout::Blocked { weights: logical };
             }
         }
         match &mut node.op {
-            Op::Conv(conv) => conv.blocked = true,
             Op::Pool(pool) => pool.blocked = true,
             // The channels' axis, 1 in both layouts.
             Op::Concat(concat) => concat.axis = 1,
@@ -450,9 +451,9 @@ mod tests {
         if convs > 1 {
             last = conv(&mut g, "b", last, [16, 8], 1);
             let node = g.nodes.last_mut().expect("b");
-            node.inputs.extend([None, Some(x)]);
+            let slot = InputSlot::append(&mut node.inputs, x);
             if let Op::Conv(conv) = &mut node.op {
-                conv.residual = true;
+                conv.fused.residual = Some(slot);
             }
         }
         if convs > 2 {
@@ -477,7 +478,7 @@ mod tests {
         assert_eq!(g.concrete(x_blocked).map(|t| t.1), Some(vec![1, 1, 5, 5, 8]));
         for node in &g.nodes[1..4] {
             let Op::Conv(conv) = &node.op else { unreachable!() };
-            assert!(conv.blocked && conv.packed_weights.is_some());
+            assert!(conv.layout.is_blocked());
         }
         // Conv b reads conv a's blocked output, and x blocked as its residual.
         assert_eq!(g.nodes[2].inputs[0], Some(g.nodes[1].outputs[0]));
@@ -563,10 +564,10 @@ mod tests {
     fn convolutions_too_small_for_their_reorders_stay_nchw() {
         let mut g = graph(1);
         choose_layout(&mut g);
-        assert!(g
-            .nodes
-            .iter()
-            .all(|n| !matches!(&n.op, Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { blocked: true, .. }))));
+        assert!(g.nodes.iter().all(|n| !matches!(
+            &n.op,
+            Op::Reorder(_) | Op::Conv(crate::ops::conv::Conv { layout: Layout::Blocked { .. }, .. })
+        )));
     }
 
     fn op_names(g: &Graph) -> Vec<&'static str> {
@@ -574,7 +575,10 @@ mod tests {
     }
 
     fn blocked_convs(g: &Graph) -> Vec<bool> {
-        g.nodes.iter().filter_map(|n| if let Op::Conv(c) = &n.op { Some(c.blocked) } else { None }).collect()
+        g.nodes
+            .iter()
+            .filter_map(|n| if let Op::Conv(c) = &n.op { Some(c.layout.is_blocked()) } else { None })
+            .collect()
     }
 
     /// x → conv a (8 → 16) → conv c (16 → 8) → Concat with a wide input

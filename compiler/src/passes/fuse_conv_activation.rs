@@ -9,8 +9,7 @@
 //! and computes the others with their arithmetic and libm functions.
 
 use crate::ir::{DType, Graph, ValueId};
-use crate::ops::conv::Activation;
-use crate::ops::elementwise::Func;
+use crate::ops::elementwise::{Activation, Func};
 use crate::ops::Op;
 
 pub fn fuse_conv_activation(graph: &mut Graph) {
@@ -23,14 +22,14 @@ pub fn fuse_conv_activation(graph: &mut Graph) {
         let Some(&conv_index) = producer.get(&conv_out) else { continue };
         let float = graph.concrete(conv_out).is_some_and(|(d, _)| matches!(d, DType::F32 | DType::F64));
         let Op::Conv(conv) = &graph.nodes[conv_index].op else { continue };
-        if !float || conv.activation != Activation::None || uses.get(&conv_out) != Some(&1) || removed[conv_index] {
+        if !float || conv.fused.activation.is_some() || uses.get(&conv_out) != Some(&1) || removed[conv_index] {
             continue;
         }
         let Some(activation) = activation_of(graph, &act.op, &act.inputs) else { continue };
         let y = act.outputs[0];
         let conv = &mut graph.nodes[conv_index];
         if let Op::Conv(c) = &mut conv.op {
-            c.activation = activation;
+            c.fused.activation = Some(activation);
         }
         conv.outputs = vec![y];
         removed[act_index] = true;
@@ -39,25 +38,20 @@ pub fn fuse_conv_activation(graph: &mut Graph) {
     graph.nodes.retain(|_| !flags.next().unwrap_or(false));
 }
 
-/// The epilogue form of an activation node, if it has one.
+/// The epilogue form of an activation node, if kernels have one (Clip's
+/// only with constant bounds).
 fn activation_of(graph: &Graph, op: &Op, inputs: &[Option<ValueId>]) -> Option<Activation> {
     let Op::Elementwise(e) = op else { return None };
-    match e.func {
-        Func::Relu => Some(Activation::Relu),
-        Func::LeakyRelu { alpha } => Some(Activation::LeakyRelu(alpha)),
-        Func::Sigmoid => Some(Activation::Sigmoid),
-        Func::HardSigmoid { alpha, beta } => Some(Activation::HardSigmoid(alpha, beta)),
-        Func::HardSwish => Some(Activation::HardSwish),
-        Func::Tanh => Some(Activation::Tanh),
-        Func::Clip => {
-            let bound = |i: usize, default: f64| match inputs.get(i).copied().flatten() {
-                None => Some(default),
-                Some(v) => graph.const_value(v).filter(|t| t.len() == 1).map(|t| t.get_f64(0)),
-            };
-            Some(Activation::Clip(bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?))
-        }
-        _ => None,
-    }
+    let bounds = if e.func == Func::Clip {
+        let bound = |i: usize, default: f64| match inputs.get(i).copied().flatten() {
+            None => Some(default),
+            Some(v) => graph.const_value(v).filter(|t| t.len() == 1).map(|t| t.get_f64(0)),
+        };
+        Some((bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?))
+    } else {
+        None
+    };
+    Activation::new(e.func, bounds)
 }
 
 #[cfg(test)]
@@ -94,25 +88,20 @@ mod tests {
         fuse_conv_activation(&mut g);
         assert_eq!(g.nodes.len(), 1);
         let Op::Conv(conv) = &g.nodes[0].op else { panic!("not a conv: {:?}", g.nodes[0].op) };
-        assert_eq!(conv.activation, Activation::Relu);
+        assert_eq!(conv.fused.activation, Activation::new(Func::Relu, None));
         assert_eq!(g.nodes[0].outputs, g.outputs);
     }
 
     #[test]
     fn sigmoid_hard_sigmoid_hard_swish_and_tanh_run_in_the_epilogue_with_the_same_bits() {
-        let cases = [
-            (Func::Sigmoid, Activation::Sigmoid),
-            (Func::HardSigmoid { alpha: 0.3, beta: 0.4 }, Activation::HardSigmoid(0.3, 0.4)),
-            (Func::HardSwish, Activation::HardSwish),
-            (Func::Tanh, Activation::Tanh),
-        ];
-        for (func, activation) in cases {
+        let cases = [Func::Sigmoid, Func::HardSigmoid { alpha: 0.3, beta: 0.4 }, Func::HardSwish, Func::Tanh];
+        for func in cases {
             let g = graph_with(false, func);
             let mut fused = g.clone();
             fuse_conv_activation(&mut fused);
             assert_eq!(fused.nodes.len(), 1, "{func:?}");
             let Op::Conv(conv) = &fused.nodes[0].op else { panic!("not a conv: {:?}", fused.nodes[0].op) };
-            assert_eq!(conv.activation, activation);
+            assert_eq!(conv.fused.activation.map(|a| a.func), Some(func));
             for x in [[-3.7f32, -0.4, 0.9, 2.6], [-1.9, 0.0, 1.3, f32::NAN]] {
                 let inputs = [Tensor::from_f32s(vec![1, 1, 2, 2], &x)];
                 for portable in [false, true] {

@@ -15,7 +15,7 @@
 //! marker, the conv would run under another condition or trip count.
 
 use crate::ir::{DType, Graph, ValueId};
-use crate::ops::conv::Activation;
+use crate::ops::conv::InputSlot;
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 
@@ -33,8 +33,8 @@ pub fn fuse_conv_add(graph: &mut Graph) {
             let Op::Conv(conv) = &graph.nodes[conv_index].op else { return None };
             let ty = graph.concrete(conv_out)?;
             let ok = matches!(ty.0, DType::F32 | DType::F64)
-                && conv.activation == Activation::None
-                && !conv.residual
+                && conv.fused.activation.is_none()
+                && conv.fused.residual.is_none()
                 && !removed[conv_index]
                 && region[conv_index] == region[add_index]
                 && uses.get(&conv_out) == Some(&1)
@@ -46,11 +46,10 @@ pub fn fuse_conv_add(graph: &mut Graph) {
         let Some((conv_index, shortcut)) = fusable(*a, *b).or_else(|| fusable(*b, *a)) else { continue };
         let y = add.outputs[0];
         let mut conv = graph.nodes[conv_index].clone();
+        let slot = InputSlot::append(&mut conv.inputs, shortcut);
         if let Op::Conv(c) = &mut conv.op {
-            c.residual = true;
+            c.fused.residual = Some(slot);
         }
-        conv.inputs.resize(3, None);
-        conv.inputs.push(Some(shortcut));
         conv.outputs = vec![y];
         graph.nodes[add_index] = conv;
         removed[conv_index] = true;
@@ -102,7 +101,7 @@ mod tests {
         assert_eq!(g.nodes.len(), 2);
         assert_eq!(g.nodes[0].name, "relu");
         let Op::Conv(conv) = &g.nodes[1].op else { panic!("not a conv: {:?}", g.nodes[1].op) };
-        assert!(conv.residual);
+        assert_eq!(conv.fused.residual, Some(InputSlot(3)));
         let s = g.nodes[0].outputs[0];
         assert_eq!(g.nodes[1].inputs[2..], [None, Some(s)]);
         assert_eq!(g.nodes[1].outputs, g.outputs);

@@ -7,7 +7,7 @@
 //! concatenation of every earlier layer's features). A pointwise
 //! convolution on packed weights reads each input element once, to pack
 //! it; `onnxc_conv_prologue_f32` computes `max(x * scale[c] + shift[c], 0)`
-//! there (input 4 of the Conv), per input channel `c`.
+//! there (the Conv's `Fused::prologue` input), per input channel `c`.
 //!
 //! `affine` is any chain of per-channel affine maps ([`super::affine`]),
 //! composed into one `scale` and `shift` — the same values up to
@@ -20,6 +20,7 @@
 
 use super::affine::{affine_step, compose};
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::conv::{InputSlot, Layout};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 use onnxc_runtime::conv_takes_prologue;
@@ -35,8 +36,9 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
         let Op::Conv(conv) = &conv_node.op else { continue };
         let Some(Some(rectified)) = conv_node.inputs.first().copied() else { continue };
         let Some((DType::F32, shape)) = graph.concrete(rectified) else { continue };
-        let Some(Ok(p)) = conv.packed_weights.as_ref().map(|w| conv.params(&shape, w)) else { continue };
-        if conv.prologue || conv.blocked || !conv_takes_prologue(&p) {
+        let Layout::Packed { weights } = &conv.layout else { continue };
+        let Ok(p) = conv.params(&shape, weights) else { continue };
+        if conv.fused.prologue.is_some() || !conv_takes_prologue(&p) {
             continue;
         }
         // Walk up from the conv: the Relu, then the affine nodes.
@@ -71,10 +73,9 @@ pub fn fuse_conv_prologue(graph: &mut Graph) {
         let prologue_id = graph.add_value(name, Some(ty), ValueDef::Const(prologue));
         let conv_node = &mut graph.nodes[conv_index];
         conv_node.inputs[0] = Some(x);
-        conv_node.inputs.resize(4, None);
-        conv_node.inputs.push(Some(prologue_id));
+        let slot = InputSlot::append(&mut conv_node.inputs, prologue_id);
         if let Op::Conv(conv) = &mut conv_node.op {
-            conv.prologue = true;
+            conv.fused.prologue = Some(slot);
         }
         chain.into_iter().for_each(|i| removed[i] = true);
     }
@@ -159,7 +160,7 @@ mod tests {
             assert_eq!(crate::passes::verify(&after), Ok(()));
             assert_eq!(after.nodes.len(), 1, "caffe2 {caffe2}");
             let Op::Conv(conv) = &after.nodes[0].op else { panic!("not a Conv") };
-            assert!(conv.prologue);
+            assert_eq!(conv.fused.prologue, Some(InputSlot(3)));
             assert_eq!(after.nodes[0].inputs[0], Some(g.inputs[0]));
             let x: Vec<f32> = (0..60).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
             let inputs = [Tensor::from_f32s(vec![1, 3, 4, 5], &x)];

@@ -10,48 +10,16 @@
 //! are fusable, and the reader's result has the link value's type and
 //! shape (the other operands broadcast into it). Fusable: f32/f64
 //! arithmetic and activations that `elementwise::emit_scalar` computes
-//! from operands of one element type ([`fusable_func`]), and inference-mode
-//! BatchNormalization with per-channel statistics. Links never cross a
-//! guarded or repeated range's markers. Each maximal chain of two or more
-//! nodes becomes one node at the place of its last node (every operand is
-//! computed by then).
+//! from operands of one element type (the `chains` column of their rows),
+//! and inference-mode BatchNormalization with per-channel statistics.
+//! Links never cross a guarded or repeated range's markers. Each maximal
+//! chain of two or more nodes becomes one node at the place of its last
+//! node (every operand is computed by then).
 
 use crate::ir::{DType, Graph, Node};
 use crate::ops::elementwise::Func;
 use crate::ops::fused::{Arg, FusedElementwise, Step};
 use crate::ops::Op;
-
-/// Whether an elementwise function joins chains (for float operands of one type).
-fn fusable_func(func: Func) -> bool {
-    matches!(
-        func,
-        Func::Add
-            | Func::Sub
-            | Func::Mul
-            | Func::Div
-            | Func::Max
-            | Func::Min
-            | Func::Sum
-            | Func::Mean
-            | Func::Relu
-            | Func::LeakyRelu { .. }
-            | Func::Clip
-            | Func::Sigmoid
-            | Func::Tanh
-            | Func::Neg
-            | Func::Abs
-            | Func::Sqrt
-            | Func::Exp
-            | Func::Log
-            | Func::Reciprocal
-            | Func::Erf
-            | Func::Elu { .. }
-            | Func::HardSigmoid { .. }
-            | Func::HardSwish
-            | Func::Softplus
-            | Func::Gelu { .. }
-    )
-}
 
 /// A fusable node: its step (operands still node input slots) and the
 /// input slots that may carry the chain's running value into it.
@@ -73,7 +41,7 @@ fn member(graph: &Graph, node: &Node) -> Option<Member> {
         node.inputs.get(slot).copied().flatten().and_then(|v| graph.concrete(v)) == Some((dtype, shape.clone()))
     };
     match &node.op {
-        Op::Elementwise(e) if fusable_func(e.func) => {
+        Op::Elementwise(e) if e.func.row().chains => {
             let present: Vec<usize> = (0..node.inputs.len()).filter(|&i| node.inputs[i].is_some()).collect();
             if !present.iter().all(|&i| same_type(i)) {
                 return None;

@@ -6,7 +6,7 @@
 //! by the kernel library's own `onnxc_pack_conv_weights_f32`, the kernel reads
 //! the panels in place from read-only data and the first inference does no
 //! start-up work. The packed constant replaces input 1 and the Conv keeps
-//! the logical weight shape (`Conv::packed_weights`).
+//! the logical weight shape (`conv::Layout::Packed`).
 //!
 //! Applies to f32 Conv with a constant weight that the kernel runs as a gemm
 //! (not the direct depthwise kernel), when the code calls kernels at all
@@ -14,6 +14,7 @@
 //! rewrites that change weights (BatchNormalization folding).
 
 use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef};
+use crate::ops::conv::Layout;
 use crate::ops::Op;
 use onnxc_runtime::{conv_packed_weights_elems, conv_takes_packed_weights, onnxc_pack_conv_weights_f32, STATUS_OK};
 
@@ -27,7 +28,7 @@ pub fn pack_conv_weights(graph: &mut Graph) {
         let Some(weights) = graph.const_value(w) else { continue };
         let Some(values) = weights.to_f32s() else { continue };
         let Some((DType::F32, x_shape)) = graph.concrete(x) else { continue };
-        if conv.packed_weights.is_some() {
+        if conv.layout != Layout::Plain {
             continue;
         }
         let Ok(params) = conv.params(&x_shape, &weights.shape) else { continue };
@@ -49,7 +50,7 @@ pub fn pack_conv_weights(graph: &mut Graph) {
         let node = &mut graph.nodes[index];
         node.inputs[1] = Some(packed_id);
         if let Op::Conv(conv) = &mut node.op {
-            conv.packed_weights = Some(logical);
+            conv.layout = Layout::Packed { weights: logical };
         }
     }
 }
@@ -88,7 +89,7 @@ mod tests {
         assert_eq!(crate::passes::verify(&packed), Ok(()));
         let node = &packed.nodes[0];
         let Op::Conv(conv) = &node.op else { panic!("not a conv: {:?}", node.op) };
-        assert_eq!(conv.packed_weights.as_deref(), Some(&[10, 2, 3, 3][..]));
+        assert_eq!(conv.layout, Layout::Packed { weights: vec![10, 2, 3, 3] });
         let new_w = node.inputs[1].expect("weights");
         assert_ne!(new_w, w);
         // Two groups, each 5 rows padded to one 8-row panel, 2 * 9 deep.

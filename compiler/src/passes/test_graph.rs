@@ -4,7 +4,7 @@
 //! rewrite.
 
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::conv::{Activation, Conv, Window};
+use crate::ops::conv::{Conv, Window};
 use crate::ops::Op;
 
 /// A new f32 value of static `shape`.
@@ -26,15 +26,7 @@ pub fn conv_1x1(g: &mut Graph, x: ValueId, weight: f32) -> ValueId {
 pub fn push_conv(g: &mut Graph, pads: &[usize], group: usize, x: ValueId, w: ValueId, y: ValueId) {
     let mut window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
     window.pads = pads.to_vec();
-    let conv = Conv {
-        window,
-        group,
-        activation: Activation::None,
-        residual: false,
-        packed_weights: None,
-        prologue: false,
-        blocked: false,
-    };
+    let conv = Conv::new(window, group);
     g.nodes.push(Node { name: "conv".into(), op: Op::Conv(conv), inputs: vec![Some(x), Some(w)], outputs: vec![y] });
 }
 

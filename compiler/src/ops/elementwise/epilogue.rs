@@ -1,0 +1,39 @@
+//! An elementwise function applied by a kernel to each element it stores,
+//! while the element is still in a register: a convolution's fused
+//! activation (`passes::fuse_conv_activation`). Which functions a kernel
+//! can apply, and by which `EPILOGUE_*` code, is in their rows; the kernel
+//! takes the function's attributes (or Clip's bounds) as two parameters.
+
+use super::Func;
+use onnxc_runtime::EPILOGUE_NONE;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Activation {
+    pub func: Func,
+    /// Clip's bounds, the Clip node's constant inputs (±inf where absent);
+    /// `None` for the other functions.
+    pub bounds: Option<(f64, f64)>,
+}
+
+impl Activation {
+    /// `func` (with Clip's `bounds`) as an epilogue, if its row has a code.
+    pub fn new(func: Func, bounds: Option<(f64, f64)>) -> Option<Activation> {
+        func.row().epilogue.map(|_| Activation { func, bounds })
+    }
+
+    /// The `EPILOGUE_*` code (a function without one is never an activation).
+    pub fn code(&self) -> i64 {
+        self.func.row().epilogue.unwrap_or(EPILOGUE_NONE)
+    }
+
+    /// The kernel's two parameters (`ConvParams::act_a`, `act_b`): LeakyRelu's
+    /// alpha, HardSigmoid's alpha and beta, Clip's bounds; zero otherwise.
+    pub fn params(&self) -> (f64, f64) {
+        match (self.func, self.bounds) {
+            (Func::LeakyRelu { alpha }, _) => (alpha as f64, 0.0),
+            (Func::HardSigmoid { alpha, beta }, _) => (alpha as f64, beta as f64),
+            (_, Some(bounds)) => bounds,
+            _ => (0.0, 0.0),
+        }
+    }
+}
