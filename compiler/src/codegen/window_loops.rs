@@ -14,11 +14,11 @@
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
 use crate::ops::elementwise::{emit_scalar, Func};
-use onnxc_runtime::generic::conv::{
+use onnxc_runtime::abi::conv::{
     ConvParams, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_RELU,
     EPILOGUE_SIGMOID, EPILOGUE_TANH,
 };
-use onnxc_runtime::generic::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
+use onnxc_runtime::abi::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
 
 /// The spatial geometry shared by Conv and the pools.
 struct Geometry {

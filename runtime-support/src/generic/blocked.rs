@@ -15,12 +15,12 @@
 //! The compiler chooses the layout once per graph (its `choose_layout`
 //! pass): groups of convolutions, with the pools, channel Concats and
 //! elementwise nodes between them, run blocked, with
-//! [`onnxc_to_blocked_f32`] and [`onnxc_from_blocked_f32`] at their edges.
+//! [`onnxc_to_blocked_f32`](crate::abi::onnxc_to_blocked_f32) and [`onnxc_from_blocked_f32`](crate::abi::onnxc_from_blocked_f32) at their edges.
 //! Only tensors whose channels are a multiple of 8 are blocked, so a block
 //! never holds padding; a stem's image input of fewer than 8 channels is
 //! read in NCHW ([`conv_reads_nchw`]).
 //!
-//! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`]
+//! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 //! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
 //! in sequence, and the 8 output channels of an input channel are one
 //! vector. This module holds the reorders, the weight packing, the
@@ -33,8 +33,9 @@
 //! sums' order differs); max and average pooling of blocked values is
 //! [`super::blocked_pool`].
 
-use super::conv::{epilogue, validate, ConvParams};
+use super::conv::{epilogue, validate};
 use super::winograd::{self, conv_takes_winograd};
+use crate::abi::conv::ConvParams;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
@@ -42,7 +43,7 @@ use core::ops::Range;
 /// Channels per block.
 pub const BLOCK: usize = 8;
 
-/// Whether [`onnxc_conv_blocked_f32`] takes these params: a 2-D
+/// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) takes these params: a 2-D
 /// convolution of one group whose output channels are a multiple of
 /// [`BLOCK`], and its input channels too, or fewer than a block (an
 /// image: such an input is read in NCHW, see [`conv_reads_nchw`]).
@@ -55,7 +56,7 @@ pub fn conv_takes_blocked(p: &ConvParams) -> bool {
         && (p.out_channels as usize).is_multiple_of(BLOCK)
 }
 
-/// Whether [`onnxc_conv_blocked_f32`] reads its input in NCHW (fewer
+/// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) reads its input in NCHW (fewer
 /// channels than a block: the image a network's stem convolution reads,
 /// which the blocked layout would pad) rather than blocked. Its output is
 /// blocked either way.
@@ -63,7 +64,7 @@ pub fn conv_reads_nchw(p: &ConvParams) -> bool {
     (p.in_channels as usize) < BLOCK
 }
 
-/// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]
+/// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 /// (0 for params it does not take).
 pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
     match BlockedShape::of(p) {
@@ -73,7 +74,7 @@ pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
     }
 }
 
-/// Floats of scratch [`onnxc_conv_blocked_f32`] needs (for a layer run as
+/// Floats of scratch [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) needs (for a layer run as
 /// Winograd, [`super::winograd`]; 0 otherwise).
 pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
     match BlockedShape::of(p) {
@@ -162,18 +163,8 @@ impl BlockedShape {
     }
 }
 
-/// Packs `w` (`[M][C][KH][KW]`, ONNX order) into `packed`
-/// (`[M/8][KH][KW][C/8][8 in][8 out]`; for a Winograd layer its transformed
-/// weights, [`super::winograd`]).
-///
-/// # Safety
-/// As the module contract; `packed` holds [`conv_blocked_weights_elems`] floats.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
-    p: *const ConvParams,
-    w: *const f32,
-    packed: *mut f32,
-) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_pack_conv_weights_blocked_f32`].
+pub(crate) unsafe fn pack_conv_weights_blocked_f32(p: *const ConvParams, w: *const f32, packed: *mut f32) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
     let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if conv_takes_winograd(p) {
@@ -199,21 +190,9 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
     STATUS_OK
 }
 
-/// `y = conv(x)` with `x`, `y` and `residual` blocked and the weights
-/// packed by [`onnxc_pack_conv_weights_blocked_f32`]; the epilogue
-/// (`bias`, `residual`, activation) is [`onnxc_conv_f32`]'s. `bias`
-/// (`out_channels` floats) and `residual` may be null. Results are within
-/// rounding of the NCHW convolution (the sums' order differs), and the same
-/// for any thread count. `scratch` holds [`conv_blocked_scratch_elems`]
-/// floats (it may be null when that is 0).
-///
-/// [`onnxc_conv_f32`]: super::conv::onnxc_conv_f32
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
+/// Does the work of the C entry point [`crate::abi::onnxc_conv_blocked_f32`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn onnxc_conv_blocked_f32(
+pub(crate) unsafe fn conv_blocked_f32(
     p: *const ConvParams,
     x: *const f32,
     w: *const f32,
@@ -271,7 +250,7 @@ pub(crate) struct BlockedOperands {
 /// taps inside the input, then the epilogue.
 ///
 /// # Safety
-/// As [`onnxc_conv_blocked_f32`], `s` from `p`.
+/// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32), `s` from `p`.
 pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: BlockedOperands) {
     let kw = s.kernel[1];
     for n in 0..s.batch {
@@ -308,7 +287,7 @@ pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: Blocked
 /// lane.
 ///
 /// # Safety
-/// As [`onnxc_conv_blocked_f32`]; `at` is inside the output.
+/// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32); `at` is inside the output.
 pub(crate) unsafe fn finish_vector(
     p: &ConvParams,
     bias: *const f32,
@@ -326,45 +305,12 @@ pub(crate) unsafe fn finish_vector(
     }
 }
 
-/// Reorders `x` (`batch` images of `channels` planes of `pixels`) into
-/// the blocked layout `y`. `channels` is a multiple of [`BLOCK`].
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_to_blocked_f32(
-    x: *const f32,
-    y: *mut f32,
-    batch: i64,
-    channels: i64,
-    pixels: i64,
-    parallel: *const Parallel,
-) -> i32 {
-    reorder(x, y, [batch, channels, pixels], true, parallel)
-}
-
-/// The inverse of [`onnxc_to_blocked_f32`].
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_from_blocked_f32(
-    x: *const f32,
-    y: *mut f32,
-    batch: i64,
-    channels: i64,
-    pixels: i64,
-    parallel: *const Parallel,
-) -> i32 {
-    reorder(x, y, [batch, channels, pixels], false, parallel)
-}
-
 /// A reorder into the blocked layout or out of it, block by block: the
 /// loops write `y` in sequence, reading the 8 planes of a block side by
 /// side (into the layout) or the block's pixels once per channel (out of
 /// it). With threads, a large reorder splits its blocks (and, when there
 /// are few, their pixels in runs of 8) over [`REORDER_TASKS`] tasks.
-unsafe fn reorder(
+pub(crate) unsafe fn reorder(
     x: *const f32,
     y: *mut f32,
     [batch, channels, pixels]: [i64; 3],
@@ -432,7 +378,8 @@ unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Ra
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::conv::{
+    use crate::abi::blocked::*;
+    use crate::abi::conv::{
         onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
     use crate::generic::test_util::{assert_close, rand_vec, reversed};

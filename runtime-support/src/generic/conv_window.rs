@@ -25,7 +25,8 @@
 //! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
 //! object.
 
-use super::conv::{ConvParams, ConvShape, CHANNEL_TASKS};
+use super::conv::{ConvShape, CHANNEL_TASKS};
+use crate::abi::conv::ConvParams;
 use crate::parallel::{share, Parallel};
 use core::mem::MaybeUninit;
 

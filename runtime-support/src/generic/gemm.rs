@@ -30,10 +30,11 @@
 //! (convolutions of f64 tensors) runs the same code as the f32 reference;
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
-use super::conv::ConvParams;
 use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
+use crate::abi::conv::ConvParams;
+use crate::abi::gemm::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::Isa;
 use core::mem::MaybeUninit;
@@ -52,28 +53,6 @@ const NC: usize = 128;
 
 /// Largest batch rank `onnxc_gemm_f32` accepts.
 pub const GEMM_MAX_BATCH_RANK: usize = 6;
-
-/// Parameters of [`onnxc_gemm_f32`]. Strides are in elements.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GemmParams {
-    pub m: i64,
-    pub n: i64,
-    pub k: i64,
-    pub a_row_stride: i64,
-    pub a_col_stride: i64,
-    pub b_row_stride: i64,
-    pub b_col_stride: i64,
-    pub c_row_stride: i64,
-    pub c_col_stride: i64,
-    pub alpha: f64,
-    pub beta: f64,
-    pub batch_rank: i64,
-    pub batch_dims: [i64; MAX_RANK],
-    pub a_batch_strides: [i64; MAX_RANK],
-    pub b_batch_strides: [i64; MAX_RANK],
-    pub c_batch_strides: [i64; MAX_RANK],
-}
 
 /// A read-only strided matrix: element `(i, j)` is at `ptr + i*rs + j*cs`.
 #[derive(Clone, Copy, Debug)]
@@ -353,24 +332,15 @@ fn micro_kernel<T: Real>(a_panel: &[T], b_panel: &[T], acc: &mut [[T; NR]; MR]) 
     }
 }
 
-/// Batched strided gemm; see [`GemmParams`]. `c` may be null (no bias). The
-/// output is contiguous: batch after batch of row-major `m x n` matrices.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_gemm_f32(
-    p: *const GemmParams,
+/// [`onnxc_gemm_f32`] with a chosen implementation.
+pub(crate) unsafe fn gemm_batched(
+    kernel: Isa,
+    p: &GemmParams,
     a: *const f32,
     b: *const f32,
     c: *const f32,
     y: *mut f32,
 ) -> i32 {
-    let Some(p) = p.as_ref() else {
-        return STATUS_INVALID_PARAMS;
-    };
-    gemm_batched(Isa::best(), p, a, b, c, y)
-}
-
-/// [`onnxc_gemm_f32`] with a chosen implementation.
-unsafe fn gemm_batched(kernel: Isa, p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *mut f32) -> i32 {
     if p.m < 0 || p.n < 0 || p.k < 0 || p.batch_rank < 0 {
         return STATUS_INVALID_PARAMS;
     }

@@ -30,35 +30,10 @@
 
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
+use crate::abi::pool::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
-
-pub const POOL_MAX: i64 = 0;
-pub const POOL_AVERAGE: i64 = 1;
-pub const POOL_LP: i64 = 2;
-
-/// Parameters of [`onnxc_pool_f32`] and [`onnxc_pool_f64`]; the input is `[batch, channels,
-/// in_spatial...]`, the output `[batch, channels, out_spatial...]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct PoolParams {
-    /// `POOL_MAX`, `POOL_AVERAGE` or `POOL_LP`.
-    pub kind: i64,
-    pub batch: i64,
-    pub channels: i64,
-    pub spatial_rank: i64,
-    pub in_spatial: [i64; MAX_RANK],
-    pub out_spatial: [i64; MAX_RANK],
-    pub kernel: [i64; MAX_RANK],
-    pub strides: [i64; MAX_RANK],
-    pub dilations: [i64; MAX_RANK],
-    pub pads_begin: [i64; MAX_RANK],
-    pub pads_end: [i64; MAX_RANK],
-    pub count_include_pad: i64,
-    pub p_norm: f64,
-    pub storage_order: i64,
-}
 
 /// Largest spatial rank of pool and conv kernels.
 pub const MAX_SPATIAL_RANK: usize = MAX_RANK - 2;
@@ -101,32 +76,6 @@ fn tap_range(start: i64, dilation: i64, kernel: i64, lo: i64, hi: i64) -> (i64, 
     let first = ceil_div(i128::from(lo) - s, d).clamp(0, k);
     let end = ceil_div(i128::from(hi) - s, d).clamp(first, k);
     (first as i64, end as i64)
-}
-
-/// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
-/// is only written for `POOL_MAX`. 2-D max and average pooling split their
-/// planes over `parallel` (may be null: one thread).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f32(
-    p: *const PoolParams,
-    x: *const f32,
-    y: *mut f32,
-    indices: *mut i64,
-    parallel: *const Parallel,
-) -> i32 {
-    pool(p, x, y, indices, parallel)
-}
-
-/// [`onnxc_pool_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f64(
-    p: *const PoolParams,
-    x: *const f64,
-    y: *mut f64,
-    indices: *mut i64,
-    parallel: *const Parallel,
-) -> i32 {
-    pool(p, x, y, indices, parallel)
 }
 
 /// The window `[start, end)` of output position `o` along dim `d`, clipped
@@ -280,7 +229,7 @@ fn global_pool<T: Real>(x: &[T], max: bool) -> T {
 
 /// Element types of the pooling kernels, with the SIMD plane kernel where
 /// the type and CPU have one.
-trait PoolElem: Real {
+pub(crate) trait PoolElem: Real {
     /// Max or average pooling of 2-D planes `range` (each `in_size` and
     /// `out_size` elements) without dilation by a SIMD kernel (the same
     /// bits as [`pool_2d`]); false (nothing written) when there is none for
@@ -348,7 +297,7 @@ unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, some_planes: 
     Parallel::for_each(parallel, parts, |part| some_planes(share(planes, parts, part)));
 }
 
-unsafe fn pool<T: PoolElem>(
+pub(crate) unsafe fn pool<T: PoolElem>(
     p: *const PoolParams,
     x: *const T,
     y: *mut T,
