@@ -56,6 +56,7 @@ pub use generic::random::*;
 pub use generic::reduce::*;
 pub use generic::resize::*;
 pub use generic::strings::*;
+pub use isa::choose::{sgemm_prepacked_with, sgemm_with};
 pub use isa::{ByteKernel, Isa};
 pub use parallel::*;
 

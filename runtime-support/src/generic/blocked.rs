@@ -215,17 +215,8 @@ pub(crate) unsafe fn conv_blocked_f32(
         return STATUS_OK;
     }
     let operands = BlockedOperands { x, w, bias, residual, y };
-    #[cfg(target_arch = "x86_64")]
-    match crate::isa::Isa::best() {
-        crate::isa::Isa::Generic => {}
-        kernel if winograd => {
-            crate::x86_64::blocked_conv::winograd(p, &s, operands, scratch, parallel, kernel);
-            return STATUS_OK;
-        }
-        kernel => {
-            crate::x86_64::blocked_conv::conv(p, &s, operands, parallel, kernel);
-            return STATUS_OK;
-        }
+    if crate::isa::choose::blocked_conv(crate::isa::Isa::best(), p, &s, operands, scratch, parallel) {
+        return STATUS_OK;
     }
     if winograd {
         let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv_reference(p, s, o);
@@ -348,18 +339,17 @@ const THREADED_REORDER_FLOATS: usize = 1 << 16;
 /// Pixels `range` (starting at a multiple of 8) of one block of `pixels`.
 unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Range<usize>, into_blocked: bool) {
     // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
-    #[cfg(target_arch = "x86_64")]
-    let runs = if crate::isa::Isa::best() == crate::isa::Isa::Generic { 0 } else { range.len() / BLOCK };
-    #[cfg(not(target_arch = "x86_64"))]
-    let runs = 0;
-    // Whole runs of 8 pixels are 8×8 transposes.
-    #[cfg(target_arch = "x86_64")]
-    for run in 0..runs {
-        let i = range.start + run * BLOCK;
-        if into_blocked {
-            crate::x86_64::transpose::transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
-        } else {
-            crate::x86_64::transpose::transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
+    // Whole runs of 8 pixels are 8×8 transposes, where the CPU has one.
+    let transpose = crate::isa::choose::transpose8x8();
+    let runs = if transpose.is_some() { range.len() / BLOCK } else { 0 };
+    if let Some(transpose8x8) = transpose {
+        for run in 0..runs {
+            let i = range.start + run * BLOCK;
+            if into_blocked {
+                transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
+            } else {
+                transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
+            }
         }
     }
     let rest = range.start + runs * BLOCK..range.end;
@@ -383,7 +373,7 @@ mod tests {
         onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
-    #[cfg(target_arch = "x86_64")]
+    use crate::isa::choose::blocked_conv;
     use crate::isa::Isa;
     use core::ptr::{null, null_mut};
     use std::vec;
@@ -576,7 +566,6 @@ mod tests {
                 }
                 assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
                 let s = BlockedShape::of(&p).expect("blocked");
-                #[cfg(target_arch = "x86_64")]
                 for kernel in crate::generic::test_util::testable_isas().into_iter().filter(|&k| k != Isa::Generic) {
                     let mut outputs = Vec::new();
                     for parallel in [null(), &threaded as *const Parallel] {
@@ -588,13 +577,8 @@ mod tests {
                             residual: r.1,
                             y: y.as_mut_ptr(),
                         };
-                        if conv_takes_winograd(&p) {
-                            unsafe {
-                                crate::x86_64::blocked_conv::winograd(&p, &s, o, blocked_scratch, parallel, kernel)
-                            };
-                        } else {
-                            unsafe { crate::x86_64::blocked_conv::conv(&p, &s, o, parallel, kernel) };
-                        }
+                        let simd = unsafe { blocked_conv(kernel, &p, &s, o, blocked_scratch, parallel) };
+                        assert!(simd, "case {i}: {} took no SIMD kernel", kernel.name());
                         assert_close(&unblocked(&y, 2, cout), &want, tol);
                         outputs.push(y);
                     }

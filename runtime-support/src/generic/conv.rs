@@ -26,14 +26,13 @@ use super::conv_window::ConvWindow;
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
 use super::prepacked::{
-    pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd,
-    MAX_BLOCK_COLUMNS,
+    pack_a, packed_a_len, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd, MAX_BLOCK_COLUMNS,
 };
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::isa::Isa;
+use crate::isa::prefetch_floats;
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -335,7 +334,19 @@ pub(crate) unsafe fn conv_f32(
 ) -> i32 {
     match prepare(p, residual) {
         Ok((p, s, residual)) if p.packed_weights == 1 => {
-            conv_prepacked(p, &s, x, w, bias, residual, None, y, scratch, parallel, direct_kernel_runs());
+            conv_prepacked(
+                p,
+                &s,
+                x,
+                w,
+                bias,
+                residual,
+                None,
+                y,
+                scratch,
+                parallel,
+                crate::isa::choose::direct_conv_runs(),
+            );
             STATUS_OK
         }
         Err(status) => status,
@@ -561,8 +572,7 @@ unsafe fn conv_prepacked(
             let b = PrologueInput { x: xg, row_len: s.in_size, channels: group_channels };
             sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
         } else if let Some(window) = &window {
-            #[cfg(target_arch = "x86_64")]
-            crate::x86_64::direct_conv::conv(
+            crate::isa::choose::direct_conv(
                 window,
                 window.place(xg, scratch, parallel),
                 s.m_per_group,
@@ -600,12 +610,6 @@ unsafe fn conv_prepacked(
 /// Multiply-adds of a group's gemm below which [`conv_prepacked`] splits
 /// the groups over the threads rather than each group's gemm.
 const SMALL_GROUP_MACS: usize = 1 << 20;
-
-/// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
-/// where the gemm it replaces is the AVX2 one.
-fn direct_kernel_runs() -> bool {
-    cfg!(target_arch = "x86_64") && Isa::best() == Isa::Avx2Fma
-}
 
 /// The convolution on weights as given: the direct depthwise kernel (its
 /// channels split over `parallel`), or im2col into `scratch` and a gemm per
@@ -930,6 +934,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, unravel, with_level};
+    use crate::isa::Isa;
     use core::ptr::null;
     use std::vec;
     use std::vec::Vec;
@@ -1246,7 +1251,7 @@ mod tests {
             return;
         }
         with_level(Isa::Avx2Fma, || {
-            assert!(direct_kernel_runs());
+            assert!(crate::isa::choose::direct_conv_runs());
             direct_kernel_cases();
         });
     }

@@ -36,6 +36,7 @@ use super::{advance, to_isize, to_usize};
 use crate::abi::conv::ConvParams;
 use crate::abi::gemm::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::choose::sgemm_with;
 use crate::isa::Isa;
 use core::mem::MaybeUninit;
 use core::ops::Range;
@@ -141,17 +142,7 @@ impl GemmElem for f32 {
         planes: Range<usize>,
         finish: impl Fn(usize, &mut [f32]),
     ) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::x86_64::depthwise::{depthwise_planes_avx2, depthwise_planes_avx512};
-            match Isa::best() {
-                Isa::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
-                Isa::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
-                Isa::Generic => {}
-            }
-        }
-        let _ = (p, x, w, bias, y, planes, finish);
-        false
+        crate::isa::choose::depthwise_planes(p, x, w, bias, y, planes, finish)
     }
 }
 
@@ -396,37 +387,6 @@ pub unsafe fn sgemm(
     y: MatMut,
 ) {
     sgemm_with(Isa::best(), m, n, k, alpha, a, b, beta, c, y)
-}
-
-/// [`sgemm`] with a chosen implementation; one the CPU lacks falls back to
-/// the generic one. One or two rows of A take [`super::gemv::few_rows`]
-/// whatever the implementation.
-///
-/// # Safety
-/// As [`sgemm`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_with(
-    kernel: Isa,
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f32,
-    a: MatRef,
-    b: MatRef,
-    beta: f32,
-    c: Option<MatRef>,
-    y: MatMut,
-) {
-    if super::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
-        return;
-    }
-    match kernel {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1130,21 +1090,11 @@ pub(crate) mod tests {
         (300, 40, 600),
     ];
 
-    /// The drivers' packing and edge logic in each SIMD kernel's layout
-    /// (tile rows and columns, depth slices, A blocks), with portable
-    /// arithmetic ([`LayoutOf`]): the same problems as
-    /// [`simd_kernels_match_generic`], run on any host whatever its
-    /// instruction sets.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn simd_layouts_match_generic_on_any_host() {
-        use crate::x86_64::{avx2::Avx2Fma, avx512::Avx512};
-        check_layout::<Avx2Fma>("avx2-fma layout");
-        check_layout::<Avx512>("avx512f layout");
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn check_layout<K: MicroKernel>(name: &str) {
+    /// The blocked driver's packing and edge logic in `K`'s layout (tile
+    /// rows and columns, depth slices, A blocks), with portable arithmetic
+    /// ([`LayoutOf`]): the same problems as [`simd_kernels_match_generic`],
+    /// run on any host whatever its instruction sets.
+    pub(crate) fn check_layout<K: MicroKernel>(name: &str) {
         let mut seed = 900;
         for &(m, n, k) in SHAPES {
             for layout in 0..7 {

@@ -252,18 +252,7 @@ pub(crate) struct Planes {
 
 impl PoolElem for f32 {
     unsafe fn pool_planes_simd(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::isa::Isa;
-            use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
-            match Isa::best() {
-                Isa::Avx512 => return pool_planes_avx512(p, x, y, planes),
-                Isa::Avx2Fma => return pool_planes_avx2(p, x, y, planes),
-                Isa::Generic => {}
-            }
-        }
-        let _ = (p, x, y, planes);
-        false
+        crate::isa::choose::pool_planes(crate::isa::Isa::best(), p, x, y, planes)
     }
 }
 
@@ -455,15 +444,11 @@ mod tests {
     /// average (with and without the padding counted), strides 1 and 2,
     /// windows clipped at both ends and past the end padding (ceil mode),
     /// rows of one to several chunks, NaN, infinities and -0 in the input.
-    #[cfg(target_arch = "x86_64")]
     #[test]
     fn simd_plane_matches_portable_bits() {
-        use crate::isa::Isa;
-        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
-        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes) -> bool;
-        let kernels: [(Isa, PlaneKernel); 2] = [(Isa::Avx512, pool_planes_avx512), (Isa::Avx2Fma, pool_planes_avx2)];
+        use crate::isa::{choose::pool_planes, Isa};
         let testable = crate::generic::test_util::testable_isas();
-        let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| testable.contains(kernel)).collect();
+        let kernels: Vec<_> = testable.into_iter().filter(|&kernel| kernel != Isa::Generic).collect();
         // (input, kernel, strides, pads [top, left, bottom, right], extra output columns/rows)
         let shapes = [
             ([7, 7], [3, 3], [1, 1], [1, 1, 1, 1], 0),
@@ -500,10 +485,10 @@ mod tests {
                 let mut want = vec![1.5f32; 2 * out];
                 unsafe { pool_2d(&p, x.as_ptr(), want.as_mut_ptr()) };
                 unsafe { pool_2d(&p, x[in_size..].as_ptr(), want[out..].as_mut_ptr()) };
-                for (kernel, pool_planes) in &kernels {
+                for &kernel in &kernels {
                     let mut got = vec![2.5f32; 2 * out];
                     let planes = Planes { range: 0..2, in_size, out_size: out };
-                    assert!(unsafe { pool_planes(&p, x.as_ptr(), got.as_mut_ptr(), planes) }, "case {n} taken");
+                    assert!(unsafe { pool_planes(kernel, &p, x.as_ptr(), got.as_mut_ptr(), planes) }, "case {n} taken");
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
                         assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
@@ -519,9 +504,9 @@ mod tests {
             p.out_spatial[d] = input - kernel + 1;
         }
         let (x, mut y) = (vec![0f32; 700 * 5], vec![0f32; 101 * 3]);
-        for (_, pool_planes) in &kernels {
+        for &kernel in &kernels {
             let planes = Planes { range: 0..1, in_size: x.len(), out_size: y.len() };
-            assert!(!unsafe { pool_planes(&p, x.as_ptr(), y.as_mut_ptr(), planes) });
+            assert!(!unsafe { pool_planes(kernel, &p, x.as_ptr(), y.as_mut_ptr(), planes) });
         }
     }
 

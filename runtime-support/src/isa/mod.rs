@@ -13,6 +13,8 @@
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 use core::sync::atomic::{AtomicU8, Ordering};
 
+pub mod choose;
+
 /// The instruction-set levels the kernels are built for, slowest first:
 /// every kernel family with SIMD variants takes the one [`Isa::best`]
 /// names (the sgemm micro-kernels among them).
@@ -156,6 +158,21 @@ pub(crate) fn with_widest_vectors<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
+/// Asks the cache for the lines of `len` floats at `p` (no effect where the
+/// target has no prefetch hint). Never faults, whatever `p`.
+#[inline(always)]
+pub(crate) fn prefetch_floats(p: *const f32, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..len).step_by(16) {
+        // SAFETY: a prefetch is a hint: it neither faults nor changes memory.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line) as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
 #[cfg(target_arch = "x86_64")]
 /// SIMD levels usable on this CPU and OS.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,4 +217,18 @@ pub fn detect() -> CpuFeatures {
     f.avx512f = zmm_state && avx512f && f.avx2_fma;
     f.avx512_vnni = f.avx512f && l7.ecx >> 11 & 1 == 1;
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each 8-bit product runs exactly where the detected features say.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn byte_kernels_follow_the_detected_features() {
+        let f = detect();
+        assert_eq!(ByteKernel::Vnni.available(), f.avx512_vnni);
+        assert_eq!(ByteKernel::Avx2.available(), f.avx2_fma);
+    }
 }
