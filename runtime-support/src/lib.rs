@@ -13,16 +13,16 @@
 //! declared list of kernel signatures that the compiler uses to declare the
 //! imports, so the two sides cannot drift apart.
 //!
-//! Layout: [`abi`] holds the status codes, shared constants, the kernel
-//! table and, one module per family, the C entry points and their
-//! parameter structs; [`model`] is the caller's side of a compiled model's C ABI for
-//! Rust (context, status decoding, the error of generated `run`s);
-//! [`parallel`] how kernels split work over the caller's threads; [`isa`]
-//! CPU-feature detection and the kernel choice; [`tolerance`] the rule by
-//! which tests compare floats; [`generic`] holds the portable
-//! implementations, one module per kernel family; [`x86_64`] holds the
-//! SIMD variants, chosen at run time through [`isa`], each tested against
-//! `generic`.
+//! Layout, in layers: [`abi`] holds the status codes, shared constants,
+//! the kernel table and, one module per family, the C entry points and
+//! their parameter structs; an entry point decodes its arguments and calls
+//! [`generic`], the portable kernels in plain Rust (the reference), one
+//! module per family, or [`isa::choose`], the one place where the CPU's
+//! level ([`isa`] detects it) picks a SIMD kernel of [`x86_64`], each
+//! tested against `generic`. [`model`] is the caller's side of a compiled
+//! model's C ABI for Rust (context, status decoding, the error of generated
+//! `run`s); [`parallel`] how kernels split work over the caller's threads;
+//! [`tolerance`] the rule by which tests compare floats.
 #![no_std]
 
 #[allow(clippy::missing_safety_doc)] // the shared contract is in `abi`'s module doc
