@@ -23,9 +23,10 @@
 //! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 //! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
 //! in sequence, and the 8 output channels of an input channel are one
-//! vector. This module holds the reorders, the weight packing, the
-//! convolution's C ABI and its portable loops (the reference the x86-64
-//! kernels are tested against, and the fallback). The x86-64 kernels
+//! vector. This module holds the reorders, the weight packing and the
+//! convolution's portable loops (the reference the x86-64 kernels are
+//! tested against, and the fallback); their C entry points are in
+//! [`crate::abi::blocked`]. The x86-64 kernels
 //! (AVX2's and AVX-512's tile sets) are `x86_64::blocked_conv`; the
 //! reorders' 8×8 transposes are `x86_64::transpose`; 3×3 stride-1 layers
 //! that keep their map's size may run as Winograd ([`super::winograd`]).

@@ -7,7 +7,8 @@
 //! the wider registers, so both the feature bits and the OS-enabled state
 //! (XCR0) are checked. [`Isa::best`] is the level every float kernel
 //! family runs at, [`ByteKernel::best`] the 8-bit products';
-//! [`with_widest_vectors`] compiles a portable loop for that level.
+//! [`with_widest_vectors`] compiles a portable loop for that level, and
+//! [`choose`] matches a level to its SIMD kernel.
 
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
