@@ -13,19 +13,21 @@
 //! declared list of kernel signatures that the compiler uses to declare the
 //! imports, so the two sides cannot drift apart.
 //!
-//! Layout: [`abi`] holds the status codes, shared constants and the kernel
-//! table; [`model`] is the caller's side of a compiled model's C ABI for
-//! Rust (context, status decoding, the error of generated `run`s);
-//! [`parallel`] how kernels split work over the caller's threads; [`isa`]
-//! CPU-feature detection and the kernel choice; [`tolerance`] the rule by
-//! which tests compare floats; [`generic`] holds the portable
-//! implementations, one module per kernel family; [`x86_64`] holds the
-//! SIMD variants, chosen at run time through [`isa`], each tested against
-//! `generic`.
+//! Layout, in layers: [`abi`] holds the status codes, shared constants,
+//! the kernel table and, one module per family, the C entry points and
+//! their parameter structs; an entry point decodes its arguments and calls
+//! [`generic`], the portable kernels in plain Rust (the reference), one
+//! module per family, or [`isa::choose`], the one place where the CPU's
+//! level ([`isa`] detects it) picks a SIMD kernel of [`x86_64`], each
+//! tested against `generic`. [`model`] is the caller's side of a compiled
+//! model's C ABI for Rust (context, status decoding, the error of generated
+//! `run`s); [`parallel`] how kernels split work over the caller's threads;
+//! [`tolerance`] the rule by which tests compare floats.
 #![no_std]
 
+#[allow(clippy::missing_safety_doc)] // the shared contract is in `abi`'s module doc
 pub mod abi;
-#[allow(clippy::missing_safety_doc)] // the shared contract is in `generic`'s module doc
+#[allow(clippy::missing_safety_doc)] // the same contract
 pub mod generic;
 pub mod isa;
 pub mod model;
@@ -41,13 +43,8 @@ pub use generic::blocked::*;
 pub use generic::blocked_pool::*;
 pub use generic::conv::*;
 pub use generic::convert::*;
-pub use generic::copy::*;
 pub use generic::deform_conv::*;
-pub use generic::dynamic::*;
 pub use generic::gemm::*;
-pub use generic::indexing::*;
-pub use generic::loss::*;
-pub use generic::math::*;
 pub use generic::minifloat::*;
 pub use generic::norm::*;
 pub use generic::packed::*;
@@ -58,12 +55,9 @@ pub use generic::quant::*;
 pub use generic::random::*;
 pub use generic::reduce::*;
 pub use generic::resize::*;
-pub use generic::roi::*;
-pub use generic::softmax::*;
 pub use generic::strings::*;
+pub use isa::choose::{sgemm_prepacked_with, sgemm_with};
 pub use isa::{ByteKernel, Isa};
 pub use parallel::*;
 
-pub use generic::linalg::*;
 pub use generic::rnn::*;
-pub use generic::signal::*;

@@ -15,8 +15,8 @@ use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFl
 use crate::ir::DType;
 use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
-use onnxc_runtime::generic::conv::ConvParams;
-use onnxc_runtime::generic::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
+use onnxc_runtime::abi::conv::ConvParams;
+use onnxc_runtime::abi::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
 
 /// The spatial geometry shared by Conv and the pools.
 struct Geometry {

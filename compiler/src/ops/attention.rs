@@ -40,10 +40,11 @@ use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast_strides, element_count};
 use crate::ir::DType;
-use onnxc_runtime::generic::attention::{
-    attention_scratch_bytes, linear_attention_scratch_elems, AttentionParams, CausalConvParams, LinearAttentionParams,
-    RotaryParams, SwigluParams, MASK_ADD, MASK_BOOL, MASK_NONE, RULE_DELTA, RULE_GATED, RULE_GATED_DELTA, RULE_LINEAR,
+use onnxc_runtime::abi::attention::{
+    AttentionParams, CausalConvParams, LinearAttentionParams, RotaryParams, SwigluParams, MASK_ADD, MASK_BOOL,
+    MASK_NONE, RULE_DELTA, RULE_GATED, RULE_GATED_DELTA, RULE_LINEAR,
 };
+use onnxc_runtime::generic::attention::{attention_scratch_bytes, linear_attention_scratch_elems};
 use onnxc_runtime::ELEM_F32;
 
 /// The kernels' element code of `dtype`, if `dtype` is one of `allowed`.

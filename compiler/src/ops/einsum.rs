@@ -22,7 +22,7 @@ use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::generic::linalg::{EinsumParams, EINSUM_MAX_INPUTS};
+use onnxc_runtime::abi::linalg::{EinsumParams, EINSUM_MAX_INPUTS};
 use onnxc_runtime::MAX_RANK;
 
 /// One label of a term: a letter, or the place of the `...`.

@@ -34,7 +34,7 @@ use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::DType;
-use onnxc_runtime::generic::linalg::DetParams;
+use onnxc_runtime::abi::linalg::DetParams;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
 
 #[derive(Clone, Debug)]

@@ -22,8 +22,8 @@ use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::generic::loss::{NllLossParams, REDUCTION_MEAN, REDUCTION_NONE, REDUCTION_SUM};
-use onnxc_runtime::generic::softmax::{SoftmaxParams, LOG_SOFTMAX};
+use onnxc_runtime::abi::loss::{NllLossParams, REDUCTION_MEAN, REDUCTION_NONE, REDUCTION_SUM};
+use onnxc_runtime::abi::softmax::{SoftmaxParams, LOG_SOFTMAX};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LossKind {

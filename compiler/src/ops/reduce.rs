@@ -32,7 +32,7 @@ use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFl
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
-use onnxc_runtime::generic::reduce::{self as k, ArgReduceParams, ReduceParams};
+use onnxc_runtime::abi::reduce::{self as k, ArgReduceParams, ReduceParams};
 use onnxc_runtime::MAX_RANK;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

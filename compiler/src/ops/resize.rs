@@ -34,7 +34,8 @@ use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim, Tensor};
-use onnxc_runtime::generic::resize::*;
+use onnxc_runtime::abi::resize::*;
+use onnxc_runtime::generic::resize::{resize_apply_sizing, resize_scratch_bytes};
 use onnxc_runtime::MAX_RANK;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

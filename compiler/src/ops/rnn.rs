@@ -22,7 +22,8 @@ use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::generic::rnn::{self as k, RnnParams, RNN_ACTS};
+use onnxc_runtime::abi::rnn::{self as k, RnnParams, RNN_ACTS};
+use onnxc_runtime::rnn_scratch_doubles;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RnnKind {
@@ -312,7 +313,7 @@ impl Operator for Rnn {
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
         let hidden = cx.opt_input(2).and_then(|r| r.shape.get(2).copied()).unwrap_or(0);
-        k::rnn_scratch_doubles(hidden) * 8
+        rnn_scratch_doubles(hidden) * 8
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {

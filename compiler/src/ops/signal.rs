@@ -37,7 +37,7 @@ use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
-use onnxc_runtime::generic::signal::{DftParams, StftParams};
+use onnxc_runtime::abi::signal::{DftParams, StftParams};
 
 fn flag(cx: &NodeImport, name: &str, default: i64) -> Result<bool, String> {
     match cx.attrs.int_or(name, default)? {

@@ -21,7 +21,7 @@ use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::DType;
-use onnxc_runtime::generic::softmax::{SoftmaxParams, HARDMAX, LOG_SOFTMAX, SOFTMAX};
+use onnxc_runtime::abi::softmax::{SoftmaxParams, HARDMAX, LOG_SOFTMAX, SOFTMAX};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SoftmaxKind {

@@ -14,7 +14,7 @@ use super::{kernel_for, InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
-use onnxc_runtime::generic::training::{
+use onnxc_runtime::abi::training::{
     OptimizerParams, OPTIMIZER_ADAGRAD, OPTIMIZER_ADAM, OPTIMIZER_MOMENTUM, OPTIMIZER_NESTEROV,
 };
 

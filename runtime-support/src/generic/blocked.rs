@@ -15,17 +15,18 @@
 //! The compiler chooses the layout once per graph (its `choose_layout`
 //! pass): groups of convolutions, with the pools, channel Concats and
 //! elementwise nodes between them, run blocked, with
-//! [`onnxc_to_blocked_f32`] and [`onnxc_from_blocked_f32`] at their edges.
+//! [`onnxc_to_blocked_f32`](crate::abi::onnxc_to_blocked_f32) and [`onnxc_from_blocked_f32`](crate::abi::onnxc_from_blocked_f32) at their edges.
 //! Only tensors whose channels are a multiple of 8 are blocked, so a block
 //! never holds padding; a stem's image input of fewer than 8 channels is
 //! read in NCHW ([`conv_reads_nchw`]).
 //!
-//! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`]
+//! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 //! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
 //! in sequence, and the 8 output channels of an input channel are one
-//! vector. This module holds the reorders, the weight packing, the
-//! convolution's C ABI and its portable loops (the reference the x86-64
-//! kernels are tested against, and the fallback). The x86-64 kernels
+//! vector. This module holds the reorders, the weight packing and the
+//! convolution's portable loops (the reference the x86-64 kernels are
+//! tested against, and the fallback); their C entry points are in
+//! [`crate::abi::blocked`]. The x86-64 kernels
 //! (AVX2's and AVX-512's tile sets) are `x86_64::blocked_conv`; the
 //! reorders' 8×8 transposes are `x86_64::transpose`; 3×3 stride-1 layers
 //! that keep their map's size may run as Winograd ([`super::winograd`]).
@@ -33,8 +34,9 @@
 //! sums' order differs); max and average pooling of blocked values is
 //! [`super::blocked_pool`].
 
-use super::conv::{epilogue, validate, ConvParams};
+use super::conv::{epilogue, validate};
 use super::winograd::{self, conv_takes_winograd};
+use crate::abi::conv::ConvParams;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
@@ -42,7 +44,7 @@ use core::ops::Range;
 /// Channels per block.
 pub const BLOCK: usize = 8;
 
-/// Whether [`onnxc_conv_blocked_f32`] takes these params: a 2-D
+/// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) takes these params: a 2-D
 /// convolution of one group whose output channels are a multiple of
 /// [`BLOCK`], and its input channels too, or fewer than a block (an
 /// image: such an input is read in NCHW, see [`conv_reads_nchw`]).
@@ -55,7 +57,7 @@ pub fn conv_takes_blocked(p: &ConvParams) -> bool {
         && (p.out_channels as usize).is_multiple_of(BLOCK)
 }
 
-/// Whether [`onnxc_conv_blocked_f32`] reads its input in NCHW (fewer
+/// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) reads its input in NCHW (fewer
 /// channels than a block: the image a network's stem convolution reads,
 /// which the blocked layout would pad) rather than blocked. Its output is
 /// blocked either way.
@@ -63,7 +65,7 @@ pub fn conv_reads_nchw(p: &ConvParams) -> bool {
     (p.in_channels as usize) < BLOCK
 }
 
-/// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`]
+/// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 /// (0 for params it does not take).
 pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
     match BlockedShape::of(p) {
@@ -73,7 +75,7 @@ pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
     }
 }
 
-/// Floats of scratch [`onnxc_conv_blocked_f32`] needs (for a layer run as
+/// Floats of scratch [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) needs (for a layer run as
 /// Winograd, [`super::winograd`]; 0 otherwise).
 pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
     match BlockedShape::of(p) {
@@ -162,18 +164,8 @@ impl BlockedShape {
     }
 }
 
-/// Packs `w` (`[M][C][KH][KW]`, ONNX order) into `packed`
-/// (`[M/8][KH][KW][C/8][8 in][8 out]`; for a Winograd layer its transformed
-/// weights, [`super::winograd`]).
-///
-/// # Safety
-/// As the module contract; `packed` holds [`conv_blocked_weights_elems`] floats.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
-    p: *const ConvParams,
-    w: *const f32,
-    packed: *mut f32,
-) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_pack_conv_weights_blocked_f32`].
+pub(crate) unsafe fn pack_conv_weights_blocked_f32(p: *const ConvParams, w: *const f32, packed: *mut f32) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
     let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if conv_takes_winograd(p) {
@@ -199,21 +191,9 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_blocked_f32(
     STATUS_OK
 }
 
-/// `y = conv(x)` with `x`, `y` and `residual` blocked and the weights
-/// packed by [`onnxc_pack_conv_weights_blocked_f32`]; the epilogue
-/// (`bias`, `residual`, activation) is [`onnxc_conv_f32`]'s. `bias`
-/// (`out_channels` floats) and `residual` may be null. Results are within
-/// rounding of the NCHW convolution (the sums' order differs), and the same
-/// for any thread count. `scratch` holds [`conv_blocked_scratch_elems`]
-/// floats (it may be null when that is 0).
-///
-/// [`onnxc_conv_f32`]: super::conv::onnxc_conv_f32
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
+/// Does the work of the C entry point [`crate::abi::onnxc_conv_blocked_f32`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn onnxc_conv_blocked_f32(
+pub(crate) unsafe fn conv_blocked_f32(
     p: *const ConvParams,
     x: *const f32,
     w: *const f32,
@@ -236,17 +216,8 @@ pub unsafe extern "C" fn onnxc_conv_blocked_f32(
         return STATUS_OK;
     }
     let operands = BlockedOperands { x, w, bias, residual, y };
-    #[cfg(target_arch = "x86_64")]
-    match crate::isa::Isa::best() {
-        crate::isa::Isa::Generic => {}
-        kernel if winograd => {
-            crate::x86_64::blocked_conv::winograd(p, &s, operands, scratch, parallel, kernel);
-            return STATUS_OK;
-        }
-        kernel => {
-            crate::x86_64::blocked_conv::conv(p, &s, operands, parallel, kernel);
-            return STATUS_OK;
-        }
+    if crate::isa::choose::blocked_conv(crate::isa::Isa::best(), p, &s, operands, scratch, parallel) {
+        return STATUS_OK;
     }
     if winograd {
         let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv_reference(p, s, o);
@@ -271,7 +242,7 @@ pub(crate) struct BlockedOperands {
 /// taps inside the input, then the epilogue.
 ///
 /// # Safety
-/// As [`onnxc_conv_blocked_f32`], `s` from `p`.
+/// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32), `s` from `p`.
 pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: BlockedOperands) {
     let kw = s.kernel[1];
     for n in 0..s.batch {
@@ -308,7 +279,7 @@ pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: Blocked
 /// lane.
 ///
 /// # Safety
-/// As [`onnxc_conv_blocked_f32`]; `at` is inside the output.
+/// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32); `at` is inside the output.
 pub(crate) unsafe fn finish_vector(
     p: &ConvParams,
     bias: *const f32,
@@ -326,45 +297,12 @@ pub(crate) unsafe fn finish_vector(
     }
 }
 
-/// Reorders `x` (`batch` images of `channels` planes of `pixels`) into
-/// the blocked layout `y`. `channels` is a multiple of [`BLOCK`].
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_to_blocked_f32(
-    x: *const f32,
-    y: *mut f32,
-    batch: i64,
-    channels: i64,
-    pixels: i64,
-    parallel: *const Parallel,
-) -> i32 {
-    reorder(x, y, [batch, channels, pixels], true, parallel)
-}
-
-/// The inverse of [`onnxc_to_blocked_f32`].
-///
-/// # Safety
-/// As the module contract.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_from_blocked_f32(
-    x: *const f32,
-    y: *mut f32,
-    batch: i64,
-    channels: i64,
-    pixels: i64,
-    parallel: *const Parallel,
-) -> i32 {
-    reorder(x, y, [batch, channels, pixels], false, parallel)
-}
-
 /// A reorder into the blocked layout or out of it, block by block: the
 /// loops write `y` in sequence, reading the 8 planes of a block side by
 /// side (into the layout) or the block's pixels once per channel (out of
 /// it). With threads, a large reorder splits its blocks (and, when there
 /// are few, their pixels in runs of 8) over [`REORDER_TASKS`] tasks.
-unsafe fn reorder(
+pub(crate) unsafe fn reorder(
     x: *const f32,
     y: *mut f32,
     [batch, channels, pixels]: [i64; 3],
@@ -402,18 +340,17 @@ const THREADED_REORDER_FLOATS: usize = 1 << 16;
 /// Pixels `range` (starting at a multiple of 8) of one block of `pixels`.
 unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Range<usize>, into_blocked: bool) {
     // Channel `c` at pixel `i`: NCHW float `c * pixels + i`, blocked `i * 8 + c`.
-    #[cfg(target_arch = "x86_64")]
-    let runs = if crate::isa::Isa::best() == crate::isa::Isa::Generic { 0 } else { range.len() / BLOCK };
-    #[cfg(not(target_arch = "x86_64"))]
-    let runs = 0;
-    // Whole runs of 8 pixels are 8×8 transposes.
-    #[cfg(target_arch = "x86_64")]
-    for run in 0..runs {
-        let i = range.start + run * BLOCK;
-        if into_blocked {
-            crate::x86_64::transpose::transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
-        } else {
-            crate::x86_64::transpose::transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
+    // Whole runs of 8 pixels are 8×8 transposes, where the CPU has one.
+    let transpose = crate::isa::choose::transpose8x8();
+    let runs = if transpose.is_some() { range.len() / BLOCK } else { 0 };
+    if let Some(transpose8x8) = transpose {
+        for run in 0..runs {
+            let i = range.start + run * BLOCK;
+            if into_blocked {
+                transpose8x8(src.add(i), pixels, dst.add(i * BLOCK), BLOCK);
+            } else {
+                transpose8x8(src.add(i * BLOCK), BLOCK, dst.add(i), pixels);
+            }
         }
     }
     let rest = range.start + runs * BLOCK..range.end;
@@ -432,11 +369,12 @@ unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Ra
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::conv::{
+    use crate::abi::blocked::*;
+    use crate::abi::conv::{
         onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
     };
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
-    #[cfg(target_arch = "x86_64")]
+    use crate::isa::choose::blocked_conv;
     use crate::isa::Isa;
     use core::ptr::{null, null_mut};
     use std::vec;
@@ -629,7 +567,6 @@ mod tests {
                 }
                 assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
                 let s = BlockedShape::of(&p).expect("blocked");
-                #[cfg(target_arch = "x86_64")]
                 for kernel in crate::generic::test_util::testable_isas().into_iter().filter(|&k| k != Isa::Generic) {
                     let mut outputs = Vec::new();
                     for parallel in [null(), &threaded as *const Parallel] {
@@ -641,13 +578,8 @@ mod tests {
                             residual: r.1,
                             y: y.as_mut_ptr(),
                         };
-                        if conv_takes_winograd(&p) {
-                            unsafe {
-                                crate::x86_64::blocked_conv::winograd(&p, &s, o, blocked_scratch, parallel, kernel)
-                            };
-                        } else {
-                            unsafe { crate::x86_64::blocked_conv::conv(&p, &s, o, parallel, kernel) };
-                        }
+                        let simd = unsafe { blocked_conv(kernel, &p, &s, o, blocked_scratch, parallel) };
+                        assert!(simd, "case {i}: {} took no SIMD kernel", kernel.name());
                         assert_close(&unblocked(&y, 2, cout), &want, tol);
                         outputs.push(y);
                     }

@@ -9,14 +9,15 @@
 //! average pooling its sums.
 
 use super::blocked::BLOCK;
-use super::pool::{average_extent, validate, window, PoolParams, POOL_AVERAGE, POOL_MAX};
+use super::pool::{average_extent, validate, window};
+use crate::abi::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 16;
 
-/// Whether [`onnxc_pool_blocked_f32`] takes these params: 2-D max or
+/// Whether [`onnxc_pool_blocked_f32`](crate::abi::onnxc_pool_blocked_f32) takes these params: 2-D max or
 /// average pooling without dilation, of whole channel blocks.
 pub fn pool_takes_blocked(p: &PoolParams) -> bool {
     validate(p).is_some()
@@ -26,12 +27,8 @@ pub fn pool_takes_blocked(p: &PoolParams) -> bool {
         && (p.channels as usize).is_multiple_of(BLOCK)
 }
 
-/// Pools `x` into `y`, both blocked (`[N, C/8, H, W, 8]`).
-///
-/// # Safety
-/// As the module contract of [`crate::generic`].
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_blocked_f32(
+/// Does the work of the C entry point [`crate::abi::onnxc_pool_blocked_f32`].
+pub(crate) unsafe fn pool_blocked_f32(
     p: *const PoolParams,
     x: *const f32,
     y: *mut f32,
@@ -142,8 +139,9 @@ unsafe fn pool_rows<const MAX: bool, const KW: usize>(p: &PoolParams, x: *const 
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::blocked::{onnxc_from_blocked_f32, onnxc_to_blocked_f32};
-    use crate::generic::pool::onnxc_pool_f32;
+    use crate::abi::blocked::{onnxc_from_blocked_f32, onnxc_to_blocked_f32};
+    use crate::abi::blocked_pool::*;
+    use crate::abi::pool::onnxc_pool_f32;
     use crate::generic::test_util::{rand_vec, reversed};
     use core::ptr::null_mut;
     use std::vec;
@@ -218,7 +216,7 @@ mod tests {
         dilated.out_spatial[0] = 1;
         assert!(!pool_takes_blocked(&dilated));
         let mut y = [0.0f32; 1];
-        let lp = PoolParams { kind: crate::generic::pool::POOL_LP, p_norm: 2.0, ..p };
+        let lp = PoolParams { kind: crate::abi::pool::POOL_LP, p_norm: 2.0, ..p };
         assert_eq!(
             unsafe { onnxc_pool_blocked_f32(&lp, null_mut(), y.as_mut_ptr(), null_mut()) },
             STATUS_INVALID_PARAMS

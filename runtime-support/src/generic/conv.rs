@@ -26,59 +26,15 @@ use super::conv_window::ConvWindow;
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
 use super::prepacked::{
-    pack_a, packed_a_len, prefetch_floats, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd,
-    MAX_BLOCK_COLUMNS,
+    pack_a, packed_a_len, sgemm_prepacked, BSource, FinishRow, TileActivation, TileEnd, MAX_BLOCK_COLUMNS,
 };
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
+use crate::abi::conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::isa::Isa;
+use crate::isa::prefetch_floats;
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
-
-/// Parameters of [`onnxc_conv_f32`]: input `[batch, in_channels,
-/// in_spatial...]`, weights `[out_channels, in_channels/group, kernel...]`,
-/// output `[batch, out_channels, out_spatial...]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ConvParams {
-    pub batch: i64,
-    pub in_channels: i64,
-    pub out_channels: i64,
-    pub group: i64,
-    /// 1..=6.
-    pub spatial_rank: i64,
-    pub in_spatial: [i64; MAX_RANK],
-    pub out_spatial: [i64; MAX_RANK],
-    pub kernel: [i64; MAX_RANK],
-    pub strides: [i64; MAX_RANK],
-    pub dilations: [i64; MAX_RANK],
-    pub pads_begin: [i64; MAX_RANK],
-    /// Conv only: an activation fused into the epilogue (`EPILOGUE_*`), with its
-    /// parameters (LeakyRelu's alpha in `act_a`; Clip's bounds in `act_a`,
-    /// `act_b`).
-    pub activation: i64,
-    pub act_a: f64,
-    pub act_b: f64,
-    /// Conv only: 1 when the kernel's `residual` operand (shaped like the
-    /// output) is added to the result before the activation (a fused
-    /// residual Add), else 0.
-    pub residual: i64,
-    /// Conv (f32) only: 1 when `w` holds the weights packed by
-    /// [`onnxc_pack_conv_weights_f32`] (only where
-    /// [`conv_takes_packed_weights`]), else 0.
-    pub packed_weights: i64,
-}
-
-pub const EPILOGUE_NONE: i64 = 0;
-pub const EPILOGUE_RELU: i64 = 1;
-pub const EPILOGUE_LEAKY_RELU: i64 = 2;
-pub const EPILOGUE_CLIP: i64 = 3;
-pub const EPILOGUE_SIGMOID: i64 = 4;
-/// `act_a` is alpha, `act_b` beta.
-pub const EPILOGUE_HARD_SIGMOID: i64 = 5;
-pub const EPILOGUE_HARD_SWISH: i64 = 6;
-pub const EPILOGUE_TANH: i64 = 7;
 
 /// The epilogue's activation when it is a compare and a select (which SIMD
 /// tiles apply in registers), else `None`.
@@ -364,11 +320,9 @@ pub(crate) unsafe fn im2col<T: Copy>(p: &ConvParams, s: &ConvShape, x: *const T,
     }
 }
 
-/// Convolution; see [`ConvParams`]. `bias` may be null; `residual` is read
-/// only when `p.residual` is 1 (then it must not be null); `scratch` must
-/// hold [`conv_scratch_elems`] floats (it may be null when that is 0).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_conv_f32(
+/// Does the work of the C entry point [`crate::abi::onnxc_conv_f32`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn conv_f32(
     p: *const ConvParams,
     x: *const f32,
     w: *const f32,
@@ -380,7 +334,19 @@ pub unsafe extern "C" fn onnxc_conv_f32(
 ) -> i32 {
     match prepare(p, residual) {
         Ok((p, s, residual)) if p.packed_weights == 1 => {
-            conv_prepacked(p, &s, x, w, bias, residual, None, y, scratch, parallel, direct_kernel_runs());
+            conv_prepacked(
+                p,
+                &s,
+                x,
+                w,
+                bias,
+                residual,
+                None,
+                y,
+                scratch,
+                parallel,
+                crate::isa::choose::direct_conv_runs(),
+            );
             STATUS_OK
         }
         Err(status) => status,
@@ -388,15 +354,9 @@ pub unsafe extern "C" fn onnxc_conv_f32(
     }
 }
 
-/// [`onnxc_conv_f32`] on its input taken through `max(x * scale[c] + shift[c], 0)`
-/// for each input channel `c`: an inference BatchNormalization and Relu in
-/// front of the convolution, applied as the input is packed rather than
-/// in a pass of their own over it. `prologue` holds `scale` then `shift`,
-/// `in_channels` floats each. Only for a pointwise convolution on packed
-/// weights (`STATUS_INVALID_PARAMS` otherwise).
-#[no_mangle]
+/// Does the work of the C entry point [`crate::abi::onnxc_conv_prologue_f32`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn onnxc_conv_prologue_f32(
+pub(crate) unsafe fn conv_prologue_f32(
     p: *const ConvParams,
     x: *const f32,
     w: *const f32,
@@ -453,21 +413,6 @@ impl BSource for PrologueInput {
     }
 }
 
-/// [`onnxc_conv_f32`] for `f64` (which never takes packed weights).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_conv_f64(
-    p: *const ConvParams,
-    x: *const f64,
-    w: *const f64,
-    bias: *const f64,
-    residual: *const f64,
-    y: *mut f64,
-    scratch: *mut f64,
-    parallel: *const Parallel,
-) -> i32 {
-    conv(p, x, w, bias, residual, y, scratch, parallel)
-}
-
 /// The checked params of a Conv call, its shape and its residual operand;
 /// `Err` is the status to return at once (`STATUS_OK` when there is no
 /// output to compute).
@@ -521,13 +466,8 @@ pub fn conv_packed_weights_elems(p: &ConvParams) -> usize {
     }
 }
 
-/// Packs Conv weights `[out_channels, in_channels/group, kernel...]` for
-/// [`onnxc_conv_f32`] with `packed_weights` 1: group after group, each
-/// group's `[out/group, in/group * taps]` matrix as gemm A panels
-/// ([`pack_a`]). `dst` holds [`conv_packed_weights_elems`] floats. The
-/// compiler calls this at compile time on constant weights.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pack_conv_weights_f32(p: *const ConvParams, w: *const f32, dst: *mut f32) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_pack_conv_weights_f32`].
+pub(crate) unsafe fn pack_conv_weights_f32(p: *const ConvParams, w: *const f32, dst: *mut f32) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -632,8 +572,7 @@ unsafe fn conv_prepacked(
             let b = PrologueInput { x: xg, row_len: s.in_size, channels: group_channels };
             sgemm_prepacked(s.m_per_group, s.out_size, kdim, a, &b, out, &finish, parallel);
         } else if let Some(window) = &window {
-            #[cfg(target_arch = "x86_64")]
-            crate::x86_64::direct_conv::conv(
+            crate::isa::choose::direct_conv(
                 window,
                 window.place(xg, scratch, parallel),
                 s.m_per_group,
@@ -672,17 +611,11 @@ unsafe fn conv_prepacked(
 /// the groups over the threads rather than each group's gemm.
 const SMALL_GROUP_MACS: usize = 1 << 20;
 
-/// Whether [`conv_prepacked`] takes the direct kernel for windows it fits:
-/// where the gemm it replaces is the AVX2 one.
-fn direct_kernel_runs() -> bool {
-    cfg!(target_arch = "x86_64") && Isa::best() == Isa::Avx2Fma
-}
-
 /// The convolution on weights as given: the direct depthwise kernel (its
 /// channels split over `parallel`), or im2col into `scratch` and a gemm per
 /// image and group.
 #[allow(clippy::too_many_arguments)]
-unsafe fn conv<T: GemmElem>(
+pub(crate) unsafe fn conv<T: GemmElem>(
     p: *const ConvParams,
     x: *const T,
     w: *const T,
@@ -931,37 +864,7 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: *
     }
 }
 
-/// Transposed convolution: input `[batch, in_channels, in_spatial...]`,
-/// weights `[in_channels, out_channels/group, kernel...]`, output `[batch,
-/// out_channels, out_spatial...]` (`out_spatial` and `pads_begin` resolved
-/// by the caller; pads may be negative). `bias` may be null; `scratch`
-/// holds [`conv_transpose_scratch_elems`] floats.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_conv_transpose_f32(
-    p: *const ConvParams,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) -> i32 {
-    conv_transpose(p, x, w, bias, y, scratch)
-}
-
-/// [`onnxc_conv_transpose_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_conv_transpose_f64(
-    p: *const ConvParams,
-    x: *const f64,
-    w: *const f64,
-    bias: *const f64,
-    y: *mut f64,
-    scratch: *mut f64,
-) -> i32 {
-    conv_transpose(p, x, w, bias, y, scratch)
-}
-
-unsafe fn conv_transpose<T: GemmElem>(
+pub(crate) unsafe fn conv_transpose<T: GemmElem>(
     p: *const ConvParams,
     x: *const T,
     w: *const T,
@@ -1002,22 +905,7 @@ unsafe fn conv_transpose<T: GemmElem>(
     STATUS_OK
 }
 
-/// ONNX Col2Im: `col [batch, in_channels * prod(kernel), prod(in_spatial)]`
-/// (the sliding-block grid is `in_spatial`) summed into `y [batch,
-/// in_channels, out_spatial...]`. `out_channels` must equal `in_channels`
-/// and `group` be 1.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_col2im_f32(p: *const ConvParams, col: *const f32, y: *mut f32) -> i32 {
-    col2im_kernel(p, col, y)
-}
-
-/// [`onnxc_col2im_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_col2im_f64(p: *const ConvParams, col: *const f64, y: *mut f64) -> i32 {
-    col2im_kernel(p, col, y)
-}
-
-unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T) -> i32 {
+pub(crate) unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -1046,6 +934,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, unravel, with_level};
+    use crate::isa::Isa;
     use core::ptr::null;
     use std::vec;
     use std::vec::Vec;
@@ -1362,7 +1251,7 @@ mod tests {
             return;
         }
         with_level(Isa::Avx2Fma, || {
-            assert!(direct_kernel_runs());
+            assert!(crate::isa::choose::direct_conv_runs());
             direct_kernel_cases();
         });
     }

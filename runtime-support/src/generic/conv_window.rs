@@ -1,6 +1,6 @@
 //! The input of a 2-D convolution laid out for a direct kernel, which reads
 //! each output pixel's receptive field in place rather than through an
-//! im2col matrix ([`crate::x86_64::direct_conv`]).
+//! im2col matrix ([`crate::isa::choose::direct_conv`]).
 //!
 //! A direct kernel computes depth step `l` (input channel `c`, kernel tap
 //! `(ky, kx)`, in the order of the packed weights' depth) of output pixel
@@ -25,7 +25,8 @@
 //! ([`super::conv::conv_scratch_elems`]) for whichever CPU will run the
 //! object.
 
-use super::conv::{ConvParams, ConvShape, CHANNEL_TASKS};
+use super::conv::{ConvShape, CHANNEL_TASKS};
+use crate::abi::conv::ConvParams;
 use crate::parallel::{share, Parallel};
 use core::mem::MaybeUninit;
 

@@ -11,6 +11,7 @@
 //! (widen the inputs into scratch, run the f32 kernel, narrow its results).
 
 use super::minifloat::round_shifted;
+use crate::abi::convert::*;
 use crate::abi::{ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F64, STATUS_INVALID_PARAMS, STATUS_OK};
 
 /// An IEEE binary16 element, as stored in a tensor.
@@ -41,9 +42,8 @@ impl Bf16 {
     }
 }
 
-/// binary16 bits → f32 (exact).
-#[no_mangle]
-pub extern "C" fn onnxc_f16_to_f32(h: i32) -> f32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_f16_to_f32`].
+pub(crate) fn f16_to_f32(h: i32) -> f32 {
     let h = h as u32 & 0xffff;
     let sign = (h & 0x8000) << 16;
     let exp = (h >> 10) & 0x1f;
@@ -58,10 +58,8 @@ pub extern "C" fn onnxc_f16_to_f32(h: i32) -> f32 {
     f32::from_bits(bits)
 }
 
-/// f32 → binary16 bits, rounding to nearest even; overflow gives ±inf,
-/// NaN stays a (quiet) NaN.
-#[no_mangle]
-pub extern "C" fn onnxc_f32_to_f16(x: f32) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_f32_to_f16`].
+pub(crate) fn f32_to_f16(x: f32) -> i32 {
     let bits = x.to_bits();
     let sign = (bits >> 16) & 0x8000;
     let abs = bits & 0x7fff_ffff;
@@ -87,15 +85,8 @@ pub extern "C" fn onnxc_f32_to_f16(x: f32) -> i32 {
     (sign | half) as i32
 }
 
-/// bfloat16 bits → f32 (exact).
-#[no_mangle]
-pub extern "C" fn onnxc_bf16_to_f32(h: i32) -> f32 {
-    f32::from_bits((h as u32 & 0xffff) << 16)
-}
-
-/// f32 → bfloat16 bits, rounding to nearest even; NaN stays a quiet NaN.
-#[no_mangle]
-pub extern "C" fn onnxc_f32_to_bf16(x: f32) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_f32_to_bf16`].
+pub(crate) fn f32_to_bf16(x: f32) -> i32 {
     let bits = x.to_bits();
     if x.is_nan() {
         return ((bits >> 16) | 0x40) as i32;
@@ -132,10 +123,8 @@ pub(crate) unsafe fn store_float(ptr: *mut u8, elem: i64, i: isize, v: f64) {
     }
 }
 
-/// `dst[i] = src[i]` widened to f32 for `count` elements of type `elem`
-/// (`ELEM_F16` or `ELEM_BF16`).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_widen_f32(elem: i64, src: *const u16, dst: *mut f32, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_widen_f32`].
+pub(crate) unsafe fn widen_f32(elem: i64, src: *const u16, dst: *mut f32, count: i64) -> i32 {
     let widen = match elem {
         ELEM_F16 => onnxc_f16_to_f32,
         ELEM_BF16 => onnxc_bf16_to_f32,
@@ -147,10 +136,8 @@ pub unsafe extern "C" fn onnxc_widen_f32(elem: i64, src: *const u16, dst: *mut f
     STATUS_OK
 }
 
-/// `dst[i] = src[i]` rounded to `elem` (`ELEM_F16` or `ELEM_BF16`, nearest
-/// even) for `count` elements.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_narrow_f32(elem: i64, src: *const f32, dst: *mut u16, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_narrow_f32`].
+pub(crate) unsafe fn narrow_f32(elem: i64, src: *const f32, dst: *mut u16, count: i64) -> i32 {
     let narrow = match elem {
         ELEM_F16 => onnxc_f32_to_f16,
         ELEM_BF16 => onnxc_f32_to_bf16,

@@ -9,55 +9,10 @@
 //! turning most copies into a few long `memcpy`s.
 
 use super::{advance, checked_rank, product, to_usize};
+use crate::abi::copy::*;
 use crate::abi::{MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ptr::copy_nonoverlapping;
-
-/// Parameters of [`onnxc_copy_strided`]. Strides are in elements and may be
-/// zero (broadcast) or negative (reverse).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct CopyParams {
-    pub elem_bytes: i64,
-    pub rank: i64,
-    pub dims: [i64; MAX_RANK],
-    pub src_strides: [i64; MAX_RANK],
-    pub dst_strides: [i64; MAX_RANK],
-}
-
-/// Parameters of [`onnxc_gather`]: `data` is `[outer, axis_len, inner]`,
-/// `indices` has `n_indices` entries, `out` is `[outer, n_indices, inner]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GatherParams {
-    pub elem_bytes: i64,
-    pub outer: i64,
-    pub axis_len: i64,
-    pub inner: i64,
-    pub n_indices: i64,
-    /// 4 (`i32` indices) or 8 (`i64` indices).
-    pub index_bytes: i64,
-}
-
-pub const PAD_CONSTANT: i64 = 0;
-pub const PAD_REFLECT: i64 = 1;
-pub const PAD_EDGE: i64 = 2;
-pub const PAD_WRAP: i64 = 3;
-
-/// Parameters of [`onnxc_pad`]. `out_dims[d] = in_dims[d] + pads_begin[d] +
-/// pads_end[d]`; negative pads crop. Cropping applies first, then the mode
-/// pads relative to the cropped tensor.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct PadParams {
-    pub elem_bytes: i64,
-    /// One of `PAD_CONSTANT`, `PAD_REFLECT`, `PAD_EDGE`, `PAD_WRAP`.
-    pub mode: i64,
-    pub rank: i64,
-    pub in_dims: [i64; MAX_RANK],
-    pub out_dims: [i64; MAX_RANK],
-    pub pads_begin: [i64; MAX_RANK],
-}
 
 /// Element widths the data-movement kernels take: the numeric types and
 /// 16-byte `onnxc_string` records.
@@ -84,11 +39,8 @@ unsafe fn copy_elem(src: *const u8, dst: *mut u8, eb: usize) {
 const PARALLEL_ELEMENTS: usize = 1 << 14;
 const COPY_TASKS: usize = 8;
 
-/// N-d strided copy; see [`CopyParams`]. Rank 0 copies one element. Source
-/// and destination must not overlap. Large copies run through `parallel`
-/// (see [`crate::parallel`]), split along their outermost dimension.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_copy_strided(
+/// Does the work of the C entry point [`crate::abi::onnxc_copy_strided`].
+pub(crate) unsafe fn copy_strided(
     p: *const CopyParams,
     src: *const u8,
     dst: *mut u8,
@@ -174,16 +126,8 @@ unsafe fn copy_canonical(src: *const u8, dst: *mut u8, eb: usize, dims: &[usize]
     }
 }
 
-/// Gather along one axis; see [`GatherParams`]. Negative indices count from
-/// the end. All indices are checked before anything is written, so on
-/// `STATUS_INDEX_OUT_OF_RANGE` the output is untouched.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_gather(
-    p: *const GatherParams,
-    data: *const u8,
-    indices: *const u8,
-    out: *mut u8,
-) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_gather`].
+pub(crate) unsafe fn gather(p: *const GatherParams, data: *const u8, indices: *const u8, out: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -269,10 +213,8 @@ fn pad_source(o: i64, pad_begin: i64, in_len: i64, pad_end: i64, mode: i64) -> O
     Some(lo + k)
 }
 
-/// ONNX Pad (constant, reflect, edge, wrap); see [`PadParams`]. `value` is
-/// null (pad with zero bytes) or points to one element.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pad(p: *const PadParams, x: *const u8, value: *const u8, y: *mut u8) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_pad`].
+pub(crate) unsafe fn pad(p: *const PadParams, x: *const u8, value: *const u8, y: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };

@@ -8,21 +8,12 @@
 //! with the bias riding along, so only the column builder is new. Any
 //! spatial rank; f32 and f64 share one generic implementation.
 
-use super::conv::{validate, ConvParams, ConvShape};
+use super::conv::{validate, ConvShape};
 use super::gemm::{GemmElem, MatMut, MatRef};
 use super::real::Real;
 use super::to_usize;
+use crate::abi::deform_conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-
-/// Parameters of [`onnxc_deform_conv_f32`]: the convolution (its
-/// `out_spatial` is the offset's spatial shape) and the number of offset
-/// groups, which split the input channels.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct DeformConvParams {
-    pub conv: ConvParams,
-    pub offset_group: i64,
-}
 
 /// Number of scratch elements (of the kernel's type) the column matrix of
 /// one group takes (0 for invalid params).
@@ -112,44 +103,7 @@ unsafe fn deform_im2col<T: Real>(
     }
 }
 
-/// Deformable convolution: input `[batch, in_channels, in_spatial...]`,
-/// weights `[out_channels, in_channels/group, kernel...]`, `offset [batch,
-/// offset_group * prod(kernel) * rank, out_spatial...]`, optional `bias
-/// [out_channels]` and `mask [batch, offset_group * prod(kernel),
-/// out_spatial...]`, output `[batch, out_channels, out_spatial...]`;
-/// `scratch` holds [`deform_conv_scratch_elems`] elements.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)] // one pointer per tensor
-pub unsafe extern "C" fn onnxc_deform_conv_f32(
-    p: *const DeformConvParams,
-    x: *const f32,
-    w: *const f32,
-    offset: *const f32,
-    bias: *const f32,
-    mask: *const f32,
-    y: *mut f32,
-    scratch: *mut f32,
-) -> i32 {
-    deform_conv(p, [x, w, offset, bias, mask], y, scratch)
-}
-
-/// [`onnxc_deform_conv_f32`] for `f64`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)] // one pointer per tensor
-pub unsafe extern "C" fn onnxc_deform_conv_f64(
-    p: *const DeformConvParams,
-    x: *const f64,
-    w: *const f64,
-    offset: *const f64,
-    bias: *const f64,
-    mask: *const f64,
-    y: *mut f64,
-    scratch: *mut f64,
-) -> i32 {
-    deform_conv(p, [x, w, offset, bias, mask], y, scratch)
-}
-
-unsafe fn deform_conv<T: GemmElem>(
+pub(crate) unsafe fn deform_conv<T: GemmElem>(
     p: *const DeformConvParams,
     [x, w, offset, bias, mask]: [*const T; 5],
     y: *mut T,
@@ -193,6 +147,7 @@ unsafe fn deform_conv<T: GemmElem>(
 mod tests {
     extern crate std;
     use super::*;
+    use crate::abi::conv::ConvParams;
     use crate::generic::test_util::rand_vec;
     use std::vec;
     use std::vec::Vec;

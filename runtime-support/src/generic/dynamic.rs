@@ -12,6 +12,7 @@
 
 use super::indexing::{with_num, Num};
 use super::product;
+use crate::abi::dynamic::*;
 use crate::abi::{
     ELEM_BF16, ELEM_BOOL, ELEM_F16, ELEM_F32, ELEM_F64, ELEM_I16, ELEM_I32, ELEM_I64, ELEM_I8, ELEM_U16, ELEM_U32,
     ELEM_U64, ELEM_U8, MAX_RANK, STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK,
@@ -40,15 +41,6 @@ fn is_nonzero<T: Num>(v: T) -> bool {
 // NonZero
 // ---------------------------------------------------------------------------
 
-/// Parameters of [`onnxc_count_nonzero`] and [`onnxc_nonzero`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct NonZeroParams {
-    pub dtype: i64,
-    pub rank: i64,
-    pub dims: [i64; MAX_RANK],
-}
-
 impl NonZeroParams {
     fn shape(&self) -> Option<&[i64]> {
         let rank = usize::try_from(self.rank).ok().filter(|&r| r <= MAX_RANK)?;
@@ -57,12 +49,8 @@ impl NonZeroParams {
     }
 }
 
-/// How many elements of `x` are not zero.
-///
-/// # Safety
-/// `p` is valid and `x` holds the tensor it describes.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_count_nonzero(p: *const NonZeroParams, x: *const u8) -> i64 {
+/// Does the work of the C entry point [`crate::abi::onnxc_count_nonzero`].
+pub(crate) unsafe fn count_nonzero(p: *const NonZeroParams, x: *const u8) -> i64 {
     let Some((p, n)) = p.as_ref().and_then(|p| Some((p, product(p.shape()?)?))) else {
         return INVALID;
     };
@@ -72,14 +60,8 @@ pub unsafe extern "C" fn onnxc_count_nonzero(p: *const NonZeroParams, x: *const 
     })
 }
 
-/// The coordinates of the first `count` nonzero elements of `x`, as the
-/// `[rank, count]` int64 tensor `y`.
-///
-/// # Safety
-/// `p` is valid, `x` holds the tensor it describes, `y` has room for
-/// `rank * count` i64s.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_nonzero(p: *const NonZeroParams, x: *const u8, y: *mut i64, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_nonzero`].
+pub(crate) unsafe fn nonzero(p: *const NonZeroParams, x: *const u8, y: *mut i64, count: i64) -> i32 {
     let Some((p, dims, n)) = p.as_ref().and_then(|p| Some((p, p.shape()?, product(p.shape()?)?))) else {
         return STATUS_INVALID_PARAMS;
     };
@@ -109,20 +91,6 @@ pub unsafe extern "C" fn onnxc_nonzero(p: *const NonZeroParams, x: *const u8, y:
 // Compress and Unique: slices along one axis
 // ---------------------------------------------------------------------------
 
-/// A tensor viewed as `[outer, len, inner]` around the axis an operator
-/// works along (`len` = element count and `outer = inner = 1` without one).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct SliceParams {
-    pub dtype: i64,
-    pub elem_bytes: i64,
-    pub outer: i64,
-    pub len: i64,
-    pub inner: i64,
-    /// Unique: sort the unique slices (else keep first-occurrence order).
-    pub sorted: i64,
-}
-
 impl SliceParams {
     /// (outer, len, inner, element bytes), validated.
     fn sizes(&self) -> Option<(usize, usize, usize, usize)> {
@@ -134,14 +102,8 @@ impl SliceParams {
     }
 }
 
-/// Copies the slices `j` of `x` whose `cond[j]` is true (for `j` below both
-/// `len` and `cond_len`) to `y`, which has room for `count` slices.
-///
-/// # Safety
-/// `p` is valid, `x` and `cond` hold what it and `cond_len` describe, `y`
-/// has room for `outer * count * inner` elements.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_compress(
+/// Does the work of the C entry point [`crate::abi::onnxc_compress`].
+pub(crate) unsafe fn compress(
     p: *const SliceParams,
     x: *const u8,
     cond: *const u8,
@@ -189,16 +151,8 @@ unsafe fn slice_order<T: Num>(
     Ordering::Equal
 }
 
-/// Unique's analysis of `x`'s slices into `scratch` (`3 * len` i64s):
-/// `[0, len)` is free space, `[len, 2len)` each slice's output position
-/// (the inverse indices) and `[2len, 2len + count)` each output slice's
-/// first occurrence. Returns the number of unique slices.
-///
-/// # Safety
-/// `p` is valid, `x` holds the tensor it describes, `scratch` has room for
-/// `3 * len` i64s.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_unique(p: *const SliceParams, x: *const u8, scratch: *mut i64) -> i64 {
+/// Does the work of the C entry point [`crate::abi::onnxc_unique`].
+pub(crate) unsafe fn unique(p: *const SliceParams, x: *const u8, scratch: *mut i64) -> i64 {
     let Some((p, (outer, len, inner, eb))) = p.as_ref().and_then(|p| Some((p, p.sizes()?))) else {
         return INVALID;
     };
@@ -253,14 +207,9 @@ fn renumber_by_first_occurrence(new_id: &mut [i64], group: &mut [i64], first: &m
     }
 }
 
-/// Writes Unique's outputs from the analysis [`onnxc_unique`] left in
-/// `scratch`: `y` (`[outer, count, inner]`), and the optional (nullable)
-/// `indices` and `counts` (`count` i64s) and `inverse` (`len` i64s).
-///
-/// # Safety
-/// As for [`onnxc_unique`], with `count` its result; outputs sized as above.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_unique_write(
+/// Does the work of the C entry point [`crate::abi::onnxc_unique_write`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn unique_write(
     p: *const SliceParams,
     x: *const u8,
     scratch: *const i64,
@@ -310,19 +259,6 @@ pub unsafe extern "C" fn onnxc_unique_write(
 // NonMaxSuppression
 // ---------------------------------------------------------------------------
 
-/// Parameters of [`onnxc_nms`]: boxes `[batches, boxes, 4]`, scores
-/// `[batches, classes, boxes]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct NmsParams {
-    pub batches: i64,
-    pub classes: i64,
-    pub boxes: i64,
-    /// 1: boxes are `[x_center, y_center, width, height]`; 0: two corners
-    /// `[y1, x1, y2, x2]` in either order.
-    pub center_point_box: i64,
-}
-
 /// A box as `(y_min, x_min, y_max, x_max)`.
 fn corners(b: [f32; 4], center: bool) -> [f32; 4] {
     if center {
@@ -349,16 +285,9 @@ fn overlaps(a: [f32; 4], b: [f32; 4], threshold: f32) -> bool {
     inter / union > threshold
 }
 
-/// Greedy non-maximum suppression per batch and class. Writes the selected
-/// `(batch, class, box)` triples to `selected` (room for
-/// `batches * classes * boxes` triples) and returns their number.
-/// `max_out`, `iou` and `score_threshold` are the optional scalar inputs
-/// (nullable); `scratch` holds `2 * boxes` i64s.
-///
-/// # Safety
-/// Pointers hold what `p` describes.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_nms(
+/// Does the work of the C entry point [`crate::abi::onnxc_nms`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn nms(
     p: *const NmsParams,
     boxes: *const f32,
     scores: *const f32,
@@ -500,13 +429,8 @@ macro_rules! with_step {
     }};
 }
 
-/// Range's length from the scalars `start`, `limit`, `delta` of type
-/// `dtype`; a zero or non-finite step is `-STATUS_INVALID_PARAMS`.
-///
-/// # Safety
-/// The pointers hold one element each.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_range_count(dtype: i64, start: *const u8, limit: *const u8, delta: *const u8) -> i64 {
+/// Does the work of the C entry point [`crate::abi::onnxc_range_count`].
+pub(crate) unsafe fn range_count(dtype: i64, start: *const u8, limit: *const u8, delta: *const u8) -> i64 {
     with_step!(dtype, INVALID, T => {
         match T::count(T::load(start), T::load(limit), T::load(delta)) {
             Some(n) => i64::try_from(n).unwrap_or(i64::MAX),
@@ -515,12 +439,8 @@ pub unsafe extern "C" fn onnxc_range_count(dtype: i64, start: *const u8, limit: 
     })
 }
 
-/// Writes `start + i * delta` for `i` in `0..count` to `y`.
-///
-/// # Safety
-/// `start` and `delta` hold one element, `y` room for `count`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_range(dtype: i64, start: *const u8, delta: *const u8, y: *mut u8, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_range`].
+pub(crate) unsafe fn range(dtype: i64, start: *const u8, delta: *const u8, y: *mut u8, count: i64) -> i32 {
     if count < 0 {
         return STATUS_INDEX_OUT_OF_RANGE;
     }
@@ -536,20 +456,6 @@ pub unsafe extern "C" fn onnxc_range(dtype: i64, start: *const u8, delta: *const
 // ---------------------------------------------------------------------------
 // Expand and Tile with a run-time shape or repeats
 // ---------------------------------------------------------------------------
-
-/// Parameters of [`onnxc_broadcast_dims`] and [`onnxc_broadcast`]: the
-/// input's dims, and the length of the i64 argument (Expand's shape,
-/// Tile's repeats).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct BroadcastParams {
-    pub elem_bytes: i64,
-    pub rank: i64,
-    pub dims: [i64; MAX_RANK],
-    pub arg_len: i64,
-    /// 1: Tile (multiply by the repeats); 0: Expand (broadcast to the shape).
-    pub tile: i64,
-}
 
 /// The output dims (right-aligned input dims, padded with 1) and rank.
 unsafe fn broadcast_dims(
@@ -580,14 +486,8 @@ unsafe fn broadcast_dims(
     Some((input, out, out_rank))
 }
 
-/// Writes Expand's or Tile's output dims to `out_dims` (room for
-/// `MAX_RANK`); an incompatible or negative argument is
-/// `STATUS_INVALID_PARAMS`.
-///
-/// # Safety
-/// `p` is valid and `arg` holds `arg_len` i64s.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_broadcast_dims(p: *const BroadcastParams, arg: *const i64, out_dims: *mut i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_broadcast_dims`].
+pub(crate) unsafe fn broadcast_dims_kernel(p: *const BroadcastParams, arg: *const i64, out_dims: *mut i64) -> i32 {
     let Some((_, out, rank)) = p.as_ref().and_then(|p| broadcast_dims(p, arg)) else {
         return STATUS_INVALID_PARAMS;
     };
@@ -597,15 +497,8 @@ pub unsafe extern "C" fn onnxc_broadcast_dims(p: *const BroadcastParams, arg: *c
     STATUS_OK
 }
 
-/// `y[i] = x[i mod input dims]` over the output [`onnxc_broadcast_dims`]
-/// gives: a broadcast for Expand (input dims are 1 or the output's), a
-/// repetition for Tile.
-///
-/// # Safety
-/// As for [`onnxc_broadcast_dims`]; `x` holds the input and `y` has room
-/// for the output.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_broadcast(p: *const BroadcastParams, arg: *const i64, x: *const u8, y: *mut u8) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_broadcast`].
+pub(crate) unsafe fn broadcast(p: *const BroadcastParams, arg: *const i64, x: *const u8, y: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };

@@ -30,11 +30,13 @@
 //! (convolutions of f64 tensors) runs the same code as the f32 reference;
 //! [`GemmElem::gemm`] picks the fastest implementation per type.
 
-use super::conv::ConvParams;
 use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
 use super::{advance, to_isize, to_usize};
+use crate::abi::conv::ConvParams;
+use crate::abi::gemm::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::choose::sgemm_with;
 use crate::isa::Isa;
 use core::mem::MaybeUninit;
 use core::ops::Range;
@@ -52,28 +54,6 @@ const NC: usize = 128;
 
 /// Largest batch rank `onnxc_gemm_f32` accepts.
 pub const GEMM_MAX_BATCH_RANK: usize = 6;
-
-/// Parameters of [`onnxc_gemm_f32`]. Strides are in elements.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GemmParams {
-    pub m: i64,
-    pub n: i64,
-    pub k: i64,
-    pub a_row_stride: i64,
-    pub a_col_stride: i64,
-    pub b_row_stride: i64,
-    pub b_col_stride: i64,
-    pub c_row_stride: i64,
-    pub c_col_stride: i64,
-    pub alpha: f64,
-    pub beta: f64,
-    pub batch_rank: i64,
-    pub batch_dims: [i64; MAX_RANK],
-    pub a_batch_strides: [i64; MAX_RANK],
-    pub b_batch_strides: [i64; MAX_RANK],
-    pub c_batch_strides: [i64; MAX_RANK],
-}
 
 /// A read-only strided matrix: element `(i, j)` is at `ptr + i*rs + j*cs`.
 #[derive(Clone, Copy, Debug)]
@@ -162,17 +142,7 @@ impl GemmElem for f32 {
         planes: Range<usize>,
         finish: impl Fn(usize, &mut [f32]),
     ) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::x86_64::depthwise::{depthwise_planes_avx2, depthwise_planes_avx512};
-            match Isa::best() {
-                Isa::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
-                Isa::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
-                Isa::Generic => {}
-            }
-        }
-        let _ = (p, x, w, bias, y, planes, finish);
-        false
+        crate::isa::choose::depthwise_planes(p, x, w, bias, y, planes, finish)
     }
 }
 
@@ -353,24 +323,15 @@ fn micro_kernel<T: Real>(a_panel: &[T], b_panel: &[T], acc: &mut [[T; NR]; MR]) 
     }
 }
 
-/// Batched strided gemm; see [`GemmParams`]. `c` may be null (no bias). The
-/// output is contiguous: batch after batch of row-major `m x n` matrices.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_gemm_f32(
-    p: *const GemmParams,
+/// [`onnxc_gemm_f32`] with a chosen implementation.
+pub(crate) unsafe fn gemm_batched(
+    kernel: Isa,
+    p: &GemmParams,
     a: *const f32,
     b: *const f32,
     c: *const f32,
     y: *mut f32,
 ) -> i32 {
-    let Some(p) = p.as_ref() else {
-        return STATUS_INVALID_PARAMS;
-    };
-    gemm_batched(Isa::best(), p, a, b, c, y)
-}
-
-/// [`onnxc_gemm_f32`] with a chosen implementation.
-unsafe fn gemm_batched(kernel: Isa, p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *mut f32) -> i32 {
     if p.m < 0 || p.n < 0 || p.k < 0 || p.batch_rank < 0 {
         return STATUS_INVALID_PARAMS;
     }
@@ -426,37 +387,6 @@ pub unsafe fn sgemm(
     y: MatMut,
 ) {
     sgemm_with(Isa::best(), m, n, k, alpha, a, b, beta, c, y)
-}
-
-/// [`sgemm`] with a chosen implementation; one the CPU lacks falls back to
-/// the generic one. One or two rows of A take [`super::gemv::few_rows`]
-/// whatever the implementation.
-///
-/// # Safety
-/// As [`sgemm`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_with(
-    kernel: Isa,
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f32,
-    a: MatRef,
-    b: MatRef,
-    beta: f32,
-    c: Option<MatRef>,
-    y: MatMut,
-) {
-    if super::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
-        return;
-    }
-    match kernel {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1160,21 +1090,11 @@ pub(crate) mod tests {
         (300, 40, 600),
     ];
 
-    /// The drivers' packing and edge logic in each SIMD kernel's layout
-    /// (tile rows and columns, depth slices, A blocks), with portable
-    /// arithmetic ([`LayoutOf`]): the same problems as
-    /// [`simd_kernels_match_generic`], run on any host whatever its
-    /// instruction sets.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn simd_layouts_match_generic_on_any_host() {
-        use crate::x86_64::{avx2::Avx2Fma, avx512::Avx512};
-        check_layout::<Avx2Fma>("avx2-fma layout");
-        check_layout::<Avx512>("avx512f layout");
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn check_layout<K: MicroKernel>(name: &str) {
+    /// The blocked driver's packing and edge logic in `K`'s layout (tile
+    /// rows and columns, depth slices, A blocks), with portable arithmetic
+    /// ([`LayoutOf`]): the same problems as [`simd_kernels_match_generic`],
+    /// run on any host whatever its instruction sets.
+    pub(crate) fn check_layout<K: MicroKernel>(name: &str) {
         let mut seed = 900;
         for &(m, n, k) in SHAPES {
             for layout in 0..7 {

@@ -12,26 +12,10 @@
 
 use super::real::Real;
 use super::{advance, checked_rank, to_isize, to_usize};
+use crate::abi::linalg::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 
-/// Most operands [`onnxc_einsum_f32`] multiplies.
-pub const EINSUM_MAX_INPUTS: usize = 3;
-
-/// Parameters of [`onnxc_einsum_f32`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct EinsumParams {
-    /// Operand count, 1 to `EINSUM_MAX_INPUTS` (unused operand pointers may be null).
-    pub inputs: i64,
-    /// Distinct letters: the output's first, then the summed ones.
-    pub rank: i64,
-    pub out_rank: i64,
-    pub dims: [i64; MAX_RANK],
-    /// Element stride of each operand along each letter.
-    pub strides: [[i64; MAX_RANK]; EINSUM_MAX_INPUTS],
-}
-
-unsafe fn einsum<T: Real>(p: *const EinsumParams, xs: [*const T; EINSUM_MAX_INPUTS], y: *mut T) -> i32 {
+pub(crate) unsafe fn einsum<T: Real>(p: *const EinsumParams, xs: [*const T; EINSUM_MAX_INPUTS], y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -77,39 +61,7 @@ unsafe fn einsum<T: Real>(p: *const EinsumParams, xs: [*const T; EINSUM_MAX_INPU
     STATUS_OK
 }
 
-/// Einsum over up to three operands (see the module doc).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_einsum_f32(
-    p: *const EinsumParams,
-    a: *const f32,
-    b: *const f32,
-    c: *const f32,
-    y: *mut f32,
-) -> i32 {
-    einsum(p, [a, b, c], y)
-}
-
-/// [`onnxc_einsum_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_einsum_f64(
-    p: *const EinsumParams,
-    a: *const f64,
-    b: *const f64,
-    c: *const f64,
-    y: *mut f64,
-) -> i32 {
-    einsum(p, [a, b, c], y)
-}
-
-/// Parameters of [`onnxc_det_f32`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct DetParams {
-    pub batch: i64,
-    pub n: i64,
-}
-
-unsafe fn det<T: Real>(p: *const DetParams, x: *const T, y: *mut T, a: *mut f64) -> i32 {
+pub(crate) unsafe fn det<T: Real>(p: *const DetParams, x: *const T, y: *mut T, a: *mut f64) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -155,19 +107,6 @@ unsafe fn det<T: Real>(p: *const DetParams, x: *const T, y: *mut T, a: *mut f64)
         *y.add(bi) = T::from_f64(d);
     }
     STATUS_OK
-}
-
-/// Determinants of the `batch` contiguous `n x n` matrices in `x`;
-/// `scratch` holds `n * n` doubles.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_det_f32(p: *const DetParams, x: *const f32, y: *mut f32, scratch: *mut f64) -> i32 {
-    det(p, x, y, scratch)
-}
-
-/// [`onnxc_det_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_det_f64(p: *const DetParams, x: *const f64, y: *mut f64, scratch: *mut f64) -> i32 {
-    det(p, x, y, scratch)
 }
 
 #[cfg(test)]

@@ -20,16 +20,9 @@
 //! The narrowing works on f64 so a double is rounded once; f32 and f16
 //! widen to it exactly first.
 
+use crate::abi::minifloat::*;
 use crate::abi::{ELEM_F4E2M1, ELEM_F8E4M3FN, ELEM_F8E4M3FNUZ, ELEM_F8E5M2, ELEM_F8E5M2FNUZ, ELEM_F8E8M0};
 
-/// `mode` bit of [`onnxc_f32_to_minifloat`]: clamp out-of-range values.
-pub const MINIFLOAT_SATURATE: i64 = 1;
-/// `mode` bits 1–2: E8M0 rounding, `up` (the default) …
-pub const MINIFLOAT_ROUND_UP: i64 = 0;
-/// … `down` …
-pub const MINIFLOAT_ROUND_DOWN: i64 = 2;
-/// … or `nearest` (ties up).
-pub const MINIFLOAT_ROUND_NEAREST: i64 = 4;
 const ROUND_MASK: i64 = 6;
 
 /// How the values beyond the largest finite one are encoded.
@@ -79,10 +72,8 @@ fn pow2(k: i32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
 }
 
-/// The value of bit pattern `bits` (low bits of the `i32`) of format `elem`
-/// (NaN for an unknown code).
-#[no_mangle]
-pub extern "C" fn onnxc_minifloat_to_f32(bits: i32, elem: i64) -> f32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_minifloat_to_f32`].
+pub(crate) fn minifloat_to_f32(bits: i32, elem: i64) -> f32 {
     let bits = bits as u32 & 0xff;
     if elem == ELEM_F8E8M0 {
         return match bits {
@@ -139,10 +130,8 @@ pub(crate) fn round_shifted(value: u64, shift: u32) -> u64 {
     }
 }
 
-/// `x` as bit pattern of format `elem` (see the module docs for `mode`);
-/// 0 for an unknown code.
-#[no_mangle]
-pub extern "C" fn onnxc_f64_to_minifloat(x: f64, elem: i64, mode: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_f64_to_minifloat`].
+pub(crate) fn f64_to_minifloat(x: f64, elem: i64, mode: i64) -> i32 {
     let saturate = mode & MINIFLOAT_SATURATE != 0;
     if elem == ELEM_F8E8M0 {
         return to_e8m0(x, saturate, mode & ROUND_MASK) as i32;
@@ -196,12 +185,6 @@ pub extern "C" fn onnxc_f64_to_minifloat(x: f64, elem: i64, mode: i64) -> i32 {
         return 0;
     }
     (sign | magnitude as u32) as i32
-}
-
-/// [`onnxc_f64_to_minifloat`] of an f32 (exact widening).
-#[no_mangle]
-pub extern "C" fn onnxc_f32_to_minifloat(x: f32, elem: i64, mode: i64) -> i32 {
-    onnxc_f64_to_minifloat(x as f64, elem, mode)
 }
 
 /// E8M0 code of `|x|` with rounding `round` (a `MINIFLOAT_ROUND_*`).

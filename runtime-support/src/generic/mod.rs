@@ -1,23 +1,8 @@
-//! Portable scalar kernels: the reference implementation of every kernel,
-//! and the fallback used when no architecture-specific variant applies.
-//!
-//! # Safety
-//!
-//! Every `onnxc_*` kernel in this module tree is an `unsafe extern "C" fn`
-//! sharing one contract:
-//!
-//! * the params pointer is null (the kernel then returns
-//!   `STATUS_INVALID_PARAMS`) or points to a valid, initialised params struct;
-//! * every data pointer is valid for all reads/writes the params describe
-//!   (sizes and strides are in elements of the kernel's element type) and is
-//!   suitably aligned for that element type; pointers documented as nullable
-//!   may be null; pointers to empty tensors are never dereferenced;
-//! * output buffers do not overlap input buffers (or scratch), unless the
-//!   kernel says otherwise.
-//!
-//! Kernels check their params cheaply (ranks, signs, divisibility) and return
-//! `STATUS_INVALID_PARAMS` instead of misbehaving; they cannot check buffer
-//! sizes, which are the caller's responsibility.
+//! Portable kernels in plain Rust, one module per family: the reference
+//! every SIMD variant in `crate::x86_64` is tested against, and the fallback
+//! where none applies. Their C entry points and parameter structs are in
+//! [`crate::abi`]; the functions here that take raw pointers share the
+//! safety contract written there.
 
 pub mod attention;
 pub mod blocked;
@@ -32,7 +17,6 @@ pub mod gemm;
 pub mod gemv;
 pub mod indexing;
 pub mod loss;
-pub mod math;
 pub mod minifloat;
 pub mod ml;
 pub mod norm;

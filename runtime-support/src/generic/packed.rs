@@ -5,8 +5,8 @@
 //! that read or write such tensors go through [`load_packed`] and
 //! [`store_packed`].
 
+use crate::abi::minifloat::{onnxc_f32_to_minifloat, onnxc_minifloat_to_f32, MINIFLOAT_SATURATE};
 use crate::abi::{ELEM_F4E2M1, ELEM_I2, ELEM_I4, ELEM_U2, ELEM_U4, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::generic::minifloat::{onnxc_f32_to_minifloat, onnxc_minifloat_to_f32, MINIFLOAT_SATURATE};
 
 /// Bits per element of a packed type, `None` for other codes.
 pub fn packed_bits(elem: i64) -> Option<u32> {
@@ -51,14 +51,8 @@ pub unsafe fn store_packed(p: *mut u8, i: usize, elem: i64, v: i32) {
     *at = ((*at as u32 & !mask) | ((v as u32) << shift & mask)) as u8;
 }
 
-/// Unpacks `count` elements of packed type `elem` into `dst`: i32 values
-/// for the integer types, f32 for float4e2m1 (staging, see the compiler's
-/// `ops/staging.rs`).
-///
-/// # Safety
-/// `src` holds `count` packed elements, `dst` room for `count` 4-byte ones.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_unpack(elem: i64, src: *const u8, dst: *mut u8, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_unpack`].
+pub(crate) unsafe fn unpack(elem: i64, src: *const u8, dst: *mut u8, count: i64) -> i32 {
     if packed_bits(elem).is_none() {
         return STATUS_INVALID_PARAMS;
     }
@@ -73,14 +67,8 @@ pub unsafe extern "C" fn onnxc_unpack(elem: i64, src: *const u8, dst: *mut u8, c
     STATUS_OK
 }
 
-/// Packs `count` wide values (as [`onnxc_unpack`] makes them) into `dst`:
-/// integers keep their low bits, f32 rounds to float4e2m1 (nearest even,
-/// saturating). The padding bits of the last byte are zeroed.
-///
-/// # Safety
-/// `src` holds `count` 4-byte elements, `dst` room for `count` packed ones.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pack(elem: i64, src: *const u8, dst: *mut u8, count: i64) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_pack`].
+pub(crate) unsafe fn pack(elem: i64, src: *const u8, dst: *mut u8, count: i64) -> i32 {
     let Some(bits) = packed_bits(elem) else {
         return STATUS_INVALID_PARAMS;
     };
@@ -104,6 +92,7 @@ pub unsafe extern "C" fn onnxc_pack(elem: i64, src: *const u8, dst: *mut u8, cou
 mod tests {
     extern crate std;
     use super::*;
+    use crate::abi::packed::*;
     use std::vec::Vec;
 
     #[test]

@@ -30,35 +30,10 @@
 
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
+use crate::abi::pool::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
-
-pub const POOL_MAX: i64 = 0;
-pub const POOL_AVERAGE: i64 = 1;
-pub const POOL_LP: i64 = 2;
-
-/// Parameters of [`onnxc_pool_f32`] and [`onnxc_pool_f64`]; the input is `[batch, channels,
-/// in_spatial...]`, the output `[batch, channels, out_spatial...]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct PoolParams {
-    /// `POOL_MAX`, `POOL_AVERAGE` or `POOL_LP`.
-    pub kind: i64,
-    pub batch: i64,
-    pub channels: i64,
-    pub spatial_rank: i64,
-    pub in_spatial: [i64; MAX_RANK],
-    pub out_spatial: [i64; MAX_RANK],
-    pub kernel: [i64; MAX_RANK],
-    pub strides: [i64; MAX_RANK],
-    pub dilations: [i64; MAX_RANK],
-    pub pads_begin: [i64; MAX_RANK],
-    pub pads_end: [i64; MAX_RANK],
-    pub count_include_pad: i64,
-    pub p_norm: f64,
-    pub storage_order: i64,
-}
 
 /// Largest spatial rank of pool and conv kernels.
 pub const MAX_SPATIAL_RANK: usize = MAX_RANK - 2;
@@ -101,32 +76,6 @@ fn tap_range(start: i64, dilation: i64, kernel: i64, lo: i64, hi: i64) -> (i64, 
     let first = ceil_div(i128::from(lo) - s, d).clamp(0, k);
     let end = ceil_div(i128::from(hi) - s, d).clamp(first, k);
     (first as i64, end as i64)
-}
-
-/// Pooling; see [`PoolParams`] and the module doc. `indices` may be null and
-/// is only written for `POOL_MAX`. 2-D max and average pooling split their
-/// planes over `parallel` (may be null: one thread).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f32(
-    p: *const PoolParams,
-    x: *const f32,
-    y: *mut f32,
-    indices: *mut i64,
-    parallel: *const Parallel,
-) -> i32 {
-    pool(p, x, y, indices, parallel)
-}
-
-/// [`onnxc_pool_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_pool_f64(
-    p: *const PoolParams,
-    x: *const f64,
-    y: *mut f64,
-    indices: *mut i64,
-    parallel: *const Parallel,
-) -> i32 {
-    pool(p, x, y, indices, parallel)
 }
 
 /// The window `[start, end)` of output position `o` along dim `d`, clipped
@@ -280,7 +229,7 @@ fn global_pool<T: Real>(x: &[T], max: bool) -> T {
 
 /// Element types of the pooling kernels, with the SIMD plane kernel where
 /// the type and CPU have one.
-trait PoolElem: Real {
+pub(crate) trait PoolElem: Real {
     /// Max or average pooling of 2-D planes `range` (each `in_size` and
     /// `out_size` elements) without dilation by a SIMD kernel (the same
     /// bits as [`pool_2d`]); false (nothing written) when there is none for
@@ -303,18 +252,7 @@ pub(crate) struct Planes {
 
 impl PoolElem for f32 {
     unsafe fn pool_planes_simd(p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::isa::Isa;
-            use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
-            match Isa::best() {
-                Isa::Avx512 => return pool_planes_avx512(p, x, y, planes),
-                Isa::Avx2Fma => return pool_planes_avx2(p, x, y, planes),
-                Isa::Generic => {}
-            }
-        }
-        let _ = (p, x, y, planes);
-        false
+        crate::isa::choose::pool_planes(crate::isa::Isa::best(), p, x, y, planes)
     }
 }
 
@@ -348,7 +286,7 @@ unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, some_planes: 
     Parallel::for_each(parallel, parts, |part| some_planes(share(planes, parts, part)));
 }
 
-unsafe fn pool<T: PoolElem>(
+pub(crate) unsafe fn pool<T: PoolElem>(
     p: *const PoolParams,
     x: *const T,
     y: *mut T,
@@ -506,15 +444,11 @@ mod tests {
     /// average (with and without the padding counted), strides 1 and 2,
     /// windows clipped at both ends and past the end padding (ceil mode),
     /// rows of one to several chunks, NaN, infinities and -0 in the input.
-    #[cfg(target_arch = "x86_64")]
     #[test]
     fn simd_plane_matches_portable_bits() {
-        use crate::isa::Isa;
-        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
-        type PlaneKernel = unsafe fn(&PoolParams, *const f32, *mut f32, Planes) -> bool;
-        let kernels: [(Isa, PlaneKernel); 2] = [(Isa::Avx512, pool_planes_avx512), (Isa::Avx2Fma, pool_planes_avx2)];
+        use crate::isa::{choose::pool_planes, Isa};
         let testable = crate::generic::test_util::testable_isas();
-        let kernels: Vec<_> = kernels.into_iter().filter(|(kernel, _)| testable.contains(kernel)).collect();
+        let kernels: Vec<_> = testable.into_iter().filter(|&kernel| kernel != Isa::Generic).collect();
         // (input, kernel, strides, pads [top, left, bottom, right], extra output columns/rows)
         let shapes = [
             ([7, 7], [3, 3], [1, 1], [1, 1, 1, 1], 0),
@@ -551,10 +485,10 @@ mod tests {
                 let mut want = vec![1.5f32; 2 * out];
                 unsafe { pool_2d(&p, x.as_ptr(), want.as_mut_ptr()) };
                 unsafe { pool_2d(&p, x[in_size..].as_ptr(), want[out..].as_mut_ptr()) };
-                for (kernel, pool_planes) in &kernels {
+                for &kernel in &kernels {
                     let mut got = vec![2.5f32; 2 * out];
                     let planes = Planes { range: 0..2, in_size, out_size: out };
-                    assert!(unsafe { pool_planes(&p, x.as_ptr(), got.as_mut_ptr(), planes) }, "case {n} taken");
+                    assert!(unsafe { pool_planes(kernel, &p, x.as_ptr(), got.as_mut_ptr(), planes) }, "case {n} taken");
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
                         assert!(same, "{kernel:?} case {n}, kind {kind}, pad {include_pad}, output {i}: {g} vs {w}");
@@ -570,9 +504,9 @@ mod tests {
             p.out_spatial[d] = input - kernel + 1;
         }
         let (x, mut y) = (vec![0f32; 700 * 5], vec![0f32; 101 * 3]);
-        for (_, pool_planes) in &kernels {
+        for &kernel in &kernels {
             let planes = Planes { range: 0..1, in_size: x.len(), out_size: y.len() };
-            assert!(!unsafe { pool_planes(&p, x.as_ptr(), y.as_mut_ptr(), planes) });
+            assert!(!unsafe { pool_planes(kernel, &p, x.as_ptr(), y.as_mut_ptr(), planes) });
         }
     }
 

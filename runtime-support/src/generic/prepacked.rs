@@ -35,7 +35,8 @@
 use super::gemm::{
     pack_a_panels, pack_b_block, pack_b_panel, Aligned, BlockAhead, Lookahead, MatMut, MatRef, MicroKernel, PANEL_ROWS,
 };
-use crate::isa::Isa;
+use crate::isa::choose::sgemm_prepacked_with;
+use crate::isa::{prefetch_floats, Isa};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -114,21 +115,6 @@ pub trait FinishRow {
     fn tile_end(&self, _i0: usize, _j0: usize) -> Option<TileEnd> {
         None
     }
-}
-
-/// Asks the cache for the lines of `len` floats at `p` (no effect where the
-/// target has no prefetch hint). Never faults, whatever `p`.
-#[inline(always)]
-pub(crate) fn prefetch_floats(p: *const f32, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..len).step_by(16) {
-        // SAFETY: a prefetch is a hint: it neither faults nor changes memory.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line) as *const i8)
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
 }
 
 /// A finish simple enough for a micro-kernel to apply to a whole tile in
@@ -483,38 +469,8 @@ pub unsafe fn sgemm_prepacked<B: BSource, F: FinishRow>(
     sgemm_prepacked_with(Isa::best(), m, n, k, a, b, y, finish, parallel)
 }
 
-/// [`sgemm_prepacked`] with a chosen implementation; one the CPU lacks falls
-/// back to the portable one.
-///
-/// # Safety
-/// As [`prepacked`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
-    kernel: Isa,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    b: &B,
-    y: MatMut,
-    finish: &F,
-    parallel: *const Parallel,
-) {
-    match kernel {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if kernel.available() => {
-            prepacked::<crate::x86_64::avx512::Avx512, B, F>(m, n, k, a, b, y, finish, parallel)
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma if kernel.available() => {
-            prepacked::<crate::x86_64::avx2::Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
-        }
-        _ => prepacked::<super::gemm::Portable, B, F>(m, n, k, a, b, y, finish, parallel),
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     extern crate std;
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas};
@@ -622,21 +578,14 @@ mod tests {
         }
     }
 
-    /// The driver in each SIMD kernel's layout with portable arithmetic
-    /// ([`LayoutOf`]), on any host.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn simd_layouts_match_naive_product_on_any_host() {
+    /// The driver in `K`'s layout with portable arithmetic ([`LayoutOf`]),
+    /// on any host.
+    pub(crate) fn check_layout<K: MicroKernel>(name: &str) {
         use crate::generic::gemm::tests::LayoutOf;
-        use crate::x86_64::{avx2::Avx2Fma, avx512::Avx512};
-        let avx2 = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
-            prepacked::<LayoutOf<Avx2Fma>, _, _>(m, n, k, a, b, y, finish, parallel)
+        let driver = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
+            prepacked::<LayoutOf<K>, _, _>(m, n, k, a, b, y, finish, parallel)
         };
-        check_naive_product("avx2-fma layout", &avx2);
-        let avx512 = |m, n, k, a, b: &MatRef, y, finish: &RowTag, parallel| unsafe {
-            prepacked::<LayoutOf<Avx512>, _, _>(m, n, k, a, b, y, finish, parallel)
-        };
-        check_naive_product("avx512f layout", &avx512);
+        check_naive_product(name, &driver);
     }
 
     fn check_naive_product(name: &str, driver: Driver) {

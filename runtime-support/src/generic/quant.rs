@@ -15,14 +15,17 @@
 //! `(o, j, i)` of a tensor viewed as `[outer, len, inner]` around the axis
 //! uses entry `o * so + (j / block) * sj + i * si` (see [`QuantParams`]).
 
-use super::conv::{conv_scratch_elems, im2col, validate, ConvParams};
+use super::conv::{conv_scratch_elems, im2col, validate};
 use super::qproduct::{int_bytes, integer_product, IntMatrix};
+use crate::abi::conv::ConvParams;
+use crate::abi::minifloat::{onnxc_f32_to_minifloat, onnxc_minifloat_to_f32};
+use crate::abi::quant::*;
 use crate::abi::{
     ELEM_BF16, ELEM_F16, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16, ELEM_U2,
     ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
 };
 use crate::generic::convert::{is_float_elem, load_float, store_float, Bf16, F16};
-use crate::generic::minifloat::{is_minifloat_elem, onnxc_f32_to_minifloat, onnxc_minifloat_to_f32};
+use crate::generic::minifloat::is_minifloat_elem;
 use crate::generic::packed::{load_packed, store_packed};
 use crate::isa::ByteKernel;
 
@@ -116,28 +119,6 @@ unsafe fn load_f32(p: *const u8, i: usize, dtype: i64) -> Option<f32> {
 // QuantizeLinear, DequantizeLinear
 // ---------------------------------------------------------------------------
 
-/// Parameters of [`onnxc_quantize`] and [`onnxc_dequantize`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct QuantParams {
-    /// The float side (quantize input, dequantize output) and its type.
-    pub float_dtype: i64,
-    /// The integer side and its type (the zero point's).
-    pub int_dtype: i64,
-    pub scale_dtype: i64,
-    pub outer: i64,
-    pub len: i64,
-    pub inner: i64,
-    /// Scale/zero-point entry of element `(o, j, i)`:
-    /// `o * so + (j / block) * sj + i * si`.
-    pub block: i64,
-    pub so: i64,
-    pub sj: i64,
-    pub si: i64,
-    /// `saturate` of a float8 quantized type (`MINIFLOAT_SATURATE` or 0).
-    pub saturate: i64,
-}
-
 impl QuantParams {
     /// (outer, len, inner, block) when consistent.
     fn sizes(&self) -> Option<(usize, usize, usize, usize)> {
@@ -161,18 +142,8 @@ impl QuantParams {
     }
 }
 
-/// `y = saturate(rint(x / scale) + zero_point)`; `zp` may be null (0).
-///
-/// # Safety
-/// The pointers hold the tensors `p` describes.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_quantize(
-    p: *const QuantParams,
-    x: *const u8,
-    scale: *const u8,
-    zp: *const u8,
-    y: *mut u8,
-) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_quantize`].
+pub(crate) unsafe fn quantize(p: *const QuantParams, x: *const u8, scale: *const u8, zp: *const u8, y: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -204,12 +175,8 @@ pub unsafe extern "C" fn onnxc_quantize(
     }
 }
 
-/// `y = (x - zero_point) * scale`, in f32, stored as `float_dtype`.
-///
-/// # Safety
-/// The pointers hold the tensors `p` describes.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_dequantize(
+/// Does the work of the C entry point [`crate::abi::onnxc_dequantize`].
+pub(crate) unsafe fn dequantize(
     p: *const QuantParams,
     x: *const u8,
     scale: *const u8,
@@ -240,19 +207,8 @@ pub unsafe extern "C" fn onnxc_dequantize(
     }
 }
 
-/// DynamicQuantizeLinear of `n` f32 values: the u8 `y`, its f32 scale and
-/// u8 zero point, from the range of `x` widened to include 0.
-///
-/// # Safety
-/// `x` and `y` hold `n` elements, `scale` and `zp` one.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_dynamic_quantize(
-    x: *const f32,
-    n: i64,
-    y: *mut u8,
-    scale: *mut f32,
-    zp: *mut u8,
-) -> i32 {
+/// Does the work of the C entry point [`crate::abi::onnxc_dynamic_quantize`].
+pub(crate) unsafe fn dynamic_quantize(x: *const f32, n: i64, y: *mut u8, scale: *mut f32, zp: *mut u8) -> i32 {
     let Ok(n) = usize::try_from(n) else {
         return STATUS_INVALID_PARAMS;
     };
@@ -273,39 +229,8 @@ pub unsafe extern "C" fn onnxc_dynamic_quantize(
 // Integer products
 // ---------------------------------------------------------------------------
 
-/// One quantized operand of an integer product: its type and zero point
-/// (null for 0), which is per tensor or indexed by a row/column/channel.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct QOperand {
-    pub dtype: i64,
-    /// 1 when the zero point has one entry per row (A), column (B) or
-    /// output channel (W).
-    pub zp_indexed: i64,
-}
-
-/// Parameters of [`onnxc_qmatmul`]: batched `[m, k] x [k, n]` with
-/// broadcast element strides of A and B per batch dim.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct QMatMulParams {
-    pub a: QOperand,
-    pub b: QOperand,
-    pub m: i64,
-    pub k: i64,
-    pub n: i64,
-    pub batch_rank: i64,
-    pub batch_dims: [i64; MAX_RANK],
-    pub a_strides: [i64; MAX_RANK],
-    pub b_strides: [i64; MAX_RANK],
-}
-
-/// `acc = (A - a_zp) x (B - b_zp)` in i32 (wrapping, like int32 numpy).
-///
-/// # Safety
-/// The pointers hold what `p` describes; `acc` is `[batch..., m, n]`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_qmatmul(
+/// Does the work of the C entry point [`crate::abi::onnxc_qmatmul`].
+pub(crate) unsafe fn qmatmul(
     p: *const QMatMulParams,
     a: *const u8,
     b: *const u8,
@@ -362,26 +287,6 @@ pub unsafe extern "C" fn onnxc_qmatmul(
 /// convolutions, which read the input directly, and for invalid params).
 pub fn qconv_scratch_bytes(p: &ConvParams, x_dtype: i64) -> usize {
     int_bytes(x_dtype).map_or(0, |bytes| conv_scratch_elems(p) * bytes)
-}
-
-/// [`qconv_with`] through the fastest [`ByteKernel`].
-///
-/// # Safety
-/// As [`qconv_with`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn onnxc_qconv(
-    p: *const ConvParams,
-    ops: *const [QOperand; 2],
-    x: *const u8,
-    w: *const u8,
-    x_zp: *const u8,
-    w_zp: *const u8,
-    bias: *const i32,
-    acc: *mut i32,
-    scratch: *mut u8,
-) -> i32 {
-    qconv_with(ByteKernel::best(), p, ops, x, w, x_zp, w_zp, bias, acc, scratch)
 }
 
 /// `acc = conv(X - x_zp, W - w_zp) (+ bias)` in i32 (wrapping): for each
@@ -459,30 +364,8 @@ pub unsafe fn qconv_with(
     STATUS_OK
 }
 
-/// Parameters of [`onnxc_requantize`]: `[outer, len, inner]` accumulators
-/// whose combined scale `a_scale[..] * b_scale[..] / y_scale` has the
-/// per-row entry of A at `(j)` when `a_indexed` and the per-column (or
-/// per-channel) entry of B at `(j)` or `(i)` as `b_index` says.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct RequantParams {
-    pub scale_dtype: i64,
-    pub y_dtype: i64,
-    pub outer: i64,
-    pub len: i64,
-    pub inner: i64,
-    /// 0: A's scale per tensor; 1: indexed by `j`.
-    pub a_indexed: i64,
-    /// 0: B's scale per tensor; 1: indexed by `j`; 2: indexed by `i`.
-    pub b_index: i64,
-}
-
-/// `y = saturate(rint(acc * (a_scale * b_scale / y_scale) + y_zp))`.
-///
-/// # Safety
-/// The pointers hold what `p` describes; `y_zp` may be null.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_requantize(
+/// Does the work of the C entry point [`crate::abi::onnxc_requantize`].
+pub(crate) unsafe fn requantize(
     p: *const RequantParams,
     acc: *const i32,
     a_scale: *const u8,

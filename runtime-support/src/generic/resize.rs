@@ -19,68 +19,9 @@
 //! Each kernel is generic over the element type; f32 and f64 are exported.
 
 use super::real::Real;
+use crate::abi::resize::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::generic::{checked_rank, product};
-
-pub const MODE_NEAREST: i64 = 0;
-pub const MODE_LINEAR: i64 = 1;
-pub const MODE_CUBIC: i64 = 2;
-
-pub const COORD_HALF_PIXEL: i64 = 0;
-pub const COORD_HALF_PIXEL_SYMMETRIC: i64 = 1;
-pub const COORD_PYTORCH_HALF_PIXEL: i64 = 2;
-pub const COORD_ALIGN_CORNERS: i64 = 3;
-pub const COORD_ASYMMETRIC: i64 = 4;
-pub const COORD_TF_CROP_AND_RESIZE: i64 = 5;
-pub const COORD_TF_HALF_PIXEL_FOR_NN: i64 = 6;
-
-pub const NEAREST_ROUND_PREFER_FLOOR: i64 = 0;
-pub const NEAREST_ROUND_PREFER_CEIL: i64 = 1;
-pub const NEAREST_FLOOR: i64 = 2;
-pub const NEAREST_CEIL: i64 = 3;
-/// Resize-10 and Upsample: floor when upsampling, ceil when downsampling.
-pub const NEAREST_SIMPLE: i64 = 4;
-
-/// Parameters of [`onnxc_resize_f32`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ResizeParams {
-    pub rank: i64,
-    pub in_dims: [i64; MAX_RANK],
-    pub out_dims: [i64; MAX_RANK],
-    /// The scale factor of each axis as the coordinate transformation uses it.
-    pub scales: [f64; MAX_RANK],
-    /// `tf_crop_and_resize` region of interest (normalised), per axis.
-    pub roi_start: [f64; MAX_RANK],
-    pub roi_end: [f64; MAX_RANK],
-    /// 1 where the axis is left unchanged (one tap of weight 1).
-    pub identity: [i64; MAX_RANK],
-    pub mode: i64,
-    pub coord_mode: i64,
-    pub nearest_mode: i64,
-    pub exclude_outside: i64,
-    pub antialias: i64,
-    pub cubic_a: f64,
-    pub extrapolation_value: f64,
-}
-
-/// `keep_aspect_ratio_policy` values of [`ResizeSizing`].
-pub const POLICY_STRETCH: i64 = 0;
-pub const POLICY_NOT_LARGER: i64 = 1;
-pub const POLICY_NOT_SMALLER: i64 = 2;
-
-/// Which axes Resize's scales or sizes input covers and how sizes keep the
-/// aspect ratio; with [`resize_apply_sizing`] it turns a template
-/// [`ResizeParams`] (dims, modes, roi) into the full parameters. The
-/// compiler runs it on constant scales/sizes, [`onnxc_resize_prepare`] on
-/// run-time ones, so both give the same output size.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ResizeSizing {
-    pub axes_len: i64,
-    pub axes: [i64; MAX_RANK],
-    pub policy: i64,
-}
 
 /// Why scales or sizes cannot resize the input.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -195,13 +136,8 @@ pub fn resize_apply_sizing(
     Ok(())
 }
 
-/// [`resize_apply_sizing`] at run time: `out` = `template` sized by the
-/// `scales` (f32, nullable) or `sizes` (i64) input of `len` values.
-///
-/// # Safety
-/// `template`, `sizing` and `out` are valid; the given input holds `len` values.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_resize_prepare(
+/// Does the work of the C entry point [`crate::abi::onnxc_resize_prepare`].
+pub(crate) unsafe fn resize_prepare(
     template: *const ResizeParams,
     sizing: *const ResizeSizing,
     scales: *const f32,
@@ -225,15 +161,6 @@ pub unsafe extern "C" fn onnxc_resize_prepare(
         }
         Err(_) => STATUS_INVALID_PARAMS,
     }
-}
-
-/// [`resize_scratch_bytes`] for generated code that sizes Resize at run time.
-///
-/// # Safety
-/// `p` is valid.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_resize_scratch(p: *const ResizeParams) -> i64 {
-    p.as_ref().map_or(-(STATUS_INVALID_PARAMS as i64), |p| resize_scratch_bytes(p).min(i64::MAX as usize) as i64)
 }
 
 /// One input position and its weight; `index < 0` marks an output position
@@ -438,20 +365,7 @@ unsafe fn resize_sum<T: Real>(x: *const T, strides: &[usize], rows: &[&[Tap]], b
     acc
 }
 
-/// Resizes the f32 tensor `x` (`in_dims`) into `y` (`out_dims`); `scratch`
-/// holds [`resize_scratch_bytes`] bytes, 8-byte aligned.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_resize_f32(p: *const ResizeParams, x: *const f32, y: *mut f32, scratch: *mut u8) -> i32 {
-    resize(p, x, y, scratch)
-}
-
-/// [`onnxc_resize_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_resize_f64(p: *const ResizeParams, x: *const f64, y: *mut f64, scratch: *mut u8) -> i32 {
-    resize(p, x, y, scratch)
-}
-
-unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mut T, scratch: *mut u8) -> i32 {
+pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mut T, scratch: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -520,27 +434,6 @@ unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mut T, scratc
     STATUS_OK
 }
 
-pub const PADDING_ZEROS: i64 = 0;
-pub const PADDING_BORDER: i64 = 1;
-pub const PADDING_REFLECTION: i64 = 2;
-
-/// Parameters of [`onnxc_grid_sample_f32`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GridSampleParams {
-    pub n: i64,
-    pub c: i64,
-    /// Number of spatial dims `k`.
-    pub rank: i64,
-    pub in_dims: [i64; MAX_RANK],
-    pub out_dims: [i64; MAX_RANK],
-    /// `MODE_NEAREST`, `MODE_LINEAR` or `MODE_CUBIC`.
-    pub mode: i64,
-    /// `PADDING_ZEROS`, `PADDING_BORDER` or `PADDING_REFLECTION`.
-    pub padding: i64,
-    pub align_corners: i64,
-}
-
 /// Reflects `x` into `[lo, hi]` by bouncing off the borders.
 fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
     let range = hi - lo;
@@ -588,30 +481,7 @@ unsafe fn grid_sum<T: Real>(
     acc
 }
 
-/// Samples `x` (`[n, c, in_dims..]`) at `grid` (`[n, out_dims.., rank]`) into
-/// `y` (`[n, c, out_dims..]`).
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_grid_sample_f32(
-    p: *const GridSampleParams,
-    x: *const f32,
-    grid: *const f32,
-    y: *mut f32,
-) -> i32 {
-    grid_sample(p, x, grid, y)
-}
-
-/// [`onnxc_grid_sample_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_grid_sample_f64(
-    p: *const GridSampleParams,
-    x: *const f64,
-    grid: *const f64,
-    y: *mut f64,
-) -> i32 {
-    grid_sample(p, x, grid, y)
-}
-
-unsafe fn grid_sample<T: Real>(p: *const GridSampleParams, x: *const T, grid: *const T, y: *mut T) -> i32 {
+pub(crate) unsafe fn grid_sample<T: Real>(p: *const GridSampleParams, x: *const T, grid: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
@@ -705,17 +575,6 @@ unsafe fn grid_sample<T: Real>(p: *const GridSampleParams, x: *const T, grid: *c
     STATUS_OK
 }
 
-/// Parameters of [`onnxc_affine_grid_f32`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct AffineGridParams {
-    pub n: i64,
-    /// Spatial dims: 2 (`[H, W]`) or 3 (`[D, H, W]`).
-    pub rank: i64,
-    pub dims: [i64; 3],
-    pub align_corners: i64,
-}
-
 /// Normalised coordinate of position `i` of a dim of `len` positions.
 fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
     if align {
@@ -729,20 +588,7 @@ fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
     }
 }
 
-/// `grid[b, pos.., j] = sum_i theta[b, j, i] * [x, y, (z), 1][i]`, with `x`
-/// along the last spatial dim.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_affine_grid_f32(p: *const AffineGridParams, theta: *const f32, grid: *mut f32) -> i32 {
-    affine_grid(p, theta, grid)
-}
-
-/// [`onnxc_affine_grid_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_affine_grid_f64(p: *const AffineGridParams, theta: *const f64, grid: *mut f64) -> i32 {
-    affine_grid(p, theta, grid)
-}
-
-unsafe fn affine_grid<T: Real>(p: *const AffineGridParams, theta: *const T, grid: *mut T) -> i32 {
+pub(crate) unsafe fn affine_grid<T: Real>(p: *const AffineGridParams, theta: *const T, grid: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };

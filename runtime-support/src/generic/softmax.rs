@@ -7,37 +7,10 @@
 //! f64 share one generic implementation, each computing in its own type.
 
 use super::real::Real;
+use crate::abi::softmax::*;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 
-pub const SOFTMAX: i64 = 0;
-pub const LOG_SOFTMAX: i64 = 1;
-pub const HARDMAX: i64 = 2;
-
-/// Parameters of [`onnxc_softmax_f32`] and [`onnxc_softmax_f64`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct SoftmaxParams {
-    pub outer: i64,
-    pub axis_len: i64,
-    pub inner: i64,
-    /// `SOFTMAX`, `LOG_SOFTMAX` or `HARDMAX`.
-    pub kind: i64,
-}
-
-/// Softmax-family along the middle axis of `[outer, axis_len, inner]`.
-/// Hardmax writes 1 at the first maximum and 0 elsewhere.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_softmax_f32(p: *const SoftmaxParams, x: *const f32, y: *mut f32) -> i32 {
-    softmax(p, x, y)
-}
-
-/// [`onnxc_softmax_f32`] for `f64`.
-#[no_mangle]
-pub unsafe extern "C" fn onnxc_softmax_f64(p: *const SoftmaxParams, x: *const f64, y: *mut f64) -> i32 {
-    softmax(p, x, y)
-}
-
-unsafe fn softmax<T: Real>(p: *const SoftmaxParams, x: *const T, y: *mut T) -> i32 {
+pub(crate) unsafe fn softmax<T: Real>(p: *const SoftmaxParams, x: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };

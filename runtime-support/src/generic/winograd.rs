@@ -43,8 +43,9 @@
 //! 3e-6 of the largest output against 5e-7).
 
 use super::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
-use super::conv::{tile_activation, ConvParams};
+use super::conv::tile_activation;
 use super::prepacked::TileActivation;
+use crate::abi::conv::ConvParams;
 use crate::parallel::{share, Parallel};
 
 /// A block's 8 channels of one position.

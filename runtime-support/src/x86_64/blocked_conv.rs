@@ -40,8 +40,9 @@
 //! count.
 
 use super::avx2::activate;
+use crate::abi::conv::ConvParams;
 use crate::generic::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
-use crate::generic::conv::{tile_activation, ConvParams};
+use crate::generic::conv::tile_activation;
 use crate::generic::prepacked::TileActivation;
 use crate::isa::Isa;
 use crate::parallel::{share, Parallel};

@@ -21,7 +21,7 @@ use super::plane::{PlaneVector, Ymm, Zmm};
 use super::tile::{
     phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
 };
-use crate::generic::conv::ConvParams;
+use crate::abi::conv::ConvParams;
 use core::ops::Range;
 
 /// Convolves channel planes `planes` (of `batch × channels`) of `x` with

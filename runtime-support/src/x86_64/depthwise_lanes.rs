@@ -21,7 +21,7 @@
 
 use super::plane::PlaneVector;
 use super::tile::{with_literal_taps, Taps};
-use crate::generic::conv::ConvParams;
+use crate::abi::conv::ConvParams;
 use crate::generic::gemm::Aligned;
 use core::mem::MaybeUninit;
 use core::ops::Range;

@@ -23,7 +23,8 @@
 use super::avx2::activate;
 use crate::generic::conv_window::{ConvWindow, MAX_DIRECT_DEPTH, PANEL_PIXELS};
 use crate::generic::gemm::{MicroKernel, PANEL_ROWS};
-use crate::generic::prepacked::{prefetch_floats, FinishRow, TileEnd, PREFETCHED_OUTPUT_BYTES};
+use crate::generic::prepacked::{FinishRow, TileEnd, PREFETCHED_OUTPUT_BYTES};
+use crate::isa::prefetch_floats;
 use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;

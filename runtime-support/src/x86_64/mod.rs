@@ -56,3 +56,21 @@ pub(crate) unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
 pub(crate) unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{avx2::Avx2Fma, avx512::Avx512};
+    use crate::generic::{gemm, prepacked};
+
+    /// The blocked and pre-packed gemm drivers in each SIMD micro-kernel's
+    /// layout, with portable arithmetic: they pack, slice and cut edge
+    /// tiles for these kernels correctly on any host, whatever its
+    /// instruction sets.
+    #[test]
+    fn gemm_drivers_in_simd_layouts_match_on_any_host() {
+        gemm::tests::check_layout::<Avx2Fma>("avx2-fma layout");
+        gemm::tests::check_layout::<Avx512>("avx512f layout");
+        prepacked::tests::check_layout::<Avx2Fma>("avx2-fma layout");
+        prepacked::tests::check_layout::<Avx512>("avx512f layout");
+    }
+}

@@ -22,7 +22,8 @@ use super::tile::{
     phase_and_offset, pieces, prefetch_plane, tile_buf, with_literal_taps, Taps, TileOut, Tiles, Tiling, ROWS,
     TILE_FLOATS,
 };
-use crate::generic::pool::{average_extent, Planes, PoolParams, POOL_MAX};
+use crate::abi::pool::{PoolParams, POOL_MAX};
+use crate::generic::pool::{average_extent, Planes};
 use core::mem::MaybeUninit;
 
 /// Pools planes `planes` of `x` (each `in_size` floats) into those of `y`

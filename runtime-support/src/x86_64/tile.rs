@@ -20,7 +20,7 @@
 //! spare rows, not stored) is cut short.
 
 use super::plane::{lanes, PlaneVector};
-use crate::generic::prepacked::prefetch_floats;
+use crate::isa::prefetch_floats;
 use core::mem::MaybeUninit;
 use core::ops::Range;
 

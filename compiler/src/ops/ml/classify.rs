@@ -13,8 +13,8 @@ use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::ir::DType;
 use crate::ops::InferCx;
-use onnxc_runtime::generic::ml::{ClassifyParams, PickLabelsParams, LABELS_INT, LABELS_STRING};
-use onnxc_runtime::generic::tree::{POST_LOGISTIC, POST_NONE, POST_PROBIT, POST_SOFTMAX, POST_SOFTMAX_ZERO};
+use onnxc_runtime::abi::ml::{ClassifyParams, PickLabelsParams, LABELS_INT, LABELS_STRING};
+use onnxc_runtime::abi::tree::{POST_LOGISTIC, POST_NONE, POST_PROBIT, POST_SOFTMAX, POST_SOFTMAX_ZERO};
 
 /// The `post_transform` attribute as a `POST_*` code.
 pub fn post_transform(a: &Attrs) -> Result<i64, String> {

@@ -22,7 +22,7 @@ use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
 use crate::ops::{InferCx, Inferred, Op, Operator};
-use onnxc_runtime::generic::ml::{
+use onnxc_runtime::abi::ml::{
     CategoryOneHotParams, LabelEncodeParams, LookupParams, StringRef, KEY_FLOAT, KEY_INT, KEY_STRING, VALUE_BYTES,
     VALUE_STRING,
 };

@@ -24,11 +24,11 @@ use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use crate::ops::{InferCx, Inferred, Op, Operator};
-use onnxc_runtime::generic::ml::{
+use onnxc_runtime::abi::ml::{
     ClassifyParams, FeaturesParams, MlLinearParams, VectorizeParams, CLASSIFY_ARGMAX, CLASSIFY_LINEAR_BINARY,
     FEATURES_IMPUTE, FEATURES_NORMALIZE_L1, FEATURES_NORMALIZE_L2, FEATURES_NORMALIZE_MAX, FEATURES_SCALE,
 };
-use onnxc_runtime::generic::tree::{POST_NONE, POST_PROBIT};
+use onnxc_runtime::abi::tree::{POST_NONE, POST_PROBIT};
 
 /// Rows and features of a numeric `[N, F]` or `[F]` input 0.
 fn rows_features(cx: &InferCx, types: &[DType]) -> Result<(usize, usize), String> {

@@ -24,10 +24,11 @@ use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::DType;
 use crate::ops::{InferCx, Inferred, Op, Operator};
-use onnxc_runtime::generic::svm::{
-    svm_work_len, SvmClassifyParams, SvmKernelParams, SvmRegressParams, SVM_LINEAR, SVM_MODE_LINEAR, SVM_MODE_SVC,
-    SVM_POLY, SVM_RBF, SVM_SIGMOID,
+use onnxc_runtime::abi::svm::{
+    SvmClassifyParams, SvmKernelParams, SvmRegressParams, SVM_LINEAR, SVM_MODE_LINEAR, SVM_MODE_SVC, SVM_POLY, SVM_RBF,
+    SVM_SIGMOID,
 };
+use onnxc_runtime::generic::svm::svm_work_len;
 
 const NUMBERS: &[DType] = &[DType::F32, DType::F64, DType::I64, DType::I32];
 

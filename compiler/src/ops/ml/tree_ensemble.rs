@@ -16,7 +16,7 @@ use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use crate::ops::{kernel_for, InferCx, Inferred, Op, Operator};
-use onnxc_runtime::generic::tree::{
+use onnxc_runtime::abi::tree::{
     TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_SUM, POST_NONE,
     POST_PROBIT, TREE_MEMBER,
 };
@@ -272,7 +272,7 @@ impl Operator for TreeEnsemble {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onnxc_runtime::generic::tree::TREE_NEQ;
+    use onnxc_runtime::abi::tree::TREE_NEQ;
 
     fn branch(on_true: i64, on_false: i64) -> TreeNode {
         TreeNode { mode: TREE_NEQ, on_true, on_false, ..Default::default() }

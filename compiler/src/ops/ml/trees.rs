@@ -25,8 +25,8 @@ use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::DType;
 use crate::ops::{InferCx, Inferred, Op, Operator};
-use onnxc_runtime::generic::ml::{ClassifyParams, CLASSIFY_ARGMAX, CLASSIFY_TREE_BINARY};
-use onnxc_runtime::generic::tree::{
+use onnxc_runtime::abi::ml::{ClassifyParams, CLASSIFY_ARGMAX, CLASSIFY_TREE_BINARY};
+use onnxc_runtime::abi::tree::{
     TreeContribution, TreeLeaf, TreeNode, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_MIN, AGGREGATE_SUM, POST_NONE,
     POST_PROBIT, TREE_EQ, TREE_GT, TREE_GTE, TREE_LEQ, TREE_LT, TREE_NEQ,
 };

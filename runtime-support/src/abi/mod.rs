@@ -1,45 +1,100 @@
 //! The binary interface between generated code and the kernels.
 //!
+//! Each family module here (one per family of [`crate::generic`]) holds
+//! that family's `#[no_mangle]` C entry points, its `#[repr(C)]` parameter
+//! structs and the codes their fields take. An entry point decodes its raw
+//! arguments and calls the family's Rust function, which does the work; the
+//! compiler fills the structs in at compile time.
+//!
 //! Status codes and limits are shared constants; [`KERNELS`] is the one
 //! declared list of kernel signatures. The compiler reads it to declare each
 //! kernel as an import (and, when JIT-compiling, to resolve the address), so
 //! a signature change here is a compile error or a visible table change, never
 //! a silent ABI mismatch: the `kernel_table!` macro type-checks every entry
 //! against the real function.
+//!
+//! # Safety
+//!
+//! Every `onnxc_*` kernel in this module tree is an `unsafe extern "C" fn`
+//! sharing one contract:
+//!
+//! * the params pointer is null (the kernel then returns
+//!   `STATUS_INVALID_PARAMS`) or points to a valid, initialised params struct;
+//! * every data pointer is valid for all reads/writes the params describe
+//!   (sizes and strides are in elements of the kernel's element type) and is
+//!   suitably aligned for that element type; pointers documented as nullable
+//!   may be null; pointers to empty tensors are never dereferenced;
+//! * output buffers do not overlap input buffers (or scratch), unless the
+//!   kernel says otherwise.
+//!
+//! Kernels check their params cheaply (ranks, signs, divisibility) and return
+//! `STATUS_INVALID_PARAMS` instead of misbehaving; they cannot check buffer
+//! sizes, which are the caller's responsibility.
 
-use crate::generic::attention::*;
-use crate::generic::blocked::*;
-use crate::generic::blocked_pool::*;
-use crate::generic::conv::*;
-use crate::generic::convert::*;
-use crate::generic::copy::*;
-use crate::generic::deform_conv::*;
-use crate::generic::dynamic::*;
-use crate::generic::gemm::*;
-use crate::generic::indexing::*;
-use crate::generic::loss::*;
-use crate::generic::math::*;
-use crate::generic::minifloat::*;
-use crate::generic::ml::*;
-use crate::generic::norm::*;
-use crate::generic::packed::*;
-use crate::generic::pool::*;
-use crate::generic::quant::*;
-use crate::generic::random::*;
-use crate::generic::reduce::*;
-use crate::generic::resize::*;
-use crate::generic::roi::*;
-use crate::generic::softmax::*;
-use crate::generic::strings::*;
-use crate::generic::svm::*;
-use crate::generic::training::*;
-use crate::generic::tree::*;
+pub mod attention;
+pub mod blocked;
+pub mod blocked_pool;
+pub mod conv;
+pub mod convert;
+pub mod copy;
+pub mod deform_conv;
+pub mod dynamic;
+pub mod gemm;
+pub mod indexing;
+pub mod linalg;
+pub mod loss;
+pub mod math;
+pub mod minifloat;
+pub mod ml;
+pub mod norm;
+pub mod packed;
+pub mod pool;
+pub mod quant;
+pub mod random;
+pub mod reduce;
+pub mod resize;
+pub mod rnn;
+pub mod roi;
+pub mod signal;
+pub mod softmax;
+pub mod strings;
+pub mod svm;
+pub mod training;
+pub mod tree;
+
+pub use attention::*;
+pub use blocked::*;
+pub use blocked_pool::*;
+pub use conv::*;
+pub use convert::*;
+pub use copy::*;
+pub use deform_conv::*;
+pub use dynamic::*;
+pub use gemm::*;
+pub use indexing::*;
+pub use linalg::*;
+pub use loss::*;
+pub use math::*;
+pub use minifloat::*;
+pub use ml::*;
+pub use norm::*;
+pub use packed::*;
+pub use pool::*;
+pub use quant::*;
+pub use random::*;
+pub use reduce::*;
+pub use resize::*;
+pub use rnn::*;
+pub use roi::*;
+pub use signal::*;
+pub use softmax::*;
+pub use strings::*;
+pub use svm::*;
+pub use training::*;
+pub use tree::*;
+
 use crate::model::OnnxString;
 use crate::parallel::Parallel;
-
-use crate::generic::linalg::*;
-use crate::generic::rnn::*;
-use crate::generic::signal::*;
 
 /// The kernel (or the model) did its work.
 pub const STATUS_OK: i32 = 0;

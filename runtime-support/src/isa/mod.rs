@@ -7,11 +7,14 @@
 //! the wider registers, so both the feature bits and the OS-enabled state
 //! (XCR0) are checked. [`Isa::best`] is the level every float kernel
 //! family runs at, [`ByteKernel::best`] the 8-bit products';
-//! [`with_widest_vectors`] compiles a portable loop for that level.
+//! [`with_widest_vectors`] compiles a portable loop for that level, and
+//! [`choose`] matches a level to its SIMD kernel.
 
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 use core::sync::atomic::{AtomicU8, Ordering};
+
+pub mod choose;
 
 /// The instruction-set levels the kernels are built for, slowest first:
 /// every kernel family with SIMD variants takes the one [`Isa::best`]
@@ -156,6 +159,21 @@ pub(crate) fn with_widest_vectors<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
+/// Asks the cache for the lines of `len` floats at `p` (no effect where the
+/// target has no prefetch hint). Never faults, whatever `p`.
+#[inline(always)]
+pub(crate) fn prefetch_floats(p: *const f32, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..len).step_by(16) {
+        // SAFETY: a prefetch is a hint: it neither faults nor changes memory.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line) as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
 #[cfg(target_arch = "x86_64")]
 /// SIMD levels usable on this CPU and OS.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,4 +218,18 @@ pub fn detect() -> CpuFeatures {
     f.avx512f = zmm_state && avx512f && f.avx2_fma;
     f.avx512_vnni = f.avx512f && l7.ecx >> 11 & 1 == 1;
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each 8-bit product runs exactly where the detected features say.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn byte_kernels_follow_the_detected_features() {
+        let f = detect();
+        assert_eq!(ByteKernel::Vnni.available(), f.avx512_vnni);
+        assert_eq!(ByteKernel::Avx2.available(), f.avx2_fma);
+    }
 }

@@ -1,0 +1,172 @@
+//! The C entry points and parameter structs of [`crate::generic::quant`].
+
+use crate::abi::conv::ConvParams;
+use crate::abi::MAX_RANK;
+use crate::generic::quant::*;
+use crate::isa::ByteKernel;
+
+/// Parameters of [`onnxc_quantize`] and [`onnxc_dequantize`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QuantParams {
+    /// The float side (quantize input, dequantize output) and its type.
+    pub float_dtype: i64,
+    /// The integer side and its type (the zero point's).
+    pub int_dtype: i64,
+    pub scale_dtype: i64,
+    pub outer: i64,
+    pub len: i64,
+    pub inner: i64,
+    /// Scale/zero-point entry of element `(o, j, i)`:
+    /// `o * so + (j / block) * sj + i * si`.
+    pub block: i64,
+    pub so: i64,
+    pub sj: i64,
+    pub si: i64,
+    /// `saturate` of a float8 quantized type (`MINIFLOAT_SATURATE` or 0).
+    pub saturate: i64,
+}
+
+/// `y = saturate(rint(x / scale) + zero_point)`; `zp` may be null (0).
+///
+/// # Safety
+/// The pointers hold the tensors `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_quantize(
+    p: *const QuantParams,
+    x: *const u8,
+    scale: *const u8,
+    zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    quantize(p, x, scale, zp, y)
+}
+
+/// `y = (x - zero_point) * scale`, in f32, stored as `float_dtype`.
+///
+/// # Safety
+/// The pointers hold the tensors `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_dequantize(
+    p: *const QuantParams,
+    x: *const u8,
+    scale: *const u8,
+    zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    dequantize(p, x, scale, zp, y)
+}
+
+/// DynamicQuantizeLinear of `n` f32 values: the u8 `y`, its f32 scale and
+/// u8 zero point, from the range of `x` widened to include 0.
+///
+/// # Safety
+/// `x` and `y` hold `n` elements, `scale` and `zp` one.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_dynamic_quantize(
+    x: *const f32,
+    n: i64,
+    y: *mut u8,
+    scale: *mut f32,
+    zp: *mut u8,
+) -> i32 {
+    dynamic_quantize(x, n, y, scale, zp)
+}
+
+/// One quantized operand of an integer product: its type and zero point
+/// (null for 0), which is per tensor or indexed by a row/column/channel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QOperand {
+    pub dtype: i64,
+    /// 1 when the zero point has one entry per row (A), column (B) or
+    /// output channel (W).
+    pub zp_indexed: i64,
+}
+
+/// Parameters of [`onnxc_qmatmul`]: batched `[m, k] x [k, n]` with
+/// broadcast element strides of A and B per batch dim.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QMatMulParams {
+    pub a: QOperand,
+    pub b: QOperand,
+    pub m: i64,
+    pub k: i64,
+    pub n: i64,
+    pub batch_rank: i64,
+    pub batch_dims: [i64; MAX_RANK],
+    pub a_strides: [i64; MAX_RANK],
+    pub b_strides: [i64; MAX_RANK],
+}
+
+/// `acc = (A - a_zp) x (B - b_zp)` in i32 (wrapping, like int32 numpy).
+///
+/// # Safety
+/// The pointers hold what `p` describes; `acc` is `[batch..., m, n]`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qmatmul(
+    p: *const QMatMulParams,
+    a: *const u8,
+    b: *const u8,
+    a_zp: *const u8,
+    b_zp: *const u8,
+    acc: *mut i32,
+) -> i32 {
+    qmatmul(p, a, b, a_zp, b_zp, acc)
+}
+
+/// [`qconv_with`] through the fastest [`ByteKernel`].
+///
+/// # Safety
+/// As [`qconv_with`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn onnxc_qconv(
+    p: *const ConvParams,
+    ops: *const [QOperand; 2],
+    x: *const u8,
+    w: *const u8,
+    x_zp: *const u8,
+    w_zp: *const u8,
+    bias: *const i32,
+    acc: *mut i32,
+    scratch: *mut u8,
+) -> i32 {
+    qconv_with(ByteKernel::best(), p, ops, x, w, x_zp, w_zp, bias, acc, scratch)
+}
+
+/// Parameters of [`onnxc_requantize`]: `[outer, len, inner]` accumulators
+/// whose combined scale `a_scale[..] * b_scale[..] / y_scale` has the
+/// per-row entry of A at `(j)` when `a_indexed` and the per-column (or
+/// per-channel) entry of B at `(j)` or `(i)` as `b_index` says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RequantParams {
+    pub scale_dtype: i64,
+    pub y_dtype: i64,
+    pub outer: i64,
+    pub len: i64,
+    pub inner: i64,
+    /// 0: A's scale per tensor; 1: indexed by `j`.
+    pub a_indexed: i64,
+    /// 0: B's scale per tensor; 1: indexed by `j`; 2: indexed by `i`.
+    pub b_index: i64,
+}
+
+/// `y = saturate(rint(acc * (a_scale * b_scale / y_scale) + y_zp))`.
+///
+/// # Safety
+/// The pointers hold what `p` describes; `y_zp` may be null.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_requantize(
+    p: *const RequantParams,
+    acc: *const i32,
+    a_scale: *const u8,
+    b_scale: *const u8,
+    y_scale: *const u8,
+    y_zp: *const u8,
+    y: *mut u8,
+) -> i32 {
+    requantize(p, acc, a_scale, b_scale, y_scale, y_zp, y)
+}

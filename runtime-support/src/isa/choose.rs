@@ -1,0 +1,227 @@
+//! The kernel choice: the one place where an instruction-set level
+//! ([`Isa`], [`ByteKernel`]) is matched to a SIMD kernel of
+//! `crate::x86_64`.
+//!
+//! The portable code of `crate::generic` asks here at each point where a
+//! SIMD kernel can take its place: the gemm drivers' micro-kernel, the
+//! plane kernels of depthwise convolution and pooling, the blocked and
+//! direct convolutions, the reorder's transposes and the 8-bit products.
+//! A function here runs the level's kernel and says so (`true`, or
+//! `Some`), or leaves the work to the portable code where the level has
+//! none, so a level the CPU lacks never reaches a `#[target_feature]`
+//! function.
+
+use super::{ByteKernel, Isa};
+use crate::abi::conv::ConvParams;
+use crate::abi::pool::PoolParams;
+use crate::generic::blocked::{BlockedOperands, BlockedShape};
+use crate::generic::conv_window::ConvWindow;
+use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
+use crate::generic::pool::Planes;
+use crate::generic::prepacked::{prepacked, BSource, FinishRow};
+use crate::parallel::Parallel;
+use core::ops::Range;
+
+/// `Y = alpha * A * B + beta * C` with `kernel`'s blocked driver and
+/// micro-kernel; one the CPU lacks falls back to the portable gemm. One or
+/// two rows of A take `generic::gemv`'s `few_rows` whatever the kernel.
+///
+/// # Safety
+/// As [`crate::generic::gemm::sgemm`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_with(
+    kernel: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: MatRef,
+    b: MatRef,
+    beta: f32,
+    c: Option<MatRef>,
+    y: MatMut,
+) {
+    if crate::generic::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
+        return;
+    }
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
+    }
+}
+
+/// [`prepacked`] with `kernel`'s micro-kernel; one the CPU lacks falls
+/// back to the portable one.
+///
+/// # Safety
+/// As [`prepacked`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_prepacked_with<B: BSource, F: FinishRow>(
+    kernel: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    b: &B,
+    y: MatMut,
+    finish: &F,
+    parallel: *const Parallel,
+) {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if kernel.available() => {
+            prepacked::<crate::x86_64::avx512::Avx512, B, F>(m, n, k, a, b, y, finish, parallel)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if kernel.available() => {
+            prepacked::<crate::x86_64::avx2::Avx2Fma, B, F>(m, n, k, a, b, y, finish, parallel)
+        }
+        _ => prepacked::<Portable, B, F>(m, n, k, a, b, y, finish, parallel),
+    }
+}
+
+/// Depthwise convolution planes by [`Isa::best`]'s plane kernel; `false`
+/// (nothing done) where it has none or the planes do not fit it.
+///
+/// # Safety
+/// As `generic::gemm`'s `GemmElem::depthwise_planes`.
+#[inline(always)]
+pub(crate) unsafe fn depthwise_planes(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    planes: Range<usize>,
+    finish: impl Fn(usize, &mut [f32]),
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::x86_64::depthwise::{depthwise_planes_avx2, depthwise_planes_avx512};
+        match Isa::best() {
+            Isa::Avx512 => return depthwise_planes_avx512(p, x, w, bias, y, planes, finish),
+            Isa::Avx2Fma => return depthwise_planes_avx2(p, x, w, bias, y, planes, finish),
+            Isa::Generic => {}
+        }
+    }
+    let _ = (p, x, w, bias, y, planes, finish);
+    false
+}
+
+/// Pooling planes by `kernel`'s plane kernel; `false` (nothing done) where
+/// it has none or the planes do not fit it.
+///
+/// # Safety
+/// As `generic::pool`'s `PoolElem::pool_planes_simd`.
+pub(crate) unsafe fn pool_planes(kernel: Isa, p: &PoolParams, x: *const f32, y: *mut f32, planes: Planes) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::x86_64::pool::{pool_planes_avx2, pool_planes_avx512};
+        match kernel {
+            Isa::Avx512 if kernel.available() => return pool_planes_avx512(p, x, y, planes),
+            Isa::Avx2Fma if kernel.available() => return pool_planes_avx2(p, x, y, planes),
+            _ => {}
+        }
+    }
+    let _ = (kernel, p, x, y, planes);
+    false
+}
+
+/// A blocked (NCHW8c) convolution by `kernel`'s tiles, through Winograd's
+/// transforms when `winograd`; `false` (nothing done) for the portable
+/// level.
+///
+/// # Safety
+/// As [`crate::abi::onnxc_conv_blocked_f32`], on checked params and shape.
+pub(crate) unsafe fn blocked_conv(
+    kernel: Isa,
+    p: &ConvParams,
+    s: &BlockedShape,
+    o: BlockedOperands,
+    scratch: *mut f32,
+    parallel: *const Parallel,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if kernel != Isa::Generic && kernel.available() {
+        if crate::generic::winograd::conv_takes_winograd(p) {
+            crate::x86_64::blocked_conv::winograd(p, s, o, scratch, parallel, kernel);
+        } else {
+            crate::x86_64::blocked_conv::conv(p, s, o, parallel, kernel);
+        }
+        return true;
+    }
+    let _ = (kernel, p, s, o, scratch, parallel);
+    false
+}
+
+/// An 8x8 transpose of floats (`src` rows `src_stride` apart into `dst`
+/// rows `dst_stride` apart) for [`Isa::best`], if it has one.
+pub(crate) fn transpose8x8() -> Option<unsafe fn(*const f32, usize, *mut f32, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    if Isa::best() != Isa::Generic {
+        return Some(crate::x86_64::transpose::transpose8x8);
+    }
+    None
+}
+
+/// Whether convolutions take the direct kernel ([`direct_conv`]) for the
+/// windows it fits: where the gemm it replaces is the AVX2 one.
+pub(crate) fn direct_conv_runs() -> bool {
+    cfg!(target_arch = "x86_64") && Isa::best() == Isa::Avx2Fma
+}
+
+/// The direct convolution of one group: `m` output channels of weights `a`
+/// (packed as gemm A panels) over the input `x` placed for `window`.
+///
+/// # Safety
+/// [`direct_conv_runs`] said so, and the operands are as for
+/// `x86_64::direct_conv::conv`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn direct_conv<F: FinishRow>(
+    window: &ConvWindow,
+    x: *const f32,
+    m: usize,
+    a: *const f32,
+    y: *mut f32,
+    finish: &F,
+    parallel: *const Parallel,
+) {
+    #[cfg(target_arch = "x86_64")]
+    crate::x86_64::direct_conv::conv(window, x, m, a, y, finish, parallel);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (window, x, m, a, y, finish, parallel);
+}
+
+/// The raw 8-bit product `raw[i][j] = sum_l (a[i][l] ^ a_flip) as u8 *
+/// (b[l][j] ^ b_flip) as i8` by `kernel`; `false` (nothing done) where the
+/// CPU lacks it or it is the portable one.
+///
+/// # Safety
+/// As `x86_64::vnni::product_u8i8`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn byte_product(
+    kernel: ByteKernel,
+    [m, k, n]: [usize; 3],
+    a: *const u8,
+    a_flip: u8,
+    b: *const u8,
+    b_flip: u8,
+    raw: *mut i32,
+) -> bool {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        ByteKernel::Vnni if kernel.available() => crate::x86_64::vnni::product_u8i8(m, n, k, a, a_flip, b, b_flip, raw),
+        #[cfg(target_arch = "x86_64")]
+        ByteKernel::Avx2 if kernel.available() => {
+            crate::x86_64::avx2_int8::product_u8i8(m, n, k, a, a_flip, b, b_flip, raw)
+        }
+        _ => {
+            let _ = (m, k, n, a, a_flip, b, b_flip, raw);
+            return false;
+        }
+    }
+    true
+}
