@@ -34,5 +34,6 @@ mod reproducible;
 mod runtime_faults;
 mod sequences;
 mod sklearn;
+mod snapshot;
 mod sparse;
 mod strings;
