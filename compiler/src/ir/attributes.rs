@@ -39,11 +39,13 @@ pub const LIST_HEAD: usize = 8;
 /// struct has none.
 pub fn of_debug<T: fmt::Debug + ?Sized>(op: &T) -> Vec<Attribute> {
     let text = format!("{op:?}");
-    let Some(open) = text.find(['{', '(']) else {
+    // After the type's name: ` { a: 1, .. }`, `(1, ..)` or nothing.
+    let fields = text.trim_start_matches(|c: char| c.is_alphanumeric() || c == '_').trim_start();
+    if fields.len() < 2 {
         return Vec::new();
-    };
-    let body = text[open + 1..text.len() - 1].trim();
-    let named = text[open..].starts_with('{');
+    }
+    let body = fields[1..fields.len() - 1].trim();
+    let named = !fields.starts_with('(');
     top_level_items(body)
         .into_iter()
         .enumerate()
