@@ -168,7 +168,7 @@ fn constant(t: &Tensor) -> String {
 /// Element `i` of `t` as its type reads: `1.5`, `-3`, `true`, `"text"`.
 fn element(t: &Tensor, i: usize) -> String {
     match t.dtype {
-        DType::String => format!("{:?}", String::from_utf8_lossy(&t.strings[i])),
+        DType::String => format!("{:?}", String::from_utf8_lossy(t.strings.get(i).map_or(&[], Vec::as_slice))),
         DType::Bool => (t.get_i64(i) != 0).to_string(),
         DType::F64 => format!("{:?}", t.get_f64(i)),
         DType::U64 => (t.get_i64(i) as u64).to_string(),
