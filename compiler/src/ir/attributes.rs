@@ -56,6 +56,14 @@ pub fn of_debug<T: fmt::Debug + ?Sized>(op: &T) -> Vec<Attribute> {
         .collect()
 }
 
+/// `of_debug(op)` without the fields that only repeat the operator's
+/// `name` (a table-driven family's `op_type: "Relu"`, `func: Relu`): the
+/// default of [`crate::ops::Operator::attributes`].
+pub fn of_operator<T: fmt::Debug + ?Sized>(op: &T, name: &str) -> Vec<Attribute> {
+    let quoted = format!("{name:?}");
+    of_debug(op).into_iter().filter(|a| a.value != name && a.value != quoted).collect()
+}
+
 /// `of_debug(op)` without the fields named in `skip` (subgraphs, printed
 /// on their own).
 pub fn of_debug_except<T: fmt::Debug + ?Sized>(op: &T, skip: &[&str]) -> Vec<Attribute> {
@@ -178,6 +186,26 @@ mod tests {
                 "nested=Some(([0, 1, 2, 3, 4, 5, 6, 7, … 9 items], ']'))",
             ]
         );
+    }
+
+    #[derive(Debug)]
+    enum Func {
+        Elu,
+    }
+
+    #[derive(Debug)]
+    #[allow(dead_code)] // read through Debug only
+    struct Table {
+        op_type: &'static str,
+        func: Func,
+        alpha: f32,
+        label: &'static str,
+    }
+
+    #[test]
+    fn fields_repeating_the_operator_name_are_left_out() {
+        let op = Table { op_type: "Elu", func: Func::Elu, alpha: 0.5, label: "Elu2" };
+        assert_eq!(of_operator(&op, "Elu"), [Attribute::new("alpha", "0.5"), Attribute::new("label", "\"Elu2\"")]);
     }
 
     #[test]

@@ -219,11 +219,12 @@ pub trait Operator: std::fmt::Debug {
     }
 
     /// The attributes the textual mid-IR prints (`--emit mir`), by name and
-    /// in order: by default every field of the struct, read from its
-    /// derived `Debug` form ([`crate::ir::attributes`]); a family whose
-    /// fields are bulky or hold subgraphs prints a summary instead.
+    /// in order: by default every field of the struct that does more than
+    /// repeat the operator's name, read from its derived `Debug` form
+    /// ([`crate::ir::attributes`]); a family whose fields are bulky or hold
+    /// subgraphs prints a summary instead.
     fn attributes(&self) -> Vec<Attribute> {
-        crate::ir::attributes::of_debug(self)
+        crate::ir::attributes::of_operator(self, self.name())
     }
 }
 
