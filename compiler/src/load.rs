@@ -253,6 +253,32 @@ impl Field {
     const ALL: [Field; 6] = [Field::Float, Field::Int32, Field::String, Field::Int64, Field::Double, Field::Uint64];
 }
 
+/// What a tensor's dims and type say its data must be.
+struct Expected {
+    dims: String,
+    dtype: &'static str,
+    count: u64,
+    /// Bytes in raw form (`None` for STRING).
+    raw_bytes: Option<u64>,
+    /// Entries needed in the typed field.
+    typed_need: u64,
+}
+
+/// The fields of `t` holding data: `raw_data` (when not empty), then the
+/// typed fields.
+fn data_places(t: &TensorProto) -> Vec<&'static str> {
+    let mut places: Vec<&'static str> = Vec::new();
+    if t.raw_data.as_ref().is_some_and(|r| !r.is_empty()) {
+        places.push("raw_data");
+    }
+    for f in Field::ALL {
+        if f.len(t) > 0 {
+            places.push(f.name());
+        }
+    }
+    places
+}
+
 /// Storage facts about a (defined) data type.
 struct Layout {
     /// Bits per element; `None` for STRING.
@@ -416,58 +442,25 @@ impl Loader {
         let code = t.data_type.unwrap_or(0);
         let dt = DataType::try_from(code).map_err(|_| self.err(place, TensorProblem::UnknownType(code)))?;
         let lay = layout(dt).ok_or_else(|| self.err(place, TensorProblem::UndefinedType))?;
-        let dtype = dt.as_str_name();
-        let dims = fmt_dims(&t.dims);
-        let overflow = || self.err(place, TensorProblem::SizeOverflow { dims: dims.clone(), dtype });
-        let mut count: u64 = 1;
-        for &d in &t.dims {
-            let d = u64::try_from(d).map_err(|_| self.err(place, TensorProblem::NegativeDim { dims: dims.clone() }))?;
-            count = count.checked_mul(d).ok_or_else(overflow)?;
-        }
-        // Bytes in raw form (None for STRING) and typed-field entries needed.
-        let raw_bytes = match lay.bits {
-            Some(bits) => Some(count.checked_mul(bits).and_then(|b| b.checked_add(7)).ok_or_else(overflow)? / 8),
-            None => None,
-        };
-        let typed_need = match (lay.packed, raw_bytes) {
-            (true, Some(b)) => b,
-            _ => count.checked_mul(lay.per_elem).ok_or_else(overflow)?,
-        };
-        let size = match raw_bytes {
+        let want = self.expected(t, place, dt.as_str_name(), &lay)?;
+        let size = match want.raw_bytes {
             Some(b) => b,
             None => t.string_data.iter().fold(0u64, |acc, s| acc.saturating_add(s.len() as u64)),
         };
         if size > self.max_tensor_bytes {
-            return Err(
-                self.err(place, TensorProblem::TooLarge { dims, dtype, bytes: size, limit: self.max_tensor_bytes })
-            );
+            let (dims, dtype, limit) = (want.dims, want.dtype, self.max_tensor_bytes);
+            return Err(self.err(place, TensorProblem::TooLarge { dims, dtype, bytes: size, limit }));
         }
-
-        let mut places: Vec<&'static str> = Vec::new();
-        if t.raw_data.as_ref().is_some_and(|r| !r.is_empty()) {
-            places.push("raw_data");
-        }
-        for f in Field::ALL {
-            if f.len(t) > 0 {
-                places.push(f.name());
-            }
-        }
-
-        let external = match t.data_location {
-            None => false,
-            Some(c) if c == DataLocation::Default as i32 => false,
-            Some(c) if c == DataLocation::External as i32 => true,
-            Some(c) => return Err(self.err(place, TensorProblem::UnknownLocation(c))),
-        };
-        if external {
+        let mut places = data_places(t);
+        if self.is_external(t, place)? {
             if !places.is_empty() {
                 places.insert(0, "external data");
                 return Err(self.err(place, TensorProblem::MultiplePlaces(places)));
             }
-            let Some(need) = raw_bytes else {
+            let Some(need) = want.raw_bytes else {
                 return Err(self.err(place, TensorProblem::StringRaw));
             };
-            let data = self.external(t, place, need, &dims, dtype)?;
+            let data = self.external(t, place, need, &want.dims, want.dtype)?;
             t.raw_data = Some(data);
             t.external_data.clear();
             t.data_location = None;
@@ -476,11 +469,55 @@ impl Loader {
         if !t.external_data.is_empty() {
             return Err(self.err(place, TensorProblem::ExternalDataNotExternal));
         }
-
         if places.len() > 1 {
             return Err(self.err(place, TensorProblem::MultiplePlaces(places)));
         }
-        match places.first() {
+        self.check_inline(t, place, places.first().copied(), &lay, want)
+    }
+
+    /// What `t`'s dims and type say its data must be; an error for a
+    /// negative dim or a size that overflows.
+    fn expected(&self, t: &TensorProto, place: &str, dtype: &'static str, lay: &Layout) -> Result<Expected, LoadError> {
+        let dims = fmt_dims(&t.dims);
+        let overflow = || self.err(place, TensorProblem::SizeOverflow { dims: dims.clone(), dtype });
+        let mut count: u64 = 1;
+        for &d in &t.dims {
+            let d = u64::try_from(d).map_err(|_| self.err(place, TensorProblem::NegativeDim { dims: dims.clone() }))?;
+            count = count.checked_mul(d).ok_or_else(overflow)?;
+        }
+        let raw_bytes = match lay.bits {
+            Some(bits) => Some(count.checked_mul(bits).and_then(|b| b.checked_add(7)).ok_or_else(overflow)? / 8),
+            None => None,
+        };
+        let typed_need = match (lay.packed, raw_bytes) {
+            (true, Some(b)) => b,
+            _ => count.checked_mul(lay.per_elem).ok_or_else(overflow)?,
+        };
+        Ok(Expected { dims, dtype, count, raw_bytes, typed_need })
+    }
+
+    /// Whether `t`'s data is external (`data_location`).
+    fn is_external(&self, t: &TensorProto, place: &str) -> Result<bool, LoadError> {
+        match t.data_location {
+            None => Ok(false),
+            Some(c) if c == DataLocation::Default as i32 => Ok(false),
+            Some(c) if c == DataLocation::External as i32 => Ok(true),
+            Some(c) => Err(self.err(place, TensorProblem::UnknownLocation(c))),
+        }
+    }
+
+    /// Checks the data held in the model: in `field` (`raw_data` or the
+    /// type's typed field), of the expected length, or none for no elements.
+    fn check_inline(
+        &self,
+        t: &TensorProto,
+        place: &str,
+        field: Option<&'static str>,
+        lay: &Layout,
+        want: Expected,
+    ) -> Result<(), LoadError> {
+        let Expected { dims, dtype, count, raw_bytes, typed_need } = want;
+        match field {
             None if t.raw_data.is_some() || count == 0 => {
                 // Empty raw_data (or nothing) — fine only for zero elements.
                 let need = raw_bytes.unwrap_or(0);
@@ -493,7 +530,7 @@ impl Loader {
                 Ok(())
             }
             None => Err(self.err(place, TensorProblem::NoData { dims, dtype, need: count })),
-            Some(&"raw_data") => {
+            Some("raw_data") => {
                 let Some(need) = raw_bytes else {
                     return Err(self.err(place, TensorProblem::StringRaw));
                 };
@@ -503,7 +540,7 @@ impl Loader {
                 }
                 Ok(())
             }
-            Some(&field) => {
+            Some(field) => {
                 let expected = lay.field.name();
                 if field != expected {
                     return Err(self.err(place, TensorProblem::WrongField { field, dtype, expected }));
@@ -545,6 +582,41 @@ impl Loader {
         dims: &str,
         dtype: &'static str,
     ) -> Result<Vec<u8>, LoadError> {
+        let (loc, offset, length) = self.external_keys(t, place)?;
+        let ext =
+            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
+        inside_folder(loc).map_err(ext)?;
+        let canon_dir = self.canon_dir(place, loc)?;
+        let ext =
+            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
+        let (mut file, file_len) = open_plain_file(&self.dir.join(loc), &canon_dir).map_err(ext)?;
+        let off = offset.unwrap_or(0);
+        let len = match length {
+            Some(l) => l,
+            None => file_len.saturating_sub(off),
+        };
+        let end = off.checked_add(len);
+        if off > file_len || end.is_none_or(|e| e > file_len) {
+            return Err(ext(ExternalProblem::OutOfRange { offset: off, length: len, file_len }));
+        }
+        if len != need {
+            return Err(ext(ExternalProblem::Length { got: len, dims: dims.to_string(), dtype, need }));
+        }
+        let Some(budget_left) = self.external_budget.checked_sub(len) else {
+            return Err(ext(ExternalProblem::TotalTooLarge { limit: self.max_external_bytes }));
+        };
+        let buf = read_range(&mut file, off, len).map_err(ext)?;
+        self.external_budget = budget_left;
+        Ok(buf)
+    }
+
+    /// The `location`, `offset` and `length` entries of `t`'s external
+    /// data (each at most once; numbers parsed).
+    fn external_keys<'t>(
+        &self,
+        t: &'t TensorProto,
+        place: &str,
+    ) -> Result<(&'t str, Option<u64>, Option<u64>), LoadError> {
         let mut location: Option<&str> = None;
         let mut offset: Option<&str> = None;
         let mut length: Option<&str> = None;
@@ -571,74 +643,63 @@ impl Loader {
                     .map_err(|_| self.err(place, TensorProblem::BadExternalNumber { key, value: s.to_string() })),
             }
         };
-        let offset = number("offset", offset)?;
-        let length = number("length", length)?;
-        let ext =
-            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
-
-        if loc.is_empty() || loc.contains('\0') {
-            return Err(ext(ExternalProblem::Empty));
-        }
-        let bytes = loc.as_bytes();
-        let drive = bytes.len() >= 2 && bytes.get(1) == Some(&b':');
-        let rel = Path::new(loc);
-        if rel.has_root() || rel.is_absolute() || loc.starts_with('/') || loc.starts_with('\\') || drive {
-            return Err(ext(ExternalProblem::Absolute));
-        }
-        for c in rel.components() {
-            match c {
-                Component::ParentDir => return Err(ext(ExternalProblem::LeavesFolder)),
-                Component::RootDir | Component::Prefix(_) => return Err(ext(ExternalProblem::Absolute)),
-                Component::CurDir | Component::Normal(_) => {}
-            }
-        }
-        if loc.split(['/', '\\']).any(|c| c == "..") {
-            return Err(ext(ExternalProblem::LeavesFolder));
-        }
-
-        let canon_dir = self.canon_dir(place, loc)?;
-        let ext =
-            |problem: ExternalProblem| self.err(place, TensorProblem::External { location: loc.to_string(), problem });
-        let joined = self.dir.join(rel);
-        let canon = fs::canonicalize(&joined).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        if !canon.starts_with(&canon_dir) {
-            return Err(ext(ExternalProblem::SymlinkLeavesFolder));
-        }
-        // Checked before opening (a hardlink's target is never opened) and
-        // again on the open file (in case the path changed in between).
-        let meta = fs::metadata(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        plain_file(&meta).map_err(ext)?;
-        let mut file = File::open(&canon).map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        let meta = file.metadata().map_err(|e| ext(ExternalProblem::Open(e.to_string())))?;
-        plain_file(&meta).map_err(ext)?;
-        let file_len = meta.len();
-        let off = offset.unwrap_or(0);
-        let len = match length {
-            Some(l) => l,
-            None => file_len.saturating_sub(off),
-        };
-        let end = off.checked_add(len);
-        if off > file_len || end.is_none_or(|e| e > file_len) {
-            return Err(ext(ExternalProblem::OutOfRange { offset: off, length: len, file_len }));
-        }
-        if len != need {
-            return Err(ext(ExternalProblem::Length { got: len, dims: dims.to_string(), dtype, need }));
-        }
-        let Some(budget_left) = self.external_budget.checked_sub(len) else {
-            return Err(ext(ExternalProblem::TotalTooLarge { limit: self.max_external_bytes }));
-        };
-        let ulen =
-            usize::try_from(len).map_err(|_| ext(ExternalProblem::ReadFailed("too large for this machine".into())))?;
-        file.seek(SeekFrom::Start(off)).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(ulen).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
-        file.take(len).read_to_end(&mut buf).map_err(|e| ext(ExternalProblem::ReadFailed(e.to_string())))?;
-        if buf.len() != ulen {
-            return Err(ext(ExternalProblem::ReadFailed(format!("got {} bytes, expected {len}", buf.len()))));
-        }
-        self.external_budget = budget_left;
-        Ok(buf)
+        Ok((loc, number("offset", offset)?, number("length", length)?))
     }
+}
+
+/// An external data location must be a relative path that stays inside
+/// the model's folder (no root, drive, `..`, or NUL).
+fn inside_folder(loc: &str) -> Result<(), ExternalProblem> {
+    if loc.is_empty() || loc.contains('\0') {
+        return Err(ExternalProblem::Empty);
+    }
+    let bytes = loc.as_bytes();
+    let drive = bytes.len() >= 2 && bytes.get(1) == Some(&b':');
+    let rel = Path::new(loc);
+    if rel.has_root() || rel.is_absolute() || loc.starts_with('/') || loc.starts_with('\\') || drive {
+        return Err(ExternalProblem::Absolute);
+    }
+    for c in rel.components() {
+        match c {
+            Component::ParentDir => return Err(ExternalProblem::LeavesFolder),
+            Component::RootDir | Component::Prefix(_) => return Err(ExternalProblem::Absolute),
+            Component::CurDir | Component::Normal(_) => {}
+        }
+    }
+    if loc.split(['/', '\\']).any(|c| c == "..") {
+        return Err(ExternalProblem::LeavesFolder);
+    }
+    Ok(())
+}
+
+/// Opens `path` if, symlinks resolved, it is inside `canon_dir` and a
+/// plain file ([`plain_file`]); returns it with its length.
+fn open_plain_file(path: &Path, canon_dir: &Path) -> Result<(File, u64), ExternalProblem> {
+    let canon = fs::canonicalize(path).map_err(|e| ExternalProblem::Open(e.to_string()))?;
+    if !canon.starts_with(canon_dir) {
+        return Err(ExternalProblem::SymlinkLeavesFolder);
+    }
+    // Checked before opening (a hardlink's target is never opened) and
+    // again on the open file (in case the path changed in between).
+    let meta = fs::metadata(&canon).map_err(|e| ExternalProblem::Open(e.to_string()))?;
+    plain_file(&meta)?;
+    let file = File::open(&canon).map_err(|e| ExternalProblem::Open(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| ExternalProblem::Open(e.to_string()))?;
+    plain_file(&meta)?;
+    Ok((file, meta.len()))
+}
+
+/// Exactly `len` bytes of `file` from `offset`, memory reserved first.
+fn read_range(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, ExternalProblem> {
+    let ulen = usize::try_from(len).map_err(|_| ExternalProblem::ReadFailed("too large for this machine".into()))?;
+    file.seek(SeekFrom::Start(offset)).map_err(|e| ExternalProblem::ReadFailed(e.to_string()))?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(ulen).map_err(|e| ExternalProblem::ReadFailed(e.to_string()))?;
+    file.take(len).read_to_end(&mut buf).map_err(|e| ExternalProblem::ReadFailed(e.to_string()))?;
+    if buf.len() != ulen {
+        return Err(ExternalProblem::ReadFailed(format!("got {} bytes, expected {len}", buf.len())));
+    }
+    Ok(buf)
 }
 
 /// External data must be a regular file with one name: a hardlink could

@@ -159,23 +159,79 @@ pub fn infer_cx<'a>(
 }
 
 pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
-    let n_values = graph.values.len();
-    let n_nodes = graph.nodes.len();
-    let mut locs: Vec<Option<Loc>> = vec![None; n_values];
-    let mut output_copies = Vec::new();
-    let mut allocates_at_run_time = graph.nodes.iter().any(|n| n.op.allocates_at_run_time());
-    let mut dynamic_bytes = (!allocates_at_run_time).then_some(0usize);
-    for (i, value) in graph.values.iter().enumerate() {
-        if let (ValueDef::Computed, Some(ty)) = (&value.def, &value.ty) {
-            if ty.is_dynamic() {
-                locs[i] = Some(Loc::Dynamic);
-                dynamic_bytes = dynamic_bytes
-                    .zip(ty.max_bytes())
-                    .and_then(|(total, b)| total.checked_add(b.div_ceil(ALIGN).checked_mul(ALIGN)?));
+    let mut locs: Vec<Option<Loc>> = vec![None; graph.values.len()];
+    let mut run_time = RunTimeMemory::for_dynamic_values(graph, &mut locs);
+    place_sources(graph, &mut locs);
+    let output_copies = place_outputs(graph, &mut locs)?;
+    alias_views(graph, &mut locs);
+    let loops = loop_ranges(graph);
+    if loops.is_empty() {
+        place_concat_parts(graph, &mut locs);
+    }
+    let lifetimes = Lifetimes::new(graph, &locs, &loops, &output_copies);
+    let (arena, scratch) = allocate(graph, &mut locs, &lifetimes, &mut run_time)?;
+    let locs = finish_locations(graph, locs)?;
+    let parts = cut_into_parts(graph.nodes.len(), &loops);
+    let mut workspace_bytes = arena.high_water;
+    let handover = (parts.len() > 1).then(|| append_handover(graph, &locs, &mut workspace_bytes));
+    Ok(Plan {
+        locs,
+        scratch,
+        output_copies,
+        workspace_bytes,
+        dynamic_bytes: run_time.bytes,
+        allocates_at_run_time: run_time.allocates,
+        parts,
+        handover,
+    })
+}
+
+/// What the plan learns of the memory taken from the run-time allocator.
+struct RunTimeMemory {
+    /// Some node or value needs the allocator besides data-dependent values.
+    allocates: bool,
+    /// Most bytes it hands out, `None` when unbounded.
+    bytes: Option<usize>,
+}
+
+impl RunTimeMemory {
+    /// Marks the computed values of data-dependent shape [`Loc::Dynamic`]
+    /// and sums their largest sizes (each rounded up to [`ALIGN`]).
+    fn for_dynamic_values(graph: &Graph, locs: &mut [Option<Loc>]) -> RunTimeMemory {
+        let allocates = graph.nodes.iter().any(|n| n.op.allocates_at_run_time());
+        let mut bytes = (!allocates).then_some(0usize);
+        for (i, value) in graph.values.iter().enumerate() {
+            if let (ValueDef::Computed, Some(ty)) = (&value.def, &value.ty) {
+                if ty.is_dynamic() {
+                    locs[i] = Some(Loc::Dynamic);
+                    bytes = bytes
+                        .zip(ty.max_bytes())
+                        .and_then(|(total, b)| total.checked_add(b.div_ceil(ALIGN).checked_mul(ALIGN)?));
+                }
+            }
+        }
+        RunTimeMemory { allocates, bytes }
+    }
+
+    /// Adds a node's [`crate::ops::Operator::run_time_bytes`].
+    fn add_node(&mut self, node_bytes: Option<usize>) {
+        match node_bytes {
+            Some(0) => {}
+            Some(b) => {
+                self.allocates = true;
+                self.bytes = self.bytes.and_then(|total| total.checked_add(b));
+            }
+            None => {
+                self.allocates = true;
+                self.bytes = None;
             }
         }
     }
+}
 
+/// Graph inputs, their composite elements and constants stay where the
+/// caller or the read-only data put them.
+fn place_sources(graph: &Graph, locs: &mut [Option<Loc>]) {
     for (i, value) in graph.values.iter().enumerate() {
         match value.def {
             ValueDef::Input(k) => locs[i] = Some(Loc::Input(k)),
@@ -184,6 +240,12 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             ValueDef::Computed => {}
         }
     }
+}
+
+/// Computes each graph output into the caller's buffer; returns the
+/// outputs copied there at the end (already placed elsewhere).
+fn place_outputs(graph: &Graph, locs: &mut [Option<Loc>]) -> Result<Vec<(usize, ValueId)>, PlanError> {
+    let mut output_copies = Vec::new();
     for (k, &v) in graph.outputs.iter().enumerate() {
         match locs[v.index()] {
             None => locs[v.index()] = Some(Loc::Output(k)),
@@ -197,7 +259,11 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             Some(_) => output_copies.push((k, v)),
         }
     }
-    // Views alias their input unless they must write a caller's buffer.
+    Ok(output_copies)
+}
+
+/// Views alias their input unless they must write a caller's buffer.
+fn alias_views(graph: &Graph, locs: &mut [Option<Loc>]) {
     for node in &graph.nodes {
         if node.op.is_view() {
             if let (Some(&out), Some(Some(src))) = (node.outputs.first(), node.inputs.first()) {
@@ -207,58 +273,90 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             }
         }
     }
-    let loops = loop_ranges(graph);
-    if loops.is_empty() {
-        place_concat_parts(graph, &mut locs);
+}
+
+/// The value whose memory `v` shares (through views and in-place Concat
+/// parts), `v` itself when it has its own.
+fn root(locs: &[Option<Loc>], mut v: ValueId) -> ValueId {
+    while let Some(Loc::Alias(src) | Loc::Within(src, _)) = locs[v.index()] {
+        v = src;
     }
-    let root = |mut v: ValueId| {
-        while let Some(Loc::Alias(src) | Loc::Within(src, _)) = locs[v.index()] {
-            v = src;
+    v
+}
+
+/// When each value's memory is taken and given back, by node index.
+struct Lifetimes {
+    /// Last node index at which each (root) value is read.
+    last_use: Vec<Option<usize>>,
+    /// The node whose outputs get their memory at each node: its own, and
+    /// at a LoopStart its LoopEnd's (written all through the loop).
+    allocate_at: Vec<Vec<usize>>,
+    /// Concats holding parts in place whose memory is taken at each node,
+    /// before they are produced: where their first part is.
+    early: Vec<Vec<ValueId>>,
+}
+
+impl Lifetimes {
+    fn new(graph: &Graph, locs: &[Option<Loc>], loops: &[(usize, usize)], copies: &[(usize, ValueId)]) -> Lifetimes {
+        let n_nodes = graph.nodes.len();
+        let mut produced_at = vec![None::<usize>; graph.values.len()];
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for &out in &node.outputs {
+                produced_at[out.index()].get_or_insert(i);
+            }
         }
-        v
-    };
-    // Last node index at which each (root) value is read.
-    let mut last_use = vec![None::<usize>; n_values];
+        let last_use = last_uses(graph, locs, loops, copies, &produced_at);
+        let mut allocate_at: Vec<Vec<usize>> = (0..n_nodes).map(|i| vec![i]).collect();
+        for &(start, end) in loops {
+            allocate_at[end].clear();
+            allocate_at[start].push(end);
+        }
+        let early = early_concats(locs, &produced_at, n_nodes);
+        Lifetimes { last_use, allocate_at, early }
+    }
+}
+
+/// Last node index at which each (root) value is read: by a node, at the
+/// end (`n_nodes`) by an output copy, and at a loop's end for what its body
+/// reads from before the loop (the body runs again after its last node).
+fn last_uses(
+    graph: &Graph,
+    locs: &[Option<Loc>],
+    loops: &[(usize, usize)],
+    output_copies: &[(usize, ValueId)],
+    produced_at: &[Option<usize>],
+) -> Vec<Option<usize>> {
+    let mut last_use = vec![None::<usize>; graph.values.len()];
     for (i, node) in graph.nodes.iter().enumerate() {
         for v in node.inputs.iter().flatten().chain(&node.outputs) {
-            let r = root(*v).index();
+            let r = root(locs, *v).index();
             last_use[r] = Some(last_use[r].map_or(i, |u: usize| u.max(i)));
         }
     }
-    for &(_, v) in &output_copies {
-        last_use[root(v).index()] = Some(n_nodes);
+    for &(_, v) in output_copies {
+        last_use[root(locs, v).index()] = Some(graph.nodes.len());
     }
-    // A loop's body runs again after its last node: what the body reads
-    // from before the loop must survive to the loop's end.
-    let mut produced_at = vec![None::<usize>; n_values];
-    for (i, node) in graph.nodes.iter().enumerate() {
-        for &out in &node.outputs {
-            produced_at[out.index()].get_or_insert(i);
-        }
-    }
-    for &(start, end) in &loops {
+    for &(start, end) in loops {
         for node in &graph.nodes[start..=end] {
             for v in node.inputs.iter().flatten() {
-                let r = root(*v).index();
+                let r = root(locs, *v).index();
                 if produced_at[r].is_none_or(|p| p < start) {
                     last_use[r] = Some(last_use[r].map_or(end, |u| u.max(end)));
                 }
             }
         }
     }
-    // A LoopEnd's outputs are written all through the loop (scan rows), so
-    // they get their memory where the loop starts.
-    let mut allocate_at: Vec<Vec<usize>> = (0..n_nodes).map(|i| vec![i]).collect();
-    for &(start, end) in &loops {
-        allocate_at[end].clear();
-        allocate_at[start].push(end);
-    }
-    // A Concat holding parts in place gets its memory where its first part
-    // (maybe a part of a part) is produced.
+    last_use
+}
+
+/// Per node, the Concats holding parts in place that get their memory
+/// there: where their first part (maybe a part of a part) is produced,
+/// when that comes before the Concat itself.
+fn early_concats(locs: &[Option<Loc>], produced_at: &[Option<usize>], n_nodes: usize) -> Vec<Vec<ValueId>> {
     let mut first_write: HashMap<usize, usize> = HashMap::new();
     for (v, at) in produced_at.iter().enumerate() {
         if let (Some(at), Some(Loc::Within(..))) = (*at, locs[v]) {
-            let r = root(ValueId(v as u32)).index();
+            let r = root(locs, ValueId(v as u32)).index();
             let earliest = first_write.entry(r).or_insert(at);
             *earliest = (*earliest).min(at);
         }
@@ -269,36 +367,38 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             early[at].push(ValueId(r as u32));
         }
     }
+    early
+}
 
+/// Walks the schedule giving each unplaced value an arena block from the
+/// node where it gets memory to its last use, and each node its scratch
+/// area; returns the arena and the scratch offsets.
+fn allocate(
+    graph: &Graph,
+    locs: &mut [Option<Loc>],
+    lifetimes: &Lifetimes,
+    run_time: &mut RunTimeMemory,
+) -> Result<(Arena, Vec<Option<usize>>), PlanError> {
+    let n_nodes = graph.nodes.len();
     let mut arena = Arena::default();
-    let mut offsets = vec![None::<usize>; n_values];
+    let mut offsets = vec![None::<usize>; graph.values.len()];
     let mut scratch = vec![None; n_nodes];
     let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); n_nodes + 1];
     for (i, node) in graph.nodes.iter().enumerate() {
-        let outputs = allocate_at[i].iter().flat_map(|&k| &graph.nodes[k].outputs);
-        for &out in early[i].iter().chain(outputs) {
+        let outputs = lifetimes.allocate_at[i].iter().flat_map(|&k| &graph.nodes[k].outputs);
+        for &out in lifetimes.early[i].iter().chain(outputs) {
             if locs[out.index()].is_none() {
                 let off = arena.alloc(bytes_of(graph, out)?);
                 offsets[out.index()] = Some(off);
                 locs[out.index()] = Some(Loc::Workspace(off));
-                let end = last_use[out.index()].unwrap_or(i).max(i);
+                let end = lifetimes.last_use[out.index()].unwrap_or(i).max(i);
                 frees[end].push(out);
             }
         }
         let shapes: Vec<_> = node.inputs.iter().map(|v| v.and_then(|v| graph.concrete(v))).collect();
         let cx = infer_cx(graph, node, &shapes);
         let scratch_bytes = node.op.scratch_bytes(&cx);
-        match node.op.run_time_bytes(&cx) {
-            Some(0) => {}
-            Some(bytes) => {
-                allocates_at_run_time = true;
-                dynamic_bytes = dynamic_bytes.and_then(|total| total.checked_add(bytes));
-            }
-            None => {
-                allocates_at_run_time = true;
-                dynamic_bytes = None;
-            }
-        }
+        run_time.add_node(node.op.run_time_bytes(&cx));
         if scratch_bytes > 0 {
             let off = arena.alloc(scratch_bytes);
             scratch[i] = Some(off);
@@ -310,7 +410,13 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             }
         }
     }
-    let mut referenced = vec![false; n_values];
+    Ok((arena, scratch))
+}
+
+/// Every value's location: [`Loc::Unused`] for one nothing reads or
+/// writes, an error for one that is read but has no producer.
+fn finish_locations(graph: &Graph, mut locs: Vec<Option<Loc>>) -> Result<Vec<Loc>, PlanError> {
+    let mut referenced = vec![false; graph.values.len()];
     for v in graph.nodes.iter().flat_map(|n| n.inputs.iter().flatten().chain(&n.outputs)).chain(&graph.outputs) {
         referenced[v.index()] = true;
     }
@@ -319,26 +425,26 @@ pub fn plan(graph: &Graph) -> Result<Plan, PlanError> {
             *l = Some(Loc::Unused);
         }
     }
-    let locs = locs
-        .into_iter()
+    locs.into_iter()
         .enumerate()
         .map(|(i, l)| l.ok_or_else(|| PlanError(format!("value \"{}\" has no producer", graph.values[i].name))))
-        .collect::<Result<Vec<_>, _>>()?;
-    let parts = cut_into_parts(n_nodes, &loops);
-    let mut workspace_bytes = arena.high_water;
-    let handover = (parts.len() > 1).then(|| {
-        let dynamic: HashMap<ValueId, usize> = (0..n_values)
-            .filter(|&i| locs[i] == Loc::Dynamic)
-            .enumerate()
-            .map(|(k, i)| (ValueId(i as u32), 1 + k))
-            .collect();
-        let guards = 1 + dynamic.len();
-        let words = guards + guard_depth(graph);
-        let offset = workspace_bytes;
-        workspace_bytes += (8 * words).div_ceil(ALIGN) * ALIGN;
-        Handover { offset, dynamic, guards }
-    });
-    Ok(Plan { locs, scratch, output_copies, workspace_bytes, dynamic_bytes, allocates_at_run_time, parts, handover })
+        .collect()
+}
+
+/// Places the [`Handover`] block at the end of the workspace, which grows
+/// by its size: a word for the allocator, one per data-dependent value and
+/// one per level of guarded-range nesting.
+fn append_handover(graph: &Graph, locs: &[Loc], workspace_bytes: &mut usize) -> Handover {
+    let dynamic: HashMap<ValueId, usize> = (0..locs.len())
+        .filter(|&i| locs[i] == Loc::Dynamic)
+        .enumerate()
+        .map(|(k, i)| (ValueId(i as u32), 1 + k))
+        .collect();
+    let guards = 1 + dynamic.len();
+    let words = guards + guard_depth(graph);
+    let offset = *workspace_bytes;
+    *workspace_bytes += (8 * words).div_ceil(ALIGN) * ALIGN;
+    Handover { offset, dynamic, guards }
 }
 
 /// Places the parts of each Concat that can be written in place (see the

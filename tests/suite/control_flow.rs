@@ -7,6 +7,7 @@
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
 use crate::models::{f32s, floats, i64s, int64s, model, node, typed_value, value};
+use crate::snapshot::{assert_snapshot, compiled_mir};
 use onnx_proto::*;
 
 fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
@@ -77,14 +78,8 @@ fn loop_model(trip: Trip, scan: bool) -> ModelProto {
 
 #[test]
 fn a_loop_with_a_known_trip_count_and_a_nested_if_is_unrolled() {
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &loop_model(Trip::Constant(3), true));
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "model.o"]);
-    assert!(succeeded(&out), "a static loop must compile: {}", out.stderr);
-    let mir = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
-    assert!(succeeded(&mir), "{}", mir.stderr);
-    let text = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
-    assert!(!text.contains("Loop(") && !text.contains("If("), "control flow left after inference:\n{text}");
+    // Unrolled: no Loop or If is left after inference.
+    assert_snapshot("loop_unrolled", &compiled_mir(&loop_model(Trip::Constant(3), true), &[]));
 
     let outputs = run_model(&loop_model(Trip::Constant(3), true), &[floats("x", &[2], &[2.0, 3.0])])
         .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
@@ -119,12 +114,8 @@ fn an_absurd_scan_output_is_refused_by_the_tensor_limit() {
 #[test]
 fn a_loop_with_a_run_time_trip_count_compiles_once_and_runs_any_count() {
     let m = loop_model(Trip::Input, false);
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &m);
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir,obj", "-o", "model.o"]);
-    assert!(succeeded(&out), "a run-time loop must compile: {}", out.stderr);
-    let text = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
-    assert!(text.contains("LoopStart") && text.contains("LoopEnd"), "the loop should stay a loop:\n{text}");
+    // The loop stays a loop: a LoopStart … LoopEnd range.
+    assert_snapshot("loop_at_run_time", &compiled_mir(&m, &[]));
     let x = floats("x", &[2], &[2.0, 3.0]);
     for (count, want) in [(0, [2.0, 3.0]), (1, [4.0, 6.0]), (3, [10.0, 21.0]), (4, [20.0, 63.0]), (-5, [2.0, 3.0])] {
         let outputs = run_model(&m, &[x.clone(), int64s("m", &[], &[count])])

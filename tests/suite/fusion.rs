@@ -1,8 +1,9 @@
 //! Fusions in the compiler's passes, seen through the CLI: the rewritten
 //! graph (`--emit mir`) and the numbers it computes.
 
-use crate::common::{onnxc_in, run_model, succeeded, write_model};
+use crate::common::run_model;
 use crate::models::{f32s, float_attr, floats, model, node, value};
+use crate::snapshot::{assert_snapshot, compiled_mir};
 use onnx_proto::*;
 
 /// A 1x1 convolution (weights 1 and -2 for two output channels, bias 0.5)
@@ -18,7 +19,8 @@ fn conv_then(activation: NodeProto) -> ModelProto {
     m
 }
 
-/// An activation node, how `--emit mir` shows it fused, and its reference.
+/// An activation node, the snapshot of the graph with it fused, and its
+/// reference.
 type Case = (NodeProto, &'static str, fn(f32) -> f32);
 
 #[test]
@@ -30,23 +32,15 @@ fn activations_after_a_conv_run_in_its_epilogue() {
     let mut clip = node("Clip", "act", &["c"], &["y"]);
     clip.attribute.extend([float_attr("min", -1.0), float_attr("max", 1.0)]);
     let cases: [Case; 3] = [
-        (node("Relu", "act", &["c"], &["y"]), "func: Relu, bounds: None", |v| if v < 0.0 { 0.0 } else { v }),
-        (leaky, "func: LeakyRelu { alpha: 0.1 }, bounds: None", |v| if v < 0.0 { v * 0.1 } else { v }),
-        (clip, "func: Clip, bounds: Some((-1.0, 1.0))", |v| v.clamp(-1.0, 1.0)),
+        (node("Relu", "act", &["c"], &["y"]), "conv_relu", |v| if v < 0.0 { 0.0 } else { v }),
+        (leaky, "conv_leaky_relu", |v| if v < 0.0 { v * 0.1 } else { v }),
+        (clip, "conv_clip", |v| v.clamp(-1.0, 1.0)),
     ];
     for (act, fused, reference) in cases {
         let mut m = conv_then(act);
         // Opset 6 keeps Clip's bounds as attributes.
         m.opset_import[0].version = Some(6);
-        let dir = tempfile::tempdir().expect("temporary folder");
-        write_model(dir.path(), "model.onnx", &m);
-        let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
-        assert!(succeeded(&out), "{fused}: {}", out.stderr);
-        let mir = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
-        assert!(mir.contains(&format!("activation: Some(Activation {{ {fused} }})")), "{fused} not fused:\n{mir}");
-        for op in ["Relu(%", "LeakyRelu(%", "Clip(%"] {
-            assert!(!mir.contains(op), "the activation node is still there:\n{mir}");
-        }
+        assert_snapshot(fused, &compiled_mir(&m, &[]));
 
         let outputs = run_model(&m, &[floats("x", &[1, 1, 2, 2], &x)])
             .unwrap_or_else(|e| panic!("{fused}: onnxc run failed: {}", e.stderr));
@@ -63,16 +57,7 @@ fn a_residual_add_and_relu_run_in_the_conv_epilogue() {
     let g = m.graph.as_mut().expect("graph");
     g.node.push(node("Relu", "act", &["a"], &["y"]));
     g.input.push(value("s", Some(&[1, 2, 2, 2])));
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &m);
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
-    assert!(succeeded(&out), "{}", out.stderr);
-    let mir = std::fs::read_to_string(dir.path().join("model.mir")).expect("mir");
-    let fused = "activation: Some(Activation { func: Relu, bounds: None }), residual: Some(InputSlot(3))";
-    assert!(mir.contains(fused), "not fused:\n{mir}");
-    for op in ["Add(%", "Relu(%"] {
-        assert!(!mir.contains(op), "{op} is still there:\n{mir}");
-    }
+    assert_snapshot("conv_add_relu", &compiled_mir(&m, &[]));
 
     let x = [-3.0f32, -0.5, 0.25, 2.0];
     let s = [1.0f32, 2.0, -4.0, 0.5, 3.0, -1.0, 0.0, -0.25];
@@ -81,15 +66,6 @@ fn a_residual_add_and_relu_run_in_the_conv_epilogue() {
     let outputs = run_model(&m, &[floats("x", &[1, 1, 2, 2], &x), floats("s", &[1, 2, 2, 2], &s)])
         .unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
     assert_eq!(f32s(&outputs[0]), want);
-}
-
-/// `mir` of `m` compiled with `--emit mir`.
-fn compiled_mir(m: &ModelProto) -> String {
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", m);
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "--emit", "mir", "-o", "model.mir"]);
-    assert!(succeeded(&out), "{}", out.stderr);
-    std::fs::read_to_string(dir.path().join("model.mir")).expect("mir")
 }
 
 /// DenseNet's pre-convolution chain `Relu(Add(Mul(BatchNormalization(x),
@@ -119,11 +95,7 @@ fn an_elementwise_chain_runs_as_one_node_with_the_same_numbers() {
         floats("m", &[2, 1, 1], &mul),
         floats("k", &[2, 1, 1], &add),
     ]);
-    let mir = compiled_mir(&m);
-    assert!(mir.contains("= FusedElementwise(%x"), "not fused:\n{mir}");
-    for op in ["BatchNormalization(%", "Mul(%", "Add(%", "Relu(%"] {
-        assert!(!mir.contains(op), "{op} is still there:\n{mir}");
-    }
+    assert_snapshot("batchnorm_mul_add_relu", &compiled_mir(&m, &[]));
 
     let x: Vec<f32> = (0..18).map(|i| (i as f32 * 0.61).sin() * 3.0).collect();
     let outputs =
@@ -160,9 +132,7 @@ fn matmul_then_add_becomes_a_gemm() {
     let b = [0.5f32, -0.75];
     let g = m.graph.as_mut().expect("graph");
     g.initializer.extend([floats("w", &[3, 2], &w), floats("b", &[2], &b)]);
-    let mir = compiled_mir(&m);
-    assert!(mir.contains("= Gemm(%x, %w, %b)"), "not fused:\n{mir}");
-    assert!(!mir.contains("MatMul(%"), "the MatMul is still there:\n{mir}");
+    assert_snapshot("matmul_add", &compiled_mir(&m, &[]));
 
     let x = [0.5f32, -1.0, 2.0, 3.0, 0.25, -0.5];
     let outputs =

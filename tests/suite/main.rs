@@ -35,5 +35,6 @@ mod reproducible;
 mod runtime_faults;
 mod sequences;
 mod sklearn;
+mod snapshot;
 mod sparse;
 mod strings;

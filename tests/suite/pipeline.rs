@@ -7,6 +7,7 @@
 
 use crate::common::{onnxc_in, succeeded, write_model};
 use crate::models::{float_attr, int64s, int_attr, model, node, typed_value, value};
+use crate::snapshot::{assert_snapshot, compiled_mir};
 use onnx_proto::*;
 use prost::Message;
 
@@ -104,15 +105,7 @@ fn shape_subgraphs_fold_to_constants() {
     g.initializer.push(int64s("one", &[1], &[1]));
     g.initializer.push(int64s("minus_one", &[1], &[-1]));
     g.node[2].attribute.push(int_attr("axis", 0));
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &m);
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "d0=2", "--emit", "obj,mir"]);
-    assert!(succeeded(&out), "{}", out.stderr);
-    let mir = std::fs::read_to_string(dir.path().join("m.mir")).expect("mir");
-    for folded in ["= Shape(", "= Gather(", "= Concat("] {
-        assert!(!mir.contains(folded), "{folded} was not folded:\n{mir}");
-    }
-    assert!(mir.contains("= Relu("), "{mir}");
+    assert_snapshot("shape_folded", &compiled_mir(&m, &["--dim", "d0=2"]));
 }
 
 /// `v` with element type `elem` (an ONNX data-type number).

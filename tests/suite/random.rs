@@ -7,6 +7,7 @@
 
 use crate::common::{onnxc_in, run_model, succeeded, write_model};
 use crate::models::{float_attr, int_attr, ints_attr, model, node, raw_tensor, typed_value};
+use crate::snapshot::{assert_snapshot, compiled_mir};
 use onnx_proto::{AttributeProto, ModelProto, NodeProto, TensorProto};
 use prost::Message;
 
@@ -219,12 +220,7 @@ fn the_object_file_draws_what_the_jit_draws() {
 #[test]
 fn random_nodes_are_not_constant_folded() {
     let m = one_node(fill("RandomUniform", F32, Some(1.0)), &[], &[("y", F32, &[100, 100])]);
-    let dir = tempfile::tempdir().expect("temporary folder");
-    write_model(dir.path(), "model.onnx", &m);
-    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--emit", "obj,mir"]);
-    assert!(succeeded(&out), "{}", out.stderr);
-    let mir = std::fs::read_to_string(dir.path().join("m.mir")).expect("mir");
-    assert!(mir.contains("= RandomUniform("), "RandomUniform was folded:\n{mir}");
+    assert_snapshot("random_uniform", &compiled_mir(&m, &[]));
 }
 
 /// Dropout(x, ratio, training_mode) with both outputs, at opset 22.

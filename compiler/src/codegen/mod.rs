@@ -263,9 +263,84 @@ impl Function<'_> {
     /// are still open at its end (a part's are continued by the next).
     fn define<M: Module>(&mut self, module: &mut M, id: FuncId, body: Body) -> Result<usize, CodegenError> {
         let (graph, plan) = (self.graph, self.plan);
-        let ptr = module.target_config().pointer_type();
         self.ctx.func.signature = self.sig.clone();
         let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let carried = std::mem::replace(&mut self.carried, Carried { footprint: Footprint::new(0), data_count: 0 });
+        let setup = Setup { graph, plan, const_data: self.const_data, symbol: self.symbol, mode: self.mode };
+        let (mut env, context) = setup.open(&mut b, module, &body, carried)?;
+        if self.mode.profile {
+            env.profile_hook = Some(declare_profile_hook(&mut b, module, matches!(body, Body::Part { .. }))?);
+        }
+        reopen_guards(&mut b, &mut env, plan, &body);
+        let nodes = body.nodes(graph);
+        for (index, node) in nodes.clone().zip(&graph.nodes[nodes]) {
+            // Tags the node's instructions, to measure its code afterwards.
+            b.set_srcloc(SourceLoc::new(index as u32 + 1));
+            let mut cx =
+                Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
+            node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
+            if let Some(hook) = env.profile_hook {
+                let index = b.ins().iconst(types::I32, index as i64);
+                b.ins().call(hook, &[index]);
+            }
+        }
+        b.set_srcloc(SourceLoc::default());
+        let open_guards = env.guards.len();
+        close_body(&mut b, module, &mut env, plan, &body, context)?;
+        if !matches!(body, Body::Part { .. }) {
+            copy_outputs(&mut b, module, &env, graph, plan);
+        }
+        let zero = b.ins().iconst(types::I32, 0);
+        b.ins().return_(&[zero]);
+        b.switch_to_block(env.fail);
+        let code = b.block_params(env.fail)[0];
+        b.ins().return_(&[code]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+        module.define_function(id, &mut self.ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
+        let mut footprint = env.footprint;
+        if let Some(code) = self.ctx.compiled_code() {
+            footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
+        }
+        self.carried = Carried { footprint, data_count: env.data_count };
+        module.clear_context(&mut self.ctx);
+        Ok(open_guards)
+    }
+}
+
+impl Body<'_> {
+    /// The schedule's nodes this function lowers.
+    fn nodes(&self, graph: &Graph) -> Range<usize> {
+        match self {
+            Body::Whole => 0..graph.nodes.len(),
+            Body::Part { nodes, .. } => nodes.clone(),
+            Body::Entry { .. } => 0..0,
+        }
+    }
+}
+
+/// What [`Setup::open`] builds a function's [`Env`] from.
+struct Setup<'g> {
+    graph: &'g Graph,
+    plan: &'g Plan,
+    const_data: &'g BTreeMap<ValueId, DataId>,
+    symbol: &'g str,
+    mode: Mode,
+}
+
+impl Setup<'_> {
+    /// The entry block: the context checked (or, in a part, its workspace
+    /// read), the constants the nodes read declared, the run-time allocator
+    /// set up and the composite inputs' tensors found; returns the lowering
+    /// environment and the context parameter.
+    fn open<M: Module>(
+        &self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        body: &Body,
+        carried: Carried,
+    ) -> Result<(Env, Value), CodegenError> {
+        let ptr = module.target_config().pointer_type();
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -273,47 +348,25 @@ impl Function<'_> {
         let (context, inputs, outputs) = (params[0], params[1], params[2]);
         let fail = b.create_block();
         b.append_block_param(fail, types::I32);
-
         let layout = ContextLayout::for_pointer(ptr);
         let workspace = match body {
             // The entry point checked the context already.
             Body::Part { .. } => b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace),
-            Body::Whole | Body::Entry { .. } => check_context(&mut b, ptr, context, plan, fail),
-        };
-        let nodes = match &body {
-            Body::Whole => 0..graph.nodes.len(),
-            Body::Part { nodes, .. } => nodes.clone(),
-            Body::Entry { .. } => 0..0,
+            Body::Whole | Body::Entry { .. } => check_context(b, ptr, context, self.plan, fail),
         };
         let part = matches!(body, Body::Part { .. });
         let mut consts = HashMap::new();
-        for (v, _) in constant_reads(graph, plan, nodes.clone(), !part) {
+        for (v, _) in constant_reads(self.graph, self.plan, body.nodes(self.graph), !part) {
             if let Some(&data) = self.const_data.get(&v) {
                 consts.entry(v).or_insert_with(|| module.declare_data_in_func(data, b.func));
             }
         }
-        let allocator = plan.has_dynamic_values().then(|| {
-            let have = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace_bytes);
-            let hook = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc);
-            let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
-            let start = match (&body, &plan.handover) {
-                (Body::Part { .. }, Some(h)) => {
-                    b.ins().load(ptr, MemFlagsData::trusted(), workspace, h.word_offset(0) as i32)
-                }
-                _ => b.ins().iadd_imm_s(workspace, plan.workspace_bytes as i64),
-            };
-            if let (Body::Entry { .. }, Some(h)) = (&body, &plan.handover) {
-                b.ins().store(MemFlagsData::trusted(), start, workspace, h.word_offset(0) as i32);
-            }
-            let end = b.ins().iadd(workspace, have);
-            alloc::Allocator::new(&mut b, start, end, hook, user)
-        });
+        let allocator = self.plan.has_dynamic_values().then(|| self.allocator(b, ptr, context, workspace, body));
         // Every function takes the addresses of the tensors in sequence and
         // optional inputs; the entry point's checks fail first.
-        let elements = composite::check_inputs(&mut b, ptr, graph, inputs, fail)?;
-        let carried = std::mem::replace(&mut self.carried, Carried { footprint: Footprint::new(0), data_count: 0 });
+        let elements = composite::check_inputs(b, ptr, self.graph, inputs, fail)?;
         let parallel = b.ins().iadd_imm_s(context, layout.parallel as i64);
-        let mut env = Env {
+        let env = Env {
             elements,
             inputs,
             outputs,
@@ -332,87 +385,117 @@ impl Function<'_> {
             portable: self.mode.portable,
             profile_hook: None,
         };
-        if self.mode.profile {
-            let mut hook = Signature::new(module.target_config().default_call_conv);
-            hook.params.push(AbiParam::new(types::I32));
-            let id = module.declare_function(PROFILE_HOOK, Linkage::Import, &hook)?;
-            let hook = module.declare_func_in_func(id, b.func);
-            if !part {
-                let start = b.ins().iconst(types::I32, u32::MAX as i64);
-                b.ins().call(hook, &[start]);
+        Ok((env, context))
+    }
+
+    /// The run-time allocator over the workspace past the planned arena; a
+    /// part continues from the handover block's next free byte, which the
+    /// entry point of several parts initialises.
+    fn allocator(
+        &self,
+        b: &mut FunctionBuilder,
+        ptr: Type,
+        context: Value,
+        workspace: Value,
+        body: &Body,
+    ) -> alloc::Allocator {
+        let layout = ContextLayout::for_pointer(ptr);
+        let have = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.workspace_bytes);
+        let hook = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc);
+        let user = b.ins().load(ptr, MemFlagsData::trusted(), context, layout.alloc_user);
+        let start = match (body, &self.plan.handover) {
+            (Body::Part { .. }, Some(h)) => {
+                b.ins().load(ptr, MemFlagsData::trusted(), workspace, h.word_offset(0) as i32)
             }
-            env.profile_hook = Some(hook);
+            _ => b.ins().iadd_imm_s(workspace, self.plan.workspace_bytes as i64),
+        };
+        if let (Body::Entry { .. }, Some(h)) = (body, &self.plan.handover) {
+            b.ins().store(MemFlagsData::trusted(), start, workspace, h.word_offset(0) as i32);
         }
-        if let (Body::Part { open_guards, .. }, Some(h)) = (&body, &plan.handover) {
-            for depth in 0..*open_guards {
-                let flag =
-                    b.ins().load(types::I8, MemFlagsData::trusted(), workspace, h.word_offset(h.guards + depth) as i32);
-                let (run, skip) = (b.create_block(), b.create_block());
-                b.ins().brif(flag, run, &[], skip, &[]);
-                b.switch_to_block(run);
-                env.guards.push(skip);
+        let end = b.ins().iadd(workspace, have);
+        alloc::Allocator::new(b, start, end, hook, user)
+    }
+}
+
+/// Declares [`PROFILE_HOOK`] in the function; the entry point (not a part)
+/// calls it first with `u32::MAX`, the start of a run.
+fn declare_profile_hook<M: Module>(
+    b: &mut FunctionBuilder,
+    module: &mut M,
+    part: bool,
+) -> Result<FuncRef, CodegenError> {
+    let mut hook = Signature::new(module.target_config().default_call_conv);
+    hook.params.push(AbiParam::new(types::I32));
+    let id = module.declare_function(PROFILE_HOOK, Linkage::Import, &hook)?;
+    let hook = module.declare_func_in_func(id, b.func);
+    if !part {
+        let start = b.ins().iconst(types::I32, u32::MAX as i64);
+        b.ins().call(hook, &[start]);
+    }
+    Ok(hook)
+}
+
+/// A part reopens the guarded ranges the previous part left open, from
+/// their conditions in the handover block.
+fn reopen_guards(b: &mut FunctionBuilder, env: &mut Env, plan: &Plan, body: &Body) {
+    if let (Body::Part { open_guards, .. }, Some(h)) = (body, &plan.handover) {
+        for depth in 0..*open_guards {
+            let flag =
+                b.ins().load(types::I8, MemFlagsData::trusted(), env.workspace, h.word_offset(h.guards + depth) as i32);
+            let (run, skip) = (b.create_block(), b.create_block());
+            b.ins().brif(flag, run, &[], skip, &[]);
+            b.switch_to_block(run);
+            env.guards.push(skip);
+        }
+    }
+}
+
+/// After the nodes: a part closes its open ranges (the next part reopens
+/// them) and hands on the allocator's next free byte; the entry point of
+/// several parts calls each, stopping at the first failure.
+fn close_body<M: Module>(
+    b: &mut FunctionBuilder,
+    module: &mut M,
+    env: &mut Env,
+    plan: &Plan,
+    body: &Body,
+    context: Value,
+) -> Result<(), CodegenError> {
+    match body {
+        Body::Part { .. } => {
+            while let Some(skip) = env.guards.pop() {
+                b.ins().jump(skip, &[]);
+                b.switch_to_block(skip);
+            }
+            if let (Some(a), Some(h)) = (&env.allocator, &plan.handover) {
+                let next = b.use_var(a.bump);
+                b.ins().store(MemFlagsData::trusted(), next, env.workspace, h.word_offset(0) as i32);
             }
         }
-        for (index, node) in nodes.clone().zip(&graph.nodes[nodes]) {
-            // Tags the node's instructions, to measure its code afterwards.
-            b.set_srcloc(SourceLoc::new(index as u32 + 1));
-            let mut cx =
-                Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
-            node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
-            if let Some(hook) = env.profile_hook {
-                let index = b.ins().iconst(types::I32, index as i64);
-                b.ins().call(hook, &[index]);
+        Body::Whole => unclosed_guards(env.guards.len())?,
+        Body::Entry { parts } => {
+            for &part in *parts {
+                let callee = module.declare_func_in_func(part, b.func);
+                let call = b.ins().call(callee, &[context, env.inputs, env.outputs]);
+                let status = b.inst_results(call)[0];
+                let next = b.create_block();
+                b.ins().brif(status, env.fail, &[status.into()], next, &[]);
+                b.switch_to_block(next);
             }
         }
-        b.set_srcloc(SourceLoc::default());
-        let open_guards = env.guards.len();
-        match body {
-            Body::Part { .. } => {
-                // The next part reopens the ranges still open.
-                while let Some(skip) = env.guards.pop() {
-                    b.ins().jump(skip, &[]);
-                    b.switch_to_block(skip);
-                }
-                if let (Some(a), Some(h)) = (&env.allocator, &plan.handover) {
-                    let next = b.use_var(a.bump);
-                    b.ins().store(MemFlagsData::trusted(), next, workspace, h.word_offset(0) as i32);
-                }
-            }
-            Body::Whole => unclosed_guards(open_guards)?,
-            Body::Entry { parts } => {
-                for &part in parts {
-                    let callee = module.declare_func_in_func(part, b.func);
-                    let call = b.ins().call(callee, &[context, inputs, outputs]);
-                    let status = b.inst_results(call)[0];
-                    let next = b.create_block();
-                    b.ins().brif(status, fail, &[status.into()], next, &[]);
-                    b.switch_to_block(next);
-                }
-            }
-        }
-        if !part {
-            for &(k, v) in &plan.output_copies {
-                let src = value_ptr(&mut b, ptr, plan, &env, v);
-                let dst = b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
-                let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
-                b.call_memcpy(module.target_config(), dst, src, n);
-            }
-        }
-        let zero = b.ins().iconst(types::I32, 0);
-        b.ins().return_(&[zero]);
-        b.switch_to_block(fail);
-        let code = b.block_params(fail)[0];
-        b.ins().return_(&[code]);
-        b.seal_all_blocks();
-        b.finalize(module.target_config());
-        module.define_function(id, &mut self.ctx).map_err(|e| CodegenError::Module(format!("{e:?}")))?;
-        let mut footprint = env.footprint;
-        if let Some(code) = self.ctx.compiled_code() {
-            footprint.measure_code(code.code_info().total_size as usize, code.buffer.get_srclocs_sorted());
-        }
-        self.carried = Carried { footprint, data_count: env.data_count };
-        module.clear_context(&mut self.ctx);
-        Ok(open_guards)
+    }
+    Ok(())
+}
+
+/// Copies the graph outputs placed elsewhere (inputs, constants, outputs
+/// listed twice) into the caller's buffers.
+fn copy_outputs<M: Module>(b: &mut FunctionBuilder, module: &M, env: &Env, graph: &Graph, plan: &Plan) {
+    let ptr = module.target_config().pointer_type();
+    for &(k, v) in &plan.output_copies {
+        let src = value_ptr(b, ptr, plan, env, v);
+        let dst = b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, (k * ptr.bytes() as usize) as i32);
+        let n = b.ins().iconst(ptr, value_bytes(graph, v) as i64);
+        b.call_memcpy(module.target_config(), dst, src, n);
     }
 }
 

@@ -296,6 +296,41 @@ impl<'m> Importer<'m> {
             self.stopped = true;
             return;
         }
+        let Some(inputs) = self.node_inputs(node, scope, &label) else {
+            return;
+        };
+        let attributes = substitute_references(node, caller_attrs);
+        let domain = if node.domain() == "ai.onnx" { "" } else { node.domain() };
+        if let Some(f) = self.functions.get(&(node.domain(), node.op_type())).copied() {
+            self.inline(node, f, inputs, &attributes, scope, depth, &label);
+            return;
+        }
+        let opset = opsets.get(domain).copied().unwrap_or(if domain.is_empty() { 1 } else { 0 });
+        if domain.is_empty() && node.op_type() == "Constant" {
+            self.constant(node, &attributes, scope, &label);
+            return;
+        }
+        let op = if holds_subgraphs(domain, node.op_type()) {
+            self.control_flow(node, opset, scope, opsets, caller_attrs, depth).map(|op| (op, inputs))
+        } else {
+            self.registered(node, domain, opset, &attributes, inputs, scope)
+        };
+        match op {
+            Ok((op, inputs)) => self.push_node(name, op, inputs, &node.output, scope),
+            Err(e) => self.fail(&format!("{label}: {e}"), &node.output, scope),
+        }
+    }
+
+    /// Records `message` and defines `outputs` as values of unknown type,
+    /// so that later nodes report their own problems, not these.
+    fn fail(&mut self, message: &str, outputs: &[String], scope: &mut Scope) {
+        self.errors.push(message.to_string());
+        self.define_unknown(outputs, scope);
+    }
+
+    /// The values `node` reads (`None` for an omitted input), or `None`
+    /// after reporting an undefined one.
+    fn node_inputs(&mut self, node: &NodeProto, scope: &mut Scope, label: &str) -> Option<Vec<Option<ValueId>>> {
         let mut inputs = Vec::with_capacity(node.input.len());
         for input in &node.input {
             if input.is_empty() {
@@ -303,89 +338,51 @@ impl<'m> Importer<'m> {
             } else if let Some(&id) = scope.get(input) {
                 inputs.push(Some(id));
             } else {
-                self.errors.push(format!("{label}: input \"{input}\" is undefined"));
-                self.define_unknown(&node.output, scope);
-                return;
+                self.fail(&format!("{label}: input \"{input}\" is undefined"), &node.output, scope);
+                return None;
             }
         }
-        // Substitute attribute references when inlining a function body.
-        let attributes: Vec<AttributeProto> = node
-            .attribute
-            .iter()
-            .filter_map(|a| {
-                if a.ref_attr_name().is_empty() {
-                    Some(a.clone())
-                } else {
-                    caller_attrs.get(a.ref_attr_name()).map(|caller| AttributeProto {
-                        name: a.name.clone(),
-                        ref_attr_name: None,
-                        ..(*caller).clone()
-                    })
-                }
-            })
-            .collect();
-        let domain = if node.domain() == "ai.onnx" { "" } else { node.domain() };
+        Some(inputs)
+    }
 
-        if let Some(f) = self.functions.get(&(node.domain(), node.op_type())).copied() {
-            self.inline(node, f, inputs, &attributes, scope, depth, &label);
-            return;
-        }
-        let opset = opsets.get(domain).copied().unwrap_or(if domain.is_empty() { 1 } else { 0 });
-        if domain.is_empty() && node.op_type() == "Constant" {
-            match constant_value(&Attrs::new(&attributes), self.limits.max_tensor_bytes) {
-                Ok(t) => {
-                    let out = node.output.first().map(String::as_str).unwrap_or("");
-                    let id = self.const_value(out, t);
-                    scope.insert(out.to_string(), id);
-                }
-                Err(e) => {
-                    self.errors.push(format!("{label}: {e}"));
-                    self.define_unknown(&node.output, scope);
-                }
+    /// A Constant node becomes a constant value.
+    fn constant(&mut self, node: &NodeProto, attributes: &[AttributeProto], scope: &mut Scope, label: &str) {
+        match constant_value(&Attrs::new(attributes), self.limits.max_tensor_bytes) {
+            Ok(t) => {
+                let out = node.output.first().map(String::as_str).unwrap_or("");
+                let id = self.const_value(out, t);
+                scope.insert(out.to_string(), id);
             }
-            return;
+            Err(e) => self.fail(&format!("{label}: {e}"), &node.output, scope),
         }
-        let has_subgraphs = match domain {
-            "" => matches!(node.op_type(), "If" | "Loop" | "Scan" | "SequenceMap"),
-            "ai.onnx.preview" => node.op_type() == "FlexAttention",
-            _ => false,
-        };
-        if has_subgraphs {
-            match self.control_flow(node, opset, scope, opsets, caller_attrs, depth) {
-                Ok(op) => self.push_node(name, op, inputs, &node.output, scope),
-                Err(e) => {
-                    self.errors.push(format!("{label}: {e}"));
-                    self.define_unknown(&node.output, scope);
-                }
-            }
-            return;
-        }
+    }
+
+    /// The operator of a node whose importer is in the registries, with
+    /// the inputs the importer may have rewritten.
+    fn registered(
+        &mut self,
+        node: &NodeProto,
+        domain: &str,
+        opset: i64,
+        attributes: &[AttributeProto],
+        inputs: Vec<Option<ValueId>>,
+        scope: &mut Scope,
+    ) -> Result<(Op, Vec<Option<ValueId>>), String> {
         let Some(importer) = crate::ops::importer(domain, node.op_type()) else {
-            self.errors
-                .push(format!("{label}: unsupported operator {} (domain \"{domain}\", opset {opset})", node.op_type()));
-            self.define_unknown(&node.output, scope);
-            return;
+            return Err(format!("unsupported operator {} (domain \"{domain}\", opset {opset})", node.op_type()));
         };
         let mut cx = NodeImport {
             op_type: node.op_type(),
             opset,
-            attrs: Attrs::new(&attributes),
+            attrs: Attrs::new(attributes),
             inputs,
             output_count: node.output.len(),
             max_tensor_bytes: self.limits.max_tensor_bytes,
             graph: &mut self.graph,
             scope,
         };
-        match importer(&mut cx) {
-            Ok(op) => {
-                let inputs = cx.inputs;
-                self.push_node(name, op, inputs, &node.output, scope);
-            }
-            Err(e) => {
-                self.errors.push(format!("{label}: {e}"));
-                self.define_unknown(&node.output, scope);
-            }
-        }
+        let op = importer(&mut cx)?;
+        Ok((op, cx.inputs))
     }
 
     /// Adds an imported node, defining its outputs in `scope`.
@@ -620,4 +617,32 @@ fn constant_value(attrs: &Attrs, max_tensor_bytes: u64) -> Result<crate::ir::Ten
         return sparse::densify(s, max_tensor_bytes).map_err(|e| format!("attribute \"sparse_value\": {e}"));
     }
     Err("Constant: no value attribute".into())
+}
+
+/// `node`'s attributes, with references to the attributes of the function
+/// call being inlined (`caller_attrs`) replaced by their values.
+fn substitute_references(node: &NodeProto, caller_attrs: &HashMap<&str, &AttributeProto>) -> Vec<AttributeProto> {
+    node.attribute
+        .iter()
+        .filter_map(|a| {
+            if a.ref_attr_name().is_empty() {
+                Some(a.clone())
+            } else {
+                caller_attrs.get(a.ref_attr_name()).map(|caller| AttributeProto {
+                    name: a.name.clone(),
+                    ref_attr_name: None,
+                    ..(*caller).clone()
+                })
+            }
+        })
+        .collect()
+}
+
+/// Operators whose attributes hold subgraphs, imported by `control_flow`.
+fn holds_subgraphs(domain: &str, op_type: &str) -> bool {
+    match domain {
+        "" => matches!(op_type, "If" | "Loop" | "Scan" | "SequenceMap"),
+        "ai.onnx.preview" => op_type == "FlexAttention",
+        _ => false,
+    }
 }

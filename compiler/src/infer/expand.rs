@@ -95,23 +95,6 @@ impl Expansion<'_, '_> {
     fn expand_sequence(&mut self, node: &Node, op: &SequenceOp) -> Result<(), Failure> {
         let input = |i: usize| node.inputs.get(i).copied().flatten();
         let out = *node.outputs.first().ok_or(Failure::Message("the node has no output".into()))?;
-        let sequence = |this: &Self, i: usize| -> Result<Vec<ValueId>, Failure> {
-            match input(i).and_then(|v| this.graph.composites.get(&v)) {
-                Some(Composite::Sequence(items)) => Ok(items.clone()),
-                _ => Err(Failure::Message(format!("input {i} is not a sequence known at compile time"))),
-            }
-        };
-        let position = |this: &Self, i: usize, len: usize, default: usize, inclusive: bool| -> Result<usize, Failure> {
-            let Some(v) = input(i) else { return Ok(default) };
-            let t = this.graph.const_value(v).ok_or_else(|| run_time("the position", v))?;
-            let p = t.get_i64(0);
-            let at = if p < 0 { p + len as i64 } else { p };
-            let end = len as i64 + inclusive as i64;
-            usize::try_from(at)
-                .ok()
-                .filter(|&a| (a as i64) < end)
-                .ok_or(Failure::Message(format!("position {p} is out of range for a sequence of {len}")))
-        };
         match op {
             SequenceOp::Construct => {
                 let items = required(&node.inputs)?;
@@ -121,43 +104,30 @@ impl Expansion<'_, '_> {
                 self.graph.composites.insert(out, Composite::Sequence(Vec::new()));
             }
             SequenceOp::Insert => {
-                let mut items = sequence(self, 0)?;
+                let mut items = self.sequence_input(node, 0)?;
                 let value = input(1).ok_or(Failure::Message("input 1 (tensor) is required".into()))?;
-                let at = position(self, 2, items.len(), items.len(), true)?;
+                let at = self.position(node, 2, items.len(), items.len(), true)?;
                 items.insert(at, value);
                 self.graph.composites.insert(out, Composite::Sequence(items));
             }
             SequenceOp::Erase => {
-                let mut items = sequence(self, 0)?;
+                let mut items = self.sequence_input(node, 0)?;
                 let last =
                     items.len().checked_sub(1).ok_or(Failure::Message("erasing from an empty sequence".into()))?;
-                let at = position(self, 1, items.len(), last, false)?;
+                let at = self.position(node, 1, items.len(), last, false)?;
                 items.remove(at);
                 self.graph.composites.insert(out, Composite::Sequence(items));
             }
             SequenceOp::At => {
-                let items = sequence(self, 0)?;
-                let at = position(self, 1, items.len(), usize::MAX, false)?;
+                let items = self.sequence_input(node, 0)?;
+                let at = self.position(node, 1, items.len(), usize::MAX, false)?;
                 self.forward(&node.name, &[items[at]], &[out])?;
             }
             SequenceOp::Length => {
-                let len = sequence(self, 0)?.len() as i64;
+                let len = self.sequence_input(node, 0)?.len() as i64;
                 self.set_constant(out, Tensor::from_i64s(vec![], &[len]));
             }
-            SequenceOp::ConcatFrom { axis, new_axis } => {
-                let items = sequence(self, 0)?;
-                if *new_axis {
-                    self.stack(&node.name, &items, *axis, out)?;
-                } else {
-                    let concat = Node {
-                        name: node.name.clone(),
-                        op: Op::Concat(Concat { axis: *axis }),
-                        inputs: items.into_iter().map(Some).collect(),
-                        outputs: vec![out],
-                    };
-                    self.run(vec![concat])?;
-                }
-            }
+            SequenceOp::ConcatFrom { axis, new_axis } => self.concat_from_sequence(node, *axis, *new_axis, out)?,
             SequenceOp::SplitTo { axis, keepdims } => {
                 let x = input(0).ok_or(Failure::Message("input 0 is required".into()))?;
                 let items = self.split(&node.name, x, input(1), *axis, *keepdims)?;
@@ -184,6 +154,45 @@ impl Expansion<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The items of `node`'s input `i`, a sequence known at compile time.
+    fn sequence_input(&self, node: &Node, i: usize) -> Result<Vec<ValueId>, Failure> {
+        match node.inputs.get(i).copied().flatten().and_then(|v| self.graph.composites.get(&v)) {
+            Some(Composite::Sequence(items)) => Ok(items.clone()),
+            _ => Err(Failure::Message(format!("input {i} is not a sequence known at compile time"))),
+        }
+    }
+
+    /// The position `node`'s input `i` gives in a sequence of `len` items
+    /// (negative from the end; `len` itself allowed when `inclusive`), or
+    /// `default` when the input is omitted.
+    fn position(&self, node: &Node, i: usize, len: usize, default: usize, inclusive: bool) -> Result<usize, Failure> {
+        let Some(v) = node.inputs.get(i).copied().flatten() else { return Ok(default) };
+        let t = self.graph.const_value(v).ok_or_else(|| run_time("the position", v))?;
+        let p = t.get_i64(0);
+        let at = if p < 0 { p + len as i64 } else { p };
+        let end = len as i64 + inclusive as i64;
+        usize::try_from(at)
+            .ok()
+            .filter(|&a| (a as i64) < end)
+            .ok_or(Failure::Message(format!("position {p} is out of range for a sequence of {len}")))
+    }
+
+    /// ConcatFromSequence: the items stacked along a new axis, or one
+    /// Concat of them.
+    fn concat_from_sequence(&mut self, node: &Node, axis: i64, new_axis: bool, out: ValueId) -> Result<(), Failure> {
+        let items = self.sequence_input(node, 0)?;
+        if new_axis {
+            return self.stack(&node.name, &items, axis, out);
+        }
+        let concat = Node {
+            name: node.name.clone(),
+            op: Op::Concat(Concat { axis }),
+            inputs: items.into_iter().map(Some).collect(),
+            outputs: vec![out],
+        };
+        self.run(vec![concat])
     }
 
     /// SplitToSequence's pieces of `x` along `axis`: `split` sizes (a

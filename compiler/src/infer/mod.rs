@@ -27,7 +27,7 @@ pub mod expand;
 
 use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
-use crate::ops::{InferCx, InputInfo};
+use crate::ops::{InferCx, Inferred, InputInfo};
 use std::collections::{HashMap, HashSet};
 
 /// Largest graph input (in elements) that `run`/`test` turn into a
@@ -189,9 +189,8 @@ fn infer_nodes(
     kept: &mut Vec<Node>,
     state: &mut InferState,
 ) -> Result<(), InferError> {
-    let limits = state.limits;
     for node in nodes {
-        limits.check_time(&node.label()).map_err(|e| InferError::new(vec![e]))?;
+        state.limits.check_time(&node.label()).map_err(|e| InferError::new(vec![e]))?;
         if node.op.is_control_flow() || crate::infer::expand::is_composite_identity(graph, &node) {
             state.expanding += 1;
             let expanded = crate::infer::expand::Expansion { graph, kept, state, infer: infer_nodes }.expand(node);
@@ -199,106 +198,122 @@ fn infer_nodes(
             expanded?;
             continue;
         }
-        let unconditional = state.expanding == 0;
-        let folding = &mut state.folding;
-        let results = {
-            let mut inputs = Vec::with_capacity(node.inputs.len());
-            for (i, input) in node.inputs.iter().enumerate() {
-                inputs.push(match input {
-                    None => None,
-                    Some(v) => {
-                        let value = graph.value(*v);
-                        if value.ty.as_ref().is_some_and(TensorType::is_dynamic) {
-                            // Specialising on the inputs it comes from makes it static.
-                            return Err(InferError {
-                                messages: vec![format!(
-                                    "{}: input {i} \"{}\" has a data-dependent shape ({}), which {} cannot take yet",
-                                    node.label(),
-                                    value.name,
-                                    value.ty.as_ref().map(ToString::to_string).unwrap_or_default(),
-                                    node.op.name()
-                                )],
-                                wanted_inputs: input_ancestors(graph, kept, &[*v]),
-                                ..InferError::default()
-                            });
-                        }
-                        let Some((dtype, shape)) =
-                            value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s)))
-                        else {
-                            return Err(InferError::new(vec![format!(
-                                "{}: input {i} \"{}\" has no known shape",
-                                node.label(),
-                                value.name
-                            )]));
-                        };
-                        Some((dtype, shape, *v))
-                    }
-                });
-            }
-            let shapes: Vec<Option<(crate::ir::DType, Vec<usize>, crate::ir::ValueId)>> = inputs;
-            let cx = InferCx {
-                inputs: shapes
-                    .iter()
-                    .map(|i| {
-                        i.as_ref().map(|(dtype, shape, v)| InputInfo {
-                            dtype: *dtype,
-                            shape: shape.as_slice(),
-                            value: graph.const_value(*v),
-                        })
-                    })
-                    .collect(),
-                output_count: node.outputs.len(),
-                missing_values: Default::default(),
-                max_fold_bytes: folding.limit(),
-            };
-            let outputs = node.op.infer(&cx).map_err(|e| {
-                let missing: Vec<ValueId> =
-                    cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
-                let wanted_inputs = input_ancestors(graph, kept, &missing);
-                let messages = vec![format!("{}: {e}{}", node.label(), folding.note())];
-                InferError { messages, wanted_inputs, ..InferError::default() }
-            })?;
-            if unconditional {
-                node.op.fails_on_constants(&cx).map_err(|e| InferError::new(vec![format!("{}: {e}", node.label())]))?;
-            }
-            outputs
-        };
-        check_sizes(graph, &node, &results, limits.max_tensor_bytes)?;
-        folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.byte_size()));
-        if results.len() < node.outputs.len() {
-            return Err(InferError::new(vec![format!(
-                "{}: has {} outputs, the operator produces {}",
-                node.label(),
-                node.outputs.len(),
-                results.len()
-            )]));
-        }
-        let mut all_known = true;
-        for (&out, r) in node.outputs.iter().zip(&results) {
-            let value = graph.value_mut(out);
-            value.ty = Some(r.tensor_type());
-            match &r.value {
-                Some(t) => value.def = ValueDef::Const(t.clone()),
-                None => all_known = false,
-            }
-        }
-        if all_known {
-            continue;
-        }
-        if should_fold(graph, &node, &results, folding) {
-            let outputs = crate::jit::eval_node(graph, &node)
-                .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
-            folding.spend(outputs.iter().map(|t| t.byte_size()));
-            for (&out, t) in node.outputs.iter().zip(outputs) {
-                let value = graph.value_mut(out);
-                value.ty = Some(TensorType::known(t.dtype, &t.shape));
-                value.def = ValueDef::Const(t);
-            }
-            continue;
-        }
-        kept.push(node);
+        infer_node(graph, node, kept, state)?;
     }
     Ok(())
+}
+
+/// Types `node`'s outputs, then makes them constants (known from shapes,
+/// or folded through the JIT) or appends `node` to `kept`.
+fn infer_node(graph: &mut Graph, node: Node, kept: &mut Vec<Node>, state: &mut InferState) -> Result<(), InferError> {
+    let results = infer_outputs(graph, &node, kept, state)?;
+    let folding = &mut state.folding;
+    check_sizes(graph, &node, &results, state.limits.max_tensor_bytes)?;
+    folding.spend(results.iter().filter_map(|r| r.value.as_ref()).map(|t| t.byte_size()));
+    if results.len() < node.outputs.len() {
+        return Err(InferError::new(vec![format!(
+            "{}: has {} outputs, the operator produces {}",
+            node.label(),
+            node.outputs.len(),
+            results.len()
+        )]));
+    }
+    let mut all_known = true;
+    for (&out, r) in node.outputs.iter().zip(&results) {
+        let value = graph.value_mut(out);
+        value.ty = Some(r.tensor_type());
+        match &r.value {
+            Some(t) => value.def = ValueDef::Const(t.clone()),
+            None => all_known = false,
+        }
+    }
+    if all_known {
+        return Ok(());
+    }
+    if should_fold(graph, &node, &results, folding) {
+        let outputs = crate::jit::eval_node(graph, &node)
+            .map_err(|e| InferError::new(vec![format!("{}: constant folding failed: {e}", node.label())]))?;
+        folding.spend(outputs.iter().map(|t| t.byte_size()));
+        for (&out, t) in node.outputs.iter().zip(outputs) {
+            let value = graph.value_mut(out);
+            value.ty = Some(TensorType::known(t.dtype, &t.shape));
+            value.def = ValueDef::Const(t);
+        }
+        return Ok(());
+    }
+    kept.push(node);
+    Ok(())
+}
+
+/// The operator's inference on `node`'s input types, and in code that runs
+/// whenever the model does, its compile-time failure on constant inputs.
+fn infer_outputs(graph: &Graph, node: &Node, kept: &[Node], state: &InferState) -> Result<Vec<Inferred>, InferError> {
+    let inputs = input_types(graph, node, kept)?;
+    let cx = InferCx {
+        inputs: inputs
+            .iter()
+            .map(|i| {
+                i.as_ref().map(|(dtype, shape, v)| InputInfo {
+                    dtype: *dtype,
+                    shape: shape.as_slice(),
+                    value: graph.const_value(*v),
+                })
+            })
+            .collect(),
+        output_count: node.outputs.len(),
+        missing_values: Default::default(),
+        max_fold_bytes: state.folding.limit(),
+    };
+    let outputs = node.op.infer(&cx).map_err(|e| {
+        let missing: Vec<ValueId> =
+            cx.missing_values.borrow().iter().filter_map(|&i| node.inputs.get(i).copied().flatten()).collect();
+        let wanted_inputs = input_ancestors(graph, kept, &missing);
+        let messages = vec![format!("{}: {e}{}", node.label(), state.folding.note())];
+        InferError { messages, wanted_inputs, ..InferError::default() }
+    })?;
+    if state.expanding == 0 {
+        node.op.fails_on_constants(&cx).map_err(|e| InferError::new(vec![format!("{}: {e}", node.label())]))?;
+    }
+    Ok(outputs)
+}
+
+/// An input's element type, static shape and value id.
+type InputType = (DType, Vec<usize>, ValueId);
+
+/// Each present input's [`InputType`]; an error for an input of
+/// data-dependent or unknown shape.
+fn input_types(graph: &Graph, node: &Node, kept: &[Node]) -> Result<Vec<Option<InputType>>, InferError> {
+    let mut inputs = Vec::with_capacity(node.inputs.len());
+    for (i, input) in node.inputs.iter().enumerate() {
+        let Some(v) = input else {
+            inputs.push(None);
+            continue;
+        };
+        let value = graph.value(*v);
+        if value.ty.as_ref().is_some_and(TensorType::is_dynamic) {
+            // Specialising on the inputs it comes from makes it static.
+            return Err(InferError {
+                messages: vec![format!(
+                    "{}: input {i} \"{}\" has a data-dependent shape ({}), which {} cannot take yet",
+                    node.label(),
+                    value.name,
+                    value.ty.as_ref().map(ToString::to_string).unwrap_or_default(),
+                    node.op.name()
+                )],
+                wanted_inputs: input_ancestors(graph, kept, &[*v]),
+                ..InferError::default()
+            });
+        }
+        let Some((dtype, shape)) = value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s))) else {
+            return Err(InferError::new(vec![format!(
+                "{}: input {i} \"{}\" has no known shape",
+                node.label(),
+                value.name
+            )]));
+        };
+        inputs.push(Some((dtype, shape, *v)));
+    }
+    Ok(inputs)
 }
 
 /// The shape-like graph inputs that `values` are computed from (through the

@@ -8,7 +8,9 @@
 //! - A value is a graph input, a constant, or computed by exactly one node.
 //! - After `infer`, every value has a type with a known shape.
 
+pub mod attributes;
 pub mod dtype;
+mod print;
 pub mod shape;
 pub mod tensor;
 
@@ -177,39 +179,5 @@ impl Graph {
     pub fn concrete(&self, id: ValueId) -> Option<(DType, Vec<usize>)> {
         let ty = self.value(id).ty.as_ref()?;
         Some((ty.dtype, ty.known_shape()?))
-    }
-}
-
-impl fmt::Display for Graph {
-    /// The textual mid-IR, one line per input, constant and node:
-    /// `%y: f32[1,64,56,56] = Conv(%x, %w) { strides: [1, 1], .. }`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ty = |id: ValueId| match &self.value(id).ty {
-            Some(t) => t.to_string(),
-            None => "?".to_string(),
-        };
-        for (k, &v) in self.inputs.iter().enumerate() {
-            writeln!(f, "input {k} %{}: {}", self.value(v).name, ty(v))?;
-        }
-        for (i, value) in self.values.iter().enumerate() {
-            if let ValueDef::Const(t) = &value.def {
-                writeln!(f, "const %{}: {} ({} bytes)", value.name, ty(ValueId(i as u32)), t.data.len())?;
-            }
-        }
-        for node in &self.nodes {
-            let outs: Vec<String> =
-                node.outputs.iter().map(|&o| format!("%{}: {}", self.value(o).name, ty(o))).collect();
-            let ins: Vec<String> = node
-                .inputs
-                .iter()
-                .map(|i| match i {
-                    Some(v) => format!("%{}", self.value(*v).name),
-                    None => "_".to_string(),
-                })
-                .collect();
-            writeln!(f, "{} = {}({}) {:?}", outs.join(", "), node.op.name(), ins.join(", "), node.op)?;
-        }
-        let outs: Vec<String> = self.outputs.iter().map(|&o| format!("%{}", self.value(o).name)).collect();
-        writeln!(f, "return {}", outs.join(", "))
     }
 }

@@ -23,6 +23,7 @@
 
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
+use crate::ir::attributes::{self, Attribute};
 use crate::ir::{DType, Node, ValueId};
 
 /// A subgraph: placeholder values for its formal inputs, its nodes, and
@@ -73,13 +74,26 @@ pub struct SequenceMap {
 }
 
 /// The subgraphs of a control-flow operator.
-pub trait ControlFlow {
+pub trait ControlFlow: std::fmt::Debug {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph>;
+
+    /// Each subgraph with the name of the attribute that holds it.
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)>;
+
+    /// The attributes the textual mid-IR prints: every field but the
+    /// subgraphs, which it prints after the node.
+    fn attributes_besides_subgraphs(&self) -> Vec<Attribute> {
+        let names: Vec<&str> = self.subgraphs().iter().map(|(name, _)| *name).collect();
+        attributes::of_debug_except(self, &names)
+    }
 }
 
 impl ControlFlow for If {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         vec![&mut self.then_branch, &mut self.else_branch]
+    }
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)> {
+        vec![("then_branch", &self.then_branch), ("else_branch", &self.else_branch)]
     }
 }
 
@@ -87,17 +101,26 @@ impl ControlFlow for Loop {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         vec![&mut self.body]
     }
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)> {
+        vec![("body", &self.body)]
+    }
 }
 
 impl ControlFlow for SequenceMap {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         vec![&mut self.body]
     }
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)> {
+        vec![("body", &self.body)]
+    }
 }
 
 impl ControlFlow for Scan {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         vec![&mut self.body]
+    }
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)> {
+        vec![("body", &self.body)]
     }
 }
 
@@ -112,6 +135,9 @@ macro_rules! expanded_before_inference {
             }
             fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
                 Err(format!("{} is expanded before code generation", $name))
+            }
+            fn attributes(&self) -> Vec<Attribute> {
+                self.attributes_besides_subgraphs()
             }
         }
     )*};

@@ -94,6 +94,23 @@ struct Plan {
     out_rank: usize,
 }
 
+/// Each label's size, in order of first appearance: letters must agree,
+/// broadcast dims broadcast from 1.
+fn label_sizes(expanded: &[Vec<Dim>], shapes: &[&[usize]]) -> Result<Vec<(Dim, usize)>, String> {
+    let mut labels: Vec<(Dim, usize)> = Vec::new();
+    for (k, (dims, shape)) in expanded.iter().zip(shapes).enumerate() {
+        for (&d, &size) in dims.iter().zip(shape.iter()) {
+            match labels.iter_mut().find(|(l, _)| *l == d) {
+                None => labels.push((d, size)),
+                Some((_, s)) if *s == size || size == 1 && matches!(d, Dim::Broadcast(_)) => {}
+                Some((_, s)) if *s == 1 && matches!(d, Dim::Broadcast(_)) => *s = size,
+                Some((_, s)) => return Err(format!("input {k}: label {d:?} has size {size}, elsewhere {s}")),
+            }
+        }
+    }
+    Ok(labels)
+}
+
 impl Einsum {
     fn plan(&self, shapes: &[&[usize]]) -> Result<Plan, String> {
         if shapes.len() != self.terms.len() {
@@ -103,70 +120,9 @@ impl Einsum {
                 shapes.len()
             ));
         }
-        // Expand each term's `...` to its broadcast dims (right-aligned).
-        let mut expanded: Vec<Vec<Dim>> = Vec::new();
-        let mut ell_rank = 0;
-        for (k, (term, shape)) in self.terms.iter().zip(shapes).enumerate() {
-            let letters = term.iter().filter(|l| **l != Label::Ellipsis).count();
-            let has_ell = term.contains(&Label::Ellipsis);
-            if shape.len() < letters || (!has_ell && shape.len() != letters) {
-                return Err(format!("input {k} has rank {}, but its term has {letters} letters", shape.len()));
-            }
-            ell_rank = ell_rank.max(shape.len() - letters);
-        }
-        for (term, shape) in self.terms.iter().zip(shapes) {
-            // The `...` label itself is one of `term.len()`; checked above to fit.
-            let e = if term.contains(&Label::Ellipsis) { shape.len() + 1 - term.len() } else { 0 };
-            let mut dims = Vec::new();
-            for l in term {
-                match l {
-                    Label::Letter(c) => dims.push(Dim::Letter(*c)),
-                    Label::Ellipsis => dims.extend((0..e).map(|j| Dim::Broadcast(ell_rank - e + j))),
-                }
-            }
-            expanded.push(dims);
-        }
-        // Sizes: letters must agree; broadcast dims broadcast from 1.
-        let mut labels: Vec<(Dim, usize)> = Vec::new();
-        for (k, (dims, shape)) in expanded.iter().zip(shapes).enumerate() {
-            for (&d, &size) in dims.iter().zip(shape.iter()) {
-                match labels.iter_mut().find(|(l, _)| *l == d) {
-                    None => labels.push((d, size)),
-                    Some((_, s)) if *s == size || size == 1 && matches!(d, Dim::Broadcast(_)) => {}
-                    Some((_, s)) if *s == 1 && matches!(d, Dim::Broadcast(_)) => *s = size,
-                    Some((_, s)) => return Err(format!("input {k}: label {d:?} has size {size}, elsewhere {s}")),
-                }
-            }
-        }
-        let out: Vec<Dim> = match &self.output {
-            Some(out) => {
-                let mut v = Vec::new();
-                for l in out {
-                    match l {
-                        Label::Letter(c) => {
-                            if !labels.iter().any(|(d, _)| *d == Dim::Letter(*c)) {
-                                return Err(format!("output letter {:?} appears in no input", *c as char));
-                            }
-                            v.push(Dim::Letter(*c));
-                        }
-                        Label::Ellipsis => v.extend((0..ell_rank).map(Dim::Broadcast)),
-                    }
-                }
-                v
-            }
-            None => {
-                let mut v: Vec<Dim> = (0..ell_rank).map(Dim::Broadcast).collect();
-                let mut once: Vec<Dim> = labels
-                    .iter()
-                    .map(|(d, _)| *d)
-                    .filter(|d| matches!(d, Dim::Letter(_)))
-                    .filter(|d| expanded.iter().flatten().filter(|e| *e == d).count() == 1)
-                    .collect();
-                once.sort();
-                v.extend(once);
-                v
-            }
-        };
+        let (expanded, ell_rank) = self.expand_ellipses(shapes)?;
+        let labels = label_sizes(&expanded, shapes)?;
+        let out = self.output_dims(&expanded, &labels, ell_rank)?;
         let mut order = out.clone();
         order.extend(labels.iter().map(|(d, _)| *d).filter(|d| !out.contains(d)));
         if order.len() > MAX_RANK {
@@ -189,6 +145,64 @@ impl Einsum {
             strides.push(s);
         }
         Ok(Plan { dims, strides, out_rank: out.len() })
+    }
+
+    /// Each term with its `...` expanded to its broadcast dims
+    /// (right-aligned), and the number of broadcast dims.
+    fn expand_ellipses(&self, shapes: &[&[usize]]) -> Result<(Vec<Vec<Dim>>, usize), String> {
+        let mut ell_rank = 0;
+        for (k, (term, shape)) in self.terms.iter().zip(shapes).enumerate() {
+            let letters = term.iter().filter(|l| **l != Label::Ellipsis).count();
+            let has_ell = term.contains(&Label::Ellipsis);
+            if shape.len() < letters || (!has_ell && shape.len() != letters) {
+                return Err(format!("input {k} has rank {}, but its term has {letters} letters", shape.len()));
+            }
+            ell_rank = ell_rank.max(shape.len() - letters);
+        }
+        let mut expanded: Vec<Vec<Dim>> = Vec::new();
+        for (term, shape) in self.terms.iter().zip(shapes) {
+            // The `...` label itself is one of `term.len()`; checked above to fit.
+            let e = if term.contains(&Label::Ellipsis) { shape.len() + 1 - term.len() } else { 0 };
+            let mut dims = Vec::new();
+            for l in term {
+                match l {
+                    Label::Letter(c) => dims.push(Dim::Letter(*c)),
+                    Label::Ellipsis => dims.extend((0..e).map(|j| Dim::Broadcast(ell_rank - e + j))),
+                }
+            }
+            expanded.push(dims);
+        }
+        Ok((expanded, ell_rank))
+    }
+
+    /// The output's dims: as the equation says, or implicitly the
+    /// broadcast dims then the letters used once, sorted.
+    fn output_dims(&self, expanded: &[Vec<Dim>], labels: &[(Dim, usize)], ell_rank: usize) -> Result<Vec<Dim>, String> {
+        let Some(out) = &self.output else {
+            let mut v: Vec<Dim> = (0..ell_rank).map(Dim::Broadcast).collect();
+            let mut once: Vec<Dim> = labels
+                .iter()
+                .map(|(d, _)| *d)
+                .filter(|d| matches!(d, Dim::Letter(_)))
+                .filter(|d| expanded.iter().flatten().filter(|e| *e == d).count() == 1)
+                .collect();
+            once.sort();
+            v.extend(once);
+            return Ok(v);
+        };
+        let mut v = Vec::new();
+        for l in out {
+            match l {
+                Label::Letter(c) => {
+                    if !labels.iter().any(|(d, _)| *d == Dim::Letter(*c)) {
+                        return Err(format!("output letter {:?} appears in no input", *c as char));
+                    }
+                    v.push(Dim::Letter(*c));
+                }
+                Label::Ellipsis => v.extend((0..ell_rank).map(Dim::Broadcast)),
+            }
+        }
+        Ok(v)
     }
 
     fn shapes<'a>(cx: &'a InferCx) -> Result<Vec<&'a [usize]>, String> {

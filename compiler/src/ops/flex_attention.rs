@@ -20,6 +20,7 @@ use super::softmax::{Softmax, SoftmaxKind};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::Lower;
 use crate::infer::expand::{Expansion, Failure};
+use crate::ir::attributes::Attribute;
 use crate::ir::{DType, Node, Tensor, ValueId};
 use std::collections::HashMap;
 
@@ -38,6 +39,10 @@ impl ControlFlow for FlexAttention {
     fn subgraphs_mut(&mut self) -> Vec<&mut Subgraph> {
         self.score_mod.iter_mut().chain(self.prob_mod.iter_mut()).collect()
     }
+    fn subgraphs(&self) -> Vec<(&'static str, &Subgraph)> {
+        let score = self.score_mod.iter().map(|g| ("score_mod", g));
+        score.chain(self.prob_mod.iter().map(|g| ("prob_mod", g))).collect()
+    }
 }
 
 impl Operator for FlexAttention {
@@ -49,6 +54,9 @@ impl Operator for FlexAttention {
     }
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {
         Err("FlexAttention is expanded before code generation".into())
+    }
+    fn attributes(&self) -> Vec<Attribute> {
+        self.attributes_besides_subgraphs()
     }
 }
 

@@ -41,6 +41,7 @@ pub mod training;
 
 use crate::codegen::Lower;
 use crate::import::NodeImport;
+use crate::ir::attributes::Attribute;
 use crate::ir::{DType, Dim, Tensor, TensorType};
 
 /// What inference knows about one input of a node.
@@ -217,6 +218,15 @@ pub trait Operator: std::fmt::Debug {
     fn fails_on_constants(&self, _cx: &InferCx) -> Result<(), String> {
         Ok(())
     }
+
+    /// The attributes the textual mid-IR prints (`--emit mir`), by name and
+    /// in order: by default every field of the struct that does more than
+    /// repeat the operator's name, read from its derived `Debug` form
+    /// ([`crate::ir::attributes`]); a family whose fields are bulky or hold
+    /// subgraphs prints a summary instead.
+    fn attributes(&self) -> Vec<Attribute> {
+        crate::ir::attributes::of_operator(self, self.name())
+    }
 }
 
 macro_rules! ops {
@@ -361,6 +371,9 @@ impl Op {
     pub fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
         self.inner().fails_on_constants(cx)
     }
+    pub fn attributes(&self) -> Vec<Attribute> {
+        self.inner().attributes()
+    }
     pub fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let op = self.inner();
         if crate::codegen::staging::stages(op) {
@@ -406,8 +419,22 @@ impl Op {
         )
     }
 
-    /// The subgraphs of If, Loop, Scan and FlexAttention; `None` for other
-    /// operators.
+    /// The subgraphs of If, Loop, Scan, SequenceMap and FlexAttention, for
+    /// the textual mid-IR; empty for other operators.
+    pub fn subgraphs(&self) -> Vec<(&'static str, &control::Subgraph)> {
+        use control::ControlFlow;
+        match self {
+            Op::If(op) => op.subgraphs(),
+            Op::Loop(op) => op.subgraphs(),
+            Op::Scan(op) => op.subgraphs(),
+            Op::SequenceMap(op) => op.subgraphs(),
+            Op::FlexAttention(op) => op.subgraphs(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The subgraphs of If, Loop, Scan, SequenceMap and FlexAttention;
+    /// `None` for other operators.
     pub fn subgraphs_mut(&mut self) -> Option<Vec<&mut control::Subgraph>> {
         use control::ControlFlow;
         match self {

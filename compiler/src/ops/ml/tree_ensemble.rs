@@ -13,7 +13,9 @@
 //! tree (the spec's degenerate case).
 
 use crate::codegen::{Lower, Value};
+use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
+use crate::ir::attributes::Attribute;
 use crate::ir::DType;
 use crate::ops::{kernel_for, InferCx, Inferred, Op, Operator};
 use onnxc_runtime::abi::tree::{
@@ -41,35 +43,9 @@ pub struct TreeEnsemble {
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     let a = &cx.attrs;
-    let ints = |name: &str| -> Result<Vec<i64>, String> {
-        a.ints(name)?.ok_or_else(|| format!("attribute \"{name}\" is required"))
-    };
-    let floats = |name: &str| -> Result<Vec<f64>, String> {
-        Ok(a.tensor(name)?.ok_or_else(|| format!("attribute \"{name}\" (a tensor) is required"))?.to_f64s())
-    };
-    let features = ints("nodes_featureids")?;
-    let count = features.len();
-    let per_node = |name: &str, values: Vec<i64>| -> Result<Vec<i64>, String> {
-        if values.len() != count {
-            return Err(format!("attribute \"{name}\" has {} values, expected {count} (one per node)", values.len()));
-        }
-        Ok(values)
-    };
-    let splits = floats("nodes_splits")?;
-    if splits.len() != count {
-        return Err(format!("attribute \"nodes_splits\" has {} values, expected {count} (one per node)", splits.len()));
-    }
-    let modes = per_node("nodes_modes", floats("nodes_modes")?.iter().map(|&m| m as i64).collect())?;
-    let true_ids = per_node("nodes_truenodeids", ints("nodes_truenodeids")?)?;
-    let false_ids = per_node("nodes_falsenodeids", ints("nodes_falsenodeids")?)?;
-    let true_leafs = per_node("nodes_trueleafs", ints("nodes_trueleafs")?)?;
-    let false_leafs = per_node("nodes_falseleafs", ints("nodes_falseleafs")?)?;
-    let missing = match a.ints("nodes_missing_value_tracks_true")? {
-        Some(v) => per_node("nodes_missing_value_tracks_true", v)?,
-        None => vec![0; count],
-    };
-    let leaf_targets = ints("leaf_targetids")?;
-    let leaf_weights = floats("leaf_weights")?;
+    let arrays = NodeArrays::parse(a)?;
+    let leaf_targets = required_ints(a, "leaf_targetids")?;
+    let leaf_weights = required_floats(a, "leaf_weights")?;
     if leaf_weights.len() != leaf_targets.len() {
         return Err(format!(
             "attribute \"leaf_weights\" has {} values, \"leaf_targetids\" {}",
@@ -87,64 +63,12 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
     if !(POST_NONE..=POST_PROBIT).contains(&post_transform) {
         return Err(format!("attribute \"post_transform\" is {post_transform}, expected 0 to 4"));
     }
-
-    let leaf_ref = |id: i64, leaf: i64, what: &str| -> Result<i64, String> {
-        let limit = if leaf != 0 { leaf_targets.len() } else { count };
-        if id < 0 || id as usize >= limit {
-            let kind = if leaf != 0 { "leaf" } else { "node" };
-            return Err(format!("{what} {id} is not a {kind} index (there are {limit})"));
-        }
-        Ok(if leaf != 0 { -(id + 1) } else { id })
-    };
-    let mut members = match a.tensor("membership_values")? {
+    let members = match a.tensor("membership_values")? {
         Some(t) => t.to_f64s(),
         None => Vec::new(),
-    }
-    .into_iter();
-    let mut sets = Vec::new();
-    let mut nodes = Vec::with_capacity(count);
-    for i in 0..count {
-        if !(0..=TREE_MEMBER).contains(&modes[i]) {
-            return Err(format!("node {i}: nodes_modes value {} is not a comparison (0 to {TREE_MEMBER})", modes[i]));
-        }
-        if features[i] < 0 {
-            return Err(format!("node {i}: feature id {} is negative", features[i]));
-        }
-        let (set_start, mut set_len) = (sets.len() as i64, 0);
-        if modes[i] == TREE_MEMBER {
-            let mut closed = false;
-            for v in members.by_ref() {
-                if v.is_nan() {
-                    closed = true;
-                    break;
-                }
-                sets.push(v);
-                set_len += 1;
-            }
-            if !closed && set_len == 0 {
-                return Err(format!("node {i}: attribute \"membership_values\" has no set left for this MEMBER node"));
-            }
-        }
-        nodes.push(TreeNode {
-            split: splits[i],
-            feature: features[i],
-            mode: modes[i],
-            missing_true: (missing[i] != 0) as i64,
-            on_true: leaf_ref(true_ids[i], true_leafs[i], &format!("node {i}: true branch"))?,
-            on_false: leaf_ref(false_ids[i], false_leafs[i], &format!("node {i}: false branch"))?,
-            set_start,
-            set_len,
-        });
-    }
-    if members.any(|v| !v.is_nan()) {
-        return Err("attribute \"membership_values\" has more sets than there are MEMBER nodes".into());
-    }
-    let mut roots = Vec::new();
-    for &r in &ints("tree_roots")? {
-        let i = usize::try_from(r).ok().filter(|&i| i < count).ok_or_else(|| format!("tree root {r} is not a node"))?;
-        let one_leaf = true_leafs[i] != 0 && false_leafs[i] != 0 && true_ids[i] == false_ids[i];
-        roots.push(if one_leaf { nodes[i].on_true } else { r });
-    }
+    };
+    let (nodes, sets) = arrays.nodes(leaf_targets.len(), members)?;
+    let roots = arrays.roots(&nodes, &required_ints(a, "tree_roots")?)?;
     check_acyclic(&nodes, &roots)?;
     let mut contributions = Vec::with_capacity(leaf_targets.len());
     for (k, (&target, &weight)) in leaf_targets.iter().zip(&leaf_weights).enumerate() {
@@ -167,6 +91,135 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         max_feature,
         base_values: Vec::new(),
     }))
+}
+
+/// A required int list attribute.
+pub(crate) fn required_ints(a: &Attrs, name: &str) -> Result<Vec<i64>, String> {
+    a.ints(name)?.ok_or_else(|| format!("attribute \"{name}\" is required"))
+}
+
+/// A required tensor attribute, as f64 values.
+fn required_floats(a: &Attrs, name: &str) -> Result<Vec<f64>, String> {
+    Ok(a.tensor(name)?.ok_or_else(|| format!("attribute \"{name}\" (a tensor) is required"))?.to_f64s())
+}
+
+/// The per-node attributes, one entry per node.
+struct NodeArrays {
+    features: Vec<i64>,
+    splits: Vec<f64>,
+    modes: Vec<i64>,
+    true_ids: Vec<i64>,
+    false_ids: Vec<i64>,
+    /// Nonzero where the matching id is a leaf index.
+    true_leafs: Vec<i64>,
+    false_leafs: Vec<i64>,
+    missing: Vec<i64>,
+}
+
+impl NodeArrays {
+    fn parse(a: &Attrs) -> Result<NodeArrays, String> {
+        let features = required_ints(a, "nodes_featureids")?;
+        let count = features.len();
+        let per_node = |name: &str, values: Vec<i64>| -> Result<Vec<i64>, String> {
+            if values.len() != count {
+                return Err(format!(
+                    "attribute \"{name}\" has {} values, expected {count} (one per node)",
+                    values.len()
+                ));
+            }
+            Ok(values)
+        };
+        let splits = required_floats(a, "nodes_splits")?;
+        if splits.len() != count {
+            return Err(format!(
+                "attribute \"nodes_splits\" has {} values, expected {count} (one per node)",
+                splits.len()
+            ));
+        }
+        let ints = |name: &str| per_node(name, required_ints(a, name)?);
+        let modes = per_node("nodes_modes", required_floats(a, "nodes_modes")?.iter().map(|&m| m as i64).collect())?;
+        let (true_ids, false_ids) = (ints("nodes_truenodeids")?, ints("nodes_falsenodeids")?);
+        let (true_leafs, false_leafs) = (ints("nodes_trueleafs")?, ints("nodes_falseleafs")?);
+        let missing = match a.ints("nodes_missing_value_tracks_true")? {
+            Some(v) => per_node("nodes_missing_value_tracks_true", v)?,
+            None => vec![0; count],
+        };
+        Ok(NodeArrays { features, splits, modes, true_ids, false_ids, true_leafs, false_leafs, missing })
+    }
+
+    /// The kernel's nodes, each branch a node or `-(leaf + 1)` checked
+    /// against the `leaf_count` leaves, and the MEMBER nodes' sets taken
+    /// in turn from `members` (NaN-separated).
+    fn nodes(&self, leaf_count: usize, members: Vec<f64>) -> Result<(Vec<TreeNode>, Vec<f64>), String> {
+        let count = self.features.len();
+        let reference = |id: i64, leaf: i64, what: &str| -> Result<i64, String> {
+            let limit = if leaf != 0 { leaf_count } else { count };
+            if id < 0 || id as usize >= limit {
+                let kind = if leaf != 0 { "leaf" } else { "node" };
+                return Err(format!("{what} {id} is not a {kind} index (there are {limit})"));
+            }
+            Ok(if leaf != 0 { -(id + 1) } else { id })
+        };
+        let mut members = members.into_iter();
+        let (mut sets, mut nodes) = (Vec::new(), Vec::with_capacity(count));
+        for i in 0..count {
+            let mode = self.modes[i];
+            if !(0..=TREE_MEMBER).contains(&mode) {
+                return Err(format!("node {i}: nodes_modes value {mode} is not a comparison (0 to {TREE_MEMBER})"));
+            }
+            if self.features[i] < 0 {
+                return Err(format!("node {i}: feature id {} is negative", self.features[i]));
+            }
+            let set_start = sets.len() as i64;
+            let set_len = if mode == TREE_MEMBER { member_set(i, &mut members, &mut sets)? } else { 0 };
+            nodes.push(TreeNode {
+                split: self.splits[i],
+                feature: self.features[i],
+                mode,
+                missing_true: (self.missing[i] != 0) as i64,
+                on_true: reference(self.true_ids[i], self.true_leafs[i], &format!("node {i}: true branch"))?,
+                on_false: reference(self.false_ids[i], self.false_leafs[i], &format!("node {i}: false branch"))?,
+                set_start,
+                set_len,
+            });
+        }
+        if members.any(|v| !v.is_nan()) {
+            return Err("attribute \"membership_values\" has more sets than there are MEMBER nodes".into());
+        }
+        Ok((nodes, sets))
+    }
+
+    /// Each tree's root: the `tree_roots` node, or the leaf of a one-leaf
+    /// tree (both branches the same leaf).
+    fn roots(&self, nodes: &[TreeNode], tree_roots: &[i64]) -> Result<Vec<i64>, String> {
+        let count = self.features.len();
+        let mut roots = Vec::new();
+        for &r in tree_roots {
+            let i =
+                usize::try_from(r).ok().filter(|&i| i < count).ok_or_else(|| format!("tree root {r} is not a node"))?;
+            let one_leaf = self.true_leafs[i] != 0 && self.false_leafs[i] != 0 && self.true_ids[i] == self.false_ids[i];
+            roots.push(if one_leaf { nodes[i].on_true } else { r });
+        }
+        Ok(roots)
+    }
+}
+
+/// Moves MEMBER node `i`'s set, up to the next NaN, from `members` to
+/// `sets`; returns its length.
+fn member_set(i: usize, members: &mut impl Iterator<Item = f64>, sets: &mut Vec<f64>) -> Result<i64, String> {
+    let (mut closed, mut len) = (false, 0);
+    for v in members.by_ref() {
+        if v.is_nan() {
+            closed = true;
+            break;
+        }
+        sets.push(v);
+        len += 1;
+    }
+    if !closed && len == 0 {
+        return Err(format!("node {i}: attribute \"membership_values\" has no set left for this MEMBER node"));
+    }
+    Ok(len)
 }
 
 /// Fails when following branches from some root comes back to a node on the
@@ -239,9 +292,27 @@ impl TreeEnsemble {
     }
 }
 
+impl TreeEnsemble {
+    /// What the textual mid-IR shows of it: sizes and modes, not tables.
+    pub(crate) fn summary(&self) -> Vec<Attribute> {
+        vec![
+            Attribute::new("trees", self.roots.len()),
+            Attribute::new("nodes", self.nodes.len()),
+            Attribute::new("leaves", self.leaves.len()),
+            Attribute::new("targets", self.targets),
+            Attribute::new("aggregate", self.aggregate),
+            Attribute::new("post_transform", self.post_transform),
+        ]
+    }
+}
+
 impl Operator for TreeEnsemble {
     fn name(&self) -> &'static str {
         "TreeEnsemble"
+    }
+
+    fn attributes(&self) -> Vec<Attribute> {
+        self.summary()
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {

@@ -19,10 +19,11 @@
 //! `[N]` and scores float `[N, classes]`. `nodes_hitrates` is ignored.
 
 use super::classify::{post_transform, round8, ClassLabels, ClassifierFinish};
-use super::tree_ensemble::{check_acyclic, TreeEnsemble};
+use super::tree_ensemble::{check_acyclic, required_ints, TreeEnsemble};
 use crate::codegen::Lower;
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
+use crate::ir::attributes::{self, Attribute};
 use crate::ir::DType;
 use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::abi::ml::{ClassifyParams, CLASSIFY_ARGMAX, CLASSIFY_TREE_BINARY};
@@ -31,10 +32,6 @@ use onnxc_runtime::abi::tree::{
     POST_PROBIT, TREE_EQ, TREE_GT, TREE_GTE, TREE_LEQ, TREE_LT, TREE_NEQ,
 };
 use std::collections::HashMap;
-
-fn required_ints(a: &Attrs, name: &str) -> Result<Vec<i64>, String> {
-    a.ints(name)?.ok_or_else(|| format!("attribute \"{name}\" is required"))
-}
 
 /// A float list given as `{name}` (floats) or `{name}_as_tensor`.
 fn float_list(a: &Attrs, name: &str) -> Result<Option<Vec<f64>>, String> {
@@ -46,123 +43,114 @@ fn float_list(a: &Attrs, name: &str) -> Result<Option<Vec<f64>>, String> {
     }
 }
 
+/// The per-node attributes, one entry per node in attribute order.
+struct NodeTable {
+    tree_ids: Vec<i64>,
+    node_ids: Vec<i64>,
+    features: Vec<i64>,
+    true_ids: Vec<i64>,
+    false_ids: Vec<i64>,
+    missing: Vec<i64>,
+    values: Vec<f64>,
+    /// The comparison of a branch, `None` for a LEAF.
+    modes: Vec<Option<i64>>,
+}
+
+impl NodeTable {
+    fn parse(a: &Attrs) -> Result<NodeTable, String> {
+        let tree_ids = required_ints(a, "nodes_treeids")?;
+        let count = tree_ids.len();
+        let per_node = |name: &str, len: usize| -> Result<(), String> {
+            if len == count {
+                Ok(())
+            } else {
+                Err(format!("attribute \"{name}\" has {len} values, expected {count} (one per node)"))
+            }
+        };
+        let ints = |name: &str| -> Result<Vec<i64>, String> {
+            let v = required_ints(a, name)?;
+            per_node(name, v.len()).map(|_| v)
+        };
+        let (node_ids, features) = (ints("nodes_nodeids")?, ints("nodes_featureids")?);
+        let (true_ids, false_ids) = (ints("nodes_truenodeids")?, ints("nodes_falsenodeids")?);
+        let missing = match a.ints("nodes_missing_value_tracks_true")? {
+            Some(v) => per_node("nodes_missing_value_tracks_true", v.len()).map(|_| v)?,
+            None => vec![0; count],
+        };
+        let values = float_list(a, "nodes_values")?.unwrap_or_default();
+        per_node("nodes_values", values.len())?;
+        let modes = a.strings("nodes_modes")?.ok_or("attribute \"nodes_modes\" is required")?;
+        per_node("nodes_modes", modes.len())?;
+        let modes = modes.iter().enumerate().map(|(i, m)| node_mode(i, m)).collect::<Result<Vec<_>, _>>()?;
+        Ok(NodeTable { tree_ids, node_ids, features, true_ids, false_ids, missing, values, modes })
+    }
+}
+
+/// The kernel's comparison for a `nodes_modes` value, `None` for LEAF.
+fn node_mode(i: usize, mode: &str) -> Result<Option<i64>, String> {
+    match mode {
+        "BRANCH_LEQ" => Ok(Some(TREE_LEQ)),
+        "BRANCH_LT" => Ok(Some(TREE_LT)),
+        "BRANCH_GTE" => Ok(Some(TREE_GTE)),
+        "BRANCH_GT" => Ok(Some(TREE_GT)),
+        "BRANCH_EQ" => Ok(Some(TREE_EQ)),
+        "BRANCH_NEQ" => Ok(Some(TREE_NEQ)),
+        "LEAF" => Ok(None),
+        other => Err(format!("node {i}: nodes_modes value \"{other}\" is not a node mode")),
+    }
+}
+
+/// Where each (tree, node) went: branches and leaves are numbered apart,
+/// in attribute order.
+struct Numbering {
+    position: HashMap<(i64, i64), usize>,
+    branch_index: Vec<i64>,
+    leaf_index: Vec<i64>,
+    branches: usize,
+    leaves: usize,
+}
+
+impl Numbering {
+    fn new(table: &NodeTable) -> Result<Numbering, String> {
+        let count = table.tree_ids.len();
+        let mut n = Numbering {
+            position: HashMap::new(),
+            branch_index: vec![0; count],
+            leaf_index: vec![0; count],
+            branches: 0,
+            leaves: 0,
+        };
+        for i in 0..count {
+            let (tree, node) = (table.tree_ids[i], table.node_ids[i]);
+            if n.position.insert((tree, node), i).is_some() {
+                return Err(format!("node {i}: tree {tree} has two nodes with id {node}"));
+            }
+            if table.modes[i].is_some() {
+                n.branch_index[i] = n.branches as i64;
+                n.branches += 1;
+            } else {
+                n.leaf_index[i] = n.leaves as i64;
+                n.leaves += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// A reference to node `node` of tree `tree` as [`TreeNode`] holds
+    /// it: a branch index, or `-(leaf + 1)`.
+    fn reference(&self, table: &NodeTable, tree: i64, node: i64, what: &str) -> Result<i64, String> {
+        let &j = self.position.get(&(tree, node)).ok_or_else(|| format!("{what}: tree {tree} has no node {node}"))?;
+        Ok(if table.modes[j].is_some() { self.branch_index[j] } else { -(self.leaf_index[j] + 1) })
+    }
+}
+
 /// Builds the [`TreeEnsemble`] tables from the node attributes and the
 /// weights `{prefix}_treeids/_nodeids/_ids/_weights` with `targets` ids.
 fn forest(a: &Attrs, prefix: &str, targets: usize) -> Result<TreeEnsemble, String> {
-    let tree_ids = required_ints(a, "nodes_treeids")?;
-    let count = tree_ids.len();
-    let per_node = |name: &str, v: Vec<i64>| -> Result<Vec<i64>, String> {
-        if v.len() != count {
-            return Err(format!("attribute \"{name}\" has {} values, expected {count} (one per node)", v.len()));
-        }
-        Ok(v)
-    };
-    let node_ids = per_node("nodes_nodeids", required_ints(a, "nodes_nodeids")?)?;
-    let features = per_node("nodes_featureids", required_ints(a, "nodes_featureids")?)?;
-    let true_ids = per_node("nodes_truenodeids", required_ints(a, "nodes_truenodeids")?)?;
-    let false_ids = per_node("nodes_falsenodeids", required_ints(a, "nodes_falsenodeids")?)?;
-    let missing = match a.ints("nodes_missing_value_tracks_true")? {
-        Some(v) => per_node("nodes_missing_value_tracks_true", v)?,
-        None => vec![0; count],
-    };
-    let values = float_list(a, "nodes_values")?.unwrap_or_default();
-    if values.len() != count {
-        return Err(format!("attribute \"nodes_values\" has {} values, expected {count} (one per node)", values.len()));
-    }
-    let modes = a.strings("nodes_modes")?.ok_or("attribute \"nodes_modes\" is required")?;
-    if modes.len() != count {
-        return Err(format!("attribute \"nodes_modes\" has {} values, expected {count} (one per node)", modes.len()));
-    }
-    let modes = modes
-        .iter()
-        .enumerate()
-        .map(|(i, m)| match m.as_str() {
-            "BRANCH_LEQ" => Ok(Some(TREE_LEQ)),
-            "BRANCH_LT" => Ok(Some(TREE_LT)),
-            "BRANCH_GTE" => Ok(Some(TREE_GTE)),
-            "BRANCH_GT" => Ok(Some(TREE_GT)),
-            "BRANCH_EQ" => Ok(Some(TREE_EQ)),
-            "BRANCH_NEQ" => Ok(Some(TREE_NEQ)),
-            "LEAF" => Ok(None),
-            other => Err(format!("node {i}: nodes_modes value \"{other}\" is not a node mode")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-
-    // (tree, node) → attribute position; branches and leaves numbered apart.
-    let mut position = HashMap::new();
-    let (mut branch_index, mut leaf_index) = (vec![0i64; count], vec![0i64; count]);
-    let (mut branches, mut leaves) = (0i64, 0i64);
-    for i in 0..count {
-        if position.insert((tree_ids[i], node_ids[i]), i).is_some() {
-            return Err(format!("node {i}: tree {} has two nodes with id {}", tree_ids[i], node_ids[i]));
-        }
-        if modes[i].is_some() {
-            branch_index[i] = branches;
-            branches += 1;
-        } else {
-            leaf_index[i] = leaves;
-            leaves += 1;
-        }
-    }
-    let reference = |tree: i64, node: i64, what: &str| -> Result<i64, String> {
-        let &j = position.get(&(tree, node)).ok_or_else(|| format!("{what}: tree {tree} has no node {node}"))?;
-        Ok(if modes[j].is_some() { branch_index[j] } else { -(leaf_index[j] + 1) })
-    };
-
-    // Weights, grouped by leaf in leaf order.
-    let w_trees = required_ints(a, &format!("{prefix}_treeids"))?;
-    let w_nodes = required_ints(a, &format!("{prefix}_nodeids"))?;
-    let w_ids = required_ints(a, &format!("{prefix}_ids"))?;
-    let w_values = float_list(a, &format!("{prefix}_weights"))?.unwrap_or_default();
-    if [w_nodes.len(), w_ids.len(), w_values.len()].iter().any(|&n| n != w_trees.len()) {
-        return Err(format!("the \"{prefix}_*\" attributes do not have one value each per weight"));
-    }
-    let mut per_leaf = vec![Vec::new(); leaves as usize];
-    for k in 0..w_trees.len() {
-        let what = format!("weight {k}");
-        let leaf = reference(w_trees[k], w_nodes[k], &what)?;
-        if leaf >= 0 {
-            return Err(format!("{what}: node {} of tree {} is not a LEAF", w_nodes[k], w_trees[k]));
-        }
-        let target = w_ids[k];
-        if target < 0 || target as usize >= targets {
-            return Err(format!("{what}: {prefix} id {target} is not below {targets}"));
-        }
-        per_leaf[(-(leaf + 1)) as usize].push(TreeContribution { target, weight: w_values[k] });
-    }
-    let mut contributions = Vec::new();
-    let leaves: Vec<TreeLeaf> = per_leaf
-        .into_iter()
-        .map(|list| {
-            let leaf = TreeLeaf { first: contributions.len() as i64, count: list.len() as i64 };
-            contributions.extend(list);
-            leaf
-        })
-        .collect();
-
-    let mut nodes = Vec::with_capacity(branches as usize);
-    let mut roots = Vec::new();
-    let mut seen_trees = Vec::new();
-    for i in 0..count {
-        if !seen_trees.contains(&tree_ids[i]) {
-            seen_trees.push(tree_ids[i]);
-            roots.push(reference(tree_ids[i], node_ids[i], "root")?);
-        }
-        let Some(mode) = modes[i] else { continue };
-        if features[i] < 0 {
-            return Err(format!("node {i}: feature id {} is negative", features[i]));
-        }
-        nodes.push(TreeNode {
-            split: values[i],
-            feature: features[i],
-            mode,
-            missing_true: (missing[i] != 0) as i64,
-            on_true: reference(tree_ids[i], true_ids[i], &format!("node {i}: true branch"))?,
-            on_false: reference(tree_ids[i], false_ids[i], &format!("node {i}: false branch"))?,
-            set_start: 0,
-            set_len: 0,
-        });
-    }
+    let table = NodeTable::parse(a)?;
+    let numbering = Numbering::new(&table)?;
+    let (leaves, contributions) = leaf_weights(a, prefix, targets, &table, &numbering)?;
+    let (nodes, roots) = branch_nodes(&table, &numbering)?;
     check_acyclic(&nodes, &roots)?;
     let max_feature = nodes.iter().map(|n| n.feature as usize).max();
     Ok(TreeEnsemble {
@@ -177,6 +165,77 @@ fn forest(a: &Attrs, prefix: &str, targets: usize) -> Result<TreeEnsemble, Strin
         max_feature,
         base_values: Vec::new(),
     })
+}
+
+/// The leaves' weights, grouped by leaf in leaf order: each weight must
+/// name a LEAF and a target below `targets`.
+fn leaf_weights(
+    a: &Attrs,
+    prefix: &str,
+    targets: usize,
+    table: &NodeTable,
+    numbering: &Numbering,
+) -> Result<(Vec<TreeLeaf>, Vec<TreeContribution>), String> {
+    let w_trees = required_ints(a, &format!("{prefix}_treeids"))?;
+    let w_nodes = required_ints(a, &format!("{prefix}_nodeids"))?;
+    let w_ids = required_ints(a, &format!("{prefix}_ids"))?;
+    let w_values = float_list(a, &format!("{prefix}_weights"))?.unwrap_or_default();
+    if [w_nodes.len(), w_ids.len(), w_values.len()].iter().any(|&n| n != w_trees.len()) {
+        return Err(format!("the \"{prefix}_*\" attributes do not have one value each per weight"));
+    }
+    let mut per_leaf = vec![Vec::new(); numbering.leaves];
+    for k in 0..w_trees.len() {
+        let what = format!("weight {k}");
+        let leaf = numbering.reference(table, w_trees[k], w_nodes[k], &what)?;
+        if leaf >= 0 {
+            return Err(format!("{what}: node {} of tree {} is not a LEAF", w_nodes[k], w_trees[k]));
+        }
+        let target = w_ids[k];
+        if target < 0 || target as usize >= targets {
+            return Err(format!("{what}: {prefix} id {target} is not below {targets}"));
+        }
+        per_leaf[(-(leaf + 1)) as usize].push(TreeContribution { target, weight: w_values[k] });
+    }
+    let mut contributions = Vec::new();
+    let leaves = per_leaf
+        .into_iter()
+        .map(|list| {
+            let leaf = TreeLeaf { first: contributions.len() as i64, count: list.len() as i64 };
+            contributions.extend(list);
+            leaf
+        })
+        .collect();
+    Ok((leaves, contributions))
+}
+
+/// The branch nodes in order, and each tree's root (its first node in
+/// attribute order).
+fn branch_nodes(table: &NodeTable, numbering: &Numbering) -> Result<(Vec<TreeNode>, Vec<i64>), String> {
+    let mut nodes = Vec::with_capacity(numbering.branches);
+    let (mut roots, mut seen_trees) = (Vec::new(), Vec::new());
+    let reference = |tree: i64, node: i64, what: &str| numbering.reference(table, tree, node, what);
+    for i in 0..table.tree_ids.len() {
+        let tree = table.tree_ids[i];
+        if !seen_trees.contains(&tree) {
+            seen_trees.push(tree);
+            roots.push(reference(tree, table.node_ids[i], "root")?);
+        }
+        let Some(mode) = table.modes[i] else { continue };
+        if table.features[i] < 0 {
+            return Err(format!("node {i}: feature id {} is negative", table.features[i]));
+        }
+        nodes.push(TreeNode {
+            split: table.values[i],
+            feature: table.features[i],
+            mode,
+            missing_true: (table.missing[i] != 0) as i64,
+            on_true: reference(tree, table.true_ids[i], &format!("node {i}: true branch"))?,
+            on_false: reference(tree, table.false_ids[i], &format!("node {i}: false branch"))?,
+            set_start: 0,
+            set_len: 0,
+        });
+    }
+    Ok((nodes, roots))
 }
 
 fn base_values(a: &Attrs, allowed: &[usize]) -> Result<Vec<f64>, String> {
@@ -251,6 +310,12 @@ pub fn import_classifier(cx: &mut NodeImport) -> Result<Op, String> {
 impl Operator for TreeClassifier {
     fn name(&self) -> &'static str {
         "TreeEnsembleClassifier"
+    }
+
+    fn attributes(&self) -> Vec<Attribute> {
+        let mut summary = self.forest.summary();
+        summary.extend(attributes::of_debug_except(self, &["forest"]));
+        summary
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
