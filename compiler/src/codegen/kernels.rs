@@ -2,7 +2,7 @@
 //! library's own list, so that rustc checks every call when onnxc is built.
 //!
 //! `onnxc_runtime::kernel_list!` (and `onnxc_runtime_std::kernel_list!` for
-//! the kernels that need std) hands its rows to [`typed_kernels!`], which
+//! the kernels that need std) hands its rows to `typed_kernels!`, which
 //! turns `onnxc_pool_f32(*const PoolParams, *const f32, ...) -> i32` into
 //! `onnxc_pool_f32: Kernel<(Ref<PoolParams>, Ptr, ...), I32>`. A lowering
 //! passes a tuple of typed arguments, so a misspelt kernel, a missing or
@@ -11,12 +11,17 @@
 //!
 //! The types are those the ABI tells apart (pointer, i32, i64, f32, f64),
 //! with one refinement: a pointer to a struct (a params block, a table of
-//! records, the context's `Parallel`) is a [`Ref`] to that struct, which only
-//! [`Lower::params`](super::Lower::params) and
-//! [`Lower::table`](super::Lower::table) make from the struct itself. A
-//! pointer to tensor elements is a [`Ptr`] whatever the element type, which
-//! is what lets one lowering pick the f32 or f64 kernel of a family at run
-//! time of the compiler ([`by_dtype`]): both variants have one Rust type.
+//! records, the context's `Parallel`) is a [`Ref`] to that struct, which
+//! [`Lower::params`](super::Lower::params) makes from the struct itself (and
+//! [`Ref::to`] from an address known to hold one). A pointer to tensor
+//! elements is a [`Ptr`] whatever the element type, so that the f32 and f64
+//! kernels of a family have one Rust type and a lowering picks one by the
+//! element type it was given ([`by_dtype`]).
+//!
+//! Each row's types resolve here, hence the glob imports of the runtime's
+//! parameter structs; [`Kernel::abi`] gives the machine types from which
+//! `Lower::call` declares the import, and a test compares them with the
+//! library's tables.
 
 use super::Value;
 use crate::ir::DType;
@@ -164,17 +169,22 @@ pub fn by_dtype<A, R>(f32: Kernel<A, R>, f64: Kernel<A, R>, dtype: DType) -> Ker
     }
 }
 
-/// The typed argument for one spelled-out C type of a kernel row.
+/// The typed argument for one spelled-out C type of a kernel row: a
+/// pointer to an element type of tensors (or to bytes) is a [`Ptr`], any
+/// other pointee is a struct, so a [`Ref`] to it.
 macro_rules! kernel_arg {
     (i32) => { I32 };
     (i64) => { I64 };
     (f32) => { F32 };
     (f64) => { F64 };
     (* $m:ident u8) => { Ptr };
+    (* $m:ident i8) => { Ptr };
     (* $m:ident u16) => { Ptr };
+    (* $m:ident i16) => { Ptr };
     (* $m:ident u32) => { Ptr };
     (* $m:ident i32) => { Ptr };
     (* $m:ident i64) => { Ptr };
+    (* $m:ident u64) => { Ptr };
     (* $m:ident f32) => { Ptr };
     (* $m:ident f64) => { Ptr };
     (* $m:ident OnnxString) => { Ptr };
