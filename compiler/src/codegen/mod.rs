@@ -23,6 +23,7 @@
 mod alloc;
 mod composite;
 mod footprint;
+pub mod kernels;
 mod nest;
 pub mod portable_math;
 pub mod staging;
@@ -42,7 +43,8 @@ use crate::plan::{Loc, Plan};
 use cranelift_codegen::ir::{AbiParam, Block, FuncRef, GlobalValue, Signature, SourceLoc};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
-use onnxc_runtime::abi::{AbiType, KernelSig};
+use kernels::{Kernel, KernelArgs, KernelValue, Ref, I32, I64};
+use onnxc_runtime::abi::AbiType;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
@@ -764,8 +766,8 @@ impl<'f> Lower<'_, 'f> {
     /// past any part handed out by [`Lower::reserve_scratch`].
     /// The address of the context's `parallel_for` hook pair
     /// (`onnxc_runtime::Parallel`), for kernels that split their work.
-    pub fn parallel_ptr(&self) -> Value {
-        self.env.parallel
+    pub fn parallel_ptr(&self) -> Ref<onnxc_runtime::Parallel> {
+        Ref::to(self.env.parallel)
     }
 
     pub fn scratch_ptr(&mut self) -> Result<Value, String> {
@@ -791,8 +793,8 @@ impl<'f> Lower<'_, 'f> {
     }
 
     /// Places a kernel's parameter block in read-only data; returns its address.
-    pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Value, String> {
-        self.table(std::slice::from_ref(p))
+    pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Ref<P>, String> {
+        self.table(std::slice::from_ref(p)).map(Ref::to)
     }
 
     /// Places a table of plain records (a kernel's compiled lookup data) in
@@ -819,10 +821,11 @@ impl<'f> Lower<'_, 'f> {
         Ok(self.b.ins().symbol_value(ptr, gv))
     }
 
-    fn kernel_ref(&mut self, sig: &KernelSig) -> Result<FuncRef, String> {
-        if let Some(&f) = self.env.funcs.get(sig.name) {
+    fn kernel_ref<A: KernelArgs, R: KernelValue>(&mut self, kernel: Kernel<A, R>) -> Result<FuncRef, String> {
+        if let Some(&f) = self.env.funcs.get(kernel.name) {
             return Ok(f);
         }
+        let (params, ret) = kernel.abi();
         let ptr = self.ptr_type();
         let abi = |t: AbiType| match t {
             AbiType::Ptr => ptr,
@@ -832,18 +835,19 @@ impl<'f> Lower<'_, 'f> {
             AbiType::F64 => types::F64,
         };
         let mut s = Signature::new(self.module.target_config().default_call_conv);
-        s.params.extend(sig.params.iter().map(|&t| AbiParam::new(abi(t))));
-        s.returns.extend(sig.ret.iter().map(|&t| AbiParam::new(abi(t))));
-        let id = self.module.declare_function(sig.name, Linkage::Import, &s).map_err(|e| format!("{e:?}"))?;
+        s.params.extend(params.iter().map(|&t| AbiParam::new(abi(t))));
+        s.returns.push(AbiParam::new(abi(ret)));
+        let id = self.module.declare_function(kernel.name, Linkage::Import, &s).map_err(|e| format!("{e:?}"))?;
         let f = self.module.declare_func_in_func(id, self.b.func);
-        self.env.funcs.insert(sig.name.to_string(), f);
+        self.env.funcs.insert(kernel.name.to_string(), f);
         Ok(f)
     }
 
-    /// Calls a function of the kernel library; returns its result, if any.
-    /// In portable mode this is the error that names the operator (and, for
+    /// Calls a function of the kernel library; returns its result. In
+    /// portable mode this is the error that names the operator (and, for
     /// the kernels that need std, says that the target has none).
-    pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Option<Value>, String> {
+    pub fn call<A: KernelArgs, R: KernelValue>(&mut self, kernel: Kernel<A, R>, args: A) -> Result<Value, String> {
+        let name = kernel.name;
         if self.env.portable && needs_std(name) {
             return Err(format!(
                 "{} needs std (the kernel {name} of libonnxc_runtime_std.a), which onnxc only provides for the host, \
@@ -857,22 +861,16 @@ impl<'f> Lower<'_, 'f> {
                 self.node.op.name()
             ));
         }
-        let sig = onnxc_runtime::abi::kernel(name)
-            .or_else(|| onnxc_runtime_std::kernel(name))
-            .ok_or_else(|| format!("no kernel named {name}"))?;
-        if sig.params.len() != args.len() {
-            return Err(format!("kernel {name} takes {} arguments, got {}", sig.params.len(), args.len()));
-        }
-        let f = self.kernel_ref(sig)?;
-        self.env.footprint.add_kernel(self.index, sig.name);
-        let call = self.b.ins().call(f, args);
-        Ok(self.b.inst_results(call).first().copied())
+        let f = self.kernel_ref(kernel)?;
+        self.env.footprint.add_kernel(self.index, name);
+        let call = self.b.ins().call(f, &args.values());
+        Ok(self.b.inst_results(call)[0])
     }
 
     /// Calls a kernel that returns a status and leaves the model with it
     /// (tagged with this node) when it is nonzero.
-    pub fn call_checked(&mut self, name: &str, args: &[Value]) -> Result<(), String> {
-        let status = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no status"))?;
+    pub fn call_checked<A: KernelArgs>(&mut self, kernel: Kernel<A, I32>, args: A) -> Result<(), String> {
+        let status = self.call(kernel, args)?;
         self.fail_if_nonzero(status);
         Ok(())
     }
@@ -880,8 +878,8 @@ impl<'f> Lower<'_, 'f> {
     /// Calls a counting kernel (it returns a count, or `-status` when it
     /// fails) and leaves the model on failure; returns the count as a
     /// pointer-sized integer.
-    pub fn call_count(&mut self, name: &str, args: &[Value]) -> Result<Value, String> {
-        let n = self.call(name, args)?.ok_or_else(|| format!("kernel {name} returns no count"))?;
+    pub fn call_count<A: KernelArgs>(&mut self, kernel: Kernel<A, I64>, args: A) -> Result<Value, String> {
+        let n = self.call(kernel, args)?;
         let negative = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
         let status = self.b.ins().ineg(n);
         let status = self.b.ins().ireduce(types::I32, status);
@@ -1025,13 +1023,13 @@ impl<'f> Lower<'_, 'f> {
     }
 }
 
-/// The Cranelift type that holds one element of `dtype` in registers and memory.
 /// True for the kernels of `onnxc-runtime-std` (ImageDecoder's): they need
 /// std, so only the host's `libonnxc_runtime_std.a` has them.
 pub fn needs_std(kernel: &str) -> bool {
     onnxc_runtime_std::kernel(kernel).is_some()
 }
 
+/// The Cranelift type that holds one element of `dtype` in registers and memory.
 pub fn clif_type(dtype: DType) -> Type {
     match dtype {
         DType::F32 => types::F32,

@@ -24,11 +24,12 @@
 //! Shape, Size, Quantize/DequantizeLinear); `Op::infer` rejects packed
 //! tensors for every other operator.
 //!
-//! f64 needs no staging: it has kernels of its own (`ops::kernel_for`
+//! f64 needs no staging: it has kernels of its own (`codegen::kernels::by_dtype`
 //! picks the `_f32` or `_f64` form). Nor does float8: elementwise code
 //! widens each loaded bit pattern to f32 and narrows it on store (Cast's
 //! `saturate` and `round_mode`).
 
+use crate::codegen::kernels::{self, Kernel, Ptr, I32, I64};
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::ir::DType;
 use crate::ops::{InferCx, Operator};
@@ -44,13 +45,17 @@ fn staged_type(op: &dyn Operator, dtype: DType) -> Option<DType> {
 }
 
 /// The kernels that widen a staged `dtype` into its copy and narrow it back.
-fn kernels(dtype: DType) -> (&'static str, &'static str) {
+fn conversion_kernels(dtype: DType) -> (Conversion, Conversion) {
     if dtype.is_packed() {
-        ("onnxc_unpack", "onnxc_pack")
+        (kernels::onnxc_unpack, kernels::onnxc_pack)
     } else {
-        ("onnxc_widen_f32", "onnxc_narrow_f32")
+        (kernels::onnxc_widen_f32, kernels::onnxc_narrow_f32)
     }
 }
+
+/// A kernel converting `count` elements of type `elem` between a tensor and
+/// its staged copy: `(elem, src, dst, count) -> status`.
+type Conversion = Kernel<(I64, Ptr, Ptr, I64), I32>;
 
 /// Scratch bytes of one staged tensor (four per element), rounded so the
 /// next one (and the operator's own scratch after them) stays 64-byte
@@ -81,7 +86,7 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
         if let Some(wide) = staged_type(op, dtype) {
             let copy = cx.reserve_scratch(area(&shape))?;
             let src = cx.input_ptr(i)?;
-            convert(cx, kernels(dtype).0, dtype, src, copy, &shape)?;
+            convert(cx, conversion_kernels(dtype).0, dtype, src, copy, &shape)?;
             cx.stage_input(i, copy, wide);
         }
     }
@@ -102,15 +107,22 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
     op.lower(cx)?;
     cx.unstage();
     for (dtype, copy, dst, shape) in narrow {
-        convert(cx, kernels(dtype).1, dtype, copy, dst, &shape)?;
+        convert(cx, conversion_kernels(dtype).1, dtype, copy, dst, &shape)?;
     }
     Ok(())
 }
 
 /// Calls a buffer conversion kernel (`onnxc_{widen,narrow}_f32`,
 /// `onnxc_{unpack,pack}`).
-fn convert(cx: &mut Lower, kernel: &str, dtype: DType, src: Value, dst: Value, shape: &[usize]) -> Result<(), String> {
-    let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
-    let count = cx.ins().iconst(types::I64, shape.iter().product::<usize>() as i64);
-    cx.call_checked(kernel, &[elem, src, dst, count])
+fn convert(
+    cx: &mut Lower,
+    kernel: Conversion,
+    dtype: DType,
+    src: Value,
+    dst: Value,
+    shape: &[usize],
+) -> Result<(), String> {
+    let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
+    let count = I64(cx.ins().iconst(types::I64, shape.iter().product::<usize>() as i64));
+    cx.call_checked(kernel, (elem, Ptr(src), Ptr(dst), count))
 }

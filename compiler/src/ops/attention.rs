@@ -36,6 +36,7 @@
 //!   the last `K-1` positions. T in {f16, bf16, f32}.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast_strides, element_count};
@@ -353,17 +354,12 @@ impl Operator for Attention {
             },
         };
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..7 {
-            let ptr = cx.opt_input_ptr(i);
-            args.push(ptr);
-        }
-        for i in 0..4 {
-            let ptr = if cx.has_output(i) { cx.output_ptr(i)? } else { cx.iconst(0) };
-            args.push(ptr);
-        }
-        args.push(cx.scratch_ptr()?);
-        cx.call_checked("onnxc_attention", &args)
+        let [q, k, v, mask, past_k, past_v, nonpad] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
+        let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
+        let (y, present_k, present_v, qk) = (output(0)?, output(1)?, output(2)?, output(3)?);
+        let scratch = Ptr(cx.scratch_ptr()?);
+        let args = (params, q, k, v, mask, past_k, past_v, nonpad, y, present_k, present_v, qk, scratch);
+        cx.call_checked(kernels::onnxc_attention, args)
     }
 }
 
@@ -471,13 +467,9 @@ impl Operator for RotaryEmbedding {
         let mut p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, pos.as_deref())?;
         p.elem = elem_code("input 0", t, FLOATS32)?;
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..4 {
-            let ptr = cx.opt_input_ptr(i);
-            args.push(ptr);
-        }
-        args.push(cx.output_ptr(0)?);
-        cx.call_checked("onnxc_rotary_embedding", &args)
+        let [x, cos, sin, positions] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
+        let y = Ptr(cx.output_ptr(0)?);
+        cx.call_checked(kernels::onnxc_rotary_embedding, (params, x, cos, sin, positions, y))
     }
 }
 
@@ -513,7 +505,7 @@ impl Operator for Swiglu {
         let p = SwigluParams { elem: elem_code("input 0", t, FLOATS)?, count: count as i64, alpha: self.alpha as f64 };
         let params = cx.params(&p)?;
         let (a, b, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_swiglu", &[params, a, b, y])
+        cx.call_checked(kernels::onnxc_swiglu, (params, Ptr(a), Ptr(b), Ptr(y)))
     }
 }
 
@@ -583,15 +575,11 @@ impl Operator for CausalConvWithState {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..4 {
-            let ptr = cx.opt_input_ptr(i);
-            args.push(ptr);
-        }
-        args.push(cx.output_ptr(0)?);
+        let [x, w, bias, past] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
+        let y = Ptr(cx.output_ptr(0)?);
         // present_state: always written; a planned (possibly unnamed) buffer.
-        args.push(cx.output_ptr(1)?);
-        cx.call_checked("onnxc_causal_conv_with_state", &args)
+        let present = Ptr(cx.output_ptr(1)?);
+        cx.call_checked(kernels::onnxc_causal_conv_with_state, (params, x, w, bias, past, y, present))
     }
 }
 
@@ -715,14 +703,8 @@ impl Operator for LinearAttention {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..6 {
-            let ptr = cx.opt_input_ptr(i);
-            args.push(ptr);
-        }
-        args.push(cx.output_ptr(0)?);
-        args.push(cx.output_ptr(1)?);
-        args.push(cx.scratch_ptr()?);
-        cx.call_checked("onnxc_linear_attention", &args)
+        let [q, k, v, past, decay, beta] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
+        let (y, present, scratch) = (Ptr(cx.output_ptr(0)?), Ptr(cx.output_ptr(1)?), Ptr(cx.scratch_ptr()?));
+        cx.call_checked(kernels::onnxc_linear_attention, (params, q, k, v, past, decay, beta, y, present, scratch))
     }
 }

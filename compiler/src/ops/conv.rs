@@ -37,7 +37,8 @@
 //! output `[N, C, image...]` (`onnxc_col2im_*`). Float types only.
 
 use super::elementwise::Activation;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, Ref};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
@@ -422,15 +423,23 @@ impl Conv {
     }
 }
 
+/// The operands every [`ConvKernel`] passes its kernel, made (in this
+/// order) before the ones of its own.
+struct ConvOperands {
+    params: Ref<ConvParams>,
+    x: Ptr,
+    w: Ptr,
+    bias: Ptr,
+    scratch: Ptr,
+}
+
 /// What Conv and ConvTranspose share: `(X, W, optional B) → Y` through one
-/// kernel (`KERNEL_f32`/`_f64`) that takes [`ConvParams`] and an optional
-/// scratch area.
+/// kernel (an `_f32` and an `_f64` variant) that takes [`ConvParams`] and an
+/// optional scratch area.
 trait ConvKernel {
-    const KERNEL: &'static str;
-    /// Whether the kernel takes a residual operand (after the bias).
-    const RESIDUAL_ARG: bool = false;
-    /// Whether the kernel takes the context's `parallel_for` (last argument).
-    const PARALLEL_ARG: bool = false;
+    /// Calls the kernel's variant for `dtype` with the shared operands and
+    /// its own (Conv's residual and `parallel_for`).
+    fn call_kernel(&self, cx: &mut Lower, dtype: DType, operands: ConvOperands) -> Result<(), String>;
     /// What passes fused in (see [`Conv::fused`]).
     fn fused(&self) -> Fused {
         Fused::default()
@@ -496,27 +505,18 @@ trait ConvKernel {
             return lower_with_prologue(cx, dtype, &p, self.fused(), prologue);
         }
         if self.is_blocked() {
-            let scratch = if conv_blocked_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+            let scratch = Ptr(if conv_blocked_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
             let params = cx.params(&p)?;
-            let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
-            args.push(self.fused().residual_ptr(cx)?);
-            args.extend([cx.output_ptr(0)?, scratch, cx.parallel_ptr()]);
-            return cx.call_checked("onnxc_conv_blocked_f32", &args);
+            let (x, w, bias) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.opt_input_ptr(2)));
+            let residual = Ptr(self.fused().residual_ptr(cx)?);
+            let (y, parallel) = (Ptr(cx.output_ptr(0)?), cx.parallel_ptr());
+            let args = (params, x, w, bias, residual, y, scratch, parallel);
+            return cx.call_checked(kernels::onnxc_conv_blocked_f32, args);
         }
-        let scratch = if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let scratch = Ptr(if Self::scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
         let params = cx.params(&p)?;
-        let xp = cx.input_ptr(0)?;
-        let wp = cx.input_ptr(1)?;
-        let bp = cx.opt_input_ptr(2);
-        let mut args = vec![params, xp, wp, bp];
-        if Self::RESIDUAL_ARG {
-            args.push(self.fused().residual_ptr(cx)?);
-        }
-        args.extend([cx.output_ptr(0)?, scratch]);
-        if Self::PARALLEL_ARG {
-            args.push(cx.parallel_ptr());
-        }
-        cx.call_checked(&kernel_for(Self::KERNEL, dtype), &args)
+        let (x, w, bias) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.opt_input_ptr(2)));
+        self.call_kernel(cx, dtype, ConvOperands { params, x, w, bias, scratch })
     }
 }
 
@@ -533,10 +533,10 @@ fn lower_with_prologue(
         return Err("a prologue needs f32 and weights packed for the kernel library".into());
     }
     let params = cx.params(p)?;
-    let mut args = vec![params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2)];
-    args.push(fused.residual_ptr(cx)?);
-    args.extend([cx.input_ptr(prologue)?, cx.output_ptr(0)?, cx.parallel_ptr()]);
-    cx.call_checked("onnxc_conv_prologue_f32", &args)
+    let (x, w, bias) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.opt_input_ptr(2)));
+    let residual = Ptr(fused.residual_ptr(cx)?);
+    let (prologue, y, parallel) = (Ptr(cx.input_ptr(prologue)?), Ptr(cx.output_ptr(0)?), cx.parallel_ptr());
+    cx.call_checked(kernels::onnxc_conv_prologue_f32, (params, x, w, bias, residual, prologue, y, parallel))
 }
 
 /// The `Operator` impl of a [`ConvKernel`] type.
@@ -563,9 +563,12 @@ macro_rules! conv_operator {
 }
 
 impl ConvKernel for Conv {
-    const KERNEL: &'static str = "onnxc_conv";
-    const RESIDUAL_ARG: bool = true;
-    const PARALLEL_ARG: bool = true;
+    fn call_kernel(&self, cx: &mut Lower, dtype: DType, o: ConvOperands) -> Result<(), String> {
+        let residual = Ptr(self.fused.residual_ptr(cx)?);
+        let (y, parallel) = (Ptr(cx.output_ptr(0)?), cx.parallel_ptr());
+        let kernel = kernels::by_dtype(kernels::onnxc_conv_f32, kernels::onnxc_conv_f64, dtype);
+        cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, residual, y, o.scratch, parallel))
+    }
     const DIRECT_LOOPS: bool = true;
     fn fused(&self) -> Fused {
         self.fused
@@ -669,13 +672,12 @@ impl Operator for DeformConv {
         let (dtype, x) = cx.input_type(0)?;
         let mask = if cx.has_input(4) { Some(cx.input_type(4)?.1) } else { None };
         let p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, mask.as_deref())?;
-        let scratch = if deform_conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
-        let mut args = vec![cx.params(&p)?];
-        for i in 0..3 {
-            args.push(cx.input_ptr(i)?);
-        }
-        args.extend([cx.opt_input_ptr(3), cx.opt_input_ptr(4), cx.output_ptr(0)?, scratch]);
-        cx.call_checked(&kernel_for("onnxc_deform_conv", dtype), &args)
+        let scratch = Ptr(if deform_conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
+        let params = cx.params(&p)?;
+        let (x, w, offset) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));
+        let (bias, mask, y) = (Ptr(cx.opt_input_ptr(3)), Ptr(cx.opt_input_ptr(4)), Ptr(cx.output_ptr(0)?));
+        let kernel = kernels::by_dtype(kernels::onnxc_deform_conv_f32, kernels::onnxc_deform_conv_f64, dtype);
+        cx.call_checked(kernel, (params, x, w, offset, bias, mask, y, scratch))
     }
 
     fn stages_halves(&self) -> bool {
@@ -837,7 +839,11 @@ impl ConvTranspose {
 }
 
 impl ConvKernel for ConvTranspose {
-    const KERNEL: &'static str = "onnxc_conv_transpose";
+    fn call_kernel(&self, cx: &mut Lower, dtype: DType, o: ConvOperands) -> Result<(), String> {
+        let y = Ptr(cx.output_ptr(0)?);
+        let kernel = kernels::by_dtype(kernels::onnxc_conv_transpose_f32, kernels::onnxc_conv_transpose_f64, dtype);
+        cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, y, o.scratch))
+    }
     const DIRECT_LOOPS: bool = false;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
@@ -949,7 +955,10 @@ impl Operator for Col2Im {
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
-        cx.call_checked(&kernel_for("onnxc_col2im", dtype), &[params, xp, yp])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_col2im_f32, kernels::onnxc_col2im_f64, dtype),
+            (params, Ptr(xp), Ptr(yp)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

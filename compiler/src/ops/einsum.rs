@@ -18,7 +18,8 @@
 //! combination of transposes, diagonals, batch dims and reductions.
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -254,12 +255,11 @@ impl Operator for Einsum {
             p.strides[k][..s.len()].copy_from_slice(s);
         }
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..EINSUM_MAX_INPUTS {
-            args.push(if i < n { cx.input_ptr(i)? } else { cx.iconst(0) });
-        }
-        args.push(cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_einsum", dtype), &args)
+        let mut operand = |i| if i < n { cx.input_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
+        let (a, b, c) = (operand(0)?, operand(1)?, operand(2)?);
+        let y = Ptr(cx.output_ptr(0)?);
+        let kernel = kernels::by_dtype(kernels::onnxc_einsum_f32, kernels::onnxc_einsum_f64, dtype);
+        cx.call_checked(kernel, (params, a, b, c, y))
     }
 
     fn stages_halves(&self) -> bool {

@@ -22,6 +22,7 @@
 //! model with `INDEX_OUT_OF_RANGE` tagged with this node.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::shape::{element_count, normalize_axis};
@@ -173,7 +174,7 @@ impl Operator for Gather {
         let data = cx.input_ptr(0)?;
         let indices = cx.input_ptr(1)?;
         let out = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_gather", &[params, data, indices, out])
+        cx.call_checked(kernels::onnxc_gather, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }
 
@@ -261,7 +262,7 @@ impl Operator for GatherElements {
         let p = elements_params((dtype, &shape), (itype, &ishape), self.axis)?;
         let params = cx.params(&p)?;
         let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_gather_elements", &[params, data, indices, out])
+        cx.call_checked(kernels::onnxc_gather_elements, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }
 
@@ -341,7 +342,7 @@ impl Operator for GatherNd {
         let (p, _) = nd_params(dtype, &shape, itype, &ishape, self.batch_dims)?;
         let params = cx.params(&p)?;
         let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_gather_nd", &[params, data, indices, out])
+        cx.call_checked(kernels::onnxc_gather_nd, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }
 
@@ -425,14 +426,14 @@ impl Operator for OneHot {
                 let (dtype, _) = cx.input_type(1)?;
                 let code = cx.iconst(dtype.onnx_code() as i64);
                 let depth_ptr = cx.input_ptr(1)?;
-                let depth = cx.call_count("onnxc_read_count", &[code, depth_ptr])?;
+                let depth = cx.call_count(kernels::onnxc_read_count, (I64(code), Ptr(depth_ptr)))?;
                 let mut dims: Vec<_> = ishape.iter().map(|&d| cx.iconst(d as i64)).collect();
                 dims.insert(axis, depth);
                 (depth, cx.alloc_output(0, &dims)?)
             }
         };
         let (indices, values) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
-        cx.call_checked("onnxc_one_hot", &[params, depth, indices, values, out])
+        cx.call_checked(kernels::onnxc_one_hot, (params, I64(depth), Ptr(indices), Ptr(values), Ptr(out)))
     }
 }
 
@@ -533,7 +534,7 @@ impl Operator for TopK {
                 (k, cx.alloc_output(0, &dims)?, cx.alloc_output(1, &dims)?)
             }
         };
-        cx.call_checked("onnxc_topk", &[params, k, x, values, indices, scratch])
+        cx.call_checked(kernels::onnxc_topk, (params, I64(k), Ptr(x), Ptr(values), Ptr(indices), Ptr(scratch)))
     }
 }
 

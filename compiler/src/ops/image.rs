@@ -17,6 +17,7 @@
 //! the node at import: it could neither fold nor test what it compiled.
 
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim};
@@ -73,7 +74,7 @@ impl Operator for ImageDecoder {
         let params = cx.params(&self.params)?;
         let (data, dims) = (cx.input_ptr(0)?, cx.scratch_ptr()?);
         let len = cx.iconst(shape[0] as i64);
-        cx.call_checked("onnxc_image_dims", &[params, data, len, dims])?;
+        cx.call_checked(kernels::onnxc_image_dims, (params, Ptr(data), I64(len), Ptr(dims)))?;
         let ptr = cx.ptr_type();
         let height = cx.ins().load(ptr, MemFlagsData::trusted(), dims, 0);
         let width = cx.ins().load(ptr, MemFlagsData::trusted(), dims, 8);
@@ -82,6 +83,6 @@ impl Operator for ImageDecoder {
         let image = cx.alloc_output(0, &[height, width, channels])?;
         let pixels = cx.ins().imul(height, width);
         let bytes = cx.ins().imul(pixels, channels);
-        cx.call_checked("onnxc_image_decode", &[params, data, len, image, bytes])
+        cx.call_checked(kernels::onnxc_image_decode, (params, Ptr(data), I64(len), Ptr(image), I64(bytes)))
     }
 }

@@ -9,6 +9,7 @@
 //! ONNX operator imports to them.
 
 use super::{InferCx, Inferred, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::Lower;
 use crate::ir::DType;
 use onnxc_runtime::BLOCK;
@@ -66,10 +67,10 @@ impl Operator for Reorder {
         let (_, shape) = cx.input_type(0)?;
         let nchw = if self.to_blocked { shape } else { unblocked_shape(&shape).ok_or("input 0 is not blocked")? };
         let [n, c, h, w] = nchw[..] else { return Err(format!("input 0 has shape {nchw:?}, expected rank 4")) };
-        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        let sizes = [n, c, h * w].map(|v| cx.iconst(v as i64));
-        let kernel = if self.to_blocked { "onnxc_to_blocked_f32" } else { "onnxc_from_blocked_f32" };
+        let (x, y) = (Ptr(cx.input_ptr(0)?), Ptr(cx.output_ptr(0)?));
+        let [n, c, plane] = [n, c, h * w].map(|v| I64(cx.iconst(v as i64)));
+        let kernel = if self.to_blocked { kernels::onnxc_to_blocked_f32 } else { kernels::onnxc_from_blocked_f32 };
         let parallel = cx.parallel_ptr();
-        cx.call_checked(kernel, &[x, y, sizes[0], sizes[1], sizes[2], parallel])
+        cx.call_checked(kernel, (x, y, n, c, plane, parallel))
     }
 }

@@ -29,7 +29,8 @@
 //! staged f32 copies ([`crate::codegen::staging`]).
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -335,7 +336,7 @@ impl LoopGemm<'_> {
         if self.kernel_from == Some(level) {
             let params = cx.params(&self.p.kernel_params(level))?;
             let [a, b, c, y] = ptrs;
-            return cx.call_checked("onnxc_gemm_f32", &[params, a, b, c, y]);
+            return cx.call_checked(kernels::onnxc_gemm_f32, (params, Ptr(a), Ptr(b), Ptr(c), Ptr(y)));
         }
         let dims = &self.p.batch;
         let Some(&size) = dims.get(level) else {
@@ -463,7 +464,10 @@ impl Operator for Det {
         let scratch = if n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&DetParams { batch: batch as i64, n: n as i64 })?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_det", dtype), &[params, x, y, scratch])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_det_f32, kernels::onnxc_det_f64, dtype),
+            (params, Ptr(x), Ptr(y), Ptr(scratch)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

@@ -18,7 +18,8 @@
 //! not `ignore_index` stops the model with `INDEX_OUT_OF_RANGE`.
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -121,7 +122,10 @@ impl Operator for Loss {
             let log_prob = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.scratch_ptr()? };
             let p = SoftmaxParams { outer: n as i64, axis_len: c as i64, inner: d as i64, kind: LOG_SOFTMAX };
             let params = cx.params(&p)?;
-            cx.call_checked(&kernel_for("onnxc_softmax", dtype), &[params, x, log_prob])?;
+            cx.call_checked(
+                kernels::by_dtype(kernels::onnxc_softmax_f32, kernels::onnxc_softmax_f64, dtype),
+                (params, Ptr(x), Ptr(log_prob)),
+            )?;
             x = log_prob;
         }
         let p = NllLossParams {
@@ -137,7 +141,10 @@ impl Operator for Loss {
         let target = cx.input_ptr(1)?;
         let weight = cx.opt_input_ptr(2);
         let loss = cx.output_ptr(0)?;
-        cx.call_checked(&kernel_for("onnxc_nll_loss", dtype), &[params, x, target, weight, loss])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_nll_loss_f32, kernels::onnxc_nll_loss_f64, dtype),
+            (params, Ptr(x), Ptr(target), Ptr(weight), Ptr(loss)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

@@ -144,13 +144,6 @@ impl<'a> InferCx<'a> {
     }
 }
 
-/// The f32 or f64 variant (`{base}_f32`, `{base}_f64`) of a kernel that
-/// comes in both, for a lowering of element type `dtype` (f16/bf16 arrive
-/// staged as f32).
-pub fn kernel_for(base: &str, dtype: DType) -> String {
-    format!("{base}_{}", if dtype == DType::F64 { "f64" } else { "f32" })
-}
-
 /// The behaviour every operator's attribute struct provides.
 pub trait Operator: std::fmt::Debug {
     /// The ONNX op_type (or, for table-driven families, the table entry's name).

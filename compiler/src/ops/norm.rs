@@ -40,7 +40,8 @@
 
 use super::elementwise::compute_type;
 use super::elementwise::{emit_broadcast_loop, Operand};
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -169,15 +170,12 @@ impl Operator for BatchNorm {
             return batchnorm_portable(cx, dtype, &p, self.epsilon);
         }
         let params = cx.params(&p)?;
-        let mut args = vec![params];
-        for i in 0..5 {
-            args.push(cx.input_ptr(i)?);
-        }
-        args.push(cx.output_ptr(0)?);
-        for k in 1..3 {
-            args.push(if cx.has_output(k) { cx.output_ptr(k)? } else { cx.iconst(0) });
-        }
-        cx.call_checked(&kernel_for("onnxc_batchnorm", dtype), &args)
+        let (x, scale, bias) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));
+        let (mean, var, y) = (Ptr(cx.input_ptr(3)?), Ptr(cx.input_ptr(4)?), Ptr(cx.output_ptr(0)?));
+        let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
+        let (running_mean, running_var) = (output(1)?, output(2)?);
+        let kernel = kernels::by_dtype(kernels::onnxc_batchnorm_f32, kernels::onnxc_batchnorm_f64, dtype);
+        cx.call_checked(kernel, (params, x, scale, bias, mean, var, y, running_mean, running_var))
     }
 
     fn stages_halves(&self) -> bool {
@@ -259,9 +257,10 @@ impl Operator for Lrn {
             bias: self.bias as f64,
         };
         let params = cx.params(&p)?;
-        let xp = cx.input_ptr(0)?;
-        let yp = cx.output_ptr(0)?;
-        cx.call_checked(&kernel_for("onnxc_lrn", cx.input_type(0)?.0), &[params, xp, yp])
+        let xp = Ptr(cx.input_ptr(0)?);
+        let yp = Ptr(cx.output_ptr(0)?);
+        let kernel = kernels::by_dtype(kernels::onnxc_lrn_f32, kernels::onnxc_lrn_f64, cx.input_type(0)?.0);
+        cx.call_checked(kernel, (params, xp, yp))
     }
 
     fn stages_halves(&self) -> bool {
@@ -573,6 +572,9 @@ impl Operator for Normalize {
         for k in 1..3 {
             stats.push(if cx.has_output(k) { cx.output_ptr(k)? } else { cx.iconst(0) });
         }
-        cx.call_checked("onnxc_normalize", &[params, xp, sp, bp, yp, stats[0], stats[1], scratch])
+        cx.call_checked(
+            kernels::onnxc_normalize,
+            (params, Ptr(xp), Ptr(sp), Ptr(bp), Ptr(yp), Ptr(stats[0]), Ptr(stats[1]), Ptr(scratch)),
+        )
     }
 }

@@ -33,7 +33,8 @@
 
 use super::conv::{dims_array, window_size, AutoPad, Geometry, Window};
 use super::elementwise::{cast, compute_type};
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
@@ -218,19 +219,22 @@ impl Operator for Pool {
         let yp = cx.output_ptr(0)?;
         if self.blocked {
             let parallel = cx.parallel_ptr();
-            return cx.call_checked("onnxc_pool_blocked_f32", &[params, xp, yp, parallel]);
+            return cx.call_checked(kernels::onnxc_pool_blocked_f32, (params, Ptr(xp), Ptr(yp), parallel));
         }
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
             let parallel = cx.parallel_ptr();
-            return cx.call_checked(&kernel_for("onnxc_pool", dtype), &[params, xp, yp, ip, parallel]);
+            return cx.call_checked(
+                kernels::by_dtype(kernels::onnxc_pool_f32, kernels::onnxc_pool_f64, dtype),
+                (params, Ptr(xp), Ptr(yp), Ptr(ip), parallel),
+            );
         }
         let (n_in, n_out) = (element_count(&x), out_count(&p));
         let xf = cx.scratch_ptr()?;
         let yf = cx.ins().iadd_imm_s(xf, 4 * n_in as i64);
         convert(cx, xp, dtype, xf, DType::F32, n_in)?;
         let parallel = cx.parallel_ptr();
-        cx.call_checked("onnxc_pool_f32", &[params, xf, yf, ip, parallel])?;
+        cx.call_checked(kernels::onnxc_pool_f32, (params, Ptr(xf), Ptr(yf), Ptr(ip), parallel))?;
         convert(cx, yf, DType::F32, yp, dtype, n_out)
     }
 
@@ -355,7 +359,7 @@ impl Operator for MaxUnpool {
         let xp = cx.input_ptr(0)?;
         let ip = cx.input_ptr(1)?;
         let yp = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_max_unpool", &[params, xp, ip, yp])
+        cx.call_checked(kernels::onnxc_max_unpool, (params, Ptr(xp), Ptr(ip), Ptr(yp)))
     }
 }
 
@@ -486,10 +490,10 @@ impl Operator for RoiPool {
         let rp = cx.input_ptr(1)?;
         let yp = cx.output_ptr(0)?;
         if self.op_type == "MaxRoiPool" {
-            return cx.call_checked("onnxc_max_roi_pool_f32", &[params, xp, rp, yp]);
+            return cx.call_checked(kernels::onnxc_max_roi_pool_f32, (params, Ptr(xp), Ptr(rp), Ptr(yp)));
         }
         let bp = cx.input_ptr(2)?;
-        cx.call_checked("onnxc_roi_align_f32", &[params, xp, rp, bp, yp])
+        cx.call_checked(kernels::onnxc_roi_align_f32, (params, Ptr(xp), Ptr(rp), Ptr(bp), Ptr(yp)))
     }
 
     fn stages_halves(&self) -> bool {

@@ -15,6 +15,7 @@
 use super::conv::Conv;
 use super::gather::{axis_attr, product};
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
@@ -176,8 +177,10 @@ impl Operator for Linear {
         let zp = cx.input_type(2).ok().map(|(d, _)| d);
         let (p, _) = self.params((x.0, &x.1), (scale.0, &scale.1), zp)?;
         let params = cx.params(&p)?;
-        let args = [params, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), cx.output_ptr(0)?];
-        cx.call_checked(if self.quantize { "onnxc_quantize" } else { "onnxc_dequantize" }, &args)
+        let (x, scale, zero_point) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.opt_input_ptr(2)));
+        let y = Ptr(cx.output_ptr(0)?);
+        let kernel = if self.quantize { kernels::onnxc_quantize } else { kernels::onnxc_dequantize };
+        cx.call_checked(kernel, (params, x, scale, zero_point, y))
     }
 }
 
@@ -220,9 +223,10 @@ impl Operator for DynamicQuantize {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (_, shape) = cx.input_type(0)?;
-        let n = cx.iconst(product(&shape)?);
-        let args = [cx.input_ptr(0)?, n, cx.output_ptr(0)?, cx.output_ptr(1)?, cx.output_ptr(2)?];
-        cx.call_checked("onnxc_dynamic_quantize", &args)
+        let n = I64(cx.iconst(product(&shape)?));
+        let x = Ptr(cx.input_ptr(0)?);
+        let (y, scale, zero_point) = (Ptr(cx.output_ptr(0)?), Ptr(cx.output_ptr(1)?), Ptr(cx.output_ptr(2)?));
+        cx.call_checked(kernels::onnxc_dynamic_quantize, (x, n, y, scale, zero_point))
     }
 }
 
@@ -433,29 +437,32 @@ impl Operator for IntegerProduct {
         match problem {
             Problem::MatMul(q) => {
                 let params = cx.params(&*q)?;
-                cx.call_checked("onnxc_qmatmul", &[params, a, b, a_zp, b_zp, acc])?;
+                cx.call_checked(kernels::onnxc_qmatmul, (params, Ptr(a), Ptr(b), Ptr(a_zp), Ptr(b_zp), Ptr(acc)))?;
             }
             Problem::Conv(p, ops) => {
                 let (params, ops) = (cx.params(&*p)?, cx.params(&ops)?);
                 let bias = cx.opt_input_ptr(s.bias.unwrap_or(usize::MAX));
                 let columns = cx.reserve_scratch(column_bytes)?;
-                cx.call_checked("onnxc_qconv", &[params, ops, a, b, a_zp, b_zp, bias, acc, columns])?;
+                cx.call_checked(
+                    kernels::onnxc_qconv,
+                    (params, ops, Ptr(a), Ptr(b), Ptr(a_zp), Ptr(b_zp), Ptr(bias), Ptr(acc), Ptr(columns)),
+                )?;
             }
         }
         let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant else {
             return Ok(());
         };
         let params = cx.params(&requant)?;
-        let args = [
+        let args = (
             params,
-            acc,
-            cx.input_ptr(a_scale)?,
-            cx.input_ptr(b_scale)?,
-            cx.input_ptr(y_scale)?,
-            cx.opt_input_ptr(y_zp),
-            cx.output_ptr(0)?,
-        ];
-        cx.call_checked("onnxc_requantize", &args)
+            Ptr(acc),
+            Ptr(cx.input_ptr(a_scale)?),
+            Ptr(cx.input_ptr(b_scale)?),
+            Ptr(cx.input_ptr(y_scale)?),
+            Ptr(cx.opt_input_ptr(y_zp)),
+            Ptr(cx.output_ptr(0)?),
+        );
+        cx.call_checked(kernels::onnxc_requantize, args)
     }
 }
 

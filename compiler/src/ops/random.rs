@@ -29,6 +29,7 @@
 
 use super::scatter::one_bits;
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::element_count;
@@ -126,7 +127,7 @@ impl Operator for RandomFill {
         };
         let params = cx.params(&p)?;
         let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_random", &[params, y])
+        cx.call_checked(kernels::onnxc_random, (params, Ptr(y)))
     }
 
     fn foldable(&self) -> bool {
@@ -195,7 +196,7 @@ impl Operator for Bernoulli {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_bernoulli", &[params, x, y])
+        cx.call_checked(kernels::onnxc_bernoulli, (params, Ptr(x), Ptr(y)))
     }
 
     fn foldable(&self) -> bool {
@@ -247,7 +248,7 @@ impl Operator for Multinomial {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_multinomial", &[params, x, y])
+        cx.call_checked(kernels::onnxc_multinomial, (params, Ptr(x), Ptr(y)))
     }
 
     fn foldable(&self) -> bool {
@@ -319,7 +320,7 @@ impl Operator for TrainingDropout {
         let (x, ratio, training) = (cx.input_ptr(0)?, cx.opt_input_ptr(1), cx.input_ptr(2)?);
         let y = cx.output_ptr(0)?;
         let mask = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
-        cx.call_checked("onnxc_dropout", &[params, x, ratio, training, y, mask])
+        cx.call_checked(kernels::onnxc_dropout, (params, Ptr(x), Ptr(ratio), Ptr(training), Ptr(y), Ptr(mask)))
     }
 
     fn foldable(&self) -> bool {

@@ -28,6 +28,7 @@
 use super::elementwise::compute_type;
 use super::softmax::split_at_axis;
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Kernel, Ptr, Ref, I32};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -121,13 +122,16 @@ fn bool_attr(cx: &NodeImport, name: &str, default: bool) -> Result<bool, String>
     }
 }
 
+/// `onnxc_reduce_{f32,f64,i32,i64}`: `(params, x, y) -> status`.
+type ReduceKernel = Kernel<(Ref<ReduceParams>, Ptr, Ptr), I32>;
+
 /// The reduction kernel for an element type, if there is one.
-fn reduce_kernel(dtype: DType) -> Option<&'static str> {
+fn reduce_kernel(dtype: DType) -> Option<ReduceKernel> {
     Some(match dtype {
-        DType::F32 => "onnxc_reduce_f32",
-        DType::F64 => "onnxc_reduce_f64",
-        DType::I32 => "onnxc_reduce_i32",
-        DType::I64 => "onnxc_reduce_i64",
+        DType::F32 => kernels::onnxc_reduce_f32,
+        DType::F64 => kernels::onnxc_reduce_f64,
+        DType::I32 => kernels::onnxc_reduce_i32,
+        DType::I64 => kernels::onnxc_reduce_i64,
         _ => return None,
     })
 }
@@ -232,7 +236,7 @@ impl Operator for Reduce {
         }
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(kernel, &[params, x, y])
+        cx.call_checked(kernel, (params, Ptr(x), Ptr(y)))
     }
 
     fn stages_halves(&self) -> bool {
@@ -324,7 +328,7 @@ impl Operator for ArgReduce {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_argreduce_f32", &[params, x, y])
+        cx.call_checked(kernels::onnxc_argreduce_f32, (params, Ptr(x), Ptr(y)))
     }
 
     fn stages_halves(&self) -> bool {

@@ -30,7 +30,8 @@
 //! whose params (per-axis sizes, scales, roi) follow the ONNX reference.
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, Ref, I64};
 use crate::codegen::{InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim, Tensor};
@@ -279,18 +280,21 @@ impl Resize {
         let null = cx.iconst(0);
         let (scales, sizes) = if sizing_input == 2 { (values, null) } else { (null, values) };
         let len = cx.iconst(given_shape.iter().product::<usize>() as i64);
-        let p = cx.scratch_ptr()?;
-        cx.call_checked("onnxc_resize_prepare", &[template, sizing, scales, sizes, len, p])?;
+        let p = Ref::<ResizeParams>::to(cx.scratch_ptr()?);
+        cx.call_checked(kernels::onnxc_resize_prepare, (template, sizing, Ptr(scales), Ptr(sizes), I64(len), p))?;
         let ptr = cx.ptr_type();
         let out_dims = std::mem::offset_of!(ResizeParams, out_dims);
         let dims: Vec<_> = (0..x_shape.len())
-            .map(|a| cx.ins().load(ptr, MemFlagsData::trusted(), p, (out_dims + 8 * a) as i32))
+            .map(|a| cx.ins().load(ptr, MemFlagsData::trusted(), p.value(), (out_dims + 8 * a) as i32))
             .collect();
         let y = cx.alloc_output(0, &dims)?;
-        let scratch_bytes = cx.call_count("onnxc_resize_scratch", &[p])?;
+        let scratch_bytes = cx.call_count(kernels::onnxc_resize_scratch, (p,))?;
         let taps = cx.alloc_scratch(scratch_bytes)?;
         let x = cx.input_ptr(0)?;
-        cx.call_checked(&kernel_for("onnxc_resize", dtype), &[p, x, y, taps])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_resize_f32, kernels::onnxc_resize_f64, dtype),
+            (p, Ptr(x), Ptr(y), Ptr(taps)),
+        )
     }
 }
 
@@ -346,7 +350,10 @@ impl Operator for Resize {
         let scratch = if resize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_resize", dtype), &[params, x, y, scratch])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_resize_f32, kernels::onnxc_resize_f64, dtype),
+            (params, Ptr(x), Ptr(y), Ptr(scratch)),
+        )
     }
 
     fn stages_halves(&self) -> bool {
@@ -437,7 +444,10 @@ impl Operator for GridSample {
         let p = self.params(&x_shape, &cx.input_type(1)?.1)?;
         let params = cx.params(&p)?;
         let (x, grid, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_grid_sample", dtype), &[params, x, grid, y])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_grid_sample_f32, kernels::onnxc_grid_sample_f64, dtype),
+            (params, Ptr(x), Ptr(grid), Ptr(y)),
+        )
     }
 
     fn stages_halves(&self) -> bool {
@@ -505,7 +515,10 @@ impl Operator for AffineGrid {
         let p = self.params(&theta_shape, &size)?;
         let params = cx.params(&p)?;
         let (theta, grid) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_affine_grid", dtype), &[params, theta, grid])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_affine_grid_f32, kernels::onnxc_affine_grid_f64, dtype),
+            (params, Ptr(theta), Ptr(grid)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

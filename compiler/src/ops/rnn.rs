@@ -18,7 +18,8 @@
 //! a sequence length outside `[0, seq_len]` stops the model with
 //! INDEX_OUT_OF_RANGE.
 
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -325,21 +326,14 @@ impl Operator for Rnn {
         let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
         let d = self.dims(&refs)?;
         let params = cx.params(&self.params(&d))?;
-        let mut args = vec![params];
-        for i in 0..4 {
-            args.push(cx.opt_input_ptr(i));
-        }
-        args.push(cx.opt_input_ptr(4));
-        args.push(cx.opt_input_ptr(5));
+        let [x, w, r, b, lens, initial_h] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let lstm = self.kind == RnnKind::Lstm;
-        for i in [6, 7] {
-            args.push(if lstm { cx.opt_input_ptr(i) } else { cx.iconst(0) });
-        }
-        for i in 0..3 {
-            args.push(if cx.has_output(i) { cx.output_ptr(i)? } else { cx.iconst(0) });
-        }
-        args.push(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
-        cx.call_checked(&kernel_for("onnxc_rnn", dtype), &args)
+        let [initial_c, peepholes] = [6, 7].map(|i| Ptr(if lstm { cx.opt_input_ptr(i) } else { cx.iconst(0) }));
+        let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
+        let (y, y_h, y_c) = (output(0)?, output(1)?, output(2)?);
+        let scratch = Ptr(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
+        let kernel = kernels::by_dtype(kernels::onnxc_rnn_f32, kernels::onnxc_rnn_f64, dtype);
+        cx.call_checked(kernel, (params, x, w, r, b, lens, initial_h, initial_c, peepholes, y, y_h, y_c, scratch))
     }
 
     fn stages_halves(&self) -> bool {

@@ -29,6 +29,7 @@ use super::gather::{
 };
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{contiguous_strides, element_count, normalize_axis};
@@ -129,7 +130,7 @@ impl Operator for ScatterElements {
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
-        cx.call_checked("onnxc_scatter_elements", &[params, out, indices, updates])
+        cx.call_checked(kernels::onnxc_scatter_elements, (params, Ptr(out), Ptr(indices), Ptr(updates)))
     }
 }
 
@@ -164,7 +165,7 @@ impl Operator for ScatterNd {
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
-        cx.call_checked("onnxc_scatter_nd", &[params, out, indices, updates])
+        cx.call_checked(kernels::onnxc_scatter_nd, (params, Ptr(out), Ptr(indices), Ptr(updates)))
     }
 }
 
@@ -235,7 +236,7 @@ impl Operator for TensorScatter {
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, update, write) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2));
-        cx.call_checked("onnxc_tensor_scatter", &[params, out, update, write])
+        cx.call_checked(kernels::onnxc_tensor_scatter, (params, Ptr(out), Ptr(update), Ptr(write)))
     }
 }
 
@@ -290,7 +291,7 @@ impl Operator for Trilu {
         };
         let params = cx.params(&p)?;
         let (x, k, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(1), cx.output_ptr(0)?);
-        cx.call_checked("onnxc_trilu", &[params, x, k, y])
+        cx.call_checked(kernels::onnxc_trilu, (params, Ptr(x), Ptr(k), Ptr(y)))
     }
 }
 
@@ -340,7 +341,7 @@ impl Operator for EyeLike {
         };
         let params = cx.params(&p)?;
         let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_eye", &[params, y])
+        cx.call_checked(kernels::onnxc_eye, (params, Ptr(y)))
     }
 }
 
@@ -401,7 +402,7 @@ impl Operator for Cumulative {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_cumulative", &[params, x, y])
+        cx.call_checked(kernels::onnxc_cumulative, (params, Ptr(x), Ptr(y)))
     }
 }
 
@@ -466,7 +467,7 @@ impl Operator for ReverseSequence {
         let p = self.params(dtype, &shape)?;
         let params = cx.params(&p)?;
         let (x, lens, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_reverse_sequence", &[params, x, lens, y])
+        cx.call_checked(kernels::onnxc_reverse_sequence, (params, Ptr(x), Ptr(lens), Ptr(y)))
     }
 }
 
@@ -626,7 +627,7 @@ impl Operator for CenterCropPad {
         let p = self.params(dtype, &shape, target)?;
         let params = cx.params(&p)?;
         let (x, zero, y) = (cx.input_ptr(0)?, cx.iconst(0), cx.output_ptr(0)?);
-        cx.call_checked("onnxc_pad", &[params, x, zero, y])
+        cx.call_checked(kernels::onnxc_pad, (params, Ptr(x), Ptr(zero), Ptr(y)))
     }
 }
 

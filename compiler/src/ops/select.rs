@@ -15,6 +15,7 @@
 
 use super::gather::{axis_attr, dims_array, max_rank, product, split_axis};
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim};
@@ -49,10 +50,10 @@ impl Operator for NonZero {
         let (dtype, shape) = cx.input_type(0)?;
         let params = cx.params(&nonzero_params(dtype, &shape)?)?;
         let x = cx.input_ptr(0)?;
-        let count = cx.call_count("onnxc_count_nonzero", &[params, x])?;
+        let count = cx.call_count(kernels::onnxc_count_nonzero, (params, Ptr(x)))?;
         let rank = cx.iconst(shape.len() as i64);
         let y = cx.alloc_output(0, &[rank, count])?;
-        cx.call_checked("onnxc_nonzero", &[params, x, y, count])
+        cx.call_checked(kernels::onnxc_nonzero, (params, Ptr(x), Ptr(y), I64(count)))
     }
 }
 
@@ -130,7 +131,7 @@ impl Operator for Compress {
         let (x, cond) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
         let (y, count) = if cx.output_is_dynamic(0) {
             let count_params = cx.params(&nonzero_params(DType::Bool, &[used])?)?;
-            let count = cx.call_count("onnxc_count_nonzero", &[count_params, cond])?;
+            let count = cx.call_count(kernels::onnxc_count_nonzero, (count_params, Ptr(cond)))?;
             let at = self.axis_index(x_shape.len());
             let dims: Vec<_> =
                 shape.iter().enumerate().map(|(i, &d)| if i == at { count } else { cx.iconst(d as i64) }).collect();
@@ -142,7 +143,7 @@ impl Operator for Compress {
         };
         let params = cx.params(&p)?;
         let cond_len = cx.iconst(cond_shape[0] as i64);
-        cx.call_checked("onnxc_compress", &[params, x, cond, cond_len, y, count])
+        cx.call_checked(kernels::onnxc_compress, (params, Ptr(x), Ptr(cond), I64(cond_len), Ptr(y), I64(count)))
     }
 }
 
@@ -212,7 +213,7 @@ impl Operator for Unique {
         let params = cx.params(&p)?;
         let x = cx.input_ptr(0)?;
         let scratch = if p.len > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
-        let count = cx.call_count("onnxc_unique", &[params, x, scratch])?;
+        let count = cx.call_count(kernels::onnxc_unique, (params, Ptr(x), Ptr(scratch)))?;
         let y_dims: Vec<_> = match self.axis {
             Some(axis) => {
                 let at = axis_attr(axis, shape.len())?;
@@ -224,7 +225,10 @@ impl Operator for Unique {
         let indices = if cx.has_output(1) { cx.alloc_output(1, &[count])? } else { cx.iconst(0) };
         let inverse = if cx.has_output(2) { cx.output_ptr(2)? } else { cx.iconst(0) };
         let counts = if cx.has_output(3) { cx.alloc_output(3, &[count])? } else { cx.iconst(0) };
-        cx.call_checked("onnxc_unique_write", &[params, x, scratch, count, y, indices, inverse, counts])
+        cx.call_checked(
+            kernels::onnxc_unique_write,
+            (params, Ptr(x), Ptr(scratch), I64(count), Ptr(y), Ptr(indices), Ptr(inverse), Ptr(counts)),
+        )
     }
 }
 
@@ -307,8 +311,10 @@ impl Operator for NonMaxSuppression {
         let args: Vec<_> = (0..5).map(|i| cx.opt_input_ptr(i)).collect();
         let selected = cx.scratch_ptr()?;
         let work = cx.ins().iadd_imm_s(selected, Self::selection_bytes(&p) as i64);
-        let count =
-            cx.call_count("onnxc_nms", &[params, args[0], args[1], args[2], args[3], args[4], selected, work])?;
+        let count = cx.call_count(
+            kernels::onnxc_nms,
+            (params, Ptr(args[0]), Ptr(args[1]), Ptr(args[2]), Ptr(args[3]), Ptr(args[4]), Ptr(selected), Ptr(work)),
+        )?;
         let three = cx.iconst(3);
         let y = cx.alloc_output(0, &[count, three])?;
         let bytes = cx.ins().imul_imm_s(count, 24);

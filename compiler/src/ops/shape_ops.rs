@@ -28,6 +28,7 @@
 //! inference; their lowerings only run for results too large to fold.
 
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
@@ -260,7 +261,7 @@ pub(crate) fn emit_strided_copy(
     let src = offset(cx, src, c.src_offset * eb);
     let dst = offset(cx, dst, c.dst_offset * eb);
     let parallel = cx.parallel_ptr();
-    cx.call_checked("onnxc_copy_strided", &[params, src, dst, parallel])
+    cx.call_checked(kernels::onnxc_copy_strided, (params, Ptr(src), Ptr(dst), parallel))
 }
 
 /// The strided copy as a loop nest (portable mode): whole rows by memcpy
@@ -895,13 +896,13 @@ fn lower_run_time_broadcast(cx: &mut Lower, tile: bool) -> Result<(), String> {
     }
     let params = cx.params(&p)?;
     let (x, arg, out_dims) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.scratch_ptr()?);
-    cx.call_checked("onnxc_broadcast_dims", &[params, arg, out_dims])?;
+    cx.call_checked(kernels::onnxc_broadcast_dims, (params, Ptr(arg), Ptr(out_dims)))?;
     let rank = shape.len().max(arg_shape[0]);
     let ptr = cx.ptr_type();
     let dims: Vec<_> =
         (0..rank).map(|d| cx.ins().load(ptr, MemFlagsData::trusted(), out_dims, (8 * d) as i32)).collect();
     let y = cx.alloc_output(0, &dims)?;
-    cx.call_checked("onnxc_broadcast", &[params, arg, x, y])
+    cx.call_checked(kernels::onnxc_broadcast, (params, Ptr(arg), Ptr(x), Ptr(y)))
 }
 
 pub fn import_expand(_cx: &mut NodeImport) -> Result<Op, String> {
@@ -1080,7 +1081,7 @@ impl Operator for Pad {
         let value = match cx.const_input(2) {
             Some(t) if !t.is_empty() => {
                 let bytes = scalar_as(t, dtype).map_err(|e| format!("input 2: {e}"))?;
-                cx.params(&bytes)?
+                cx.data_bytes(&bytes)?
             }
             Some(_) => cx.iconst(0),
             None => cx.opt_input_ptr(2),
@@ -1088,7 +1089,7 @@ impl Operator for Pad {
         let params = cx.params(&p)?;
         let x = cx.input_ptr(0)?;
         let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_pad", &[params, x, value, y])
+        cx.call_checked(kernels::onnxc_pad, (params, Ptr(x), Ptr(value), Ptr(y)))
     }
 }
 
@@ -1220,7 +1221,7 @@ impl Operator for ConstantOfShape {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, out) = cx.output_type(0)?;
         let n = count(&out, "output")?;
-        let value = cx.params(&scalar_as(&self.value, dtype)?)?;
+        let value = cx.data_bytes(&scalar_as(&self.value, dtype)?)?;
         let dst = cx.output_ptr(0)?;
         let copy = StridedCopy::to_dense(vec![n], vec![0], 0);
         emit_strided_copy(cx, dtype, value, dst, &copy)
@@ -1329,9 +1330,9 @@ impl Operator for Range {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, _) = cx.input_type(0)?;
         let (count, y) = if cx.output_is_dynamic(0) {
-            let code = cx.iconst(dtype.onnx_code() as i64);
-            let args = [code, cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?];
-            let count = cx.call_count("onnxc_range_count", &args)?;
+            let code = I64(cx.iconst(dtype.onnx_code() as i64));
+            let args = (code, Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));
+            let count = cx.call_count(kernels::onnxc_range_count, args)?;
             (count, cx.alloc_output(0, &[count])?)
         } else {
             let (_, shape) = cx.output_type(0)?;
@@ -1339,7 +1340,7 @@ impl Operator for Range {
         };
         let code = cx.iconst(dtype.onnx_code() as i64);
         let (start, delta) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
-        cx.call_checked("onnxc_range", &[code, start, delta, y, count])
+        cx.call_checked(kernels::onnxc_range, (I64(code), Ptr(start), Ptr(delta), Ptr(y), I64(count)))
     }
 }
 

@@ -32,7 +32,8 @@
 //! (in f64, then converted), which removes the node.
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -161,7 +162,10 @@ impl Operator for Dft {
         let scratch = if p.n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_dft", dtype), &[params, x, y, scratch])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_dft_f32, kernels::onnxc_dft_f64, dtype),
+            (params, Ptr(x), Ptr(y), Ptr(scratch)),
+        )
     }
 
     fn stages_halves(&self) -> bool {
@@ -261,7 +265,10 @@ impl Operator for Stft {
         let scratch = cx.scratch_ptr()?;
         let params = cx.params(&p)?;
         let (x, w, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(2), cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_stft", dtype), &[params, x, w, y, scratch])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_stft_f32, kernels::onnxc_stft_f64, dtype),
+            (params, Ptr(x), Ptr(w), Ptr(y), Ptr(scratch)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

@@ -16,7 +16,8 @@
 //! [`split_at_axis`]), which is all the kernel needs.
 
 use super::elementwise::compute_type;
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
@@ -111,7 +112,10 @@ impl Operator for Softmax {
         };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked(&kernel_for("onnxc_softmax", dtype), &[params, x, y])
+        cx.call_checked(
+            kernels::by_dtype(kernels::onnxc_softmax_f32, kernels::onnxc_softmax_f64, dtype),
+            (params, Ptr(x), Ptr(y)),
+        )
     }
 
     fn stages_halves(&self) -> bool {

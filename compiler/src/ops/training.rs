@@ -10,7 +10,8 @@
 //! rules. The domain's `Gradient` is expanded into its backward pass
 //! during inference (`gradient.rs`).
 
-use super::{kernel_for, InferCx, Inferred, Op, Operator};
+use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -139,25 +140,26 @@ impl Operator for Optimizer {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let n = self.tensors(cx.input_count(), cx.output_count())?;
         let rate_elem = i64::from(cx.input_type(0)?.0.onnx_code());
-        let rate = cx.input_ptr(0)?;
-        let count = cx.input_ptr(1)?;
-        let null = cx.iconst(0);
+        let rate = Ptr(cx.input_ptr(0)?);
+        let count = Ptr(cx.input_ptr(1)?);
+        let null = Ptr(cx.iconst(0));
         for k in 0..n {
             let (dtype, shape) = cx.input_type(2 + k)?;
             let len = shape.iter().product::<usize>() as i64;
             let params = cx.params(&OptimizerParams { len, rate_elem, ..self.params })?;
-            let x = cx.input_ptr(2 + k)?;
-            let g = cx.input_ptr(2 + n + k)?;
-            let s1 = cx.input_ptr(2 + 2 * n + k)?;
-            let x_out = cx.output_ptr(k)?;
-            let s1_out = cx.output_ptr(n + k)?;
+            let x = Ptr(cx.input_ptr(2 + k)?);
+            let g = Ptr(cx.input_ptr(2 + n + k)?);
+            let s1 = Ptr(cx.input_ptr(2 + 2 * n + k)?);
+            let x_out = Ptr(cx.output_ptr(k)?);
+            let s1_out = Ptr(cx.output_ptr(n + k)?);
             let (s2, s2_out) = if self.states() == 2 {
-                (cx.input_ptr(2 + 3 * n + k)?, cx.output_ptr(2 * n + k)?)
+                (Ptr(cx.input_ptr(2 + 3 * n + k)?), Ptr(cx.output_ptr(2 * n + k)?))
             } else {
                 (null, null)
             };
-            let args = [params, rate, count, x, g, s1, s2, x_out, s1_out, s2_out];
-            cx.call_checked(&kernel_for("onnxc_optimizer_step", dtype), &args)?;
+            let args = (params, rate, count, x, g, s1, s2, x_out, s1_out, s2_out);
+            let kernel = kernels::by_dtype(kernels::onnxc_optimizer_step_f32, kernels::onnxc_optimizer_step_f64, dtype);
+            cx.call_checked(kernel, args)?;
         }
         Ok(())
     }

@@ -195,10 +195,10 @@ pub struct KernelSig {
 unsafe impl Sync for KernelSig {}
 
 /// Builds [`KERNELS`] (and `onnxc-runtime-std`'s table of the kernels that
-/// need std). Each entry names a function and spells out its signature; the
-/// expansion assigns the function to a function pointer of exactly that
-/// type, so a mismatch fails to compile, and derives the [`AbiType`]s from
-/// the same spelled-out types.
+/// need std) from the rows of a kernel list. Each row names a function and
+/// spells out its signature; the expansion assigns the function to a function
+/// pointer of exactly that type, so a mismatch fails to compile, and derives
+/// the [`AbiType`]s from the same spelled-out types.
 #[macro_export]
 macro_rules! kernel_table {
     ($($name:ident ( $($arg:ty),* ) -> $ret:ty;)*) => {
@@ -217,7 +217,14 @@ macro_rules! kernel_table {
     };
 }
 
-kernel_table! {
+/// The one list of the kernels' signatures: hands its rows to the macro
+/// `$callback`, so that [`KERNELS`] (through `kernel_table!`) and the
+/// compiler's typed kernel calls are made from the same text. A row's types
+/// resolve where `$callback` expands, which must have them in scope.
+#[macro_export]
+macro_rules! kernel_list {
+    ($callback:ident) => {
+        $callback! {
     onnxc_string_equal(*const OnnxString, *const OnnxString, *mut u8, i64) -> i32;
     onnxc_string_concat_bytes(*const OnnxString, *const OnnxString, i64) -> i64;
     onnxc_string_concat(*const OnnxString, *const OnnxString, *mut OnnxString, i64, *mut u8) -> i32;
@@ -387,7 +394,11 @@ kernel_table! {
     onnxc_bernoulli(*const BernoulliParams, *const u8, *mut u8) -> i32;
     onnxc_multinomial(*const MultinomialParams, *const u8, *mut u8) -> i32;
     onnxc_dropout(*const DropoutParams, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
+        }
+    };
 }
+
+kernel_list!(kernel_table);
 
 /// Looks a kernel up by its symbol name.
 pub fn kernel(name: &str) -> Option<&'static KernelSig> {

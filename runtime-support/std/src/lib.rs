@@ -33,11 +33,23 @@ pub use image::*;
 pub use image_params::*;
 pub use onnxc_runtime;
 
-#[cfg(feature = "decoders")]
-onnxc_runtime::kernel_table! {
-    onnxc_image_dims(*const ImageDecodeParams, *const u8, i64, *mut i64) -> i32;
-    onnxc_image_decode(*const ImageDecodeParams, *const u8, i64, *mut u8, i64) -> i32;
+/// The kernels of this crate, as `onnxc_runtime::kernel_list!` lists the
+/// `no_std` ones; the list exists without the decoders too, so that the
+/// compiler's typed calls to them always compile.
+#[macro_export]
+macro_rules! kernel_list {
+    ($callback:ident) => {
+        $callback! {
+        onnxc_image_dims(*const ImageDecodeParams, *const u8, i64, *mut i64) -> i32;
+        onnxc_image_decode(*const ImageDecodeParams, *const u8, i64, *mut u8, i64) -> i32;
+            }
+    };
 }
+
+#[cfg(feature = "decoders")]
+use onnxc_runtime::kernel_table;
+#[cfg(feature = "decoders")]
+kernel_list!(kernel_table);
 
 /// Every kernel of this crate: none without the decoders.
 #[cfg(not(feature = "decoders"))]

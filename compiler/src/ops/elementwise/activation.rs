@@ -5,7 +5,7 @@
 //! [`choose`] so that the same code computes f32 lanes.
 
 use super::cast::cast;
-use super::transcendental::math;
+use super::transcendental::{libm, unary};
 use super::{fconst, fconst_like, Func, Operands};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::ir::DType;
@@ -58,7 +58,7 @@ pub fn thresholded_relu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Valu
 pub fn elu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> {
     let Func::Elu { alpha } = func else { return Err(format!("{func:?} is not Elu")) };
     let (t, x) = (o.dtype, o.x());
-    let e = math(cx, "expm1", t, &[x])?;
+    let e = unary(cx, libm::expm1, t, x)?;
     let a = fconst(cx, t, alpha as f64);
     let scaled = cx.ins().fmul(e, a);
     let zero = fconst(cx, t, 0.0);
@@ -70,7 +70,7 @@ pub fn elu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> {
 pub fn selu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> {
     let Func::Selu { alpha, gamma } = func else { return Err(format!("{func:?} is not Selu")) };
     let (t, x) = (o.dtype, o.x());
-    let e = math(cx, "expm1", t, &[x])?;
+    let e = unary(cx, libm::expm1, t, x)?;
     let (a, g, zero) = (fconst(cx, t, alpha as f64), fconst(cx, t, gamma as f64), fconst(cx, t, 0.0));
     let neg = cx.ins().fmul(e, a);
     let pos = cx.ins().fcmp(FloatCC::GreaterThan, x, zero);
@@ -84,7 +84,7 @@ pub fn celu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> {
     let (t, x) = (o.dtype, o.x());
     let (a, zero) = (fconst(cx, t, alpha as f64), fconst(cx, t, 0.0));
     let scaled = cx.ins().fdiv(x, a);
-    let e = math(cx, "expm1", t, &[scaled])?;
+    let e = unary(cx, libm::expm1, t, scaled)?;
     let neg = cx.ins().fmul(e, a);
     let neg = cx.ins().fmin(neg, zero);
     let pos = cx.ins().fmax(x, zero);
@@ -95,7 +95,7 @@ pub fn celu(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> {
 pub fn sigmoid(cx: &mut Lower, _: Func, o: &Operands) -> Result<Value, String> {
     let (t, x) = (o.dtype, o.x());
     let neg = cx.ins().fneg(x);
-    let e = math(cx, "exp", t, &[neg])?;
+    let e = unary(cx, libm::exp, t, neg)?;
     let one = fconst(cx, t, 1.0);
     let d = cx.ins().fadd(one, e);
     Ok(cx.ins().fdiv(one, d))
@@ -118,7 +118,7 @@ pub fn swish(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String> 
     let a = fconst(cx, t, alpha as f64);
     let ax = cx.ins().fmul(x, a);
     let neg = cx.ins().fneg(ax);
-    let e = math(cx, "exp", t, &[neg])?;
+    let e = unary(cx, libm::exp, t, neg)?;
     let one = fconst(cx, t, 1.0);
     let d = cx.ins().fadd(one, e);
     Ok(cx.ins().fdiv(x, d))

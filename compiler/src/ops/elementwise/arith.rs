@@ -3,7 +3,7 @@
 //! (where ONNX allows) integers. Integer division and remainder leave the
 //! model with a status on a zero divisor instead of trapping.
 
-use super::transcendental::math;
+use super::transcendental::{binary, libm};
 use super::{fconst, Func, Operands};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Lower, Value};
 use crate::ir::DType;
@@ -106,7 +106,7 @@ pub fn modulo(cx: &mut Lower, func: Func, o: &Operands) -> Result<Value, String>
     let Func::Mod { fmod } = func else { return Err(format!("{func:?} is not Mod")) };
     let (t, x, y) = (o.dtype, o.x(), o.y()?);
     if t.is_float() {
-        let r = math(cx, "fmod", t, &[x, y])?;
+        let r = binary(cx, libm::fmod, t, x, y)?;
         return Ok(if fmod { r } else { with_divisor_sign(cx, t, r, y) });
     }
     let zero = cx.ins().icmp_imm_u(IntCC::Equal, y, 0);

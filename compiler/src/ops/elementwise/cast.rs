@@ -4,6 +4,7 @@
 //! rounded on store ([`narrow`]).
 
 use super::{Func, Operands};
+use crate::codegen::kernels::{self, F32, F64, I32, I64};
 use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, Value};
 use crate::ir::DType;
 
@@ -45,18 +46,17 @@ pub fn scalar_type(dtype: DType) -> DType {
 /// A loaded element of `dtype` in its scalar type.
 pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> {
     if dtype.is_minifloat() {
-        let bits = cx.ins().uextend(types::I32, raw);
-        let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
-        let kernel = "onnxc_minifloat_to_f32";
-        return cx.call(kernel, &[bits, elem])?.ok_or_else(|| format!("{kernel} returns nothing"));
+        let bits = I32(cx.ins().uextend(types::I32, raw));
+        let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
+        return cx.call(kernels::onnxc_minifloat_to_f32, (bits, elem));
     }
     let kernel = match dtype {
-        DType::F16 => "onnxc_f16_to_f32",
-        DType::BF16 => "onnxc_bf16_to_f32",
+        DType::F16 => kernels::onnxc_f16_to_f32,
+        DType::BF16 => kernels::onnxc_bf16_to_f32,
         _ => return Ok(raw),
     };
-    let bits = cx.ins().uextend(types::I32, raw);
-    cx.call(kernel, &[bits])?.ok_or_else(|| format!("{kernel} returns nothing"))
+    let bits = I32(cx.ins().uextend(types::I32, raw));
+    cx.call(kernel, (bits,))
 }
 
 /// A computed value (in the scalar type; f64 too for float8) as stored for
@@ -64,18 +64,21 @@ pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> 
 pub fn narrow(cx: &mut Lower, value: Value, dtype: DType, mode: i64) -> Result<Value, String> {
     if dtype.is_minifloat() {
         let double = cx.b.func.dfg.value_type(value) == types::F64;
-        let kernel = if double { "onnxc_f64_to_minifloat" } else { "onnxc_f32_to_minifloat" };
-        let elem = cx.ins().iconst(types::I64, dtype.onnx_code() as i64);
-        let mode = cx.ins().iconst(types::I64, mode);
-        let bits = cx.call(kernel, &[value, elem, mode])?.ok_or_else(|| format!("{kernel} returns nothing"))?;
+        let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
+        let mode = I64(cx.ins().iconst(types::I64, mode));
+        let bits = if double {
+            cx.call(kernels::onnxc_f64_to_minifloat, (F64(value), elem, mode))?
+        } else {
+            cx.call(kernels::onnxc_f32_to_minifloat, (F32(value), elem, mode))?
+        };
         return Ok(cx.ins().ireduce(types::I8, bits));
     }
     let kernel = match dtype {
-        DType::F16 => "onnxc_f32_to_f16",
-        DType::BF16 => "onnxc_f32_to_bf16",
+        DType::F16 => kernels::onnxc_f32_to_f16,
+        DType::BF16 => kernels::onnxc_f32_to_bf16,
         _ => return Ok(value),
     };
-    let bits = cx.call(kernel, &[value])?.ok_or_else(|| format!("{kernel} returns nothing"))?;
+    let bits = cx.call(kernel, (F32(value),))?;
     Ok(cx.ins().ireduce(types::I16, bits))
 }
 

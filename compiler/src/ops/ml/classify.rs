@@ -9,6 +9,7 @@
 //! string record pointing into the labels' blob in read-only data).
 
 use super::encoders::string_table;
+use crate::codegen::kernels::{self, Ptr, Ref};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::ir::DType;
@@ -108,7 +109,7 @@ impl ClassifierFinish {
         let p = cx.params(&ClassifyParams { rows: rows as i64, ..self.params })?;
         let base = cx.table(&self.base_values)?;
         let scored = cx.table(&self.scored)?;
-        cx.call_checked("onnxc_ml_classify", &[p, base, scored, raw, index, z])?;
+        cx.call_checked(kernels::onnxc_ml_classify, (p, Ptr(base), Ptr(scored), Ptr(raw), Ptr(index), Ptr(z)))?;
         lower_labels(cx, &self.labels, index, rows)
     }
 }
@@ -128,8 +129,8 @@ pub fn lower_labels(cx: &mut Lower, labels: &ClassLabels, index: Value, rows: us
     let p = PickLabelsParams { count: rows as i64, labels: labels.count() as i64, kind, blob: blob.len() as i64 };
     let p = cx.params(&p)?;
     let ints = cx.table(&ints)?;
-    let refs = cx.table(&refs)?;
+    let refs = Ref::to(cx.table(&refs)?);
     let blob = cx.data_bytes(&blob)?;
     let y = cx.output_ptr(0)?;
-    cx.call_checked("onnxc_ml_pick_labels", &[p, index, ints, refs, blob, y])
+    cx.call_checked(kernels::onnxc_ml_pick_labels, (p, Ptr(index), Ptr(ints), refs, Ptr(blob), Ptr(y)))
 }

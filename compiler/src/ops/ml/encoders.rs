@@ -18,6 +18,7 @@
 //! with one more dim of `len(cats)`; elements that are no category give a
 //! zero row (`zeros=1`) or fail the node (status 2).
 
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Tensor};
@@ -338,7 +339,10 @@ impl Operator for LabelEncoder {
         let p = cx.params(&p)?;
         let value_blob = cx.data_bytes(&blob)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_label_encode", &[p, keys, key_blob, values, value_blob, x, y])
+        cx.call_checked(
+            kernels::onnxc_label_encode,
+            (p, Ptr(keys), Ptr(key_blob), Ptr(values), Ptr(value_blob), Ptr(x), Ptr(y)),
+        )
     }
 }
 
@@ -399,6 +403,6 @@ impl Operator for CategoryOneHot {
         let p = cx.params(&CategoryOneHotParams { lookup, zeros: self.zeros as i64 })?;
         let positions = cx.table(&positions)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_ml_one_hot", &[p, keys, key_blob, positions, x, y])
+        cx.call_checked(kernels::onnxc_ml_one_hot, (p, Ptr(keys), Ptr(key_blob), Ptr(positions), Ptr(x), Ptr(y)))
     }
 }

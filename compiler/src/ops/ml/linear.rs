@@ -20,6 +20,7 @@
 //! `inputdimensions[i]` columns, zeros where it has fewer.
 
 use super::classify::{post_transform, round8, ClassLabels, ClassifierFinish};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -108,7 +109,7 @@ impl LinearScores {
         let coefficients = cx.table(&self.coefficients)?;
         let intercepts = cx.table(&self.intercepts)?;
         let x = cx.input_ptr(0)?;
-        cx.call_checked("onnxc_ml_linear", &[p, coefficients, intercepts, x, y])
+        cx.call_checked(kernels::onnxc_ml_linear, (p, Ptr(coefficients), Ptr(intercepts), Ptr(x), Ptr(y)))
     }
 }
 
@@ -285,7 +286,7 @@ impl Operator for FeatureTransform {
         let a = cx.table(&self.a)?;
         let b = cx.table(&self.b)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_ml_features", &[p, a, b, x, y])
+        cx.call_checked(kernels::onnxc_ml_features, (p, Ptr(a), Ptr(b), Ptr(x), Ptr(y)))
     }
 }
 
@@ -349,7 +350,7 @@ impl Operator for FeatureVectorizer {
             offset += take;
             let p = cx.params(&p)?;
             let (x, y) = (cx.input_ptr(i)?, cx.output_ptr(0)?);
-            cx.call_checked("onnxc_ml_vectorize", &[p, x, y])?;
+            cx.call_checked(kernels::onnxc_ml_vectorize, (p, Ptr(x), Ptr(y)))?;
         }
         Ok(())
     }

@@ -24,6 +24,7 @@
 //! stored where the keys are equal — int64 keys compared in registers,
 //! string keys by the string kernel's equality.
 
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{types, InstBuilder, IntCC, Level, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::infer::expand::{Expansion, Failure};
@@ -320,7 +321,7 @@ impl Operator for VocabularyLookup {
             let equal = match equal_flag {
                 Some(flag) => {
                     let one = cx.iconst(1);
-                    cx.call_checked("onnxc_string_equal", &[at[0], at[2], flag, one])?;
+                    cx.call_checked(kernels::onnxc_string_equal, (Ptr(at[0]), Ptr(at[2]), Ptr(flag), I64(one)))?;
                     let byte = cx.b.ins().load(types::I8, flags, flag, 0);
                     cx.b.ins().icmp_imm_u(IntCC::NotEqual, byte, 0)
                 }

@@ -19,6 +19,7 @@
 //! `post_transform` is ignored, as in ONNX Runtime.
 
 use super::classify::{lower_labels, post_transform, round8, ClassLabels};
+use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
@@ -112,7 +113,7 @@ impl SvmKernel {
         let p = cx.params(&p)?;
         let vectors = cx.table(&self.vectors)?;
         let x = cx.input_ptr(0)?;
-        cx.call_checked("onnxc_svm_kernels", &[p, vectors, x, k])?;
+        cx.call_checked(kernels::onnxc_svm_kernels, (p, Ptr(vectors), Ptr(x), Ptr(k)))?;
         Ok(k)
     }
 }
@@ -176,7 +177,7 @@ impl Operator for SvmRegressor {
         let p = cx.params(&p)?;
         let coefficients = cx.table(&self.coefficients)?;
         let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_svm_regress", &[p, coefficients, k, y])
+        cx.call_checked(kernels::onnxc_svm_regress, (p, Ptr(coefficients), Ptr(k), Ptr(y)))
     }
 }
 
@@ -306,7 +307,21 @@ impl Operator for SvmClassifier {
         let rho = cx.table(&self.rho)?;
         let prob_a = cx.table(&self.prob_a)?;
         let prob_b = cx.table(&self.prob_b)?;
-        cx.call_checked("onnxc_svm_classify", &[p, starts, coefficients, rho, prob_a, prob_b, k, work, index, z])?;
+        cx.call_checked(
+            kernels::onnxc_svm_classify,
+            (
+                p,
+                Ptr(starts),
+                Ptr(coefficients),
+                Ptr(rho),
+                Ptr(prob_a),
+                Ptr(prob_b),
+                Ptr(k),
+                Ptr(work),
+                Ptr(index),
+                Ptr(z),
+            ),
+        )?;
         lower_labels(cx, &self.labels, index, rows)
     }
 }

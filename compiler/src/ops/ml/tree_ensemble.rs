@@ -12,12 +12,13 @@
 //! A root whose true and false branches are the same leaf is a one-leaf
 //! tree (the spec's degenerate case).
 
+use crate::codegen::kernels::{self, Ptr, Ref};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::attributes::Attribute;
 use crate::ir::DType;
-use crate::ops::{kernel_for, InferCx, Inferred, Op, Operator};
+use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::abi::tree::{
     TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_SUM, POST_NONE,
     POST_PROBIT, TREE_MEMBER,
@@ -281,14 +282,15 @@ impl TreeEnsemble {
             base_values: self.base_values.len() as i64,
         };
         let params = cx.params(&p)?;
-        let nodes = cx.table(&self.nodes)?;
-        let leaves = cx.table(&self.leaves)?;
-        let contributions = cx.table(&self.contributions)?;
-        let sets = cx.table(&self.sets)?;
-        let roots = cx.table(&self.roots)?;
-        let base_values = cx.table(&self.base_values)?;
-        let args = [params, nodes, leaves, contributions, sets, roots, base_values, x, y];
-        cx.call_checked(&kernel_for("onnxc_tree_ensemble", dtype), &args)
+        let nodes = Ref::to(cx.table(&self.nodes)?);
+        let leaves = Ref::to(cx.table(&self.leaves)?);
+        let contributions = Ref::to(cx.table(&self.contributions)?);
+        let sets = Ptr(cx.table(&self.sets)?);
+        let roots = Ptr(cx.table(&self.roots)?);
+        let base_values = Ptr(cx.table(&self.base_values)?);
+        let args = (params, nodes, leaves, contributions, sets, roots, base_values, Ptr(x), Ptr(y));
+        let kernel = kernels::by_dtype(kernels::onnxc_tree_ensemble_f32, kernels::onnxc_tree_ensemble_f64, dtype);
+        cx.call_checked(kernel, args)
     }
 }
 

@@ -27,6 +27,7 @@ pub mod regex;
 
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
+use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -99,7 +100,7 @@ fn binary_operands(cx: &mut Lower) -> Result<(Value, Value, Value), String> {
 pub fn lower_equal(cx: &mut Lower) -> Result<(), String> {
     let (a, b, n) = binary_operands(cx)?;
     let y = cx.output_ptr(0)?;
-    cx.call_checked("onnxc_string_equal", &[a, b, y, n])
+    cx.call_checked(kernels::onnxc_string_equal, (Ptr(a), Ptr(b), Ptr(y), I64(n)))
 }
 
 /// Scratch that [`lower_equal`] needs.
@@ -136,10 +137,10 @@ pub fn lower_cast(cx: &mut Lower) -> Result<(), String> {
         let elem = cx.iconst(from.onnx_code() as i64);
         let bytes = cx.iconst(n.checked_mul(NUMBER_TEXT_BYTES).ok_or("the tensor is too large")? as i64);
         let buf = cx.alloc_scratch(bytes)?;
-        cx.call_checked("onnxc_cast_to_string", &[elem, x, count, y, buf])
+        cx.call_checked(kernels::onnxc_cast_to_string, (I64(elem), Ptr(x), I64(count), Ptr(y), Ptr(buf)))
     } else {
         let elem = cx.iconst(to.onnx_code() as i64);
-        cx.call_checked("onnxc_cast_from_string", &[elem, x, count, y])
+        cx.call_checked(kernels::onnxc_cast_from_string, (I64(elem), Ptr(x), I64(count), Ptr(y)))
     }
 }
 
@@ -170,10 +171,10 @@ impl Operator for StringConcat {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (a, b, n) = binary_operands(cx)?;
-        let bytes = cx.call_count("onnxc_string_concat_bytes", &[a, b, n])?;
+        let bytes = cx.call_count(kernels::onnxc_string_concat_bytes, (Ptr(a), Ptr(b), I64(n)))?;
         let buf = cx.alloc_scratch(bytes)?;
         let y = cx.output_ptr(0)?;
-        cx.call_checked("onnxc_string_concat", &[a, b, y, n, buf])
+        cx.call_checked(kernels::onnxc_string_concat, (Ptr(a), Ptr(b), Ptr(y), I64(n), Ptr(buf)))
     }
 }
 
@@ -237,7 +238,7 @@ impl Operator for StringNormalizer {
         let x = cx.input_ptr(0)?;
         let n = cx.iconst(shape.iter().product::<usize>() as i64);
         let y = if cx.output_is_dynamic(0) {
-            let count = cx.call_count("onnxc_string_normalize_count", &[params, stop, x, n])?;
+            let count = cx.call_count(kernels::onnxc_string_normalize_count, (params, Ptr(stop), Ptr(x), I64(n)))?;
             let mut dims: Vec<Value> = shape.iter().map(|&d| cx.iconst(d as i64)).collect();
             if let Some(last) = dims.last_mut() {
                 *last = count;
@@ -246,9 +247,9 @@ impl Operator for StringNormalizer {
         } else {
             cx.output_ptr(0)?
         };
-        let bytes = cx.call_count("onnxc_string_normalize_bytes", &[params, stop, x, n])?;
+        let bytes = cx.call_count(kernels::onnxc_string_normalize_bytes, (params, Ptr(stop), Ptr(x), I64(n)))?;
         let buf = cx.alloc_scratch(bytes)?;
-        cx.call_checked("onnxc_string_normalize", &[params, stop, x, n, y, buf])
+        cx.call_checked(kernels::onnxc_string_normalize, (params, Ptr(stop), Ptr(x), I64(n), Ptr(y), Ptr(buf)))
     }
 }
 
@@ -307,12 +308,15 @@ impl Operator for StringSplit {
         let delim = cx.data_bytes(&string_list(std::slice::from_ref(&self.delimiter)))?;
         let x = cx.input_ptr(0)?;
         let n = cx.iconst(shape.iter().product::<usize>() as i64);
-        let width = cx.call_count("onnxc_string_split_count", &[params, delim, x, n])?;
+        let width = cx.call_count(kernels::onnxc_string_split_count, (params, Ptr(delim), Ptr(x), I64(n)))?;
         let mut dims: Vec<Value> = shape.iter().map(|&d| cx.iconst(d as i64)).collect();
         dims.push(width);
         let y = cx.alloc_output(0, &dims)?;
         let lengths = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.scratch_ptr()? };
-        cx.call_checked("onnxc_string_split", &[params, delim, x, n, y, lengths, width])
+        cx.call_checked(
+            kernels::onnxc_string_split,
+            (params, Ptr(delim), Ptr(x), I64(n), Ptr(y), Ptr(lengths), I64(width)),
+        )
     }
 }
 
@@ -353,7 +357,7 @@ impl Operator for RegexFullMatch {
         let x = cx.input_ptr(0)?;
         let y = cx.output_ptr(0)?;
         let n = cx.iconst(shape.iter().product::<usize>() as i64);
-        cx.call_checked("onnxc_regex_full_match", &[table, x, y, n])
+        cx.call_checked(kernels::onnxc_regex_full_match, (Ptr(table), Ptr(x), Ptr(y), I64(n)))
     }
 }
 
@@ -405,7 +409,7 @@ impl Operator for TfIdfVectorizer {
         let table: Vec<u8> = self.table.iter().flat_map(|w| w.to_le_bytes()).collect();
         let table = cx.data_bytes(&table)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
-        cx.call_checked("onnxc_tfidf", &[params, table, x, y])
+        cx.call_checked(kernels::onnxc_tfidf, (params, Ptr(table), Ptr(x), Ptr(y)))
     }
 }
 
