@@ -409,12 +409,17 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
         s *= p.in_dims[a] as usize;
     }
     let out_dims = crate::generic::to_usize(&p.out_dims);
+    let tables = TapTables { taps: taps.cast_const(), offsets, counts };
+    if rank > 0 && counts[..rank].iter().all(|&c| c == 1) {
+        resize_one_tap(x, y, &tables, &strides[..rank], &out_dims[..rank], p.extrapolation_value);
+        return STATUS_OK;
+    }
     let mut idx = [0usize; MAX_RANK];
     for k in 0..total {
         let mut rows: [&[Tap]; MAX_RANK] = [&[]; MAX_RANK];
         let mut extrapolate = false;
         for a in 0..rank {
-            let row = core::slice::from_raw_parts(taps.add(offsets[a] + idx[a] * counts[a]), counts[a]);
+            let row = tables.row(a, idx[a]);
             extrapolate |= row.first().is_some_and(|t| t.index < 0);
             rows[a] = row;
         }
@@ -432,6 +437,61 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
         }
     }
     STATUS_OK
+}
+
+/// The tap tables of every axis, one after the other in scratch.
+struct TapTables {
+    taps: *const Tap,
+    offsets: [usize; MAX_RANK],
+    counts: [usize; MAX_RANK],
+}
+
+impl TapTables {
+    /// The taps of output position `o` along `axis`.
+    unsafe fn row(&self, axis: usize, o: usize) -> &[Tap] {
+        core::slice::from_raw_parts(self.taps.add(self.offsets[axis] + o * self.counts[axis]), self.counts[axis])
+    }
+}
+
+/// Resize where every axis has one tap (nearest, and axes kept as they
+/// are): such a tap has weight 1, so each output is a copy of one input
+/// element (its bits, the sign of a zero included), and each output row
+/// gathers from one input row, the outer axes' taps looked up once per row.
+unsafe fn resize_one_tap<T: Real>(
+    x: *const T,
+    y: *mut T,
+    tables: &TapTables,
+    strides: &[usize],
+    out_dims: &[usize],
+    extrapolation: f64,
+) {
+    let (last, outer) = (out_dims.len() - 1, &out_dims[..out_dims.len() - 1]);
+    let rows: usize = outer.iter().product();
+    let mut idx = [0usize; MAX_RANK];
+    for r in 0..rows {
+        let (mut base, mut extrapolate) = (0usize, false);
+        for (a, &i) in idx[..last].iter().enumerate() {
+            let t = tables.row(a, i)[0];
+            extrapolate |= t.index < 0;
+            base += t.index.max(0) as usize * strides[a];
+        }
+        let out = y.add(r * out_dims[last]);
+        for j in 0..out_dims[last] {
+            let t = tables.row(last, j)[0];
+            *out.add(j) = if extrapolate || t.index < 0 {
+                T::from_f64(extrapolation)
+            } else {
+                *x.add(base + t.index as usize * strides[last])
+            };
+        }
+        for a in (0..last).rev() {
+            idx[a] += 1;
+            if idx[a] < outer[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
 }
 
 /// Reflects `x` into `[lo, hi]` by bouncing off the borders.
@@ -656,6 +716,16 @@ mod tests {
         let r = unsafe { onnxc_resize_f32(p, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr().cast()) };
         assert_eq!(r, STATUS_OK);
         y
+    }
+
+    #[test]
+    fn one_tap_resize_gathers_whole_rows() {
+        // Nearest ×2 on H and W of [2, 3, 4, 5] (N and C kept), half_pixel
+        // with round_prefer_floor: output (h, w) reads input (h / 2, w / 2).
+        let x: Vec<f32> = (0..120).map(|v| v as f32 - 60.5).collect();
+        let y = run(&params(&[2, 3, 4, 5], &[2, 3, 8, 10], MODE_NEAREST, COORD_HALF_PIXEL), &x);
+        let want: Vec<f32> = (0..480).map(|k| x[k / 80 * 20 + (k / 10 % 8) / 2 * 5 + k % 10 / 2]).collect();
+        assert_eq!(y, want);
     }
 
     #[test]
