@@ -414,6 +414,10 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
         resize_one_tap(x, y, &tables, &strides[..rank], &out_dims[..rank], p.extrapolation_value);
         return STATUS_OK;
     }
+    if rank >= 2 && counts[..rank - 2].iter().all(|&c| c == 1) {
+        resize_plane(x, y, &tables, &strides[..rank], &out_dims[..rank], p.extrapolation_value);
+        return STATUS_OK;
+    }
     let mut idx = [0usize; MAX_RANK];
     for k in 0..total {
         let mut rows: [&[Tap]; MAX_RANK] = [&[]; MAX_RANK];
@@ -485,6 +489,65 @@ unsafe fn resize_one_tap<T: Real>(
             };
         }
         for a in (0..last).rev() {
+            idx[a] += 1;
+            if idx[a] < outer[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+}
+
+/// Resize where only the last two axes have several taps (bilinear and
+/// bicubic images): per output row, the outer axes' taps are looked up
+/// once, and each output is [`resize_sum`]'s nested sum over the row's and
+/// the column's taps, in its order, so the results are its bits.
+unsafe fn resize_plane<T: Real>(
+    x: *const T,
+    y: *mut T,
+    tables: &TapTables,
+    strides: &[usize],
+    out_dims: &[usize],
+    extrapolation: f64,
+) {
+    let (rank, last) = (out_dims.len(), out_dims.len() - 1);
+    let (outer, rows_axis) = (&out_dims[..rank - 2], rank - 2);
+    let planes: usize = outer.iter().product();
+    let mut idx = [0usize; MAX_RANK];
+    let mut weights = [0.0f64; MAX_RANK];
+    let mut out = y;
+    for _ in 0..planes {
+        let (mut base, mut outside) = (0usize, false);
+        for (a, &i) in idx[..rank - 2].iter().enumerate() {
+            let t = tables.row(a, i)[0];
+            outside |= t.index < 0;
+            base += t.index.max(0) as usize * strides[a];
+            weights[a] = t.weight;
+        }
+        for o in 0..out_dims[rows_axis] {
+            let row_taps = tables.row(rows_axis, o);
+            let row_outside = outside || row_taps[0].index < 0;
+            for j in 0..out_dims[last] {
+                let col_taps = tables.row(last, j);
+                let v = if row_outside || col_taps[0].index < 0 {
+                    extrapolation
+                } else {
+                    let mut acc = 0.0;
+                    for r in row_taps {
+                        let at = x.add(base + r.index as usize * strides[rows_axis]);
+                        let mut inner = 0.0;
+                        for c in col_taps {
+                            inner += c.weight * (*at.add(c.index as usize * strides[last])).to_f64();
+                        }
+                        acc += r.weight * inner;
+                    }
+                    weights[..rank - 2].iter().rev().fold(acc, |acc, &w| 0.0 + w * acc)
+                };
+                *out = T::from_f64(v);
+                out = out.add(1);
+            }
+        }
+        for a in (0..rank - 2).rev() {
             idx[a] += 1;
             if idx[a] < outer[a] {
                 break;
