@@ -21,7 +21,7 @@
 use super::real::Real;
 use crate::abi::resize::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::generic::{checked_rank, product};
+use crate::generic::{advance, checked_rank, product};
 
 /// Why scales or sizes cannot resize the input.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -455,6 +455,27 @@ impl TapTables {
     unsafe fn row(&self, axis: usize, o: usize) -> &[Tap] {
         core::slice::from_raw_parts(self.taps.add(self.offsets[axis] + o * self.counts[axis]), self.counts[axis])
     }
+
+    /// The one tap of each of the first `idx.len()` axes at output position
+    /// `idx`: the input offset they select, whether one falls outside the
+    /// crop, and their weights.
+    unsafe fn outer(&self, idx: &[usize], strides: &[usize]) -> OuterTaps {
+        let mut taps = OuterTaps { base: 0, outside: false, weights: [0.0; MAX_RANK] };
+        for (a, &i) in idx.iter().enumerate() {
+            let t = self.row(a, i)[0];
+            taps.outside |= t.index < 0;
+            taps.base += t.index.max(0) as usize * strides[a];
+            taps.weights[a] = t.weight;
+        }
+        taps
+    }
+}
+
+/// What [`TapTables::outer`] finds.
+struct OuterTaps {
+    base: usize,
+    outside: bool,
+    weights: [f64; MAX_RANK],
 }
 
 /// Resize where every axis has one tap (nearest, and axes kept as they
@@ -470,30 +491,21 @@ unsafe fn resize_one_tap<T: Real>(
     extrapolation: f64,
 ) {
     let (last, outer) = (out_dims.len() - 1, &out_dims[..out_dims.len() - 1]);
-    let rows: usize = outer.iter().product();
     let mut idx = [0usize; MAX_RANK];
-    for r in 0..rows {
-        let (mut base, mut extrapolate) = (0usize, false);
-        for (a, &i) in idx[..last].iter().enumerate() {
-            let t = tables.row(a, i)[0];
-            extrapolate |= t.index < 0;
-            base += t.index.max(0) as usize * strides[a];
-        }
-        let out = y.add(r * out_dims[last]);
+    let mut out = y;
+    loop {
+        let taps = tables.outer(&idx[..last], strides);
         for j in 0..out_dims[last] {
             let t = tables.row(last, j)[0];
-            *out.add(j) = if extrapolate || t.index < 0 {
+            *out = if taps.outside || t.index < 0 {
                 T::from_f64(extrapolation)
             } else {
-                *x.add(base + t.index as usize * strides[last])
+                *x.add(taps.base + t.index as usize * strides[last])
             };
+            out = out.add(1);
         }
-        for a in (0..last).rev() {
-            idx[a] += 1;
-            if idx[a] < outer[a] {
-                break;
-            }
-            idx[a] = 0;
+        if !advance(&mut idx[..last], outer, [], &mut []) {
+            return;
         }
     }
 }
@@ -512,21 +524,13 @@ unsafe fn resize_plane<T: Real>(
 ) {
     let (rank, last) = (out_dims.len(), out_dims.len() - 1);
     let (outer, rows_axis) = (&out_dims[..rank - 2], rank - 2);
-    let planes: usize = outer.iter().product();
     let mut idx = [0usize; MAX_RANK];
-    let mut weights = [0.0f64; MAX_RANK];
     let mut out = y;
-    for _ in 0..planes {
-        let (mut base, mut outside) = (0usize, false);
-        for (a, &i) in idx[..rank - 2].iter().enumerate() {
-            let t = tables.row(a, i)[0];
-            outside |= t.index < 0;
-            base += t.index.max(0) as usize * strides[a];
-            weights[a] = t.weight;
-        }
+    loop {
+        let taps = tables.outer(&idx[..rank - 2], strides);
         for o in 0..out_dims[rows_axis] {
             let row_taps = tables.row(rows_axis, o);
-            let row_outside = outside || row_taps[0].index < 0;
+            let row_outside = taps.outside || row_taps[0].index < 0;
             for j in 0..out_dims[last] {
                 let col_taps = tables.row(last, j);
                 let v = if row_outside || col_taps[0].index < 0 {
@@ -534,25 +538,21 @@ unsafe fn resize_plane<T: Real>(
                 } else {
                     let mut acc = 0.0;
                     for r in row_taps {
-                        let at = x.add(base + r.index as usize * strides[rows_axis]);
+                        let at = x.add(taps.base + r.index as usize * strides[rows_axis]);
                         let mut inner = 0.0;
                         for c in col_taps {
                             inner += c.weight * (*at.add(c.index as usize * strides[last])).to_f64();
                         }
                         acc += r.weight * inner;
                     }
-                    weights[..rank - 2].iter().rev().fold(acc, |acc, &w| 0.0 + w * acc)
+                    taps.weights[..rank - 2].iter().rev().fold(acc, |acc, &w| 0.0 + w * acc)
                 };
                 *out = T::from_f64(v);
                 out = out.add(1);
             }
         }
-        for a in (0..rank - 2).rev() {
-            idx[a] += 1;
-            if idx[a] < outer[a] {
-                break;
-            }
-            idx[a] = 0;
+        if !advance(&mut idx[..rank - 2], outer, [], &mut []) {
+            return;
         }
     }
 }
