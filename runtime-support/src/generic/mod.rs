@@ -20,6 +20,7 @@ pub mod loss;
 pub mod minifloat;
 pub mod ml;
 pub mod norm;
+pub mod normalize;
 pub mod packed;
 pub mod pool;
 pub mod prepacked;
