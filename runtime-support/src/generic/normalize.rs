@@ -8,6 +8,7 @@
 //! accumulated in `f64`; elements are f32, f64, f16 or bf16 (ONNX codes).
 
 use super::convert::{is_float_elem, load_float, store_float};
+use super::real::Real;
 use super::{advance, checked_rank, product, to_isize, to_usize};
 use crate::abi::norm::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -40,7 +41,32 @@ unsafe fn walk(rank: usize, dims: &[usize], strides: [&[isize]; 3], mut f: impl 
     }
 }
 
-/// Does the work of the C entry point [`crate::abi::onnxc_normalize`].
+/// The tensors of one [`crate::abi::onnxc_normalize`] call (`scale`,
+/// `bias`, `mean_out` and `inv_out` may be null).
+pub(crate) struct NormTensors {
+    pub x: *const u8,
+    pub scale: *const u8,
+    pub bias: *const u8,
+    pub y: *mut u8,
+    pub mean_out: *mut u8,
+    pub inv_out: *mut u8,
+}
+
+impl NormTensors {
+    /// Writes statistics group `i`'s shift and factor to the optional
+    /// outputs.
+    pub(crate) unsafe fn store_stats(&self, p: &NormParams, i: usize, shift: f64, factor: f64) {
+        if !self.mean_out.is_null() {
+            store_float(self.mean_out, p.stat_elem, i as isize, shift);
+        }
+        if !self.inv_out.is_null() {
+            store_float(self.inv_out, p.stat_elem, i as isize, factor);
+        }
+    }
+}
+
+/// Does the work of the C entry point [`crate::abi::onnxc_normalize`]:
+/// the contiguous path where the layout fits it, else the odometer walk.
 #[allow(clippy::too_many_arguments)] // one pointer per tensor
 pub(crate) unsafe fn normalize(
     p: *const NormParams,
@@ -55,94 +81,126 @@ pub(crate) unsafe fn normalize(
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    let Some(rank) = checked_rank(p.rank, MAX_RANK, &p.dims) else {
+    let Some((rank, total)) = checked(p) else {
         return STATUS_INVALID_PARAMS;
     };
-    let elems_ok = is_float_elem(p.x_elem)
-        && is_float_elem(p.scale_elem)
-        && is_float_elem(p.bias_elem)
-        && is_float_elem(p.stat_elem);
-    if !elems_ok || !(NORM_STANDARD..=NORM_L2).contains(&p.mode) || p.stat_count < 0 {
-        return STATUS_INVALID_PARAMS;
+    let t = NormTensors { x, scale, bias, y, mean_out, inv_out };
+    if total > 0 && !super::normalize_contiguous::normalize(p, rank, &t) {
+        walk_normalize(p, rank, total, &t, scratch);
     }
+    STATUS_OK
+}
+
+/// The rank and element count of valid params: known modes and element
+/// types, nonnegative strides, and statistics strides within `stat_count`.
+fn checked(p: &NormParams) -> Option<(usize, usize)> {
+    let rank = checked_rank(p.rank, MAX_RANK, &p.dims)?;
+    let elems_ok = [p.x_elem, p.scale_elem, p.bias_elem, p.stat_elem].into_iter().all(is_float_elem);
     let strides_ok = (0..rank).all(|d| p.stat_strides[d] >= 0 && p.scale_strides[d] >= 0 && p.bias_strides[d] >= 0);
-    let (Some(total), Some(stat_count)) = (product(&p.dims[..rank]), usize::try_from(p.stat_count).ok()) else {
-        return STATUS_INVALID_PARAMS;
-    };
-    if !strides_ok {
-        return STATUS_INVALID_PARAMS;
+    if !elems_ok || !strides_ok || !(NORM_STANDARD..=NORM_L2).contains(&p.mode) || p.stat_count < 0 {
+        return None;
     }
-    if total == 0 {
-        return STATUS_OK;
-    }
-    let dims = to_usize(&p.dims);
+    let total = product(&p.dims[..rank])?;
     let last_stat: i128 = (0..rank).map(|d| (p.dims[d] - 1) as i128 * p.stat_strides[d] as i128).sum();
-    if last_stat >= p.stat_count as i128 {
-        return STATUS_INVALID_PARAMS;
+    (total == 0 || last_stat < p.stat_count as i128).then_some((rank, total))
+}
+
+/// What multiplies `x - mean` in the modes with a mean (standard, MVN),
+/// from the population variance.
+pub(crate) fn deviation_factor(mode: i64, var: f64, eps: f64) -> f64 {
+    if mode == NORM_MVN {
+        1.0 / (libm::sqrt(var) + eps)
+    } else {
+        1.0 / libm::sqrt(var + eps)
     }
-    let count = (total / stat_count) as f64;
+}
+
+/// What multiplies `x` in the modes without a mean (RMS, L1, L2), from the
+/// sum of [`size_term`] over `count` elements; 0 for a zero L1 or L2 norm.
+pub(crate) fn size_factor(mode: i64, sum: f64, count: f64, eps: f64) -> f64 {
+    let norm = match mode {
+        NORM_RMS => libm::sqrt(sum / count + eps),
+        NORM_L1 => sum,
+        _ => libm::sqrt(sum),
+    };
+    if norm == 0.0 && mode != NORM_RMS {
+        0.0
+    } else {
+        1.0 / norm
+    }
+}
+
+/// The term the modes without a mean sum: `|v|` for L1, `v^2` otherwise.
+#[inline(always)]
+pub(crate) fn size_term<T: Real>(mode: i64, v: T) -> T {
+    if mode == NORM_L1 {
+        v.abs()
+    } else {
+        v * v
+    }
+}
+
+/// The general path: statistics by odometer walks in f64, then the affine.
+pub(crate) unsafe fn walk_normalize(p: &NormParams, rank: usize, total: usize, t: &NormTensors, scratch: *mut f64) {
+    let stat_count = p.stat_count as usize;
+    let dims = to_usize(&p.dims);
     let (ss, sc, sb) = (to_isize(&p.stat_strides), to_isize(&p.scale_strides), to_isize(&p.bias_strides));
     let strides = [&ss[..], &sc[..], &sb[..]];
-    let shift = scratch;
-    let mul = scratch.add(stat_count);
-    for i in 0..2 * stat_count {
-        *scratch.add(i) = 0.0;
+    let (shift, mul) = (scratch, scratch.add(stat_count));
+    walk_statistics(p, rank, (total / stat_count) as f64, strides, t.x, [shift, mul]);
+    walk(rank, &dims, strides, |at, o| {
+        let mut v = (load_float(t.x, p.x_elem, at) - *shift.offset(o[0])) * *mul.offset(o[0]);
+        if !t.scale.is_null() {
+            v *= load_float(t.scale, p.scale_elem, o[1]);
+        }
+        if !t.bias.is_null() {
+            v += load_float(t.bias, p.bias_elem, o[2]);
+        }
+        store_float(t.y, p.x_elem, at, v);
+    });
+    for i in 0..stat_count {
+        t.store_stats(p, i, *shift.add(i), *mul.add(i));
     }
-    // Pass 1: sums (of x, x^2 or |x|).
+}
+
+/// Each statistics group's shift (its mean, or 0) into `shift` and factor
+/// into `mul`, from sums over `count` elements in f64 (two passes for the
+/// variance).
+unsafe fn walk_statistics(
+    p: &NormParams,
+    rank: usize,
+    count: f64,
+    strides: [&[isize]; 3],
+    x: *const u8,
+    [shift, mul]: [*mut f64; 2],
+) {
+    let stat_count = p.stat_count as usize;
+    let dims = to_usize(&p.dims);
+    for i in 0..2 * stat_count {
+        *shift.add(i) = 0.0;
+    }
+    let with_mean = matches!(p.mode, NORM_STANDARD | NORM_MVN);
     walk(rank, &dims, strides, |at, o| {
         let v = load_float(x, p.x_elem, at);
-        let s = match p.mode {
-            NORM_STANDARD | NORM_MVN => v,
-            NORM_L1 => v.abs(),
-            _ => v * v,
-        };
-        *shift.offset(o[0]) += s;
+        *shift.offset(o[0]) += if with_mean { v } else { size_term(p.mode, v) };
     });
-    let eps = p.epsilon;
-    if matches!(p.mode, NORM_STANDARD | NORM_MVN) {
+    if with_mean {
         for i in 0..stat_count {
             *shift.add(i) /= count;
         }
-        // Pass 2: squared deviations, two-pass for accuracy.
         walk(rank, &dims, strides, |at, o| {
             let d = load_float(x, p.x_elem, at) - *shift.offset(o[0]);
             *mul.offset(o[0]) += d * d;
         });
         for i in 0..stat_count {
-            let var = *mul.add(i) / count;
-            *mul.add(i) = if p.mode == NORM_MVN { 1.0 / (libm::sqrt(var) + eps) } else { 1.0 / libm::sqrt(var + eps) };
+            *mul.add(i) = deviation_factor(p.mode, *mul.add(i) / count, p.epsilon);
         }
     } else {
         for i in 0..stat_count {
-            let s = *shift.add(i);
-            let norm = match p.mode {
-                NORM_RMS => libm::sqrt(s / count + eps),
-                NORM_L1 => s,
-                _ => libm::sqrt(s),
-            };
-            *mul.add(i) = if norm == 0.0 && p.mode != NORM_RMS { 0.0 } else { 1.0 / norm };
+            *mul.add(i) = size_factor(p.mode, *shift.add(i), count, p.epsilon);
             *shift.add(i) = 0.0;
         }
     }
-    walk(rank, &dims, strides, |at, o| {
-        let mut v = (load_float(x, p.x_elem, at) - *shift.offset(o[0])) * *mul.offset(o[0]);
-        if !scale.is_null() {
-            v *= load_float(scale, p.scale_elem, o[1]);
-        }
-        if !bias.is_null() {
-            v += load_float(bias, p.bias_elem, o[2]);
-        }
-        store_float(y, p.x_elem, at, v);
-    });
-    for i in 0..stat_count {
-        if !mean_out.is_null() {
-            store_float(mean_out, p.stat_elem, i as isize, *shift.add(i));
-        }
-        if !inv_out.is_null() {
-            store_float(inv_out, p.stat_elem, i as isize, *mul.add(i));
-        }
-    }
-    STATUS_OK
 }
 
 #[cfg(test)]
