@@ -31,6 +31,7 @@ pub mod quant;
 pub mod random;
 pub mod real;
 pub mod reduce;
+pub(crate) mod reduce_contiguous;
 pub mod resize;
 pub mod roi;
 pub mod softmax;
