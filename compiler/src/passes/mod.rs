@@ -16,6 +16,7 @@ mod fuse_conv_add;
 mod fuse_conv_prologue;
 mod fuse_elementwise;
 mod fuse_matmul_add;
+mod fuse_rms_norm;
 mod gemm_by_splat;
 mod pack_conv_weights;
 #[cfg(test)]
@@ -28,6 +29,7 @@ pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_conv_prologue::fuse_conv_prologue;
 pub use fuse_elementwise::fuse_elementwise;
 pub use fuse_matmul_add::fuse_matmul_add;
+pub use fuse_rms_norm::fuse_rms_norm;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
 
@@ -42,6 +44,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_matmul_add(graph);
     gemm_by_splat(graph);
     if !portable {
+        fuse_rms_norm(graph);
         choose_layout(graph);
         pack_conv_weights(graph);
         fuse_conv_prologue(graph);
