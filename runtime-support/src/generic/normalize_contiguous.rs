@@ -19,10 +19,10 @@
 //! variance takes two passes: the mean (as the group's first element plus
 //! the mean of the differences from it, which are small where the mean is
 //! large), then the squares of the deviations from it, so a large mean
-//! costs no precision. Each row
-//! is then one pass of `(x - mean) * (factor * scale) + bias` in the
-//! element type (the mean in two parts, see [`apply_row`]), the same expression for every element wherever it falls
-//! in the vector loop. The loops run under
+//! costs no precision. Each row is then one pass of
+//! `(x - mean) * (factor * scale) + bias` in the element type (the mean in
+//! two parts, see [`apply_row`]), the same expression for every element
+//! wherever it falls in the vector loop. The loops run under
 //! [`crate::isa::with_widest_vectors`].
 
 use super::lanes::fold;
@@ -87,9 +87,10 @@ fn runs(p: &NormParams, rank: usize, t: &NormTensors) -> Option<Runs> {
     if next != p.stat_count {
         return None;
     }
-    let step = |ptr: *const u8, strides: &[i64; MAX_RANK]| match ptr.is_null() {
-        true => Some(false),
-        false => [0, 1].iter().position(|&s| s == strides[rank - 1]).map(|i| i == 1),
+    let step = |ptr: *const u8, strides: &[i64; MAX_RANK]| match (ptr.is_null(), strides[rank - 1]) {
+        (true, _) | (false, 0) => Some(false),
+        (false, 1) => Some(true),
+        _ => None,
     };
     let per_element = [step(t.scale, &p.scale_strides)?, step(t.bias, &p.bias_strides)?];
     let dims = to_usize(&p.dims);
