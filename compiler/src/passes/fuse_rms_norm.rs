@@ -9,163 +9,53 @@
 //! takes one pass for the statistics and one for the result, with the
 //! mean of squares in f64 (the same values up to rounding). Applies when
 //! every intermediate is read by the next step alone, the squared and the
-//! divided tensor are the same `x` (a float type), the scale broadcasts to
-//! `x` without widening it, and the nodes share one guarded or repeated
-//! range; the Normalize takes the final `Mul`'s place in the schedule.
+//! divided tensor are the same `x` (a float type) and the scale broadcasts
+//! to `x` without widening it ([`super::norm_pattern`] says where the
+//! Normalize goes).
 
-use super::{producers, regions, use_counts};
-use crate::ir::shape::broadcast;
+use super::norm_pattern::{fuse_matches, Match, Matcher};
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::norm::{NormKind, Normalize};
-use crate::ops::Op;
-use std::collections::HashMap;
 
 pub fn fuse_rms_norm(graph: &mut Graph) {
-    let matcher = Matcher { graph, uses: use_counts(graph), producer: producers(graph) };
-    let region = regions(graph);
-    let mut fused = Vec::new();
-    let mut removed = vec![false; graph.nodes.len()];
-    for last in 0..graph.nodes.len() {
-        let Some(found) = matcher.rms_norm(last) else { continue };
-        if found.nodes.iter().any(|&i| removed[i] || region[i] != region[last]) {
-            continue;
-        }
-        found.nodes.iter().filter(|&&i| i != last).for_each(|&i| removed[i] = true);
-        fused.push((last, found));
-    }
-    for (last, mut found) in fused {
-        found.nodes.sort_unstable();
-        let name = found.nodes.iter().map(|&i| graph.nodes[i].name.as_str()).collect::<Vec<_>>().join("+");
-        let node = &mut graph.nodes[last];
-        let kind = NormKind::Rms { axis: found.axis as i64 };
-        node.op = Op::Normalize(Normalize {
-            op_type: "RMSNormalization",
-            kind,
-            epsilon: found.epsilon,
-            stat_dtype: DType::F32,
-        });
-        node.inputs = vec![Some(found.x), Some(found.scale)];
-        node.name = name;
-    }
-    let mut flags = removed.into_iter();
-    graph.nodes.retain(|_| !flags.next().unwrap_or(false));
+    fuse_matches(graph, rms_norm);
 }
 
-/// One match: the normalised input, the scale, the first reduced axis,
-/// epsilon, and the indices of the nodes it replaces.
-struct RmsNorm {
-    x: ValueId,
-    scale: ValueId,
-    axis: usize,
-    epsilon: f32,
-    nodes: Vec<usize>,
+/// The pattern ending at node `last`, `Mul(normalised, scale)`.
+fn rms_norm(m: &Matcher, last: usize) -> Option<Match> {
+    m.affine(last, Func::Mul).into_iter().find_map(|(normalised, scale)| {
+        let (x, axis, epsilon, mut nodes) = normalised_by_rms(m, m.single_use(normalised)?)?;
+        (m.graph.concrete(x) == m.output_type(last)).then_some(())?;
+        nodes.insert(0, last);
+        let kind = NormKind::Rms { axis: axis as i64 };
+        let norm = Normalize { op_type: "RMSNormalization", kind, epsilon, stat_dtype: DType::F32 };
+        Some(Match { nodes, norm, inputs: vec![x, scale] })
+    })
 }
 
-/// The graph with the uses and producer of each value.
-struct Matcher<'a> {
-    graph: &'a Graph,
-    uses: HashMap<ValueId, usize>,
-    producer: HashMap<ValueId, usize>,
-}
-
-impl Matcher<'_> {
-    /// The pattern ending at node `last`, `Mul(normalised, scale)`.
-    fn rms_norm(&self, last: usize) -> Option<RmsNorm> {
-        let [a, b] = self.elementwise(last, Func::Mul)?;
-        let out_type = self.graph.concrete(self.graph.nodes[last].outputs[0])?;
-        if !matches!(out_type.0, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
-            return None;
+/// `Div(x, r)` or `Mul(x, Reciprocal(r))` at node `i`, `r` the RMS of
+/// `x`: `x`, the first reduced axis, epsilon and the nodes.
+fn normalised_by_rms(m: &Matcher, i: usize) -> Option<(ValueId, usize, f32, Vec<usize>)> {
+    let (x, r, mut nodes) = match m.elementwise(i, Func::Div) {
+        Some([x, r]) => (x, r, vec![i]),
+        None => {
+            let [a, b] = m.elementwise(i, Func::Mul)?;
+            let inverse = |x, inv| {
+                let j = m.single_use(inv)?;
+                let [r] = m.elementwise(j, Func::Reciprocal)?;
+                Some((x, r, vec![i, j]))
+            };
+            inverse(a, b).or_else(|| inverse(b, a))?
         }
-        [(a, b), (b, a)].into_iter().find_map(|(normalised, scale)| {
-            let (dtype, scale_shape) = self.graph.concrete(scale)?;
-            let fits = dtype == out_type.0 && broadcast(&scale_shape, &out_type.1).as_ref() == Some(&out_type.1);
-            let mut found = self.normalised(self.single_use(normalised)?).filter(|_| fits)?;
-            (self.graph.concrete(found.x)? == out_type).then_some(())?;
-            found.scale = scale;
-            found.nodes.push(last);
-            Some(found)
-        })
-    }
-
-    /// `Div(x, r)` or `Mul(x, Reciprocal(r))` at node `i`, `r` the RMS of
-    /// `x` (the scale still to be filled in).
-    fn normalised(&self, i: usize) -> Option<RmsNorm> {
-        let (x, r, mut nodes) = match self.elementwise(i, Func::Div) {
-            Some([x, r]) => (x, r, vec![i]),
-            None => {
-                let [a, b] = self.elementwise(i, Func::Mul)?;
-                let inverse = |x, inv| {
-                    let j = self.single_use(inv)?;
-                    let [r] = self.elementwise(j, Func::Reciprocal)?;
-                    Some((x, r, vec![j, i]))
-                };
-                inverse(a, b).or_else(|| inverse(b, a))?
-            }
-        };
-        let (axis, epsilon, rms_nodes) = self.root_mean_square(r, x)?;
-        nodes.extend(rms_nodes);
-        Some(RmsNorm { x, scale: x, axis, epsilon, nodes })
-    }
-
-    /// `Sqrt(Add(ReduceMean(x^2), eps))` computing `r`: the first reduced
-    /// axis, epsilon and the nodes.
-    fn root_mean_square(&self, r: ValueId, x: ValueId) -> Option<(usize, f32, Vec<usize>)> {
-        let sqrt = self.single_use(r)?;
-        let [sum] = self.elementwise(sqrt, Func::Sqrt)?;
-        let add = self.single_use(sum)?;
-        let [a, b] = self.elementwise(add, Func::Add)?;
-        let scalar = |v: ValueId| self.graph.const_value(v).filter(|t| t.len() == 1).map(|t| t.get_f64(0) as f32);
-        let (mean, epsilon) = [(a, b), (b, a)].into_iter().find_map(|(m, e)| Some((m, scalar(e)?)))?;
-        let reduce = self.single_use(mean)?;
-        let (axis, squares) = self.trailing_mean(reduce)?;
-        let square = self.single_use(squares)?;
-        let squared = match (self.elementwise(square, Func::Pow), self.elementwise(square, Func::Mul)) {
-            (Some([base, two]), _) => base == x && scalar(two) == Some(2.0),
-            (_, Some([p, q])) => p == x && q == x,
-            _ => false,
-        };
-        squared.then(|| (axis, epsilon, vec![sqrt, add, reduce, square]))
-    }
-
-    /// Node `i` as a ReduceMean over the trailing axes from `axis` on,
-    /// keeping them: `axis` and the reduced value.
-    fn trailing_mean(&self, i: usize) -> Option<(usize, ValueId)> {
-        let node = &self.graph.nodes[i];
-        let Op::Reduce(reduce) = &node.op else { return None };
-        let [Some(input), Some(axes)] = node.inputs[..] else { return None };
-        let rank = self.graph.concrete(input)?.1.len();
-        let keeps = reduce.kind == crate::ops::reduce::ReduceKind::Mean && reduce.keepdims;
-        let mut axes: Vec<usize> = self
-            .graph
-            .const_value(axes)?
-            .to_i64s()
-            .iter()
-            .map(|&a| a.rem_euclid(rank.max(1) as i64) as usize)
-            .collect();
-        axes.sort_unstable();
-        let first = *axes.first()?;
-        (keeps && axes.iter().copied().eq(first..rank)).then_some((first, input))
-    }
-
-    /// The two or one inputs of elementwise node `i` if it computes `func`.
-    fn elementwise<const N: usize>(&self, i: usize, func: Func) -> Option<[ValueId; N]> {
-        let node = &self.graph.nodes[i];
-        let Op::Elementwise(e) = &node.op else { return None };
-        if e.func != func || node.inputs.len() != N {
-            return None;
-        }
-        let mut inputs = [node.inputs[0]?; N];
-        for (k, input) in node.inputs.iter().enumerate() {
-            inputs[k] = (*input)?;
-        }
-        Some(inputs)
-    }
-
-    /// The node computing `v` if nothing else reads it.
-    fn single_use(&self, v: ValueId) -> Option<usize> {
-        (self.uses.get(&v) == Some(&1)).then(|| self.producer.get(&v).copied())?
-    }
+    };
+    let (mean, epsilon, sqrt_add) = m.sqrt_plus_epsilon(r)?;
+    let reduce = m.single_use(mean)?;
+    let (axis, squares) = m.trailing_mean(reduce)?;
+    let square = m.single_use(squares)?;
+    m.squares(square, x).then_some(())?;
+    nodes.extend(sqrt_add.into_iter().chain([reduce, square]));
+    Some((x, axis, epsilon, nodes))
 }
 
 #[cfg(test)]
@@ -174,6 +64,7 @@ mod tests {
     use crate::ir::{Tensor, TensorType, ValueDef};
     use crate::ops::elementwise::Elementwise;
     use crate::ops::reduce::{Reduce, ReduceKind};
+    use crate::ops::Op;
     use crate::passes::test_graph::{assert_all_close, constant, floats, push, run_bytes, value};
 
     /// How the pattern squares and divides.

@@ -18,6 +18,7 @@ mod fuse_elementwise;
 mod fuse_matmul_add;
 mod fuse_rms_norm;
 mod gemm_by_splat;
+mod norm_pattern;
 mod pack_conv_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
