@@ -23,8 +23,9 @@
 //!
 //! [`Normalize`] (`onnxc_normalize`: any axis set, broadcast scale/bias,
 //! statistics totalled in `f64`; X in f16, bf16, f32, f64, the affine
-//! inputs any of those; `passes::fuse_rms_norm` also makes one of RMS
-//! normalisation written out in elementwise operators):
+//! inputs any of those; `passes::fuse_layer_norm` and `fuse_rms_norm`
+//! also make one of a LayerNorm or RMSNorm written out in elementwise
+//! operators):
 //! * InstanceNormalization (1, 6, 22): `epsilon` (1e-5); scale, B `[C]`;
 //!   statistics per (n, c) over the spatial dims.
 //! * LayerNormalization (17): `axis` (-1), `epsilon` (1e-5), `stash_type`
