@@ -57,8 +57,8 @@ pub(crate) fn tile_activation(p: &ConvParams) -> Option<TileActivation> {
 /// The activations use the same comparisons as the separate operators (NaN
 /// passes through, Relu keeps -0), each a branch-free select so that the
 /// loop vectorises. Sigmoid, HardSigmoid, HardSwish and Tanh do the
-/// separate operators' arithmetic step by step (the same libm `exp`/`tanh`
-/// they call, their clamp as Cranelift's `fmax`/`fmin`: NaN propagates, and
+/// separate operators' arithmetic step by step (the same sigmoid and tanh
+/// as theirs, [`Real`]'s, their clamp as `fmax`/`fmin`: NaN propagates, and
 /// `max(-0, 0)` is `+0`), so the results are the same bits.
 #[inline(always)]
 pub(crate) unsafe fn epilogue<T: Real>(p: &ConvParams, bias: Option<T>, residual: Option<*const T>, out: &mut [T]) {
@@ -84,7 +84,7 @@ pub(crate) unsafe fn epilogue<T: Real>(p: &ConvParams, bias: Option<T>, residual
                 high
             }
         }),
-        EPILOGUE_SIGMOID => fused(out, bias, residual, |v| one / (one + (-v).exp())),
+        EPILOGUE_SIGMOID => fused(out, bias, residual, |v| v.sigmoid()),
         EPILOGUE_HARD_SIGMOID => fused(out, bias, residual, |v| clamp01(v * a + b)),
         EPILOGUE_HARD_SWISH => {
             let (sixth, half) = (T::from_f64(1.0 / 6.0), T::from_f64(0.5));
@@ -440,9 +440,23 @@ unsafe fn prepare<'a, T>(
 }
 
 /// Whether the direct depthwise kernel runs (one input and one output
-/// channel per group, 2-D).
+/// channel per group, 2-D, or 1-D as planes one row high).
 fn is_depthwise_2d(s: &ConvShape) -> bool {
-    s.rank == 2 && s.c_per_group == 1 && s.m_per_group == 1
+    s.rank <= 2 && s.c_per_group == 1 && s.m_per_group == 1
+}
+
+/// 1-D convolution `p` as 2-D convolution of planes one row high.
+fn as_rows(p: &ConvParams) -> ConvParams {
+    let mut rows = *p;
+    rows.spatial_rank = 2;
+    for field in [&mut rows.in_spatial, &mut rows.out_spatial, &mut rows.kernel, &mut rows.strides, &mut rows.dilations]
+    {
+        field.copy_within(0..1, 1);
+        field[0] = 1;
+    }
+    rows.pads_begin.copy_within(0..1, 1);
+    rows.pads_begin[0] = 0;
+    rows
 }
 
 /// Whether [`onnxc_conv_prologue_f32`] can take these params: valid, packed
@@ -633,6 +647,11 @@ pub(crate) unsafe fn conv<T: GemmElem>(
         return STATUS_INVALID_PARAMS;
     }
     if is_depthwise_2d(&s) {
+        let rows = as_rows(p);
+        let (p, s) = match validate(&rows) {
+            Some(s2) if s.rank == 1 => (&rows, s2),
+            _ => (p, s),
+        };
         depthwise_2d(p, &s, x, w, bias, residual, y, parallel);
         return STATUS_OK;
     }
@@ -1236,6 +1255,20 @@ mod tests {
             dilations: vec![1, 1, 2],
             pads: vec![(1, 0), (1, 1), (0, 2)],
         });
+        // 1-D depthwise runs as planes one row high.
+        for (kernel, stride, dilation, pads) in [(9, 1, 1, (4, 4)), (5, 2, 2, (2, 1)), (3, 1, 1, (0, 0))] {
+            check(Case {
+                batch: 2,
+                cin: 33,
+                cout: 33,
+                group: 33,
+                input: vec![101],
+                kernel: vec![kernel],
+                strides: vec![stride],
+                dilations: vec![dilation],
+                pads: vec![pads],
+            });
+        }
     }
 
     /// The direct kernel gives the bits of the im2col gemm it replaces:

@@ -1,7 +1,10 @@
 //! The float compute types (f32, f64) that generic kernels are written
-//! over: arithmetic, the few transcendental functions they need (libm), and
-//! exact conversion through f64.
+//! over: arithmetic, the few transcendental functions they need (libm;
+//! f32 tanh and sigmoid are [`super::vector_math`]'s, so a kernel's fused
+//! activation gives the bits of the elementwise programs), and exact
+//! conversion through f64.
 
+use super::vector_math::{self, Scalar};
 use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A compute type: f32 or f64.
@@ -24,6 +27,8 @@ pub trait Real:
     fn exp(self) -> Self;
     fn ln(self) -> Self;
     fn tanh(self) -> Self;
+    /// `1 / (1 + e^-x)`.
+    fn sigmoid(self) -> Self;
     fn sqrt(self) -> Self;
     fn floor(self) -> Self;
     /// Round half to even.
@@ -46,7 +51,12 @@ impl Real for f32 {
         libm::logf(self)
     }
     fn tanh(self) -> f32 {
-        libm::tanhf(self)
+        // SAFETY: one lane needs no CPU feature.
+        unsafe { vector_math::tanh(Scalar(self)) }.0
+    }
+    fn sigmoid(self) -> f32 {
+        // SAFETY: as for `tanh`.
+        unsafe { vector_math::sigmoid(Scalar(self)) }.0
     }
     fn sqrt(self) -> f32 {
         libm::sqrtf(self)
@@ -84,6 +94,9 @@ impl Real for f64 {
     }
     fn tanh(self) -> f64 {
         libm::tanh(self)
+    }
+    fn sigmoid(self) -> f64 {
+        1.0 / (1.0 + libm::exp(-self))
     }
     fn sqrt(self) -> f64 {
         libm::sqrt(self)
