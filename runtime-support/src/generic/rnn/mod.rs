@@ -5,461 +5,392 @@
 //! bias `[D, 2*G*H]` (Wb then Rb), sequence_lens `[B]` (i32), initial_h and
 //! initial_c `[D, B, H]` (layout 1: `[B, D, H]`), peepholes `[D, 3*H]`
 //! (i, o, f). Outputs Y `[T, D, B, H]` (layout 1: `[B, T, D, H]`), Y_h and
-//! Y_c shaped like initial_h. Every optional pointer may be null.
+//! Y_c shaped like initial_h. Every optional pointer may be null. Gate
+//! orders follow ONNX: GRU `z, r, h`; LSTM `i, o, f, c`.
 //!
-//! Gate orders follow ONNX: GRU `z, r, h`; LSTM `i, o, f, c`. Batch rows are
-//! independent, so the kernel runs each row through the whole sequence
-//! before the next one; steps at or past a row's sequence length write zeros
-//! to Y and leave the state alone. Arithmetic is in `f64`; scratch holds
-//! `11 * H` doubles.
+//! Nearly all the work is two matrix products, both through the crate's
+//! gemm ([`GemmElem`]), in the tensors' own type (f32 models compute in f32,
+//! as ONNX Runtime does):
+//! - the input projection `X·Wᵀ` of every step, batch row and direction at
+//!   once (W of both directions is one `[D*G*H, I]` matrix), with the
+//!   biases `Wb + Rb` added by the gemm, into scratch (`gx`);
+//! - at each step, the recurrent product `h·Rᵀ` of all batch rows together
+//!   (`[B, H] x [H, G*H]`; one row takes the gemm's matrix-vector path).
+//!   GRU without `linear_before_reset` takes it in two parts, since its h
+//!   gate multiplies `r * h`, which needs the step's reset gate first.
+//!
+//! Between the products, [`cells`] applies the gates to each batch row.
+//! Batch rows share the products, so every row runs every step; a step at
+//! or past a row's sequence length leaves its state alone and writes zeros
+//! to Y (a reverse direction therefore starts at a row's own last step).
+//!
+//! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
+//! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
+//! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]` and the GRU rows
+//! `r * h` `[B, H]`.
 
-use super::real::Real;
+mod cells;
+#[cfg(test)]
+mod tests;
+
+use super::gemm::{MatMut, MatRef};
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::with_widest_vectors;
+use cells::{Activation, Cell, GateMath};
+use core::slice::{from_raw_parts, from_raw_parts_mut};
 
-fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + libm::exp(-x))
-    } else {
-        let e = libm::exp(x);
-        e / (1.0 + e)
+/// The checked sizes of one call.
+#[derive(Clone, Copy)]
+struct Shape {
+    kind: i64,
+    gates: usize,
+    seq: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+    batch_major: bool,
+    linear_before_reset: bool,
+}
+
+impl Shape {
+    fn new(p: &RnnParams) -> Option<Shape> {
+        let gates = match p.kind {
+            RNN_SIMPLE => 1,
+            RNN_GRU => 3,
+            RNN_LSTM => 4,
+            _ => return None,
+        };
+        let dims = [p.seq_len, p.batch, p.input_size, p.hidden, p.directions];
+        if dims.iter().any(|&d| d < 0) || !(1..=2).contains(&p.directions) {
+            return None;
+        }
+        let [seq, batch, input, hidden, dirs] = dims.map(|d| d as usize);
+        let linear_before_reset = p.kind == RNN_GRU && p.linear_before_reset != 0;
+        Some(Shape {
+            kind: p.kind,
+            gates,
+            seq,
+            batch,
+            input,
+            hidden,
+            dirs,
+            batch_major: p.layout != 0,
+            linear_before_reset,
+        })
+    }
+
+    /// Columns of one direction's gates: `G*H`.
+    fn gate_width(&self) -> usize {
+        self.gates * self.hidden
+    }
+
+    /// Columns of `gx`: every direction's gates.
+    fn gx_width(&self) -> usize {
+        self.dirs * self.gate_width()
+    }
+
+    /// The row of X (and of `gx`) holding step `tt` of batch row `b`.
+    fn x_row(&self, tt: usize, b: usize) -> usize {
+        if self.batch_major {
+            b * self.seq + tt
+        } else {
+            tt * self.batch + b
+        }
+    }
+
+    /// Offset of Y's row for step `tt`, direction `d`, batch row `b`.
+    fn y_offset(&self, tt: usize, d: usize, b: usize) -> usize {
+        let row =
+            if self.batch_major { (b * self.seq + tt) * self.dirs + d } else { (tt * self.dirs + d) * self.batch + b };
+        row * self.hidden
+    }
+
+    /// Offset of a state tensor's row for direction `d`, batch row `b`.
+    fn state_offset(&self, d: usize, b: usize) -> usize {
+        let row = if self.batch_major { b * self.dirs + d } else { d * self.batch + b };
+        row * self.hidden
+    }
+
+    /// Scratch elements, in the order of [`Work::carve`].
+    fn scratch_parts(&self) -> [usize; 7] {
+        let (b, h) = (self.batch, self.hidden);
+        let gx = self.seq.saturating_mul(b).saturating_mul(self.gx_width());
+        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * self.gate_width(), b * h]
     }
 }
 
-/// Applies activation `kind` with its `alpha`/`beta`.
-pub fn activate(kind: i64, alpha: f64, beta: f64, x: f64) -> f64 {
-    match kind {
-        ACT_RELU => x.max(0.0),
-        ACT_TANH => libm::tanh(x),
-        ACT_SIGMOID => sigmoid(x),
-        ACT_AFFINE => alpha * x + beta,
-        ACT_LEAKY_RELU => {
-            if x >= 0.0 {
-                x
-            } else {
-                alpha * x
-            }
-        }
-        ACT_THRESHOLDED_RELU => {
-            if x > alpha {
-                x
-            } else {
-                0.0
-            }
-        }
-        ACT_SCALED_TANH => alpha * libm::tanh(beta * x),
-        ACT_HARD_SIGMOID => (alpha * x + beta).clamp(0.0, 1.0),
-        ACT_ELU => {
-            if x >= 0.0 {
-                x
-            } else {
-                alpha * libm::expm1(x)
-            }
-        }
-        ACT_SOFTSIGN => x / (1.0 + x.abs()),
-        _ => {
-            // Softplus, computed without overflow.
-            if x > 0.0 {
-                x + libm::log1p(libm::exp(-x))
-            } else {
-                libm::log1p(libm::exp(x))
-            }
-        }
-    }
+/// Scratch elements [`onnxc_rnn_f32`] (and `_f64`) needs for `p`; 0 for
+/// params it refuses.
+pub fn rnn_scratch_elems(p: &RnnParams) -> usize {
+    Shape::new(p).map_or(0, |s| s.scratch_parts().iter().fold(0, |sum, &n| sum.saturating_add(n)))
 }
 
-/// One direction: its index and read-only views of its weights (element
-/// offsets applied).
-struct Weights<T> {
-    dir: usize,
+/// The operands, each optional one null when absent.
+struct Io<T> {
+    x: *const T,
     w: *const T,
     r: *const T,
     b: *const T,
+    init_h: *const T,
+    init_c: *const T,
     peep: *const T,
+    y: *mut T,
+    y_h: *mut T,
+    y_c: *mut T,
+    lens: *const i32,
 }
 
-struct Shape {
-    kind: i64,
-    g: usize,
-    i: usize,
-    h: usize,
+/// The scratch areas (see the module doc).
+struct Work<T> {
+    gx: *mut T,
+    bias: *mut T,
+    reset_bias: *mut T,
+    h: *mut T,
+    c: *mut T,
+    gh: *mut T,
+    reset: *mut T,
 }
 
-/// `sum_k a[k] * row[k]` with `row` in `T`.
-#[inline]
-unsafe fn dot<T: Real>(a: *const f64, row: *const T, n: usize) -> f64 {
-    let mut s = 0.0;
-    for k in 0..n {
-        s += *a.add(k) * (*row.add(k)).to_f64();
-    }
-    s
-}
-
-#[inline]
-unsafe fn dot_t<T: Real>(x: *const T, row: *const T, n: usize) -> f64 {
-    let mut s = 0.0;
-    for k in 0..n {
-        s += (*x.add(k)).to_f64() * (*row.add(k)).to_f64();
-    }
-    s
-}
-
-/// One time step for one batch row: updates `h` (and `c`) from input row `x`.
-/// `s` is the scratch: `gx[4H] gh[4H] tmp[H]`.
-unsafe fn step<T: Real>(
-    p: &RnnParams,
-    sh: &Shape,
-    wt: &Weights<T>,
-    x: *const T,
-    h: *mut f64,
-    c: *mut f64,
-    s: *mut f64,
-) {
-    let (hs, gh_n) = (sh.h, sh.g * sh.h);
-    let gx = s;
-    let gh = s.add(4 * hs);
-    let tmp = s.add(8 * hs);
-    let bias = |k: usize| if wt.b.is_null() { 0.0 } else { (*wt.b.add(k)).to_f64() };
-    for g in 0..gh_n {
-        *gx.add(g) = dot_t(x, wt.w.add(g * sh.i), sh.i) + bias(g);
-        *gh.add(g) = dot(h, wt.r.add(g * hs), hs) + bias(gh_n + g);
-    }
-    let act = |slot: usize, v: f64| {
-        let k = wt.dir * RNN_ACTS + slot;
-        let v = if p.has_clip != 0 { v.clamp(-p.clip, p.clip) } else { v };
-        activate(p.act[k], p.alpha[k], p.beta[k], v)
-    };
-    let pre = |g: usize, j: usize| *gx.add(g * hs + j) + *gh.add(g * hs + j);
-    match sh.kind {
-        RNN_SIMPLE => {
-            for j in 0..hs {
-                *h.add(j) = act(0, pre(0, j));
-            }
-        }
-        RNN_GRU => {
-            // z into gx[0..H], r into gx[H..2H].
-            for j in 0..hs {
-                *tmp.add(j) = act(0, pre(0, j)); // z
-                *gx.add(hs + j) = act(0, pre(1, j)); // r
-            }
-            for j in 0..hs {
-                *gx.add(j) = *tmp.add(j);
-            }
-            if p.linear_before_reset == 0 {
-                // gh_h = (r * h) R_h^T + Rb_h.
-                for j in 0..hs {
-                    *tmp.add(j) = *gx.add(hs + j) * *h.add(j);
-                }
-                for j in 0..hs {
-                    let g = 2 * hs + j;
-                    *gh.add(g) = dot(tmp, wt.r.add(g * hs), hs) + bias(gh_n + g);
-                }
-                for j in 0..hs {
-                    *tmp.add(j) = act(1, pre(2, j));
-                }
-            } else {
-                for j in 0..hs {
-                    let v = *gx.add(2 * hs + j) + *gx.add(hs + j) * *gh.add(2 * hs + j);
-                    *tmp.add(j) = act(1, v);
-                }
-            }
-            for j in 0..hs {
-                let z = *gx.add(j);
-                *h.add(j) = (1.0 - z) * *tmp.add(j) + z * *h.add(j);
-            }
-        }
-        _ => {
-            let peep = |k: usize, j: usize| if wt.peep.is_null() { 0.0 } else { (*wt.peep.add(k * hs + j)).to_f64() };
-            for j in 0..hs {
-                let cp = *c.add(j);
-                let f = act(0, pre(2, j) + peep(2, j) * cp);
-                let i = if p.input_forget != 0 { 1.0 - f } else { act(0, pre(0, j) + peep(0, j) * cp) };
-                let cc = act(1, pre(3, j));
-                let cn = f * cp + i * cc;
-                let o = act(0, pre(1, j) + peep(1, j) * cn);
-                *c.add(j) = cn;
-                *h.add(j) = o * act(2, cn);
-            }
-        }
+impl<T> Work<T> {
+    unsafe fn carve(s: &Shape, scratch: *mut T) -> Self {
+        let mut at = scratch;
+        let parts = s.scratch_parts().map(|n| {
+            let part = at;
+            at = at.add(n);
+            part
+        });
+        let [gx, bias, reset_bias, h, c, gh, reset] = parts;
+        Work { gx, bias, reset_bias, h, c, gh, reset }
     }
 }
 
-pub(crate) unsafe fn rnn<T: Real>(
+pub(crate) unsafe fn rnn<T: GateMath>(
     p: *const RnnParams,
     ptrs: [*const T; 7],
     outs: [*mut T; 3],
     lens: *const i32,
-    scratch: *mut f64,
+    scratch: *mut T,
 ) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    let dims = [p.seq_len, p.batch, p.input_size, p.hidden, p.directions];
-    let g = match p.kind {
-        RNN_SIMPLE => 1,
-        RNN_GRU => 3,
-        RNN_LSTM => 4,
-        _ => return STATUS_INVALID_PARAMS,
-    };
-    if dims.iter().any(|&d| d < 0) || !(1..=2).contains(&p.directions) {
+    let Some(s) = Shape::new(p) else {
         return STATUS_INVALID_PARAMS;
-    }
-    let [t, batch, i, h, dirs] = dims.map(|d| d as usize);
-    let sh = Shape { kind: p.kind, g, i, h };
+    };
     let [x, w, r, b, init_h, init_c, peep] = ptrs;
     let [y, y_h, y_c] = outs;
     if x.is_null() || w.is_null() || r.is_null() {
         return STATUS_INVALID_PARAMS;
     }
     // Validate every sequence length first so no output is half written.
-    if !lens.is_null() {
-        for bi in 0..batch {
-            let l = *lens.add(bi);
-            if l < 0 || l as usize > t {
-                return STATUS_INDEX_OUT_OF_RANGE;
-            }
-        }
+    if !lens.is_null() && (0..s.batch).any(|b| !(0..=s.seq as i64).contains(&(*lens.add(b) as i64))) {
+        return STATUS_INDEX_OUT_OF_RANGE;
     }
-    let layout1 = p.layout != 0;
-    // Offset of state [d, b, :] (layout 0) or [b, d, :] (layout 1).
-    let state_at = |d: usize, bi: usize| if layout1 { (bi * dirs + d) * h } else { (d * batch + bi) * h };
-    let hs = scratch;
-    let cs = scratch.add(h);
-    let work = scratch.add(2 * h);
-    for d in 0..dirs {
-        let backwards = if dirs == 2 { d == 1 } else { p.reverse != 0 };
-        let off = |ptr: *const T, per_dir: usize| if ptr.is_null() { ptr } else { ptr.add(d * per_dir) };
-        let wt = Weights {
-            dir: d,
-            w: off(w, g * h * i),
-            r: off(r, g * h * h),
-            b: off(b, 2 * g * h),
-            peep: off(peep, 3 * h),
-        };
-        for bi in 0..batch {
-            let len = if lens.is_null() { t } else { *lens.add(bi) as usize };
-            let st = state_at(d, bi);
-            for j in 0..h {
-                *hs.add(j) = if init_h.is_null() { 0.0 } else { (*init_h.add(st + j)).to_f64() };
-                *cs.add(j) = if init_c.is_null() { 0.0 } else { (*init_c.add(st + j)).to_f64() };
-            }
-            for n in 0..t {
-                let tt = if backwards { t - 1 - n } else { n };
-                let y_row = if layout1 { ((bi * t + tt) * dirs + d) * h } else { ((tt * dirs + d) * batch + bi) * h };
-                if tt >= len {
-                    if !y.is_null() {
-                        for j in 0..h {
-                            *y.add(y_row + j) = T::from_f64(0.0);
-                        }
-                    }
-                    continue;
-                }
-                let x_row = if layout1 { (bi * t + tt) * i } else { (tt * batch + bi) * i };
-                step(p, &sh, &wt, x.add(x_row), hs, cs, work);
-                if !y.is_null() {
-                    for j in 0..h {
-                        *y.add(y_row + j) = T::from_f64(*hs.add(j));
-                    }
-                }
-            }
-            for j in 0..h {
-                if !y_h.is_null() {
-                    *y_h.add(st + j) = T::from_f64(*hs.add(j));
-                }
-                if !y_c.is_null() {
-                    *y_c.add(st + j) = T::from_f64(*cs.add(j));
-                }
-            }
-        }
+    if s.batch == 0 || s.hidden == 0 {
+        return STATUS_OK;
+    }
+    let io = Io { x, w, r, b, init_h, init_c, peep, y, y_h, y_c, lens };
+    let work = Work::carve(&s, scratch);
+    fold_biases(&s, &io, &work);
+    project_inputs(&s, &io, &work);
+    for d in 0..s.dirs {
+        run_direction(p, &s, &io, &work, d);
     }
     STATUS_OK
 }
 
-/// Scratch doubles [`onnxc_rnn_f32`] needs for `hidden` units.
-pub const fn rnn_scratch_doubles(hidden: usize) -> usize {
-    11 * hidden
+/// Fills `work.bias` with `Wb + Rb` per gate column, and for GRU with
+/// `linear_before_reset` the h gate's `Rb` into `work.reset_bias` instead.
+unsafe fn fold_biases<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
+    let (gw, h) = (s.gate_width(), s.hidden);
+    let bias = |k: usize| if io.b.is_null() { T::ZERO } else { *io.b.add(k) };
+    for d in 0..s.dirs {
+        for g in 0..gw {
+            let (wb, rb) = (bias(2 * d * gw + g), bias((2 * d + 1) * gw + g));
+            let unfolded = s.linear_before_reset && g >= 2 * h;
+            *work.bias.add(d * gw + g) = if unfolded { wb } else { wb + rb };
+            if unfolded {
+                *work.reset_bias.add(d * h + g - 2 * h) = rb;
+            }
+        }
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    extern crate std;
-    use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec};
-    use std::ptr::{null, null_mut};
-    use std::vec;
-    use std::vec::Vec;
+/// `gx = X·Wᵀ + bias` for every step, batch row and direction: one gemm.
+unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
+    let width = s.gx_width();
+    let x = MatRef { ptr: io.x, rs: s.input as isize, cs: 1 };
+    let w_t = MatRef { ptr: io.w, rs: 1, cs: s.input as isize };
+    let bias = MatRef { ptr: work.bias as *const T, rs: 0, cs: 1 };
+    let gx = MatMut { ptr: work.gx, rs: width as isize, cs: 1 };
+    T::gemm(s.seq * s.batch, width, s.input, T::ONE, x, w_t, T::ONE, Some(bias), gx);
+}
 
-    fn params(kind: i64, t: usize, b: usize, i: usize, h: usize, dirs: usize) -> RnnParams {
-        let mut p = RnnParams {
-            kind,
-            seq_len: t as i64,
-            batch: b as i64,
-            input_size: i as i64,
-            hidden: h as i64,
-            directions: dirs as i64,
-            ..Default::default()
+/// `out[b][..cols] = a[b]·R[rows]ᵀ` for every batch row, where `a` holds
+/// `H`-wide rows and `r_rows` points at the first of `cols` rows of R.
+unsafe fn recurrent_product<T: GateMath>(s: &Shape, a: *const T, r_rows: *const T, cols: usize, out: *mut T) {
+    let h = s.hidden as isize;
+    let a = MatRef { ptr: a, rs: h, cs: 1 };
+    let r_t = MatRef { ptr: r_rows, rs: 1, cs: h };
+    let out = MatMut { ptr: out, rs: s.gate_width() as isize, cs: 1 };
+    T::gemm(s.batch, cols, s.hidden, T::ONE, a, r_t, T::ZERO, None, out);
+}
+
+/// One direction: where it starts, its R and its cells.
+struct Direction<'a, T> {
+    index: usize,
+    backwards: bool,
+    r: *const T,
+    cell: Cell<'a, T>,
+}
+
+impl<T: GateMath> Direction<'_, T> {
+    unsafe fn new(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) -> Self {
+        let h = s.hidden;
+        let lstm_peepholes = s.kind == RNN_LSTM && !io.peep.is_null();
+        let peepholes = lstm_peepholes.then(|| [0, 1, 2].map(|k| from_raw_parts(io.peep.add((3 * d + k) * h), h)));
+        let reset_bias = s.linear_before_reset.then(|| from_raw_parts(work.reset_bias.add(d * h) as *const T, h));
+        let cell = Cell {
+            f: Activation::new(p, d, 0),
+            g: Activation::new(p, d, 1),
+            h: Activation::new(p, d, 2),
+            peepholes,
+            input_forget: p.input_forget != 0,
+            reset_bias,
         };
-        for d in 0..2 {
-            p.act[d * 3] = if kind == RNN_SIMPLE { ACT_TANH } else { ACT_SIGMOID };
-            p.act[d * 3 + 1] = ACT_TANH;
-            p.act[d * 3 + 2] = ACT_TANH;
-        }
-        p
+        let backwards = if s.dirs == 2 { d == 1 } else { p.reverse != 0 };
+        Direction { index: d, backwards, r: io.r.add(d * s.gate_width() * h), cell }
     }
+}
 
-    fn sig(x: f32) -> f32 {
-        1.0 / (1.0 + (-x).exp())
+/// Runs direction `d` through the sequence, from its initial states to
+/// its final ones.
+unsafe fn run_direction<T: GateMath>(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let dir = Direction::new(p, s, io, work, d);
+    load_states(s, io, work, d);
+    for n in 0..s.seq {
+        let tt = if dir.backwards { s.seq - 1 - n } else { n };
+        step(s, io, work, &dir, tt);
+        write_step(s, io, work, d, tt);
     }
+    store_states(s, io, work, d);
+}
 
-    /// Naive single-direction LSTM with peepholes, forward in time.
-    #[test]
-    fn lstm_matches_naive() {
-        let (t, b, i, h) = (3, 2, 4, 3);
-        let x = rand_vec(t * b * i, 1);
-        let w = rand_vec(4 * h * i, 2);
-        let r = rand_vec(4 * h * h, 3);
-        let bias = rand_vec(8 * h, 4);
-        let peep = rand_vec(3 * h, 5);
-        let p = params(RNN_LSTM, t, b, i, h, 1);
-        let mut y = vec![0f32; t * b * h];
-        let (mut yh, mut yc) = (vec![0f32; b * h], vec![0f32; b * h]);
-        let mut s = vec![0f64; rnn_scratch_doubles(h)];
-        let st = unsafe {
-            onnxc_rnn_f32(
-                &p,
-                x.as_ptr(),
-                w.as_ptr(),
-                r.as_ptr(),
-                bias.as_ptr(),
-                null(),
-                null(),
-                null(),
-                peep.as_ptr(),
-                y.as_mut_ptr(),
-                yh.as_mut_ptr(),
-                yc.as_mut_ptr(),
-                s.as_mut_ptr(),
-            )
-        };
-        assert_eq!(st, 0);
-        let mut want = vec![0f32; t * b * h];
-        for bi in 0..b {
-            let (mut hp, mut cp) = (vec![0f32; h], vec![0f32; h]);
-            for tt in 0..t {
-                let xr = &x[(tt * b + bi) * i..][..i];
-                let gate = |g: usize, j: usize| {
-                    let row = g * h + j;
-                    let mut v = bias[row] + bias[4 * h + row];
-                    v += (0..i).map(|k| xr[k] * w[row * i + k]).sum::<f32>();
-                    v += (0..h).map(|k| hp[k] * r[row * h + k]).sum::<f32>();
-                    v
-                };
-                let mut hn = vec![0f32; h];
-                let mut cn = vec![0f32; h];
-                for j in 0..h {
-                    let ig = sig(gate(0, j) + peep[j] * cp[j]);
-                    let fg = sig(gate(2, j) + peep[2 * h + j] * cp[j]);
-                    let cc = gate(3, j).tanh();
-                    cn[j] = fg * cp[j] + ig * cc;
-                    let og = sig(gate(1, j) + peep[h + j] * cn[j]);
-                    hn[j] = og * cn[j].tanh();
+/// Whether batch row `b` has a step `tt`.
+unsafe fn active<T>(io: &Io<T>, b: usize, tt: usize) -> bool {
+    io.lens.is_null() || tt < *io.lens.add(b) as usize
+}
+
+/// Step `tt` of every batch row: the recurrent products and the cells.
+unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Direction<T>, tt: usize) {
+    let h = s.hidden;
+    let cell = &dir.cell;
+    let reset_first = s.kind == RNN_GRU && !s.linear_before_reset;
+    let first_cols = if reset_first { 2 * h } else { s.gate_width() };
+    recurrent_product(s, work.h, dir.r, first_cols, work.gh);
+    match s.kind {
+        RNN_SIMPLE => each_active_row(s, io, work, dir.index, tt, |row| cell.simple(row.gx, row.gh, row.h)),
+        RNN_LSTM => each_active_row(s, io, work, dir.index, tt, |row| cell.lstm(row.gx, row.gh, row.h, row.c)),
+        _ => {
+            each_active_row(s, io, work, dir.index, tt, |row| {
+                cell.gru_gates(row.gx, row.gh);
+                if reset_first {
+                    cell.gru_reset(row.gx, row.h, row.reset);
                 }
-                hp = hn;
-                cp = cn;
-                want[(tt * b + bi) * h..][..h].copy_from_slice(&hp);
+            });
+            if reset_first {
+                recurrent_product(s, work.reset, dir.r.add(2 * h * h), h, work.gh.add(2 * h));
             }
-            assert_close(&yh[bi * h..][..h], &hp, 1e-5);
-            assert_close(&yc[bi * h..][..h], &cp, 1e-5);
+            each_active_row(s, io, work, dir.index, tt, |row| cell.gru_update(row.gx, row.gh, row.h));
         }
-        assert_close(&y, &want, 1e-5);
     }
+}
 
-    /// Reverse GRU over a shortened sequence: zeros past the length, and the
-    /// bidirectional second half equals a reverse run.
-    #[test]
-    fn gru_reverse_and_lengths() {
-        let (t, b, i, h) = (4, 2, 2, 3);
-        let x = rand_vec(t * b * i, 7);
-        let w = rand_vec(2 * 3 * h * i, 8);
-        let r = rand_vec(2 * 3 * h * h, 9);
-        let lens = [2i32, 4];
-        let run = |p: &RnnParams, dirs: usize| -> (Vec<f32>, Vec<f32>) {
-            let mut y = vec![0f32; t * dirs * b * h];
-            let mut yh = vec![0f32; dirs * b * h];
-            let mut s = vec![0f64; rnn_scratch_doubles(h)];
-            let st = unsafe {
-                onnxc_rnn_f32(
-                    p,
-                    x.as_ptr(),
-                    w.as_ptr(),
-                    r.as_ptr(),
-                    null(),
-                    lens.as_ptr(),
-                    null(),
-                    null(),
-                    null(),
-                    y.as_mut_ptr(),
-                    yh.as_mut_ptr(),
-                    null_mut(),
-                    s.as_mut_ptr(),
-                )
-            };
-            assert_eq!(st, 0);
-            (y, yh)
-        };
-        let bi = run(&params(RNN_GRU, t, b, i, h, 2), 2);
-        let rev = RnnParams { reverse: 1, ..params(RNN_GRU, t, b, i, h, 1) };
-        // The reverse-only run uses direction 0's weights: shift to direction 1's.
-        let w1 = &w[3 * h * i..];
-        let r1 = &r[3 * h * h..];
-        let mut y = vec![0f32; t * b * h];
-        let mut yh = vec![0f32; b * h];
-        let mut s = vec![0f64; rnn_scratch_doubles(h)];
-        let st = unsafe {
-            onnxc_rnn_f32(
-                &rev,
-                x.as_ptr(),
-                w1.as_ptr(),
-                r1.as_ptr(),
-                null(),
-                lens.as_ptr(),
-                null(),
-                null(),
-                null(),
-                y.as_mut_ptr(),
-                yh.as_mut_ptr(),
-                null_mut(),
-                s.as_mut_ptr(),
-            )
-        };
-        assert_eq!(st, 0);
-        for tt in 0..t {
-            assert_close(&bi.0[(tt * 2 + 1) * b * h..][..b * h], &y[tt * b * h..][..b * h], 1e-6);
+/// One batch row's parts of the scratch at one step.
+struct Row<'a, T> {
+    /// Its input projection for this direction: `G*H` values.
+    gx: &'a mut [T],
+    gh: &'a [T],
+    h: &'a mut [T],
+    c: &'a mut [T],
+    reset: &'a mut [T],
+}
+
+/// Runs `body` on each batch row that has a step `tt`, in direction `d`'s
+/// columns of `gx`, compiled for the widest vectors.
+#[inline(always)]
+unsafe fn each_active_row<T: GateMath>(
+    s: &Shape,
+    io: &Io<T>,
+    work: &Work<T>,
+    d: usize,
+    tt: usize,
+    body: impl Fn(Row<T>),
+) {
+    let (h, gw) = (s.hidden, s.gate_width());
+    with_widest_vectors(
+        #[inline(always)]
+        || {
+            for b in (0..s.batch).filter(|&b| active(io, b, tt)) {
+                body(Row {
+                    gx: from_raw_parts_mut(work.gx.add(s.x_row(tt, b) * s.gx_width() + d * gw), gw),
+                    gh: from_raw_parts(work.gh.add(b * gw), gw),
+                    h: from_raw_parts_mut(work.h.add(b * h), h),
+                    c: from_raw_parts_mut(work.c.add(b * h), h),
+                    reset: from_raw_parts_mut(work.reset.add(b * h), h),
+                });
+            }
+        },
+    )
+}
+
+/// Sets the states of direction `d` from initial_h and initial_c (zeros
+/// where absent), and the GRU reset rows to zero, so that a row past its
+/// length enters the reset product as zeros.
+unsafe fn load_states<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let at = s.state_offset(d, b);
+        for (state, init) in [(work.h, io.init_h), (work.c, io.init_c)] {
+            let row = from_raw_parts_mut(state.add(b * h), h);
+            if init.is_null() {
+                row.fill(T::ZERO);
+            } else {
+                row.copy_from_slice(from_raw_parts(init.add(at), h));
+            }
         }
-        assert_close(&bi.1[b * h..], &yh, 1e-6);
-        // Batch row 0 has length 2: steps 2 and 3 are zero.
-        for tt in 2..t {
-            assert!(y[tt * b * h..][..h].iter().all(|&v| v == 0.0));
+        from_raw_parts_mut(work.reset.add(b * h), h).fill(T::ZERO);
+    }
+}
+
+/// Y's rows of step `tt` in direction `d`: the new `h`, or zeros for a
+/// row past its length.
+unsafe fn write_step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize, tt: usize) {
+    if io.y.is_null() {
+        return;
+    }
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let dst = from_raw_parts_mut(io.y.add(s.y_offset(tt, d, b)), h);
+        if active(io, b, tt) {
+            dst.copy_from_slice(from_raw_parts(work.h.add(b * h), h));
+        } else {
+            dst.fill(T::ZERO);
         }
-        let bad = [5i32, 1];
-        let mut y = vec![0f32; t * b * h];
-        let st = unsafe {
-            onnxc_rnn_f32(
-                &rev,
-                x.as_ptr(),
-                w1.as_ptr(),
-                r1.as_ptr(),
-                null(),
-                bad.as_ptr(),
-                null(),
-                null(),
-                null(),
-                y.as_mut_ptr(),
-                null_mut(),
-                null_mut(),
-                s.as_mut_ptr(),
-            )
-        };
-        assert_eq!(st, STATUS_INDEX_OUT_OF_RANGE);
+    }
+}
+
+/// Y_h and Y_c of direction `d`: its final states.
+unsafe fn store_states<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let at = s.state_offset(d, b);
+        for (out, state) in [(io.y_h, work.h), (io.y_c, work.c)] {
+            if !out.is_null() {
+                from_raw_parts_mut(out.add(at), h).copy_from_slice(from_raw_parts(state.add(b * h), h));
+            }
+        }
     }
 }
