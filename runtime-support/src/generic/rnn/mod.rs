@@ -287,23 +287,36 @@ unsafe fn active<T>(io: &Io<T>, b: usize, tt: usize) -> bool {
 unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Direction<T>, tt: usize) {
     let h = s.hidden;
     let cell = &dir.cell;
+    let rows = Rows { s, io, work, d: dir.index, tt };
     let reset_first = s.kind == RNN_GRU && !s.linear_before_reset;
     let first_cols = if reset_first { 2 * h } else { s.gate_width() };
     recurrent_product(s, work.h, dir.r, first_cols, work.gh);
     match s.kind {
-        RNN_SIMPLE => each_active_row(s, io, work, dir.index, tt, |row| cell.simple(row.gx, row.gh, row.h)),
-        RNN_LSTM => each_active_row(s, io, work, dir.index, tt, |row| cell.lstm(row.gx, row.gh, row.h, row.c)),
+        RNN_SIMPLE => rows.each(
+            #[inline(always)]
+            |row| cell.simple(row.gx, row.gh, row.h),
+        ),
+        RNN_LSTM => rows.each(
+            #[inline(always)]
+            |row| cell.lstm(row.gx, row.gh, row.h, row.c),
+        ),
         _ => {
-            each_active_row(s, io, work, dir.index, tt, |row| {
-                cell.gru_gates(row.gx, row.gh);
-                if reset_first {
-                    cell.gru_reset(row.gx, row.h, row.reset);
-                }
-            });
+            rows.each(
+                #[inline(always)]
+                |row| {
+                    cell.gru_gates(row.gx, row.gh);
+                    if reset_first {
+                        cell.gru_reset(row.gx, row.h, row.reset);
+                    }
+                },
+            );
             if reset_first {
                 recurrent_product(s, work.reset, dir.r.add(2 * h * h), h, work.gh.add(2 * h));
             }
-            each_active_row(s, io, work, dir.index, tt, |row| cell.gru_update(row.gx, row.gh, row.h));
+            rows.each(
+                #[inline(always)]
+                |row| cell.gru_update(row.gx, row.gh, row.h),
+            );
         }
     }
 }
@@ -318,32 +331,37 @@ struct Row<'a, T> {
     reset: &'a mut [T],
 }
 
-/// Runs `body` on each batch row that has a step `tt`, in direction `d`'s
-/// columns of `gx`, compiled for the widest vectors.
-#[inline(always)]
-unsafe fn each_active_row<T: GateMath>(
-    s: &Shape,
-    io: &Io<T>,
-    work: &Work<T>,
+/// The batch rows of step `tt` in direction `d`.
+struct Rows<'a, T> {
+    s: &'a Shape,
+    io: &'a Io<T>,
+    work: &'a Work<T>,
     d: usize,
     tt: usize,
-    body: impl Fn(Row<T>),
-) {
-    let (h, gw) = (s.hidden, s.gate_width());
-    with_widest_vectors(
-        #[inline(always)]
-        || {
-            for b in (0..s.batch).filter(|&b| active(io, b, tt)) {
-                body(Row {
-                    gx: from_raw_parts_mut(work.gx.add(s.x_row(tt, b) * s.gx_width() + d * gw), gw),
-                    gh: from_raw_parts(work.gh.add(b * gw), gw),
-                    h: from_raw_parts_mut(work.h.add(b * h), h),
-                    c: from_raw_parts_mut(work.c.add(b * h), h),
-                    reset: from_raw_parts_mut(work.reset.add(b * h), h),
-                });
-            }
-        },
-    )
+}
+
+impl<T: GateMath> Rows<'_, T> {
+    /// Runs `body` (inlined: mark the closure `#[inline(always)]`) on each
+    /// row that has this step, compiled for the widest vectors.
+    #[inline(always)]
+    unsafe fn each(&self, body: impl Fn(Row<T>)) {
+        let (s, work) = (self.s, self.work);
+        let (h, gw) = (s.hidden, s.gate_width());
+        with_widest_vectors(
+            #[inline(always)]
+            || {
+                for b in (0..s.batch).filter(|&b| active(self.io, b, self.tt)) {
+                    body(Row {
+                        gx: from_raw_parts_mut(work.gx.add(s.x_row(self.tt, b) * s.gx_width() + self.d * gw), gw),
+                        gh: from_raw_parts(work.gh.add(b * gw), gw),
+                        h: from_raw_parts_mut(work.h.add(b * h), h),
+                        c: from_raw_parts_mut(work.c.add(b * h), h),
+                        reset: from_raw_parts_mut(work.reset.add(b * h), h),
+                    });
+                }
+            },
+        )
+    }
 }
 
 /// Sets the states of direction `d` from initial_h and initial_c (zeros
