@@ -13,6 +13,7 @@ pub mod convert;
 pub mod copy;
 pub mod deform_conv;
 pub mod dynamic;
+pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod indexing;
@@ -35,6 +36,7 @@ pub mod strings;
 pub mod svm;
 pub mod training;
 pub mod tree;
+pub mod vector_math;
 pub mod winograd;
 
 pub mod linalg;

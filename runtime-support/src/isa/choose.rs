@@ -13,12 +13,15 @@
 
 use super::{ByteKernel, Isa};
 use crate::abi::conv::ConvParams;
+use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::abi::pool::PoolParams;
 use crate::generic::blocked::{BlockedOperands, BlockedShape};
 use crate::generic::conv_window::ConvWindow;
+use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
+use crate::generic::vector_math::Scalar;
 use crate::parallel::Parallel;
 use core::ops::Range;
 
@@ -224,4 +227,24 @@ pub(crate) unsafe fn byte_product(
         }
     }
     true
+}
+
+/// The elementwise `program` with `level`'s vectors; a level the CPU lacks
+/// runs it one lane at a time.
+///
+/// # Safety
+/// As [`crate::abi::onnxc_elementwise_f32`].
+pub unsafe fn elementwise_program(
+    level: Isa,
+    program: &Program,
+    y: *mut f32,
+    operands: [*const f32; PROGRAM_OPERANDS],
+) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if level.available() => crate::x86_64::math_lanes::run_program_avx512(program, y, operands),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::run_program_avx2(program, y, operands),
+        _ => run::<Scalar>(program, y, operands),
+    }
 }

@@ -13,6 +13,7 @@ pub(crate) mod blocked_conv;
 pub mod depthwise;
 mod depthwise_lanes;
 pub(crate) mod direct_conv;
+pub(crate) mod math_lanes;
 mod plane;
 pub mod pool;
 mod tile;

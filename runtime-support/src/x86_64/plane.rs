@@ -66,7 +66,7 @@ pub(crate) trait PlaneVector: Copy {
 
 /// A zmm register (AVX-512F).
 #[derive(Clone, Copy)]
-pub(crate) struct Zmm(__m512);
+pub(crate) struct Zmm(pub(crate) __m512);
 
 impl PlaneVector for Zmm {
     const LANES: usize = 16;
@@ -168,7 +168,7 @@ impl Zmm {
 
 /// A ymm register (AVX2).
 #[derive(Clone, Copy)]
-pub(crate) struct Ymm(__m256);
+pub(crate) struct Ymm(pub(crate) __m256);
 
 impl PlaneVector for Ymm {
     const LANES: usize = 8;

@@ -1,0 +1,420 @@
+//! Elementwise programs: a chain of f32 functions (the steps of
+//! [`ElementwiseParams`]) run over broadcast operands in vector registers.
+//!
+//! The compiler lowers an elementwise node, or a fused chain of them, to
+//! one program when it has a step for each function; here the output is
+//! walked row by row (the innermost dim, along which every operand is
+//! contiguous or constant), each row in tiles of [`TILE`] elements that
+//! stay in L1: the running value starts as the start operand's tile, and
+//! each step updates the whole tile before the next one runs, so a step's
+//! dispatch is paid once per tile and its loop is one straight vector
+//! loop. A tile whose length is not a multiple of the vector width runs on
+//! copies padded with zeros, so the tail gets the same instructions (and
+//! bits) as the body: [`MathLanes`] guarantees the same results in every
+//! lane width, so a value does not depend on where it sits in its row or
+//! on the machine's vector width.
+
+use super::vector_math::{self as math, MathLanes};
+use super::{advance, to_isize};
+use crate::abi::elementwise::*;
+use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+
+/// Elements per tile: the running value and one operand stay in L1.
+const TILE: usize = 256;
+
+/// A validated program: its steps and the operand the value starts from.
+pub struct Program<'p> {
+    steps: &'p [ProgramStep],
+    start: usize,
+    dims: &'p [i64],
+    strides: &'p [[i64; MAX_RANK]; PROGRAM_OPERANDS],
+}
+
+/// Runs the program of `p` (see [`onnxc_elementwise_f32`]).
+///
+/// # Safety
+/// As [`onnxc_elementwise_f32`].
+pub unsafe fn run_program(p: *const ElementwiseParams, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) -> i32 {
+    let Some(program) = p.as_ref().and_then(Program::checked) else { return STATUS_INVALID_PARAMS };
+    crate::isa::choose::elementwise_program(crate::isa::Isa::best(), &program, y, operands);
+    STATUS_OK
+}
+
+impl<'p> Program<'p> {
+    /// The program of `p` if its rank, step count, operand indices, step
+    /// codes and innermost strides are in range.
+    fn checked(p: &'p ElementwiseParams) -> Option<Program<'p>> {
+        let rank = usize::try_from(p.rank).ok().filter(|&r| r <= MAX_RANK)?;
+        let count = usize::try_from(p.steps).ok().filter(|&n| n <= PROGRAM_STEPS)?;
+        let start = usize::try_from(p.start).ok().filter(|&s| s < PROGRAM_OPERANDS)?;
+        let dims = &p.dims[..rank];
+        let steps = &p.program[..count];
+        let operand_ok =
+            |s: &ProgramStep| s.operand == OPERAND_IMMEDIATE || (0..PROGRAM_OPERANDS as i32).contains(&s.operand);
+        let steps_ok = steps.iter().all(|s| known_step(s.op) && (!is_binary(s.op) || operand_ok(s)));
+        let innermost_ok = rank == 0 || p.strides.iter().all(|s| matches!(s[rank - 1], 0 | 1));
+        (dims.iter().all(|&d| d >= 0) && steps_ok && innermost_ok).then_some(Program {
+            steps,
+            start,
+            dims,
+            strides: &p.strides,
+        })
+    }
+}
+
+fn is_binary(op: i32) -> bool {
+    (STEP_ADD..=STEP_MINIMUM).contains(&op)
+}
+
+fn known_step(op: i32) -> bool {
+    is_binary(op) || (STEP_ABS..=STEP_SOFTSIGN).contains(&op)
+}
+
+/// Runs `program` with vectors `V`: the outer dims by odometer, each row
+/// of the innermost dim in tiles.
+///
+/// # Safety
+/// As [`onnxc_elementwise_f32`]; `V`'s instructions are supported.
+#[inline(always)]
+pub unsafe fn run<V: MathLanes>(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
+    let rank = program.dims.len();
+    if program.dims.contains(&0) {
+        return;
+    }
+    let (outer, row) = match rank {
+        0 => (&program.dims[..0], 1),
+        _ => (&program.dims[..rank - 1], program.dims[rank - 1] as usize),
+    };
+    let outer: [usize; MAX_RANK] = core::array::from_fn(|d| outer.get(d).map_or(1, |&n| n as usize));
+    let outer = &outer[..rank.saturating_sub(1)];
+    let strides: [[isize; MAX_RANK]; PROGRAM_OPERANDS] = program.strides.map(|s| to_isize(&s));
+    let inner: [bool; PROGRAM_OPERANDS] = program.strides.map(|s| rank > 0 && s[rank - 1] == 1);
+    let mut index = [0usize; MAX_RANK];
+    let mut offsets = [0isize; PROGRAM_OPERANDS];
+    let mut written = 0;
+    let mut tiles = Tiles { value: [0.0; TILE], padded: [[0.0; TILE]; PROGRAM_OPERANDS] };
+    loop {
+        let rows: [Source; PROGRAM_OPERANDS] = core::array::from_fn(|k| Source::of(operands[k], offsets[k], inner[k]));
+        run_row::<V>(program, rows, &mut tiles, y.add(written), row);
+        written += row;
+        let strides: [&[isize]; PROGRAM_OPERANDS] = core::array::from_fn(|k| &strides[k][..outer.len()]);
+        if !advance(&mut index[..outer.len()], outer, strides, &mut offsets) {
+            return;
+        }
+    }
+}
+
+/// Where a step's second value comes from in one row.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Consecutive elements from here.
+    Row(*const f32),
+    /// One value for the whole row.
+    Value(f32),
+}
+
+impl Source {
+    /// Operand `base` at element `offset`: its row, or its one element when
+    /// it is constant along the row (a null, unused operand stays unread).
+    unsafe fn of(base: *const f32, offset: isize, contiguous: bool) -> Source {
+        match (base.is_null(), contiguous) {
+            (true, _) => Source::Value(0.0),
+            (false, true) => Source::Row(base.offset(offset)),
+            (false, false) => Source::Value(*base.offset(offset)),
+        }
+    }
+}
+
+/// The running value of a tile, and the padded copies of its operands.
+struct Tiles {
+    value: [f32; TILE],
+    padded: [[f32; TILE]; PROGRAM_OPERANDS],
+}
+
+/// One row of `len` elements, tile by tile; a tile whose length is not a
+/// whole number of vectors runs on zero-padded copies of its operands.
+#[inline(always)]
+unsafe fn run_row<V: MathLanes>(
+    program: &Program,
+    rows: [Source; PROGRAM_OPERANDS],
+    tiles: &mut Tiles,
+    y: *mut f32,
+    len: usize,
+) {
+    let mut done = 0;
+    while done < len {
+        let count = (len - done).min(TILE);
+        let lanes = count.next_multiple_of(V::LANES);
+        let mut tile = rows.map(|s| match s {
+            Source::Row(p) => Source::Row(p.add(done)),
+            value => value,
+        });
+        if lanes != count {
+            for (source, copy) in tile.iter_mut().zip(tiles.padded.iter_mut()) {
+                if let Source::Row(p) = *source {
+                    copy[..count].copy_from_slice(core::slice::from_raw_parts(p, count));
+                    copy[count..lanes].fill(0.0);
+                    *source = Source::Row(copy.as_ptr());
+                }
+            }
+        }
+        run_tile::<V>(program, &tile, tiles.value.as_mut_ptr(), lanes);
+        core::ptr::copy_nonoverlapping(tiles.value.as_ptr(), y.add(done), count);
+        done += count;
+    }
+}
+
+/// The program over one tile of `lanes` elements (a whole number of
+/// vectors), its value in `value`.
+#[inline(always)]
+unsafe fn run_tile<V: MathLanes>(program: &Program, tile: &[Source; PROGRAM_OPERANDS], value: *mut f32, lanes: usize) {
+    map::<V>(value, lanes, tile[program.start], |_, w| w);
+    for step in program.steps {
+        let operand = match step.operand {
+            OPERAND_IMMEDIATE => Source::Value(step.alpha),
+            k => tile.get(k as usize).copied().unwrap_or(Source::Value(0.0)),
+        };
+        apply::<V>(step, value, lanes, operand);
+    }
+}
+
+/// `value[i] = f(value[i], w[i])` over `lanes` elements.
+#[inline(always)]
+unsafe fn map<V: MathLanes>(value: *mut f32, lanes: usize, w: Source, f: impl Fn(V, V) -> V) {
+    match w {
+        Source::Row(p) => {
+            for i in (0..lanes).step_by(V::LANES) {
+                V::store(value.add(i), f(V::load(value.add(i)), V::load(p.add(i))));
+            }
+        }
+        Source::Value(x) => {
+            let w = V::splat(x);
+            for i in (0..lanes).step_by(V::LANES) {
+                V::store(value.add(i), f(V::load(value.add(i)), w));
+            }
+        }
+    }
+}
+
+/// `value[i] = f(value[i])` over `lanes` elements.
+#[inline(always)]
+unsafe fn unary<V: MathLanes>(value: *mut f32, lanes: usize, f: impl Fn(V) -> V) {
+    map::<V>(value, lanes, Source::Value(0.0), |v, _| f(v));
+}
+
+/// One step over the tile.
+#[inline(always)]
+unsafe fn apply<V: MathLanes>(step: &ProgramStep, value: *mut f32, lanes: usize, w: Source) {
+    let (alpha, beta) = (step.alpha, step.beta);
+    match step.op {
+        STEP_ADD => map::<V>(value, lanes, w, |v, w| V::add(v, w)),
+        STEP_SUB => map::<V>(value, lanes, w, |v, w| V::sub(v, w)),
+        STEP_SUB_FROM => map::<V>(value, lanes, w, |v, w| V::sub(w, v)),
+        STEP_MUL => map::<V>(value, lanes, w, |v, w| V::mul(v, w)),
+        STEP_DIV => map::<V>(value, lanes, w, |v, w| V::div(v, w)),
+        STEP_DIV_INTO => map::<V>(value, lanes, w, |v, w| V::div(w, v)),
+        STEP_MAXIMUM => map::<V>(value, lanes, w, |v, w| maximum(v, w)),
+        STEP_MINIMUM => map::<V>(value, lanes, w, |v, w| minimum(v, w)),
+        op => unary::<V>(value, lanes, |v| apply_unary(op, alpha, beta, v)),
+    }
+}
+
+/// A unary step's function of `v`.
+#[inline(always)]
+unsafe fn apply_unary<V: MathLanes>(op: i32, alpha: f32, beta: f32, v: V) -> V {
+    let zero = V::splat(0.0);
+    match op {
+        STEP_ABS => V::abs(v),
+        STEP_NEG => V::mul(v, V::splat(-1.0)),
+        STEP_SQRT => V::sqrt(v),
+        STEP_RECIPROCAL => V::div(V::splat(1.0), v),
+        STEP_EXP => math::exp(v),
+        STEP_LOG => math::log(v),
+        STEP_TANH => math::tanh(v),
+        STEP_ERF => math::erf(v),
+        STEP_SIGMOID => math::sigmoid(v),
+        STEP_RELU => maximum(v, zero),
+        STEP_LEAKY_RELU => V::select(V::less(v, zero), V::mul(v, V::splat(alpha)), v),
+        STEP_ELU => V::select(V::less(v, zero), V::mul(math::exp_m1(v), V::splat(alpha)), v),
+        STEP_HARD_SIGMOID => clamp01(V::add(V::mul(v, V::splat(alpha)), V::splat(beta))),
+        STEP_HARD_SWISH => V::mul(v, clamp01(V::add(V::mul(v, V::splat(1.0 / 6.0)), V::splat(0.5)))),
+        STEP_SOFTPLUS => math::softplus(v),
+        STEP_GELU => math::gelu(v),
+        STEP_GELU_TANH => math::gelu_tanh(v),
+        STEP_MISH => math::mish(v),
+        STEP_SWISH => V::mul(v, math::sigmoid(V::mul(v, V::splat(alpha)))),
+        STEP_SOFTSIGN => V::div(v, V::add(V::splat(1.0), V::abs(v))),
+        _ => v,
+    }
+}
+
+/// The larger of `a` and `b`, NaN if either is.
+#[inline(always)]
+unsafe fn maximum<V: MathLanes>(a: V, b: V) -> V {
+    V::select(V::is_nan(a), a, V::max(a, b))
+}
+
+/// The smaller of `a` and `b`, NaN if either is.
+#[inline(always)]
+unsafe fn minimum<V: MathLanes>(a: V, b: V) -> V {
+    V::select(V::is_nan(a), a, V::min(a, b))
+}
+
+/// `v` clamped to `[0, 1]` (NaN stays NaN).
+#[inline(always)]
+unsafe fn clamp01<V: MathLanes>(v: V) -> V {
+    minimum(maximum(v, V::splat(0.0)), V::splat(1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::generic::test_util::{rand_vec, testable_isas, with_level};
+    use crate::isa::Isa;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn step(op: i32, operand: i32, alpha: f32, beta: f32) -> ProgramStep {
+        ProgramStep { op, operand, alpha, beta }
+    }
+
+    /// Params for `dims`, operand strides `strides` (unlisted operands
+    /// unused), starting from operand 0.
+    fn params(dims: &[i64], strides: &[&[i64]], steps: &[ProgramStep]) -> ElementwiseParams {
+        let mut p = ElementwiseParams {
+            rank: dims.len() as i64,
+            dims: [0; MAX_RANK],
+            strides: [[0; MAX_RANK]; PROGRAM_OPERANDS],
+            start: 0,
+            steps: steps.len() as i64,
+            program: [ProgramStep::default(); PROGRAM_STEPS],
+        };
+        p.dims[..dims.len()].copy_from_slice(dims);
+        for (k, s) in strides.iter().enumerate() {
+            p.strides[k][..s.len()].copy_from_slice(s);
+        }
+        p.program[..steps.len()].copy_from_slice(steps);
+        p
+    }
+
+    fn run_at(level: Isa, p: &ElementwiseParams, operands: &[&[f32]], len: usize) -> Vec<f32> {
+        let mut y = vec![f32::NAN; len];
+        let mut ptrs = [core::ptr::null(); PROGRAM_OPERANDS];
+        for (k, o) in operands.iter().enumerate() {
+            ptrs[k] = o.as_ptr();
+        }
+        let status = with_level(level, || unsafe { run_program(p, y.as_mut_ptr(), ptrs) });
+        assert_eq!(status, STATUS_OK);
+        y
+    }
+
+    /// Every step code: the binary ones with a row operand, a value
+    /// operand and an immediate.
+    fn every_step() -> Vec<ProgramStep> {
+        let binary = (STEP_ADD..=STEP_MINIMUM).flat_map(|op| [1, 2, OPERAND_IMMEDIATE].map(|k| step(op, k, 0.5, 0.0)));
+        binary.chain((STEP_ABS..=STEP_SOFTSIGN).map(|op| step(op, 0, 0.3, 0.4))).collect()
+    }
+
+    /// `count` values spread over `[-30, 30]`, and the special ones.
+    fn awkward_values(count: usize) -> Vec<f32> {
+        let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40, 88.5, -100.0];
+        let spread = rand_vec(count, 1).into_iter().map(|v| v * 30.0);
+        specials.into_iter().chain(spread).take(count).collect()
+    }
+
+    #[test]
+    fn every_vector_width_gives_the_same_bits() {
+        for len in [1usize, 7, 16, 17, 255, 256, 300, 517] {
+            let (x, w, c) = (awkward_values(len), rand_vec(len, 2), [0.75f32]);
+            for s in every_step() {
+                let p = params(&[len as i64], &[&[1], &[1], &[0]], &[s]);
+                let reference = run_at(Isa::Generic, &p, &[&x, &w, &c], len);
+                for level in testable_isas() {
+                    let y = run_at(level, &p, &[&x, &w, &c], len);
+                    let same =
+                        y.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan());
+                    assert!(same, "step {s:?} on {} differs from generic at length {len}", level.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn steps_compute_their_functions() {
+        let sigmoid = |x: f64| 1.0 / (1.0 + libm::exp(-x));
+        type Reference = fn(f64) -> f64;
+        let cases: [(i32, Reference); 8] = [
+            (STEP_EXP, libm::exp),
+            (STEP_TANH, libm::tanh),
+            (STEP_ERF, libm::erf),
+            (STEP_SQRT, libm::sqrt),
+            (STEP_ABS, f64::abs),
+            (STEP_NEG, |x| -x),
+            (STEP_RELU, |x| x.max(0.0)),
+            (STEP_SIGMOID, sigmoid),
+        ];
+        let x: Vec<f32> = (0..301).map(|i| (i as f32 - 150.0) / 17.0).collect();
+        for (op, f) in cases {
+            let p = params(&[x.len() as i64], &[&[1]], &[step(op, 0, 0.0, 0.0)]);
+            for level in testable_isas() {
+                let y = run_at(level, &p, &[&x], x.len());
+                for (&xi, &yi) in x.iter().zip(&y) {
+                    let want = f(xi as f64);
+                    let ok = (yi as f64 - want).abs() <= 1e-6 * want.abs().max(1.0) || (want.is_nan() && yi.is_nan());
+                    assert!(ok, "step {op} at {xi}: {yi}, want {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn operands_broadcast_along_outer_and_inner_dims() {
+        // [2, 3, 5]: x - bias[3, 1] then / scale[5], then max with 0.1.
+        let x = rand_vec(30, 3);
+        let (bias, scale) = ([0.5f32, -1.0, 2.0], [1.0f32, 2.0, 4.0, 8.0, 16.0]);
+        let steps =
+            [step(STEP_SUB, 1, 0.0, 0.0), step(STEP_DIV, 2, 0.0, 0.0), step(STEP_MAXIMUM, OPERAND_IMMEDIATE, 0.1, 0.0)];
+        let p = params(&[2, 3, 5], &[&[15, 5, 1], &[0, 1, 0], &[0, 0, 1]], &steps);
+        for level in testable_isas() {
+            let y = run_at(level, &p, &[&x, &bias, &scale], 30);
+            for (i, &yi) in y.iter().enumerate() {
+                let want = ((x[i] - bias[i / 5 % 3]) / scale[i % 5]).max(0.1);
+                assert_eq!(yi, want, "{} at {i}", level.name());
+            }
+        }
+    }
+
+    #[test]
+    fn maximum_and_relu_keep_nan() {
+        let x = [f32::NAN, 1.0, -1.0, f32::NAN];
+        let w = [0.0, f32::NAN, 0.0, f32::NAN];
+        let p = params(&[4], &[&[1], &[1]], &[step(STEP_MAXIMUM, 1, 0.0, 0.0), step(STEP_RELU, 0, 0.0, 0.0)]);
+        let y = run_at(Isa::best(), &p, &[&x, &w], 4);
+        assert!(y[0].is_nan() && y[1].is_nan() && y[3].is_nan());
+        assert_eq!(y[2], 0.0);
+    }
+
+    #[test]
+    fn bad_params_are_refused() {
+        let good = params(&[4], &[&[1]], &[step(STEP_EXP, 0, 0.0, 0.0)]);
+        let mut strided = good;
+        strided.strides[0][0] = 2;
+        let mut operand = params(&[4], &[&[1]], &[step(STEP_ADD, 9, 0.0, 0.0)]);
+        let mut unknown = good;
+        unknown.program[0].op = 99;
+        operand.start = 0;
+        let mut steps = good;
+        steps.steps = PROGRAM_STEPS as i64 + 1;
+        for p in [strided, operand, unknown, steps] {
+            let x = [0f32; 4];
+            let mut y = [0f32; 4];
+            let ptrs = [x.as_ptr(); PROGRAM_OPERANDS];
+            assert_eq!(unsafe { run_program(&p, y.as_mut_ptr(), ptrs) }, STATUS_INVALID_PARAMS);
+        }
+        assert_eq!(
+            unsafe { run_program(core::ptr::null(), core::ptr::null_mut(), [core::ptr::null(); 6]) },
+            STATUS_INVALID_PARAMS
+        );
+    }
+}
