@@ -9,7 +9,7 @@
 use super::plane::{Ymm, Zmm};
 use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::generic::elementwise::{run, Program};
-use crate::generic::vector_math::MathLanes;
+use crate::generic::vector_math::{map_in_place, LaneFunction, MathLanes};
 use core::arch::x86_64::*;
 
 const SIGN: i32 = i32::MIN;
@@ -220,4 +220,22 @@ pub(crate) unsafe fn run_program_avx512(program: &Program, y: *mut f32, operands
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn run_program_avx2(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
     run::<Ymm>(program, y, operands)
+}
+
+/// [`map_in_place`] in zmm registers.
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn map_in_place_avx512<F: LaneFunction>(xs: &mut [f32]) {
+    map_in_place::<Zmm, F>(xs)
+}
+
+/// [`map_in_place`] in ymm registers.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn map_in_place_avx2<F: LaneFunction>(xs: &mut [f32]) {
+    map_in_place::<Ymm, F>(xs)
 }

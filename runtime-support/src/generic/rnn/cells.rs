@@ -9,13 +9,17 @@
 //! the tail of a loop compute the same function.
 //!
 //! Sigmoid and Tanh, the activations of every common model, go through
-//! [`GateMath`], the one place that says how a slice of them is computed;
-//! the other activations are rare and go one element at a time through
-//! [`activate`] in f64.
+//! [`GateMath`], the one place that says how a slice of them is computed
+//! (for f32, the crate's vector math, within a few ulp of libm); the other
+//! activations are rare and go one element at a time through [`activate`]
+//! in f64.
 
 use super::super::gemm::GemmElem;
 use super::super::real::Real;
 use crate::abi::rnn::*;
+use crate::generic::vector_math::{Sigmoid, Tanh};
+use crate::isa::choose::map_in_place;
+use crate::isa::Isa;
 
 /// The compute types of the recurrent kernel: a gemm, and Sigmoid and Tanh
 /// over a slice.
@@ -37,7 +41,20 @@ pub trait GateMath: GemmElem {
     }
 }
 
-impl GateMath for f32 {}
+/// f32: the crate's vector math at the CPU's widest vectors.
+impl GateMath for f32 {
+    #[inline(always)]
+    fn sigmoid_in_place(xs: &mut [f32]) {
+        map_in_place::<Sigmoid>(Isa::best(), xs)
+    }
+
+    #[inline(always)]
+    fn tanh_in_place(xs: &mut [f32]) {
+        map_in_place::<Tanh>(Isa::best(), xs)
+    }
+}
+
+/// f64: libm, element by element.
 impl GateMath for f64 {}
 
 /// Applies activation `kind` with its `alpha`/`beta` to one value, in f64.
