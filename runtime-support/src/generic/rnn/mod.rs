@@ -15,7 +15,10 @@
 //!   once (W of both directions is one `[D*G*H, I]` matrix), with the
 //!   biases `Wb + Rb` added by the gemm, into scratch (`gx`);
 //! - at each step, the recurrent product `h·Rᵀ` of all batch rows together
-//!   (`[B, H] x [H, G*H]`; one row takes the gemm's matrix-vector path).
+//!   (`[B, H] x [H, G*H]`). One or two rows take the gemm's dot products
+//!   along R's rows; more take the blocked gemm, on R transposed once per
+//!   direction into scratch, whose unit-stride rows the gemm packs as it
+//!   multiplies them (R as it lies would be repacked at every step).
 //!   GRU without `linear_before_reset` takes it in two parts, since its h
 //!   gate multiplies `r * h`, which needs the step's reset gate first.
 //!
@@ -26,14 +29,15 @@
 //!
 //! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
 //! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
-//! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]` and the GRU rows
-//! `r * h` `[B, H]`.
+//! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]`, the GRU rows
+//! `r * h` `[B, H]` and, past two batch rows, R transposed `[H, G*H]`.
 
 mod cells;
 #[cfg(test)]
 mod tests;
 
 use super::gemm::{MatMut, MatRef};
+use super::gemv::FEW_ROWS;
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::with_widest_vectors;
@@ -113,11 +117,17 @@ impl Shape {
         row * self.hidden
     }
 
+    /// Whether the recurrent products take R transposed (see the module doc).
+    fn transposes_r(&self) -> bool {
+        self.batch > FEW_ROWS
+    }
+
     /// Scratch elements, in the order of [`Work::carve`].
-    fn scratch_parts(&self) -> [usize; 7] {
-        let (b, h) = (self.batch, self.hidden);
+    fn scratch_parts(&self) -> [usize; 8] {
+        let (b, h, gw) = (self.batch, self.hidden, self.gate_width());
         let gx = self.seq.saturating_mul(b).saturating_mul(self.gx_width());
-        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * self.gate_width(), b * h]
+        let r_t = if self.transposes_r() { gw * h } else { 0 };
+        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * gw, b * h, r_t]
     }
 }
 
@@ -151,6 +161,7 @@ struct Work<T> {
     c: *mut T,
     gh: *mut T,
     reset: *mut T,
+    r_t: *mut T,
 }
 
 impl<T> Work<T> {
@@ -161,8 +172,8 @@ impl<T> Work<T> {
             at = at.add(n);
             part
         });
-        let [gx, bias, reset_bias, h, c, gh, reset] = parts;
-        Work { gx, bias, reset_bias, h, c, gh, reset }
+        let [gx, bias, reset_bias, h, c, gh, reset, r_t] = parts;
+        Work { gx, bias, reset_bias, h, c, gh, reset, r_t }
     }
 }
 
@@ -228,25 +239,48 @@ unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
     T::gemm(s.seq * s.batch, width, s.input, T::ONE, x, w_t, T::ONE, Some(bias), gx);
 }
 
-/// `out[b][..cols] = a[b]·R[rows]ᵀ` for every batch row, where `a` holds
-/// `H`-wide rows and `r_rows` points at the first of `cols` rows of R.
-unsafe fn recurrent_product<T: GateMath>(s: &Shape, a: *const T, r_rows: *const T, cols: usize, out: *mut T) {
-    let h = s.hidden as isize;
+/// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row,
+/// where `a` holds `H`-wide rows.
+unsafe fn recurrent_product<T: GateMath>(
+    s: &Shape,
+    dir: &Direction<T>,
+    a: *const T,
+    first: usize,
+    cols: usize,
+    out: *mut T,
+) {
+    let (h, gw) = (s.hidden as isize, s.gate_width() as isize);
     let a = MatRef { ptr: a, rs: h, cs: 1 };
-    let r_t = MatRef { ptr: r_rows, rs: 1, cs: h };
-    let out = MatMut { ptr: out, rs: s.gate_width() as isize, cs: 1 };
+    let r_t = match dir.r_t {
+        Some(r_t) => MatRef { ptr: r_t.add(first), rs: gw, cs: 1 },
+        None => MatRef { ptr: dir.r.add(first * s.hidden), rs: 1, cs: h },
+    };
+    let out = MatMut { ptr: out, rs: gw, cs: 1 };
     T::gemm(s.batch, cols, s.hidden, T::ONE, a, r_t, T::ZERO, None, out);
 }
 
-/// One direction: where it starts, its R and its cells.
+/// Writes `r` (`[G*H, H]`) transposed into `r_t` (`[H, G*H]`).
+unsafe fn transpose_r<T: GateMath>(s: &Shape, r: *const T, r_t: *mut T) {
+    let (h, gw) = (s.hidden, s.gate_width());
+    for g in 0..gw {
+        for k in 0..h {
+            *r_t.add(k * gw + g) = *r.add(g * h + k);
+        }
+    }
+}
+
+/// One direction: where it starts, its R (and R transposed, if the
+/// products take it) and its cells.
 struct Direction<'a, T> {
     index: usize,
     backwards: bool,
     r: *const T,
+    r_t: Option<*const T>,
     cell: Cell<'a, T>,
 }
 
 impl<T: GateMath> Direction<'_, T> {
+    /// Direction `d`, with R transposed into scratch if the products take it.
     unsafe fn new(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) -> Self {
         let h = s.hidden;
         let lstm_peepholes = s.kind == RNN_LSTM && !io.peep.is_null();
@@ -261,7 +295,12 @@ impl<T: GateMath> Direction<'_, T> {
             reset_bias,
         };
         let backwards = if s.dirs == 2 { d == 1 } else { p.reverse != 0 };
-        Direction { index: d, backwards, r: io.r.add(d * s.gate_width() * h), cell }
+        let r = io.r.add(d * s.gate_width() * h);
+        let r_t = s.transposes_r().then(|| {
+            transpose_r(s, r, work.r_t);
+            work.r_t as *const T
+        });
+        Direction { index: d, backwards, r, r_t, cell }
     }
 }
 
@@ -290,7 +329,7 @@ unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Directi
     let rows = Rows { s, io, work, d: dir.index, tt };
     let reset_first = s.kind == RNN_GRU && !s.linear_before_reset;
     let first_cols = if reset_first { 2 * h } else { s.gate_width() };
-    recurrent_product(s, work.h, dir.r, first_cols, work.gh);
+    recurrent_product(s, dir, work.h, 0, first_cols, work.gh);
     match s.kind {
         RNN_SIMPLE => rows.each(
             #[inline(always)]
@@ -311,7 +350,7 @@ unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Directi
                 },
             );
             if reset_first {
-                recurrent_product(s, work.reset, dir.r.add(2 * h * h), h, work.gh.add(2 * h));
+                recurrent_product(s, dir, work.reset, 2 * h, h, work.gh.add(2 * h));
             }
             rows.each(
                 #[inline(always)]
