@@ -46,7 +46,7 @@ pub use generic::convert::*;
 pub use generic::deform_conv::*;
 pub use generic::gemm::*;
 pub use generic::minifloat::*;
-pub use generic::norm::*;
+pub use generic::normalize::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::prepacked::*;

@@ -144,3 +144,53 @@ fn matmul_then_add_becomes_a_gemm() {
     let close = got.iter().zip(&want).all(|(&g, &w)| onnxc_runtime::tolerance::close(g.into(), w.into(), 1e-6, 1e-6));
     assert!(close, "{got:?} vs {want:?}");
 }
+
+/// Functions a libm call per element used to compute (Pow by a constant,
+/// Erf in a GELU chain) and Clip by constant bounds run as elementwise
+/// programs in vector math: the object calls the program kernel, not libm,
+/// and rows of odd length (vector body and tail) agree with the exact
+/// results.
+#[test]
+fn transcendental_chains_run_as_vector_programs() {
+    let mut m = model(
+        vec![
+            node("Clip", "clip", &["x", "lo", "hi"], &["y1"]),
+            node("Pow", "cube", &["x", "three"], &["p"]),
+            node("Sub", "one_minus", &["one", "p"], &["y2"]),
+            node("Div", "scaled", &["x", "sqrt2"], &["s"]),
+            node("Erf", "erf", &["s"], &["e"]),
+            node("Add", "shift", &["e", "one"], &["f"]),
+            node("Mul", "half", &["x", "half_c"], &["h"]),
+            node("Mul", "gelu", &["h", "f"], &["y3"]),
+        ],
+        vec![value("x", Some(&[3, 37]))],
+        vec![value("y1", Some(&[3, 37])), value("y2", Some(&[3, 37])), value("y3", Some(&[3, 37]))],
+    );
+    let g = m.graph.as_mut().expect("graph");
+    g.initializer.extend([
+        floats("lo", &[], &[-0.5]),
+        floats("hi", &[], &[0.75]),
+        floats("three", &[], &[3.0]),
+        floats("one", &[], &[1.0]),
+        floats("sqrt2", &[], &[std::f32::consts::SQRT_2]),
+        floats("half_c", &[], &[0.5]),
+    ]);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    crate::common::write_model(dir.path(), "model.onnx", &m);
+    let info = crate::common::onnxc_in(dir.path(), &["info", "model.onnx"]);
+    let info = info.stdout;
+    assert!(info.contains("onnxc_elementwise_f32"), "{info}");
+    assert!(!info.contains("onnxc_powf") && !info.contains("onnxc_erff"), "{info}");
+
+    let x: Vec<f32> = (0..111).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
+    let outputs =
+        run_model(&m, &[floats("x", &[3, 37], &x)]).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let exact: [fn(f64) -> f64; 3] =
+        [|v| v.clamp(-0.5, 0.75), |v| 1.0 - v * v * v, |v| 0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))];
+    for (output, f) in outputs.iter().zip(exact) {
+        for (&got, &v) in f32s(output).iter().zip(&x) {
+            let want = f(v as f64);
+            assert!((got as f64 - want).abs() <= 2e-6 * (1.0 + want.abs()), "{got} for {want} at x = {v}");
+        }
+    }
+}

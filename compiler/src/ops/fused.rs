@@ -12,7 +12,10 @@
 //! (f32 or f64) through the chain; the other inputs broadcast into it. Each
 //! step emits the instructions its unfused operator emits, in the same
 //! order, so results are bit-identical to the unfused graph (a NaN stays a
-//! NaN, though `fmax`/`fmin` may give it another sign in vector lanes):
+//! NaN, though `fmax`/`fmin` may give it another sign in vector lanes).
+//! An f32 chain whose every step the kernel library's elementwise programs
+//! have runs as one program instead (`elementwise/program.rs`), as its
+//! unfused nodes do, so the two still agree:
 //! * [`Step::Apply`]: the function of `elementwise::emit_scalar`.
 //! * [`Step::BatchNorm`]: statistics per channel (axis 1). With the kernel
 //!   library, `onnxc_batchnorm`'s `x * a + b` with `a = scale / sqrt(var +
@@ -20,7 +23,7 @@
 //!   element type, when the statistics are constants); in portable mode the
 //!   portable lowering's `(x - mean) / sqrt(var + epsilon) * scale + B`.
 
-use super::elementwise::{emit_loop_at, emit_scalar, fconst_like, Func, Operand};
+use super::elementwise::{emit_loop_at, emit_scalar, fconst_like, lower_chain, Func, Operand};
 use super::{InferCx, Inferred, Operator};
 use crate::codegen::{InstBuilder, Lower, Value};
 use crate::ir::shape::{broadcast, broadcast_strides};
@@ -51,7 +54,7 @@ pub struct FusedElementwise {
 
 /// The shape input `i` is read with against the chain's `shape`: its own,
 /// or `[1, C, 1...]` for BatchNormalization statistics.
-fn operand_shape(steps: &[Step], i: usize, own: &[usize], shape: &[usize]) -> Vec<usize> {
+pub(crate) fn operand_shape(steps: &[Step], i: usize, own: &[usize], shape: &[usize]) -> Vec<usize> {
     let is_stat = steps.iter().any(|s| matches!(s, Step::BatchNorm { stats, .. } if stats.contains(&i)));
     if is_stat && shape.len() >= 2 {
         let mut s = vec![1; shape.len()];
@@ -108,6 +111,9 @@ impl Operator for FusedElementwise {
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
+        if lower_chain(cx, &self.steps)? {
+            return Ok(());
+        }
         let (dtype, shape) = cx.output_type(0)?;
         let mut loop_inputs = LoopInputs::default();
         let chain = loop_inputs.input(cx, &self.steps, 0, &shape)?;
@@ -235,7 +241,7 @@ impl LoopInputs {
     }
 }
 
-enum Coefficients {
+pub(crate) enum Coefficients {
     F32(Vec<f32>, Vec<f32>),
     F64(Vec<f64>, Vec<f64>),
 }
@@ -243,7 +249,11 @@ enum Coefficients {
 /// `onnxc_batchnorm`'s per-channel `a = scale / sqrt(var + epsilon)` and
 /// `b = B - mean * a`, in the element type, when the kernel library is
 /// used and the statistics are constants.
-fn kernel_coefficients(cx: &Lower, stats: &[usize; 4], epsilon: f32) -> Result<Option<Coefficients>, String> {
+pub(crate) fn kernel_coefficients(
+    cx: &Lower,
+    stats: &[usize; 4],
+    epsilon: f32,
+) -> Result<Option<Coefficients>, String> {
     if cx.portable() {
         return Ok(None);
     }

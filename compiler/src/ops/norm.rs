@@ -22,8 +22,10 @@
 //!   types staged.
 //!
 //! [`Normalize`] (`onnxc_normalize`: any axis set, broadcast scale/bias,
-//! `f64` statistics; X in f16, bf16, f32, f64, the affine inputs any of
-//! those):
+//! statistics totalled in `f64`; X in f16, bf16, f32, f64, the affine
+//! inputs any of those; `passes::fuse_layer_norm` and `fuse_rms_norm`
+//! also make one of a LayerNorm or RMSNorm written out in elementwise
+//! operators):
 //! * InstanceNormalization (1, 6, 22): `epsilon` (1e-5); scale, B `[C]`;
 //!   statistics per (n, c) over the spatial dims.
 //! * LayerNormalization (17): `axis` (-1), `epsilon` (1e-5), `stash_type`
@@ -31,7 +33,7 @@
 //!   `X[..axis] ++ [1...]`); Scale and optional B broadcast to X.
 //! * GroupNormalization (18, 21): `num_groups` (required), `epsilon`;
 //!   opset 18 has scale/bias per group `[G]`, 21 per channel `[C]`
-//!   (`stash_type` only picks a precision; we always use f64).
+//!   (`stash_type` only picks a precision; totals are always f64).
 //! * RMSNormalization (23): `axis` (-1), `epsilon` (1e-5); Scale broadcasts.
 //! * MeanVarianceNormalization (9, 13): `axes` ([0, 2, 3]);
 //!   `(X - E[X]) / (sqrt(Var[X]) + 1e-9)` as the function body defines it.

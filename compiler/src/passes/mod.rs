@@ -15,8 +15,11 @@ mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_conv_prologue;
 mod fuse_elementwise;
+mod fuse_layer_norm;
 mod fuse_matmul_add;
+mod fuse_rms_norm;
 mod gemm_by_splat;
+mod norm_pattern;
 mod pack_conv_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
@@ -27,7 +30,9 @@ pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_conv_prologue::fuse_conv_prologue;
 pub use fuse_elementwise::fuse_elementwise;
+pub use fuse_layer_norm::fuse_layer_norm;
 pub use fuse_matmul_add::fuse_matmul_add;
+pub use fuse_rms_norm::fuse_rms_norm;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
 
@@ -42,6 +47,8 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_matmul_add(graph);
     gemm_by_splat(graph);
     if !portable {
+        fuse_layer_norm(graph); // first: a written-out LayerNorm ends in RMS of its deviations
+        fuse_rms_norm(graph);
         choose_layout(graph);
         pack_conv_weights(graph);
         fuse_conv_prologue(graph);

@@ -44,6 +44,8 @@ pub const STEP_GELU_TANH: i32 = 36;
 pub const STEP_MISH: i32 = 37;
 pub const STEP_SWISH: i32 = 38;
 pub const STEP_SOFTSIGN: i32 = 39;
+/// `v` to the power `alpha`.
+pub const STEP_POW: i32 = 40;
 
 /// One step of a program.
 #[repr(C)]

@@ -1,7 +1,9 @@
-//! The C entry points and parameter structs of [`crate::generic::norm`].
+//! The C entry points and parameter structs of [`crate::generic::norm`] and
+//! [`crate::generic::normalize`].
 
 use crate::abi::MAX_RANK;
 use crate::generic::norm::*;
+use crate::generic::normalize::*;
 
 /// Parameters of [`onnxc_batchnorm_f32`] and [`onnxc_batchnorm_f64`];
 /// `spatial` is the product of the spatial dims (1 for `[N, C]` inputs).

@@ -21,7 +21,7 @@ pub struct SoftmaxParams {
 /// Hardmax writes 1 at the first maximum and 0 elsewhere.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_softmax_f32(p: *const SoftmaxParams, x: *const f32, y: *mut f32) -> i32 {
-    softmax(p, x, y)
+    softmax_f32(p, x, y)
 }
 
 /// [`onnxc_softmax_f32`] for `f64`.

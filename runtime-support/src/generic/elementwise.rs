@@ -67,7 +67,7 @@ fn is_binary(op: i32) -> bool {
 }
 
 fn known_step(op: i32) -> bool {
-    is_binary(op) || (STEP_ABS..=STEP_SOFTSIGN).contains(&op)
+    is_binary(op) || (STEP_ABS..=STEP_POW).contains(&op)
 }
 
 /// Runs `program` with vectors `V`: the outer dims by odometer, each row
@@ -168,7 +168,10 @@ unsafe fn run_row<V: MathLanes>(
 /// vectors), its value in `value`.
 #[inline(always)]
 unsafe fn run_tile<V: MathLanes>(program: &Program, tile: &[Source; PROGRAM_OPERANDS], value: *mut f32, lanes: usize) {
-    map::<V>(value, lanes, tile[program.start], |_, w| w);
+    match tile[program.start] {
+        Source::Row(p) => core::ptr::copy_nonoverlapping(p, value, lanes),
+        Source::Value(x) => core::slice::from_raw_parts_mut(value, lanes).fill(x),
+    }
     for step in program.steps {
         let operand = match step.operand {
             OPERAND_IMMEDIATE => Source::Value(step.alpha),
@@ -178,44 +181,40 @@ unsafe fn run_tile<V: MathLanes>(program: &Program, tile: &[Source; PROGRAM_OPER
     }
 }
 
-/// `value[i] = f(value[i], w[i])` over `lanes` elements.
+/// One step over the tile: `value[i] = step(value[i], w[i])`. The step's
+/// code is matched per vector, a branch that always goes the same way,
+/// so that everything here inlines into the caller's `target_feature`
+/// function (a closure per step would not).
 #[inline(always)]
-unsafe fn map<V: MathLanes>(value: *mut f32, lanes: usize, w: Source, f: impl Fn(V, V) -> V) {
+unsafe fn apply<V: MathLanes>(step: &ProgramStep, value: *mut f32, lanes: usize, w: Source) {
     match w {
         Source::Row(p) => {
             for i in (0..lanes).step_by(V::LANES) {
-                V::store(value.add(i), f(V::load(value.add(i)), V::load(p.add(i))));
+                V::store(value.add(i), compute(step, V::load(value.add(i)), V::load(p.add(i))));
             }
         }
         Source::Value(x) => {
             let w = V::splat(x);
             for i in (0..lanes).step_by(V::LANES) {
-                V::store(value.add(i), f(V::load(value.add(i)), w));
+                V::store(value.add(i), compute(step, V::load(value.add(i)), w));
             }
         }
     }
 }
 
-/// `value[i] = f(value[i])` over `lanes` elements.
+/// `step` applied to the running value `v` (and `w`, for a binary step).
 #[inline(always)]
-unsafe fn unary<V: MathLanes>(value: *mut f32, lanes: usize, f: impl Fn(V) -> V) {
-    map::<V>(value, lanes, Source::Value(0.0), |v, _| f(v));
-}
-
-/// One step over the tile.
-#[inline(always)]
-unsafe fn apply<V: MathLanes>(step: &ProgramStep, value: *mut f32, lanes: usize, w: Source) {
-    let (alpha, beta) = (step.alpha, step.beta);
+unsafe fn compute<V: MathLanes>(step: &ProgramStep, v: V, w: V) -> V {
     match step.op {
-        STEP_ADD => map::<V>(value, lanes, w, |v, w| V::add(v, w)),
-        STEP_SUB => map::<V>(value, lanes, w, |v, w| V::sub(v, w)),
-        STEP_SUB_FROM => map::<V>(value, lanes, w, |v, w| V::sub(w, v)),
-        STEP_MUL => map::<V>(value, lanes, w, |v, w| V::mul(v, w)),
-        STEP_DIV => map::<V>(value, lanes, w, |v, w| V::div(v, w)),
-        STEP_DIV_INTO => map::<V>(value, lanes, w, |v, w| V::div(w, v)),
-        STEP_MAXIMUM => map::<V>(value, lanes, w, |v, w| maximum(v, w)),
-        STEP_MINIMUM => map::<V>(value, lanes, w, |v, w| minimum(v, w)),
-        op => unary::<V>(value, lanes, |v| apply_unary(op, alpha, beta, v)),
+        STEP_ADD => V::add(v, w),
+        STEP_SUB => V::sub(v, w),
+        STEP_SUB_FROM => V::sub(w, v),
+        STEP_MUL => V::mul(v, w),
+        STEP_DIV => V::div(v, w),
+        STEP_DIV_INTO => V::div(w, v),
+        STEP_MAXIMUM => maximum(v, w),
+        STEP_MINIMUM => minimum(v, w),
+        op => apply_unary(op, step.alpha, step.beta, v),
     }
 }
 
@@ -244,6 +243,7 @@ unsafe fn apply_unary<V: MathLanes>(op: i32, alpha: f32, beta: f32, v: V) -> V {
         STEP_MISH => math::mish(v),
         STEP_SWISH => V::mul(v, math::sigmoid(V::mul(v, V::splat(alpha)))),
         STEP_SOFTSIGN => V::div(v, V::add(V::splat(1.0), V::abs(v))),
+        STEP_POW => math::power(v, alpha),
         _ => v,
     }
 }
@@ -313,7 +313,9 @@ mod tests {
     /// operand and an immediate.
     fn every_step() -> Vec<ProgramStep> {
         let binary = (STEP_ADD..=STEP_MINIMUM).flat_map(|op| [1, 2, OPERAND_IMMEDIATE].map(|k| step(op, k, 0.5, 0.0)));
-        binary.chain((STEP_ABS..=STEP_SOFTSIGN).map(|op| step(op, 0, 0.3, 0.4))).collect()
+        let unary = (STEP_ABS..=STEP_POW).map(|op| step(op, 0, 0.3, 0.4));
+        let powers = [0.0, 1.0, 2.0, 3.0, -1.0, 0.5, -2.5, 5.0].map(|e| step(STEP_POW, 0, e, 0.0));
+        binary.chain(unary).chain(powers).collect()
     }
 
     /// `count` values spread over `[-30, 30]`, and the special ones.

@@ -286,6 +286,21 @@ unsafe fn for_each_plane(parallel: *const Parallel, planes: usize, some_planes: 
     Parallel::for_each(parallel, parts, |part| some_planes(share(planes, parts, part)));
 }
 
+/// 1-D pooling `p` as 2-D pooling of planes one row high, which the
+/// plane kernels take.
+fn as_rows(p: &PoolParams) -> PoolParams {
+    let mut rows = *p;
+    rows.spatial_rank = 2;
+    for field in [&mut rows.in_spatial, &mut rows.out_spatial, &mut rows.kernel, &mut rows.strides, &mut rows.dilations]
+    {
+        *field = [1, field[0], 1, 1, 1, 1, 1, 1];
+    }
+    for field in [&mut rows.pads_begin, &mut rows.pads_end] {
+        *field = [0, field[0], 0, 0, 0, 0, 0, 0];
+    }
+    rows
+}
+
 pub(crate) unsafe fn pool<T: PoolElem>(
     p: *const PoolParams,
     x: *const T,
@@ -321,6 +336,9 @@ pub(crate) unsafe fn pool<T: PoolElem>(
         };
         for_each_plane(parallel, planes, |range| range.for_each(one_plane));
         return STATUS_OK;
+    }
+    if r == 1 && p.dilations[0] == 1 && indices.is_null() && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
+        return pool(&as_rows(p), x, y, indices, parallel);
     }
     let plain = r == 2 && p.dilations[..2] == [1, 1] && indices.is_null();
     if plain && matches!(p.kind, POOL_MAX | POOL_AVERAGE) {
@@ -507,6 +525,47 @@ mod tests {
         for &kernel in &kernels {
             let planes = Planes { range: 0..1, in_size: x.len(), out_size: y.len() };
             assert!(!unsafe { pool_planes(kernel, &p, x.as_ptr(), y.as_mut_ptr(), planes) });
+        }
+    }
+
+    /// 1-D pooling runs as planes one row high: the same windows (padding
+    /// at both ends, counted or not, and ceil mode) as the definition.
+    #[test]
+    fn one_dimensional_pooling_matches_its_windows() {
+        // (length, kernel, stride, pads begin and end, extra output)
+        for (n, (len, kernel, stride, (begin, end), extra)) in
+            [(16, 4, 4, (0, 0), 0), (37, 3, 2, (1, 1), 1), (9, 5, 1, (2, 2), 0), (3981, 4, 4, (0, 0), 0)]
+                .into_iter()
+                .enumerate()
+        {
+            for (kind, include_pad) in [(POOL_MAX, 0), (POOL_AVERAGE, 0), (POOL_AVERAGE, 1)] {
+                let mut p = PoolParams { kind, batch: 1, channels: 3, spatial_rank: 1, ..Default::default() };
+                let out = (len + begin + end - kernel) / stride + 1 + extra;
+                (p.in_spatial[0], p.kernel[0], p.strides[0], p.dilations[0]) = (len, kernel, stride, 1);
+                (p.pads_begin[0], p.pads_end[0], p.out_spatial[0], p.count_include_pad) =
+                    (begin, end, out, include_pad);
+                let x = rand_vec(3 * len as usize, 60 + n as u64);
+                let mut y = vec![0f32; 3 * out as usize];
+                let status = unsafe { pool(&p, x.as_ptr(), y.as_mut_ptr(), core::ptr::null_mut(), core::ptr::null()) };
+                assert_eq!(status, STATUS_OK);
+                for (i, &got) in y.iter().enumerate() {
+                    let (plane, o) = (i / out as usize, (i % out as usize) as i64);
+                    let start = o * stride - begin;
+                    let taps: Vec<f32> = (start.max(0)..(start + kernel).min(len))
+                        .map(|t| x[plane * len as usize + t as usize])
+                        .collect();
+                    let want = match kind {
+                        POOL_MAX => taps.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                        _ if include_pad == 1 => {
+                            taps.iter().sum::<f32>()
+                                / (start + kernel).min(len + end).saturating_sub(start).min(kernel) as f32
+                        }
+                        _ => taps.iter().sum::<f32>() / taps.len() as f32,
+                    };
+                    let close = got == want || (got - want).abs() <= 1e-6 || (got.is_nan() && want.is_nan());
+                    assert!(close, "case {n}, kind {kind}, output {i}: {got} vs {want}");
+                }
+            }
         }
     }
 

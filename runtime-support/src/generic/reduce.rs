@@ -2,10 +2,15 @@
 //!
 //! `onnxc_reduce_*` takes the full input shape and a per-axis "reduce" flag
 //! rather than a flattened `[outer, len, inner]`, because ONNX reduces over
-//! arbitrary axis sets. For each output element the kernel walks the reduced
-//! sub-space with an odometer. One generic function serves all element
-//! types; kinds that need logarithms or square roots compute those steps in
-//! `f64` and convert back (integers truncate, as ONNX implementations do).
+//! arbitrary axis sets. Every kind but log-sum-exp is a fold (an identity,
+//! a map of each element, a combining step, then a last step such as the
+//! mean's division), written once in [`reduce_by`] and run over one of two
+//! layouts ([`Folds`]): the contiguous ones of
+//! [`super::reduce_contiguous`], vectorised, or the general [`Walk`],
+//! which for each output element walks the reduced sub-space with an
+//! odometer. One generic function serves all element types; kinds that
+//! need logarithms or square roots compute those steps in `f64` and
+//! convert back (integers truncate, as ONNX implementations do).
 
 use super::{advance, checked_rank, product, to_usize};
 use crate::abi::reduce::*;
@@ -113,6 +118,64 @@ float_elem!(f64);
 int_elem!(i32);
 int_elem!(i64);
 
+/// `v` if it is larger than `acc` or NaN: ReduceMax's step, which lets a
+/// NaN through and then keeps it.
+#[inline(always)]
+fn larger<T: ReduceElem>(acc: T, v: T) -> T {
+    if v > acc || v.is_nan() {
+        v
+    } else {
+        acc
+    }
+}
+
+/// ReduceMin's step, as [`larger`].
+#[inline(always)]
+fn smaller<T: ReduceElem>(acc: T, v: T) -> T {
+    if v < acc || v.is_nan() {
+        v
+    } else {
+        acc
+    }
+}
+
+/// A way to visit the elements of every output: the odometer [`Walk`] or
+/// a contiguous layout (`super::reduce_contiguous`).
+pub(crate) trait Folds<T: ReduceElem> {
+    /// Writes each output's `combine` of `map(v)` over its elements, from
+    /// `identity`, to `y`.
+    unsafe fn fold_into(&self, y: *mut T, identity: T, map: impl Fn(T) -> T, combine: impl Fn(T, T) -> T);
+}
+
+/// Every kind but log-sum-exp as a fold over `folds` (its identity, the
+/// map of each element and the combining step), then the kind's last step
+/// on each of the `outputs`, `count` elements each.
+pub(crate) unsafe fn reduce_by<T: ReduceElem>(
+    kind: i64,
+    folds: &impl Folds<T>,
+    y: *mut T,
+    (outputs, count): (usize, usize),
+) {
+    let sum = |a: T, b: T| a.add(b);
+    match kind {
+        REDUCE_MAX => folds.fold_into(y, T::LOWEST, |v| v, larger),
+        REDUCE_MIN => folds.fold_into(y, T::HIGHEST, |v| v, smaller),
+        REDUCE_PROD => folds.fold_into(y, T::ONE, |v| v, |a, b| a.mul(b)),
+        REDUCE_L1 => folds.fold_into(y, T::ZERO, |v| v.abs(), sum),
+        REDUCE_L2 | REDUCE_SUM_SQUARE => folds.fold_into(y, T::ZERO, |v| v.mul(v), sum),
+        _ => folds.fold_into(y, T::ZERO, |v| v, sum),
+    }
+    let last: fn(T, usize) -> T = match kind {
+        REDUCE_MEAN => |acc, count| acc.div(T::from_count(count)),
+        REDUCE_LOG_SUM => |acc, _| T::from_f64(libm::log(acc.to_f64())),
+        REDUCE_L2 => |acc, _| T::from_f64(libm::sqrt(acc.to_f64())),
+        _ => return,
+    };
+    for i in 0..outputs {
+        *y.add(i) = last(*y.add(i), count);
+    }
+}
+
 /// The reduction itself, shared by every element type.
 ///
 /// # Safety
@@ -127,112 +190,94 @@ pub unsafe fn reduce<T: ReduceElem>(p: &ReduceParams, x: *const T, y: *mut T) ->
     let Some(_) = product(&p.dims[..rank]) else {
         return STATUS_INVALID_PARAMS;
     };
-    let dims = to_usize(&p.dims);
-    // Split the axes into kept (outer loop) and reduced (inner loop), with
-    // their input strides.
-    let mut in_strides = [0isize; MAX_RANK];
-    let mut s = 1isize;
-    for d in (0..rank).rev() {
-        in_strides[d] = s;
-        s *= dims[d] as isize;
+    let walk = Walk::new(p, rank, x);
+    let (outputs, count) =
+        (walk.kept.0[..walk.kept.2].iter().product(), walk.reduced.0[..walk.reduced.2].iter().product());
+    if outputs == 0 {
+        return STATUS_OK;
     }
-    let (mut kd, mut ks, mut nk) = ([0usize; MAX_RANK], [0isize; MAX_RANK], 0);
-    let (mut rd, mut rs, mut nr) = ([0usize; MAX_RANK], [0isize; MAX_RANK], 0);
-    for d in 0..rank {
-        if p.reduced[d] == 1 {
-            rd[nr] = dims[d];
-            rs[nr] = in_strides[d];
-            nr += 1;
-        } else {
-            kd[nk] = dims[d];
-            ks[nk] = in_strides[d];
-            nk += 1;
-        }
-    }
-    if kd[..nk].contains(&0) {
-        return STATUS_OK; // empty output
-    }
-    let count = rd[..nr].iter().product::<usize>();
-
-    // Visits every input element of the reduced sub-space at `base`.
-    macro_rules! each {
-        ($base:expr, $f:expr) => {
-            for_each_reduced(x, $base, &rd[..nr], &rs[..nr], $f)
-        };
-    }
-
-    let mut kidx = [0usize; MAX_RANK];
-    let mut koff = [0isize];
-    let mut out = y;
-    loop {
-        let base = koff[0];
-        let v = match p.kind {
-            REDUCE_SUM | REDUCE_MEAN | REDUCE_LOG_SUM => {
-                let mut acc = T::ZERO;
-                each!(base, |v| acc = acc.add(v));
-                match p.kind {
-                    REDUCE_SUM => acc,
-                    REDUCE_MEAN => acc.div(T::from_count(count)),
-                    _ => T::from_f64(libm::log(acc.to_f64())),
-                }
-            }
-            REDUCE_MAX => {
-                let mut acc = T::LOWEST;
-                each!(base, |v| {
-                    if v > acc || v.is_nan() {
-                        acc = v
-                    }
-                });
-                acc
-            }
-            REDUCE_MIN => {
-                let mut acc = T::HIGHEST;
-                each!(base, |v| {
-                    if v < acc || v.is_nan() {
-                        acc = v
-                    }
-                });
-                acc
-            }
-            REDUCE_PROD => {
-                let mut acc = T::ONE;
-                each!(base, |v| acc = acc.mul(v));
-                acc
-            }
-            REDUCE_L1 => {
-                let mut acc = T::ZERO;
-                each!(base, |v| acc = acc.add(v.abs()));
-                acc
-            }
-            REDUCE_L2 | REDUCE_SUM_SQUARE => {
-                let mut acc = T::ZERO;
-                each!(base, |v| acc = acc.add(v.mul(v)));
-                if p.kind == REDUCE_L2 {
-                    T::from_f64(libm::sqrt(acc.to_f64()))
-                } else {
-                    acc
-                }
-            }
-            _ => {
-                // log-sum-exp, shifted by the maximum for stability.
-                let mut max = f64::NEG_INFINITY;
-                each!(base, |v| max = max.max(v.to_f64()));
-                if max.is_infinite() {
-                    T::from_f64(max)
-                } else {
-                    let mut sum = 0.0f64;
-                    each!(base, |v| sum += libm::exp(v.to_f64() - max));
-                    T::from_f64(max + libm::log(sum))
-                }
-            }
-        };
-        *out = v;
-        out = out.add(1);
-        if !advance(&mut kidx[..nk], &kd[..nk], [&ks[..nk]], &mut koff) {
-            break;
-        }
+    if p.kind == REDUCE_LOG_SUM_EXP {
+        walk.log_sum_exp(y);
+    } else if let Some(runs) = super::reduce_contiguous::Contiguous::of(p, rank, x) {
+        reduce_by(p.kind, &runs, y, (outputs, count));
+    } else {
+        reduce_by(p.kind, &walk, y, (outputs, count));
     }
     STATUS_OK
+}
+
+/// The general layout: the kept axes (outer loop) and the reduced ones
+/// (inner loop), each as dims, input strides and count.
+pub(crate) struct Walk<T> {
+    x: *const T,
+    kept: ([usize; MAX_RANK], [isize; MAX_RANK], usize),
+    reduced: ([usize; MAX_RANK], [isize; MAX_RANK], usize),
+}
+
+impl<T: ReduceElem> Walk<T> {
+    pub(crate) fn new(p: &ReduceParams, rank: usize, x: *const T) -> Walk<T> {
+        let dims = to_usize(&p.dims);
+        let mut walk = Walk { x, kept: ([0; MAX_RANK], [0; MAX_RANK], 0), reduced: ([0; MAX_RANK], [0; MAX_RANK], 0) };
+        let mut strides = [0isize; MAX_RANK];
+        let mut stride = 1isize;
+        for d in (0..rank).rev() {
+            strides[d] = stride;
+            stride *= dims[d] as isize;
+        }
+        for d in 0..rank {
+            let (ds, ss, n) = if p.reduced[d] == 1 { &mut walk.reduced } else { &mut walk.kept };
+            (ds[*n], ss[*n]) = (dims[d], strides[d]);
+            *n += 1;
+        }
+        walk
+    }
+
+    /// Calls `f(y, input offset)` for every output in order.
+    unsafe fn each_output(&self, y: *mut T, mut f: impl FnMut(*mut T, isize)) {
+        let (dims, strides, n) = &self.kept;
+        let mut idx = [0usize; MAX_RANK];
+        let mut off = [0isize];
+        let mut out = y;
+        loop {
+            f(out, off[0]);
+            out = out.add(1);
+            if !advance(&mut idx[..*n], &dims[..*n], [&strides[..*n]], &mut off) {
+                break;
+            }
+        }
+    }
+
+    /// Calls `f` on every input element of the output at `base`.
+    #[inline(always)]
+    unsafe fn each_reduced(&self, base: isize, f: impl FnMut(T)) {
+        let (dims, strides, n) = &self.reduced;
+        for_each_reduced(self.x, base, &dims[..*n], &strides[..*n], f)
+    }
+
+    /// ReduceLogSumExp, shifted by the maximum for stability.
+    unsafe fn log_sum_exp(&self, y: *mut T) {
+        self.each_output(y, |out, base| {
+            let mut max = f64::NEG_INFINITY;
+            self.each_reduced(base, |v| max = max.max(v.to_f64()));
+            *out = if max.is_infinite() {
+                T::from_f64(max)
+            } else {
+                let mut sum = 0.0f64;
+                self.each_reduced(base, |v| sum += libm::exp(v.to_f64() - max));
+                T::from_f64(max + libm::log(sum))
+            };
+        });
+    }
+}
+
+impl<T: ReduceElem> Folds<T> for Walk<T> {
+    unsafe fn fold_into(&self, y: *mut T, identity: T, map: impl Fn(T) -> T, combine: impl Fn(T, T) -> T) {
+        self.each_output(y, |out, base| {
+            let mut acc = identity;
+            self.each_reduced(base, |v| acc = combine(acc, map(v)));
+            *out = acc;
+        });
+    }
 }
 
 /// Calls `f` on `x[base + sum(idx * strides)]` for every index over `dims`.

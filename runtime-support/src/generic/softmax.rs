@@ -4,11 +4,17 @@
 //! reduction axis, so one kernel covers every axis; `inner == 1` (the common
 //! last-axis case) walks memory contiguously. Softmax subtracts the row
 //! maximum before exponentiating so large logits cannot overflow. f32 and
-//! f64 share one generic implementation, each computing in its own type.
+//! f64 share one generic implementation, each computing in its own type;
+//! f32 Softmax and LogSoftmax along a contiguous axis (`inner == 1`: the
+//! attention scores, a vocabulary) take [`softmax_rows`] instead, whose
+//! exp is the vector math of [`super::vector_math`] (partial sums per
+//! lane, so the rounding of a row's sum follows the vector width).
 
 use super::real::Real;
+use super::vector_math::{exp, MathLanes, Scalar};
 use crate::abi::softmax::*;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
+use core::ops::Range;
 
 pub(crate) unsafe fn softmax<T: Real>(p: *const SoftmaxParams, x: *const T, y: *mut T) -> i32 {
     let Some(p) = p.as_ref() else {
@@ -69,11 +75,99 @@ pub(crate) unsafe fn softmax<T: Real>(p: *const SoftmaxParams, x: *const T, y: *
     STATUS_OK
 }
 
+/// [`softmax`] for f32: rows of Softmax or LogSoftmax through
+/// [`softmax_rows`] with the CPU's vectors, the rest as [`softmax`].
+///
+/// # Safety
+/// As [`crate::abi::onnxc_softmax_f32`].
+pub(crate) unsafe fn softmax_f32(p: *const SoftmaxParams, x: *const f32, y: *mut f32) -> i32 {
+    match p.as_ref() {
+        Some(q) if q.inner == 1 && q.outer >= 0 && q.axis_len > 0 && matches!(q.kind, SOFTMAX | LOG_SOFTMAX) => {
+            let (outer, len) = (q.outer as usize, q.axis_len as usize);
+            crate::isa::choose::softmax_rows(crate::isa::Isa::best(), x, y, outer, len, q.kind == LOG_SOFTMAX);
+            STATUS_OK
+        }
+        _ => softmax(p, x, y),
+    }
+}
+
+/// Softmax (or, with `log`, LogSoftmax) of each of the `rows` rows of `len`
+/// (at least 1) f32 at `x` into `y`, in vectors `V`; the last `len %
+/// V::LANES` of a row one lane at a time (the same function).
+///
+/// # Safety
+/// `x` and `y` hold `rows * len` floats; `V`'s instructions are supported.
+#[inline(always)]
+pub(crate) unsafe fn softmax_rows<V: MathLanes>(x: *const f32, y: *mut f32, rows: usize, len: usize, log: bool) {
+    for r in 0..rows {
+        let (x, y) = (x.add(r * len), y.add(r * len));
+        let body = len - len % V::LANES;
+        let max = row_max::<V>(x, len);
+        let sum = exp_sum::<V>(x, y, 0..body, max, !log) + exp_sum::<Scalar>(x, y, body..len, max, !log);
+        let (log_sum, inverse) = (libm::logf(sum), 1.0 / sum);
+        let source = if log { x } else { y };
+        for i in (0..body).step_by(V::LANES) {
+            V::store(y.add(i), finish(V::load(source.add(i)), log, max, log_sum, inverse));
+        }
+        for i in body..len {
+            Scalar::store(y.add(i), finish(Scalar::load(source.add(i)), log, max, log_sum, inverse));
+        }
+    }
+}
+
+/// LogSoftmax's `(x - max) - ln sum` (`x - max` first: exact for values
+/// near the maximum), or Softmax's `e * (1 / sum)`.
+#[inline(always)]
+unsafe fn finish<V: MathLanes>(v: V, log: bool, max: f32, log_sum: f32, inverse: f32) -> V {
+    if log {
+        V::sub(V::sub(v, V::splat(max)), V::splat(log_sum))
+    } else {
+        V::mul(v, V::splat(inverse))
+    }
+}
+
+/// The largest of `len` floats at `x` (NaNs skipped, as [`softmax`] does
+/// after the first element).
+#[inline(always)]
+unsafe fn row_max<V: MathLanes>(x: *const f32, len: usize) -> f32 {
+    let body = len - len % V::LANES;
+    let mut m = V::splat(f32::NEG_INFINITY);
+    for i in (0..body).step_by(V::LANES) {
+        m = V::max(V::load(x.add(i)), m);
+    }
+    let lanes = lanes_of(m);
+    let tail = core::slice::from_raw_parts(x.add(body), len - body);
+    lanes[..V::LANES].iter().chain(tail).fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a })
+}
+
+/// The sum of `e^(x - max)` over the elements `range` of the row, in
+/// steps of `V::LANES`, each stored to `y` when `store`.
+#[inline(always)]
+unsafe fn exp_sum<V: MathLanes>(x: *const f32, y: *mut f32, range: Range<usize>, max: f32, store: bool) -> f32 {
+    let mut s = V::splat(0.0);
+    for i in range.step_by(V::LANES) {
+        let e = exp(V::sub(V::load(x.add(i)), V::splat(max)));
+        if store {
+            V::store(y.add(i), e);
+        }
+        s = V::add(s, e);
+    }
+    lanes_of(s)[..V::LANES].iter().sum()
+}
+
+/// The lanes of `v` (the first `V::LANES` of the array).
+#[inline(always)]
+unsafe fn lanes_of<V: MathLanes>(v: V) -> [f32; 16] {
+    let mut lanes = [0f32; 16];
+    V::store(lanes.as_mut_ptr(), v);
+    lanes
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::rand_vec;
+    use crate::generic::test_util::{rand_vec, testable_isas, with_level};
     use std::vec;
     use std::vec::Vec;
 
@@ -99,8 +193,15 @@ mod tests {
     }
 
     #[test]
+    fn matches_reference_at_every_level() {
+        for level in testable_isas() {
+            with_level(level, matches_reference);
+        }
+    }
+
     fn matches_reference() {
-        for &(outer, len, inner) in &[(1, 1, 1), (3, 7, 1), (2, 5, 3), (1, 1000, 1), (4, 3, 17)] {
+        let shapes = [(1, 1, 1), (3, 7, 1), (2, 5, 3), (1, 1000, 1), (4, 3, 17), (2, 16, 1), (3, 17, 1), (2, 31, 1)];
+        for &(outer, len, inner) in &shapes {
             for kind in [SOFTMAX, LOG_SOFTMAX, HARDMAX] {
                 let mut x = rand_vec(outer * len * inner, 5);
                 x.iter_mut().for_each(|v| *v *= 50.0);

@@ -55,6 +55,13 @@ pub trait MathLanes: Copy {
     unsafe fn select(mask: Self::Mask, if_in: Self, other: Self) -> Self;
     /// `2^n` for integral `n` in `-126..=127`.
     unsafe fn pow2(n: Self) -> Self;
+    /// `p * 2^n` rounded once, for `p` in `[0.5, 2]` and integral `n` in
+    /// `-152..=128`. By default in two exact-then-rounded halves.
+    #[inline(always)]
+    unsafe fn scale(p: Self, n: Self) -> Self {
+        let half = Self::floor(Self::mul(n, Self::splat(0.5)));
+        Self::mul(Self::mul(p, Self::pow2(half)), Self::pow2(Self::sub(n, half)))
+    }
     /// For a normal positive `x`: its significand in `[1, 2)` and its
     /// exponent, as floats.
     unsafe fn split_exponent(x: Self) -> (Self, Self);
@@ -77,8 +84,8 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// `(e^r - 1 - r) / r²` on `[-ln2/2, ln2/2]`.
 const EXP: [f32; 5] = [0.5, 0.166_665_77, 0.041_666_555, 0.008_363_173, 0.001_392_617_6];
 
-/// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n` in two
-/// halves so that results in the subnormal range round once.
+/// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n`
+/// rounding once, also where the result is subnormal.
 #[inline(always)]
 pub unsafe fn exp<V: MathLanes>(x: V) -> V {
     let clamped = V::min(V::max(x, V::splat(-104.0)), V::splat(89.0));
@@ -86,9 +93,7 @@ pub unsafe fn exp<V: MathLanes>(x: V) -> V {
     let r = V::mul_add(n, V::splat(-LN2_HI), clamped);
     let r = V::mul_add(n, V::splat(-LN2_LO), r);
     let p = V::mul_add(horner(&EXP, r), V::mul(r, r), r);
-    let p = V::add(p, V::splat(1.0));
-    let half = V::floor(V::mul(n, V::splat(0.5)));
-    let y = V::mul(V::mul(p, V::pow2(half)), V::pow2(V::sub(n, half)));
+    let y = V::scale(V::add(p, V::splat(1.0)), n);
     V::select(V::is_nan(x), x, y)
 }
 
@@ -233,6 +238,33 @@ pub unsafe fn gelu_tanh<V: MathLanes>(x: V) -> V {
     let half = V::mul(x, V::splat(0.5));
     let cubic = V::mul_add(V::mul(x, x), V::splat(0.044_715 * SQRT_2_OVER_PI), V::splat(SQRT_2_OVER_PI));
     V::mul_add(half, tanh(V::mul(x, cubic)), half)
+}
+
+/// `x` to the constant power `e`: products for the small integral
+/// powers and a square root for 0.5, else `e^{e ln|x|}` with the sign
+/// of an odd power (NaN for a negative base and a fractional power);
+/// `x^0 = 1`.
+#[inline(always)]
+pub unsafe fn power<V: MathLanes>(x: V, e: f32) -> V {
+    match e {
+        0.0 => V::splat(1.0),
+        1.0 => x,
+        2.0 => V::mul(x, x),
+        3.0 => V::mul(V::mul(x, x), x),
+        -1.0 => V::div(V::splat(1.0), x),
+        0.5 => V::add(V::sqrt(x), V::splat(0.0)),
+        _ => {
+            let magnitude = exp(V::mul(V::splat(e), log(V::abs(x))));
+            let negative = V::less(x, V::splat(0.0));
+            if libm::floorf(e) != e {
+                V::select(negative, V::splat(f32::NAN), magnitude)
+            } else if libm::fmodf(e, 2.0) != 0.0 {
+                V::copy_sign(magnitude, x)
+            } else {
+                magnitude
+            }
+        }
+    }
 }
 
 /// One f32: the lane width of a row's tail, and of targets without

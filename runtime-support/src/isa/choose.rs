@@ -249,6 +249,21 @@ pub unsafe fn elementwise_program(
     }
 }
 
+/// Softmax rows ([`crate::generic::softmax::softmax_rows`]) with `level`'s
+/// vectors; a level the CPU lacks runs them one lane at a time.
+///
+/// # Safety
+/// As `softmax_rows`.
+pub unsafe fn softmax_rows(level: Isa, x: *const f32, y: *mut f32, rows: usize, len: usize, log: bool) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if level.available() => crate::x86_64::math_lanes::softmax_rows_avx512(x, y, rows, len, log),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::softmax_rows_avx2(x, y, rows, len, log),
+        _ => crate::generic::softmax::softmax_rows::<Scalar>(x, y, rows, len, log),
+    }
+}
+
 /// `xs[i] = F(xs[i])` with `level`'s vectors; a level the CPU lacks runs
 /// it one lane at a time (the same bits).
 pub fn map_in_place<F: LaneFunction>(level: Isa, xs: &mut [f32]) {

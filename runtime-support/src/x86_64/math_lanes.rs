@@ -1,6 +1,7 @@
 //! [`MathLanes`] for zmm (AVX-512F) and ymm (AVX2+FMA) registers, and the
-//! elementwise programs compiled for each: the vector math of
-//! [`crate::generic::vector_math`] in 16 and 8 lanes.
+//! kernels written over it compiled for each (elementwise programs,
+//! softmax rows): the vector math of [`crate::generic::vector_math`] in 16
+//! and 8 lanes.
 //!
 //! Every operation is the IEEE one the scalar [`MathLanes`] performs
 //! (`vfmadd` rounds once like `fmaf`, `vmaxps` returns the second operand
@@ -9,6 +10,7 @@
 use super::plane::{Ymm, Zmm};
 use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::generic::elementwise::{run, Program};
+use crate::generic::softmax::softmax_rows;
 use crate::generic::vector_math::{map_in_place, LaneFunction, MathLanes};
 use core::arch::x86_64::*;
 
@@ -99,6 +101,11 @@ impl MathLanes for Zmm {
     unsafe fn pow2(n: Zmm) -> Zmm {
         let biased = _mm512_add_epi32(_mm512_cvtps_epi32(n.0), _mm512_set1_epi32(127));
         Zmm(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(biased)))
+    }
+    /// `vscalefps`: one instruction, rounded once as the default's halves.
+    #[inline(always)]
+    unsafe fn scale(p: Zmm, n: Zmm) -> Zmm {
+        Zmm(_mm512_scalef_ps(p.0, n.0))
     }
     #[inline(always)]
     unsafe fn split_exponent(x: Zmm) -> (Zmm, Zmm) {
@@ -220,6 +227,24 @@ pub(crate) unsafe fn run_program_avx512(program: &Program, y: *mut f32, operands
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn run_program_avx2(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
     run::<Ymm>(program, y, operands)
+}
+
+/// [`softmax_rows`] in zmm registers.
+///
+/// # Safety
+/// As `softmax_rows`; the CPU supports AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn softmax_rows_avx512(x: *const f32, y: *mut f32, rows: usize, len: usize, log: bool) {
+    softmax_rows::<Zmm>(x, y, rows, len, log)
+}
+
+/// [`softmax_rows`] in ymm registers.
+///
+/// # Safety
+/// As `softmax_rows`; the CPU supports AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn softmax_rows_avx2(x: *const f32, y: *mut f32, rows: usize, len: usize, log: bool) {
+    softmax_rows::<Ymm>(x, y, rows, len, log)
 }
 
 /// [`map_in_place`] in zmm registers.

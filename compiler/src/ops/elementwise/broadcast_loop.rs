@@ -59,13 +59,30 @@ pub fn emit_loop_at(
     lanes: bool,
     body: &mut Body,
 ) -> Result<(), String> {
-    // Merge adjacent dims where every operand (and the contiguous output)
-    // steps uniformly across them.
+    let operand_strides: Vec<&[i64]> = operands.iter().map(|o| o.strides.as_slice()).collect();
+    let (dims, strides) = merge_dims(out_shape, &operand_strides);
+    let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
+    sizes.push(out.0.size() as i64);
+    let vector = lanes
+        && cx.has_f32x4()
+        && out.0 == DType::F32
+        && operands.iter().all(|o| o.dtype == DType::F32)
+        && dims.last().is_some_and(|&n| n >= F32_LANES)
+        && strides.iter().all(|s| matches!(s.last(), Some(0 | 1)));
+    let nest = Nest { dims, strides, sizes, operands, out, vector };
+    nest.emit(cx, 0, bases, body)
+}
+
+/// `out_shape` with adjacent dims merged where every operand (by its
+/// element strides against `out_shape`) and the contiguous output step
+/// uniformly across them: the merged dims, and per operand, then the
+/// output, the element stride of each merged dim.
+pub fn merge_dims(out_shape: &[usize], operand_strides: &[&[i64]]) -> (Vec<usize>, Vec<Vec<i64>>) {
     let out_strides: Vec<i64> = contiguous_strides(out_shape).iter().map(|&s| s as i64).collect();
     let mut dims: Vec<usize> = Vec::new();
-    let mut strides: Vec<Vec<i64>> = vec![Vec::new(); operands.len() + 1];
+    let mut strides: Vec<Vec<i64>> = vec![Vec::new(); operand_strides.len() + 1];
     for d in 0..out_shape.len() {
-        let all: Vec<i64> = operands.iter().map(|o| o.strides[d]).chain([out_strides[d]]).collect();
+        let all: Vec<i64> = operand_strides.iter().map(|s| s[d]).chain([out_strides[d]]).collect();
         let mergeable = !dims.is_empty()
             && strides
                 .iter()
@@ -84,16 +101,7 @@ pub fn emit_loop_at(
             }
         }
     }
-    let mut sizes: Vec<i64> = operands.iter().map(|o| o.dtype.size() as i64).collect();
-    sizes.push(out.0.size() as i64);
-    let vector = lanes
-        && cx.has_f32x4()
-        && out.0 == DType::F32
-        && operands.iter().all(|o| o.dtype == DType::F32)
-        && dims.last().is_some_and(|&n| n >= F32_LANES)
-        && strides.iter().all(|s| matches!(s.last(), Some(0 | 1)));
-    let nest = Nest { dims, strides, sizes, operands, out, vector };
-    nest.emit(cx, 0, bases, body)
+    (dims, strides)
 }
 
 /// f32 values in one 128-bit vector.

@@ -28,14 +28,17 @@ mod broadcast_loop;
 mod cast;
 mod compare;
 mod epilogue;
+mod program;
 mod table;
 mod transcendental;
 
 pub use broadcast_loop::{emit_broadcast_loop, emit_loop_at, Operand};
 pub use cast::{cast, compute_type, narrow, widen};
 pub use epilogue::Activation;
+pub use program::lower_chain;
 pub use table::{row_named, Func};
 
+use super::fused::{Arg, Step};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::import::NodeImport;
@@ -128,6 +131,16 @@ impl Elementwise {
             Func::Cast { to, .. } => super::strings::check_cast(first, to),
             _ => Err(format!("{} on string tensors is not supported yet", self.op_type)),
         }
+    }
+
+    /// Lowers the node as a one-step elementwise program where it can be
+    /// (see `program.rs`); `present` lists the node's inputs.
+    fn lower_as_program(&self, cx: &mut Lower, present: &[usize]) -> Result<bool, String> {
+        if self.func.row().step == table::Step::Absent {
+            return Ok(false);
+        }
+        let args = present.iter().map(|&i| (i, if i == 0 { Arg::Chain } else { Arg::Input(i) })).collect();
+        lower_chain(cx, &[Step::Apply { func: self.func, args }])
     }
 
     /// The broadcast output shape (CastLike's input 1 gives only a type).
@@ -246,6 +259,9 @@ impl Operator for Elementwise {
             f => (f, MINIFLOAT_SATURATE),
         };
         let present: Vec<usize> = operands.iter().map(|o| o.index).collect();
+        if self.lower_as_program(cx, &present)? {
+            return Ok(());
+        }
         emit_broadcast_loop(cx, &out_shape, (out_dtype, mode), &operands, func.row().lanes, &mut |cx, args| {
             emit_scalar(cx, func, in_dtype, &present, args)
         })
