@@ -24,7 +24,7 @@ use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::abi::rnn::{self as k, RnnParams, RNN_ACTS};
-use onnxc_runtime::rnn_scratch_doubles;
+use onnxc_runtime::rnn_scratch_elems;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RnnKind {
@@ -234,6 +234,12 @@ impl Rnn {
         Ok(Dims { seq, batch, input, hidden, dirs })
     }
 
+    /// [`Rnn::dims`] of an inferring node's inputs.
+    fn infer_dims(&self, cx: &InferCx) -> Result<Dims, String> {
+        let shapes: Vec<Option<&[usize]>> = cx.inputs.iter().map(|i| i.as_ref().map(|i| i.shape)).collect();
+        self.dims(&shapes)
+    }
+
     fn output_shapes(&self, d: &Dims) -> Vec<Vec<usize>> {
         let y = if self.batch_major {
             vec![d.batch, d.seq, d.dirs, d.hidden]
@@ -307,14 +313,17 @@ impl Operator for Rnn {
         if cx.output_count > self.kind.outputs() {
             return Err(format!("{} has at most {} outputs", self.name(), self.kind.outputs()));
         }
-        let shapes: Vec<Option<&[usize]>> = cx.inputs.iter().map(|i| i.as_ref().map(|i| i.shape)).collect();
-        let d = self.dims(&shapes)?;
+        let d = self.infer_dims(cx)?;
         Ok(self.output_shapes(&d).into_iter().take(cx.output_count).map(|s| Inferred::new(x.dtype, s)).collect())
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        let hidden = cx.opt_input(2).and_then(|r| r.shape.get(2).copied()).unwrap_or(0);
-        rnn_scratch_doubles(hidden) * 8
+        let (Ok(x), Ok(d)) = (cx.input(0), self.infer_dims(cx)) else {
+            return 0;
+        };
+        // f16 and bf16 run on staged f32 copies.
+        let element = if x.dtype == DType::F64 { 8 } else { 4 };
+        rnn_scratch_elems(&self.params(&d)).saturating_mul(element)
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -325,13 +334,14 @@ impl Operator for Rnn {
         let dtype = cx.input_type(0)?.0;
         let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
         let d = self.dims(&refs)?;
-        let params = cx.params(&self.params(&d))?;
+        let params = self.params(&d);
+        let scratch = Ptr(if rnn_scratch_elems(&params) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
+        let params = cx.params(&params)?;
         let [x, w, r, b, lens, initial_h] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let lstm = self.kind == RnnKind::Lstm;
         let [initial_c, peepholes] = [6, 7].map(|i| Ptr(if lstm { cx.opt_input_ptr(i) } else { cx.iconst(0) }));
         let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
         let (y, y_h, y_c) = (output(0)?, output(1)?, output(2)?);
-        let scratch = Ptr(if d.hidden > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
         let kernel = kernels::by_dtype(kernels::onnxc_rnn_f32, kernels::onnxc_rnn_f64, dtype);
         cx.call_checked(kernel, (params, x, w, r, b, lens, initial_h, initial_c, peepholes, y, y_h, y_c, scratch))
     }

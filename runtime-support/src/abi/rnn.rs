@@ -47,7 +47,8 @@ pub struct RnnParams {
 
 macro_rules! rnn_kernel {
     ($name:ident, $t:ty) => {
-        /// RNN/GRU/LSTM (see the module doc); `scratch` holds `11 * hidden` doubles.
+        /// RNN/GRU/LSTM (see the module doc); `scratch` holds
+        /// [`rnn_scratch_elems`] elements.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             p: *const RnnParams,
@@ -62,7 +63,7 @@ macro_rules! rnn_kernel {
             y: *mut $t,
             y_h: *mut $t,
             y_c: *mut $t,
-            scratch: *mut f64,
+            scratch: *mut $t,
         ) -> i32 {
             rnn(p, [x, w, r, b, init_h, init_c, peep], [y, y_h, y_c], lens, scratch)
         }

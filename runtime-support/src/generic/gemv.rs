@@ -21,6 +21,9 @@ pub const FEW_ROWS: usize = 2;
 /// Partial sums of a dot product.
 const LANES: usize = 16;
 
+/// Dot products [`dots`] computes together.
+const DOTS_AT_ONCE: usize = 4;
+
 /// `y = alpha * a * b + beta * c` as [`super::gemm::sgemm`] when `m` is at
 /// most [`FEW_ROWS`] and B or `y` has the layout one of the two orders
 /// needs (see the module doc); false (nothing written) otherwise.
@@ -52,9 +55,16 @@ pub unsafe fn few_rows(
             || {
                 for i in 0..m {
                     let a_row = core::slice::from_raw_parts(a.ptr.offset(i as isize * a.rs), k);
-                    for j in 0..n {
-                        let b_col = core::slice::from_raw_parts(b.ptr.offset(j as isize * b.cs), k);
-                        *y.ptr.offset(i as isize * y.rs + j as isize * y.cs) = finish(i, j, dot(a_row, b_col));
+                    let b_col = |j: usize| core::slice::from_raw_parts(b.ptr.offset(j as isize * b.cs), k);
+                    let store =
+                        |j: usize, s: f32| *y.ptr.offset(i as isize * y.rs + j as isize * y.cs) = finish(i, j, s);
+                    let grouped = n / DOTS_AT_ONCE * DOTS_AT_ONCE;
+                    for j0 in (0..grouped).step_by(DOTS_AT_ONCE) {
+                        let sums = dots::<DOTS_AT_ONCE>(a_row, core::array::from_fn(|c| b_col(j0 + c)));
+                        sums.into_iter().enumerate().for_each(|(c, s)| store(j0 + c, s));
+                    }
+                    for j in grouped..n {
+                        store(j, dots(a_row, [b_col(j)])[0]);
                     }
                 }
             },
@@ -84,26 +94,36 @@ pub unsafe fn few_rows(
     false
 }
 
-/// `x · w` in [`LANES`] partial sums (lane `l` takes elements `l`,
-/// `l + LANES`, ...), added pairwise, then the tail in order.
+/// `x · w` for each `w` of `ws`, each in [`LANES`] partial sums (lane `l`
+/// takes elements `l`, `l + LANES`, ...), added pairwise, then the tail in
+/// order. Several at once keep several independent sums in flight; each
+/// is the same function of its `w` whatever `N`. Written as whole-array
+/// steps, which the compiler keeps in vector registers.
 #[inline(always)]
-fn dot(x: &[f32], w: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let (xs, ws) = (x.chunks_exact(LANES), w.chunks_exact(LANES));
-    let tail: f32 = xs.remainder().iter().zip(ws.remainder()).map(|(a, b)| a * b).sum();
-    for (xc, wc) in xs.zip(ws) {
-        for l in 0..LANES {
-            acc[l] += xc[l] * wc[l];
+fn dots<const N: usize>(x: &[f32], ws: [&[f32]; N]) -> [f32; N] {
+    let mut acc = [[0.0f32; LANES]; N];
+    let (groups, tail) = x.as_chunks::<LANES>();
+    let body = x.len() - tail.len();
+    let w_groups: [&[[f32; LANES]]; N] = core::array::from_fn(|r| ws[r][..body].as_chunks::<LANES>().0);
+    for (c, xc) in groups.iter().enumerate() {
+        for r in 0..N {
+            let wc = &w_groups[r][c];
+            acc[r] = core::array::from_fn(|l| acc[r][l] + xc[l] * wc[l]);
         }
     }
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            acc[l] += acc[l + width];
-        }
+    let mut sums = [0.0; N];
+    for (r, sum) in sums.iter_mut().enumerate() {
+        let tail: f32 = tail.iter().zip(&ws[r][body..]).map(|(a, b)| a * b).sum();
+        let [lanes] = halve::<1, 2>(halve::<2, 4>(halve::<4, 8>(halve::<8, LANES>(acc[r]))));
+        *sum = lanes + tail;
     }
-    acc[0] + tail
+    sums
+}
+
+/// `a[l] + a[l + HALF]` for the first `HALF` lanes: one pairwise step.
+#[inline(always)]
+fn halve<const HALF: usize, const FULL: usize>(a: [f32; FULL]) -> [f32; HALF] {
+    core::array::from_fn(|l| a[l] + a[l + HALF])
 }
 
 #[cfg(test)]

@@ -372,6 +372,58 @@ impl MathLanes for Scalar {
     }
 }
 
+/// A function of lanes named as a type, so that one call can run it at
+/// whichever width the CPU has ([`crate::isa::choose::map_in_place`]).
+pub trait LaneFunction {
+    /// # Safety
+    /// `V`'s instructions are supported.
+    unsafe fn of<V: MathLanes>(x: V) -> V;
+}
+
+/// [`sigmoid`] as a [`LaneFunction`].
+pub struct Sigmoid;
+/// [`tanh`] as a [`LaneFunction`].
+pub struct Tanh;
+
+impl LaneFunction for Sigmoid {
+    #[inline(always)]
+    unsafe fn of<V: MathLanes>(x: V) -> V {
+        sigmoid(x)
+    }
+}
+
+impl LaneFunction for Tanh {
+    #[inline(always)]
+    unsafe fn of<V: MathLanes>(x: V) -> V {
+        tanh(x)
+    }
+}
+
+/// Lanes of the widest [`MathLanes`].
+const MAX_LANES: usize = 16;
+
+/// `xs[i] = F(xs[i])` in vectors `V`; the tail that fills no whole vector
+/// goes through a zero-padded copy, so it gets the same instructions.
+///
+/// # Safety
+/// `V`'s instructions are supported.
+#[inline(always)]
+pub unsafe fn map_in_place<V: MathLanes, F: LaneFunction>(xs: &mut [f32]) {
+    const { assert!(V::LANES <= MAX_LANES) };
+    let body = xs.len() / V::LANES * V::LANES;
+    let p = xs.as_mut_ptr();
+    for i in (0..body).step_by(V::LANES) {
+        V::store(p.add(i), F::of(V::load(p.add(i))));
+    }
+    let tail = &mut xs[body..];
+    if !tail.is_empty() {
+        let mut padded = [0.0f32; MAX_LANES];
+        padded[..tail.len()].copy_from_slice(tail);
+        V::store(padded.as_mut_ptr(), F::of(V::load(padded.as_ptr())));
+        tail.copy_from_slice(&padded[..tail.len()]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,6 +519,27 @@ mod tests {
                 ("mish", unsafe { mish(Scalar(x)) }.0, mish_ref),
             ] {
                 assert!((y as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()), "{name}({x}) = {y}, want {want}");
+            }
+        }
+    }
+
+    /// Every level gives each element one lane's bits, in the body or the
+    /// tail of a slice, at any length.
+    #[test]
+    fn map_in_place_is_the_same_function_everywhere() {
+        use crate::generic::test_util::testable_isas;
+        use crate::isa::choose::map_in_place;
+        let xs: [f32; 53] = core::array::from_fn(|i| (i as f32 - 26.0) * 0.45);
+        let one_lane = |x: f32, f: unsafe fn(Scalar) -> Scalar| unsafe { f(Scalar(x)).0 };
+        for isa in testable_isas() {
+            for len in [0, 1, 7, 16, 17, 53] {
+                let (mut s, mut t) = (xs, xs);
+                map_in_place::<Sigmoid>(isa, &mut s[..len]);
+                map_in_place::<Tanh>(isa, &mut t[..len]);
+                for (i, &x) in xs[..len].iter().enumerate() {
+                    assert_eq!(s[i].to_bits(), one_lane(x, sigmoid).to_bits(), "{isa:?} sigmoid({x})");
+                    assert_eq!(t[i].to_bits(), one_lane(x, tanh).to_bits(), "{isa:?} tanh({x})");
+                }
             }
         }
     }

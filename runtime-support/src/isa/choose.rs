@@ -21,7 +21,7 @@ use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
-use crate::generic::vector_math::Scalar;
+use crate::generic::vector_math::{LaneFunction, Scalar};
 use crate::parallel::Parallel;
 use core::ops::Range;
 
@@ -261,5 +261,20 @@ pub unsafe fn softmax_rows(level: Isa, x: *const f32, y: *mut f32, rows: usize, 
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::softmax_rows_avx2(x, y, rows, len, log),
         _ => crate::generic::softmax::softmax_rows::<Scalar>(x, y, rows, len, log),
+    }
+}
+
+/// `xs[i] = F(xs[i])` with `level`'s vectors; a level the CPU lacks runs
+/// it one lane at a time (the same bits).
+pub fn map_in_place<F: LaneFunction>(level: Isa, xs: &mut [f32]) {
+    // SAFETY: a level reaches its kernel only where the CPU has it.
+    unsafe {
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 if level.available() => crate::x86_64::math_lanes::map_in_place_avx512::<F>(xs),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::map_in_place_avx2::<F>(xs),
+            _ => crate::generic::vector_math::map_in_place::<Scalar, F>(xs),
+        }
     }
 }

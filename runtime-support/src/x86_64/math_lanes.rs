@@ -11,7 +11,7 @@ use super::plane::{Ymm, Zmm};
 use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::generic::elementwise::{run, Program};
 use crate::generic::softmax::softmax_rows;
-use crate::generic::vector_math::MathLanes;
+use crate::generic::vector_math::{map_in_place, LaneFunction, MathLanes};
 use core::arch::x86_64::*;
 
 const SIGN: i32 = i32::MIN;
@@ -245,4 +245,22 @@ pub(crate) unsafe fn softmax_rows_avx512(x: *const f32, y: *mut f32, rows: usize
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn softmax_rows_avx2(x: *const f32, y: *mut f32, rows: usize, len: usize, log: bool) {
     softmax_rows::<Ymm>(x, y, rows, len, log)
+}
+
+/// [`map_in_place`] in zmm registers.
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn map_in_place_avx512<F: LaneFunction>(xs: &mut [f32]) {
+    map_in_place::<Zmm, F>(xs)
+}
+
+/// [`map_in_place`] in ymm registers.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn map_in_place_avx2<F: LaneFunction>(xs: &mut [f32]) {
+    map_in_place::<Ymm, F>(xs)
 }

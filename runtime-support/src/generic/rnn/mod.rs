@@ -1,0 +1,453 @@
+//! Recurrent layers: RNN, GRU and LSTM, every direction, one kernel.
+//!
+//! Shapes (ONNX names; `D` directions, `G` gates: 1 RNN, 3 GRU, 4 LSTM):
+//! X `[T, B, I]` (layout 1: `[B, T, I]`), W `[D, G*H, I]`, R `[D, G*H, H]`,
+//! bias `[D, 2*G*H]` (Wb then Rb), sequence_lens `[B]` (i32), initial_h and
+//! initial_c `[D, B, H]` (layout 1: `[B, D, H]`), peepholes `[D, 3*H]`
+//! (i, o, f). Outputs Y `[T, D, B, H]` (layout 1: `[B, T, D, H]`), Y_h and
+//! Y_c shaped like initial_h. Every optional pointer may be null. Gate
+//! orders follow ONNX: GRU `z, r, h`; LSTM `i, o, f, c`.
+//!
+//! Nearly all the work is two matrix products, both through the crate's
+//! gemm ([`GemmElem`]), in the tensors' own type (f32 models compute in f32,
+//! as ONNX Runtime does):
+//! - the input projection `X·Wᵀ` of every step, batch row and direction at
+//!   once (W of both directions is one `[D*G*H, I]` matrix), with the
+//!   biases `Wb + Rb` added by the gemm, into scratch (`gx`);
+//! - at each step, the recurrent product `h·Rᵀ` of all batch rows together
+//!   (`[B, H] x [H, G*H]`). One or two rows take the gemm's dot products
+//!   along R's rows; more take the blocked gemm, on R transposed once per
+//!   direction into scratch, whose unit-stride rows the gemm packs as it
+//!   multiplies them (R as it lies would be repacked at every step).
+//!   GRU without `linear_before_reset` takes it in two parts, since its h
+//!   gate multiplies `r * h`, which needs the step's reset gate first.
+//!
+//! Between the products, [`cells`] applies the gates to each batch row.
+//! Batch rows share the products, so every row runs every step; a step at
+//! or past a row's sequence length leaves its state alone and writes zeros
+//! to Y (a reverse direction therefore starts at a row's own last step).
+//!
+//! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
+//! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
+//! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]`, the GRU rows
+//! `r * h` `[B, H]` and, past two batch rows, R transposed `[H, G*H]`.
+
+mod cells;
+#[cfg(test)]
+mod tests;
+
+use super::gemm::{MatMut, MatRef};
+use super::gemv::FEW_ROWS;
+use crate::abi::rnn::*;
+use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::isa::with_widest_vectors;
+use cells::{Activation, Cell, GateMath};
+use core::slice::{from_raw_parts, from_raw_parts_mut};
+
+/// The checked sizes of one call.
+#[derive(Clone, Copy)]
+struct Shape {
+    kind: i64,
+    gates: usize,
+    seq: usize,
+    batch: usize,
+    input: usize,
+    hidden: usize,
+    dirs: usize,
+    batch_major: bool,
+    linear_before_reset: bool,
+}
+
+impl Shape {
+    fn new(p: &RnnParams) -> Option<Shape> {
+        let gates = match p.kind {
+            RNN_SIMPLE => 1,
+            RNN_GRU => 3,
+            RNN_LSTM => 4,
+            _ => return None,
+        };
+        let dims = [p.seq_len, p.batch, p.input_size, p.hidden, p.directions];
+        if dims.iter().any(|&d| d < 0) || !(1..=2).contains(&p.directions) {
+            return None;
+        }
+        let [seq, batch, input, hidden, dirs] = dims.map(|d| d as usize);
+        let linear_before_reset = p.kind == RNN_GRU && p.linear_before_reset != 0;
+        Some(Shape {
+            kind: p.kind,
+            gates,
+            seq,
+            batch,
+            input,
+            hidden,
+            dirs,
+            batch_major: p.layout != 0,
+            linear_before_reset,
+        })
+    }
+
+    /// Columns of one direction's gates: `G*H`.
+    fn gate_width(&self) -> usize {
+        self.gates * self.hidden
+    }
+
+    /// Columns of `gx`: every direction's gates.
+    fn gx_width(&self) -> usize {
+        self.dirs * self.gate_width()
+    }
+
+    /// The row of X (and of `gx`) holding step `tt` of batch row `b`.
+    fn x_row(&self, tt: usize, b: usize) -> usize {
+        if self.batch_major {
+            b * self.seq + tt
+        } else {
+            tt * self.batch + b
+        }
+    }
+
+    /// Offset of Y's row for step `tt`, direction `d`, batch row `b`.
+    fn y_offset(&self, tt: usize, d: usize, b: usize) -> usize {
+        let row =
+            if self.batch_major { (b * self.seq + tt) * self.dirs + d } else { (tt * self.dirs + d) * self.batch + b };
+        row * self.hidden
+    }
+
+    /// Offset of a state tensor's row for direction `d`, batch row `b`.
+    fn state_offset(&self, d: usize, b: usize) -> usize {
+        let row = if self.batch_major { b * self.dirs + d } else { d * self.batch + b };
+        row * self.hidden
+    }
+
+    /// Whether the recurrent products take R transposed (see the module doc).
+    fn transposes_r(&self) -> bool {
+        self.batch > FEW_ROWS
+    }
+
+    /// Scratch elements, in the order of [`Work::carve`].
+    fn scratch_parts(&self) -> [usize; 8] {
+        let (b, h, gw) = (self.batch, self.hidden, self.gate_width());
+        let gx = self.seq.saturating_mul(b).saturating_mul(self.gx_width());
+        let r_t = if self.transposes_r() { gw * h } else { 0 };
+        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * gw, b * h, r_t]
+    }
+}
+
+/// Scratch elements [`onnxc_rnn_f32`] (and `_f64`) needs for `p`; 0 for
+/// params it refuses.
+pub fn rnn_scratch_elems(p: &RnnParams) -> usize {
+    Shape::new(p).map_or(0, |s| s.scratch_parts().iter().fold(0, |sum, &n| sum.saturating_add(n)))
+}
+
+/// The operands, each optional one null when absent.
+struct Io<T> {
+    x: *const T,
+    w: *const T,
+    r: *const T,
+    b: *const T,
+    init_h: *const T,
+    init_c: *const T,
+    peep: *const T,
+    y: *mut T,
+    y_h: *mut T,
+    y_c: *mut T,
+    lens: *const i32,
+}
+
+/// The scratch areas (see the module doc).
+struct Work<T> {
+    gx: *mut T,
+    bias: *mut T,
+    reset_bias: *mut T,
+    h: *mut T,
+    c: *mut T,
+    gh: *mut T,
+    reset: *mut T,
+    r_t: *mut T,
+}
+
+impl<T> Work<T> {
+    unsafe fn carve(s: &Shape, scratch: *mut T) -> Self {
+        let mut at = scratch;
+        let parts = s.scratch_parts().map(|n| {
+            let part = at;
+            at = at.add(n);
+            part
+        });
+        let [gx, bias, reset_bias, h, c, gh, reset, r_t] = parts;
+        Work { gx, bias, reset_bias, h, c, gh, reset, r_t }
+    }
+}
+
+pub(crate) unsafe fn rnn<T: GateMath>(
+    p: *const RnnParams,
+    ptrs: [*const T; 7],
+    outs: [*mut T; 3],
+    lens: *const i32,
+    scratch: *mut T,
+) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(s) = Shape::new(p) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let [x, w, r, b, init_h, init_c, peep] = ptrs;
+    let [y, y_h, y_c] = outs;
+    if x.is_null() || w.is_null() || r.is_null() {
+        return STATUS_INVALID_PARAMS;
+    }
+    // Validate every sequence length first so no output is half written.
+    if !lens.is_null() && (0..s.batch).any(|b| !(0..=s.seq as i64).contains(&(*lens.add(b) as i64))) {
+        return STATUS_INDEX_OUT_OF_RANGE;
+    }
+    if s.batch == 0 || s.hidden == 0 {
+        return STATUS_OK;
+    }
+    let io = Io { x, w, r, b, init_h, init_c, peep, y, y_h, y_c, lens };
+    let work = Work::carve(&s, scratch);
+    fold_biases(&s, &io, &work);
+    project_inputs(&s, &io, &work);
+    for d in 0..s.dirs {
+        run_direction(p, &s, &io, &work, d);
+    }
+    STATUS_OK
+}
+
+/// Fills `work.bias` with `Wb + Rb` per gate column, and for GRU with
+/// `linear_before_reset` the h gate's `Rb` into `work.reset_bias` instead.
+unsafe fn fold_biases<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
+    let (gw, h) = (s.gate_width(), s.hidden);
+    let bias = |k: usize| if io.b.is_null() { T::ZERO } else { *io.b.add(k) };
+    for d in 0..s.dirs {
+        for g in 0..gw {
+            let (wb, rb) = (bias(2 * d * gw + g), bias((2 * d + 1) * gw + g));
+            let unfolded = s.linear_before_reset && g >= 2 * h;
+            *work.bias.add(d * gw + g) = if unfolded { wb } else { wb + rb };
+            if unfolded {
+                *work.reset_bias.add(d * h + g - 2 * h) = rb;
+            }
+        }
+    }
+}
+
+/// `gx = X·Wᵀ + bias` for every step, batch row and direction: one gemm.
+unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
+    let width = s.gx_width();
+    let x = MatRef { ptr: io.x, rs: s.input as isize, cs: 1 };
+    let w_t = MatRef { ptr: io.w, rs: 1, cs: s.input as isize };
+    let bias = MatRef { ptr: work.bias as *const T, rs: 0, cs: 1 };
+    let gx = MatMut { ptr: work.gx, rs: width as isize, cs: 1 };
+    T::gemm(s.seq * s.batch, width, s.input, T::ONE, x, w_t, T::ONE, Some(bias), gx);
+}
+
+/// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row,
+/// where `a` holds `H`-wide rows.
+unsafe fn recurrent_product<T: GateMath>(
+    s: &Shape,
+    dir: &Direction<T>,
+    a: *const T,
+    first: usize,
+    cols: usize,
+    out: *mut T,
+) {
+    let (h, gw) = (s.hidden as isize, s.gate_width() as isize);
+    let a = MatRef { ptr: a, rs: h, cs: 1 };
+    let r_t = match dir.r_t {
+        Some(r_t) => MatRef { ptr: r_t.add(first), rs: gw, cs: 1 },
+        None => MatRef { ptr: dir.r.add(first * s.hidden), rs: 1, cs: h },
+    };
+    let out = MatMut { ptr: out, rs: gw, cs: 1 };
+    T::gemm(s.batch, cols, s.hidden, T::ONE, a, r_t, T::ZERO, None, out);
+}
+
+/// Writes `r` (`[G*H, H]`) transposed into `r_t` (`[H, G*H]`).
+unsafe fn transpose_r<T: GateMath>(s: &Shape, r: *const T, r_t: *mut T) {
+    let (h, gw) = (s.hidden, s.gate_width());
+    for g in 0..gw {
+        for k in 0..h {
+            *r_t.add(k * gw + g) = *r.add(g * h + k);
+        }
+    }
+}
+
+/// One direction: where it starts, its R (and R transposed, if the
+/// products take it) and its cells.
+struct Direction<'a, T> {
+    index: usize,
+    backwards: bool,
+    r: *const T,
+    r_t: Option<*const T>,
+    cell: Cell<'a, T>,
+}
+
+impl<T: GateMath> Direction<'_, T> {
+    /// Direction `d`, with R transposed into scratch if the products take it.
+    unsafe fn new(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) -> Self {
+        let h = s.hidden;
+        let lstm_peepholes = s.kind == RNN_LSTM && !io.peep.is_null();
+        let peepholes = lstm_peepholes.then(|| [0, 1, 2].map(|k| from_raw_parts(io.peep.add((3 * d + k) * h), h)));
+        let reset_bias = s.linear_before_reset.then(|| from_raw_parts(work.reset_bias.add(d * h) as *const T, h));
+        let cell = Cell {
+            f: Activation::new(p, d, 0),
+            g: Activation::new(p, d, 1),
+            h: Activation::new(p, d, 2),
+            peepholes,
+            input_forget: p.input_forget != 0,
+            reset_bias,
+        };
+        let backwards = if s.dirs == 2 { d == 1 } else { p.reverse != 0 };
+        let r = io.r.add(d * s.gate_width() * h);
+        let r_t = s.transposes_r().then(|| {
+            transpose_r(s, r, work.r_t);
+            work.r_t as *const T
+        });
+        Direction { index: d, backwards, r, r_t, cell }
+    }
+}
+
+/// Runs direction `d` through the sequence, from its initial states to
+/// its final ones.
+unsafe fn run_direction<T: GateMath>(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let dir = Direction::new(p, s, io, work, d);
+    load_states(s, io, work, d);
+    for n in 0..s.seq {
+        let tt = if dir.backwards { s.seq - 1 - n } else { n };
+        step(s, io, work, &dir, tt);
+        write_step(s, io, work, d, tt);
+    }
+    store_states(s, io, work, d);
+}
+
+/// Whether batch row `b` has a step `tt`.
+unsafe fn active<T>(io: &Io<T>, b: usize, tt: usize) -> bool {
+    io.lens.is_null() || tt < *io.lens.add(b) as usize
+}
+
+/// Step `tt` of every batch row: the recurrent products and the cells.
+unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Direction<T>, tt: usize) {
+    let h = s.hidden;
+    let cell = &dir.cell;
+    let rows = Rows { s, io, work, d: dir.index, tt };
+    let reset_first = s.kind == RNN_GRU && !s.linear_before_reset;
+    let first_cols = if reset_first { 2 * h } else { s.gate_width() };
+    recurrent_product(s, dir, work.h, 0, first_cols, work.gh);
+    match s.kind {
+        RNN_SIMPLE => rows.each(
+            #[inline(always)]
+            |row| cell.simple(row.gx, row.gh, row.h),
+        ),
+        RNN_LSTM => rows.each(
+            #[inline(always)]
+            |row| cell.lstm(row.gx, row.gh, row.h, row.c),
+        ),
+        _ => {
+            rows.each(
+                #[inline(always)]
+                |row| {
+                    cell.gru_gates(row.gx, row.gh);
+                    if reset_first {
+                        cell.gru_reset(row.gx, row.h, row.reset);
+                    }
+                },
+            );
+            if reset_first {
+                recurrent_product(s, dir, work.reset, 2 * h, h, work.gh.add(2 * h));
+            }
+            rows.each(
+                #[inline(always)]
+                |row| cell.gru_update(row.gx, row.gh, row.h),
+            );
+        }
+    }
+}
+
+/// One batch row's parts of the scratch at one step.
+struct Row<'a, T> {
+    /// Its input projection for this direction: `G*H` values.
+    gx: &'a mut [T],
+    gh: &'a [T],
+    h: &'a mut [T],
+    c: &'a mut [T],
+    reset: &'a mut [T],
+}
+
+/// The batch rows of step `tt` in direction `d`.
+struct Rows<'a, T> {
+    s: &'a Shape,
+    io: &'a Io<T>,
+    work: &'a Work<T>,
+    d: usize,
+    tt: usize,
+}
+
+impl<T: GateMath> Rows<'_, T> {
+    /// Runs `body` (inlined: mark the closure `#[inline(always)]`) on each
+    /// row that has this step, compiled for the widest vectors.
+    #[inline(always)]
+    unsafe fn each(&self, body: impl Fn(Row<T>)) {
+        let (s, work) = (self.s, self.work);
+        let (h, gw) = (s.hidden, s.gate_width());
+        with_widest_vectors(
+            #[inline(always)]
+            || {
+                for b in (0..s.batch).filter(|&b| active(self.io, b, self.tt)) {
+                    body(Row {
+                        gx: from_raw_parts_mut(work.gx.add(s.x_row(self.tt, b) * s.gx_width() + self.d * gw), gw),
+                        gh: from_raw_parts(work.gh.add(b * gw), gw),
+                        h: from_raw_parts_mut(work.h.add(b * h), h),
+                        c: from_raw_parts_mut(work.c.add(b * h), h),
+                        reset: from_raw_parts_mut(work.reset.add(b * h), h),
+                    });
+                }
+            },
+        )
+    }
+}
+
+/// Sets the states of direction `d` from initial_h and initial_c (zeros
+/// where absent), and the GRU reset rows to zero, so that a row past its
+/// length enters the reset product as zeros.
+unsafe fn load_states<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let at = s.state_offset(d, b);
+        for (state, init) in [(work.h, io.init_h), (work.c, io.init_c)] {
+            let row = from_raw_parts_mut(state.add(b * h), h);
+            if init.is_null() {
+                row.fill(T::ZERO);
+            } else {
+                row.copy_from_slice(from_raw_parts(init.add(at), h));
+            }
+        }
+        from_raw_parts_mut(work.reset.add(b * h), h).fill(T::ZERO);
+    }
+}
+
+/// Y's rows of step `tt` in direction `d`: the new `h`, or zeros for a
+/// row past its length.
+unsafe fn write_step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize, tt: usize) {
+    if io.y.is_null() {
+        return;
+    }
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let dst = from_raw_parts_mut(io.y.add(s.y_offset(tt, d, b)), h);
+        if active(io, b, tt) {
+            dst.copy_from_slice(from_raw_parts(work.h.add(b * h), h));
+        } else {
+            dst.fill(T::ZERO);
+        }
+    }
+}
+
+/// Y_h and Y_c of direction `d`: its final states.
+unsafe fn store_states<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+    let h = s.hidden;
+    for b in 0..s.batch {
+        let at = s.state_offset(d, b);
+        for (out, state) in [(io.y_h, work.h), (io.y_c, work.c)] {
+            if !out.is_null() {
+                from_raw_parts_mut(out.add(at), h).copy_from_slice(from_raw_parts(state.add(b * h), h));
+            }
+        }
+    }
+}
