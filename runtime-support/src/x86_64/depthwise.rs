@@ -135,7 +135,7 @@ unsafe fn tile<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, w: *cons
                     let start = phase * t.phase_len + c0 + offset;
                     for (i, acc) in acc.iter_mut().enumerate() {
                         let row = buf.add(((r0 + i) * taps.sh + a * taps.dh) * t.in_stride);
-                        *acc = V::mul_add(weight, V::read(row.add(start)), *acc);
+                        *acc = V::mul_add(weight, V::load(row.add(start)), *acc);
                     }
                 }
             }

@@ -136,7 +136,7 @@ pub(crate) unsafe fn depthwise_lanes<V: PlaneVector>(
         let mut staged = Staged { sums: sums.0.as_mut_ptr(), pixels: 0, stored: 0 };
         with_literal_taps!(taps, {
             let bands = Bands { taps, ..bands };
-            let bias = V::read(bias_lanes.as_ptr());
+            let bias = V::load(bias_lanes.as_ptr());
             for top in (0..bands.output[0]).step_by(bands.rows) {
                 let rows = bands.rows.min(bands.output[0] - top);
                 fill_band::<V>(&bands, group, top, rows, buf);
@@ -181,7 +181,7 @@ impl Staged {
     #[inline(always)]
     unsafe fn push<V: PlaneVector, const N: usize>(&mut self, g: Group, sums: [V; N]) {
         for (i, &v) in sums.iter().enumerate() {
-            V::write(self.sums.add((self.pixels + i) * V::LANES), v);
+            V::store(self.sums.add((self.pixels + i) * V::LANES), v);
         }
         self.pixels += N;
         if self.pixels >= V::LANES {
@@ -190,7 +190,7 @@ impl Staged {
             self.store::<V>(g);
             for k in 0..N - 1 {
                 if k < past {
-                    V::write(self.sums.add(k * V::LANES), V::read(self.sums.add((V::LANES + k) * V::LANES)));
+                    V::store(self.sums.add(k * V::LANES), V::load(self.sums.add((V::LANES + k) * V::LANES)));
                 }
             }
             self.pixels = past;
@@ -223,7 +223,7 @@ unsafe fn fill_band<V: PlaneVector>(b: &Bands, g: Group, top: usize, rows: usize
         let inside = (0..h as isize).contains(&(first_row + r as isize));
         let (left, right) = if inside { (b.pads[1], b.pads[1] + w) } else { (b.width, b.width) };
         for j in (0..left).chain(right..b.width) {
-            V::write(row.add(j * lanes), zero);
+            V::store(row.add(j * lanes), zero);
         }
     }
     // The input rows inside the image, transposed a vector of pixels at a
@@ -278,10 +278,10 @@ unsafe fn group_of<V: PlaneVector, const N: usize>(
     let mut sums = [bias; N];
     for a in 0..t.kh {
         for c in 0..t.kw {
-            let weight = V::read(weights.add((a * t.kw + c) * lanes));
+            let weight = V::load(weights.add((a * t.kw + c) * lanes));
             let row = buf.add(((oy * t.sh + a * t.dh) * b.width + c * t.dw) * lanes);
             for (i, sum) in sums.iter_mut().enumerate() {
-                *sum = V::mul_add(weight, V::read(row.add((ox + i) * t.sw * lanes)), *sum);
+                *sum = V::mul_add(weight, V::load(row.add((ox + i) * t.sw * lanes)), *sum);
             }
         }
     }

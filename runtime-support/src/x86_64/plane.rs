@@ -1,6 +1,7 @@
 //! The vector operations of the plane kernels ([`super::depthwise`],
-//! [`super::pool`]), for zmm (AVX-512F, 16 lanes) and ymm (AVX2, 8 lanes):
-//! the kernels are written once over [`PlaneVector`] and compiled per ISA.
+//! [`super::pool`]), for zmm (AVX-512F, 16 lanes) and ymm (AVX2, 8 lanes),
+//! beyond the arithmetic of [`MathLanes`]: the kernels are written once
+//! over [`PlaneVector`] and compiled per ISA.
 //!
 //! Lane sets are built as bits (bit `l` for lane `l`, [`lanes`]) and
 //! turned into the ISA's mask: AVX-512 masks are those bits; AVX2 masks
@@ -9,6 +10,7 @@
 //! may run past the input.
 
 use super::transpose::{transpose16, transpose8};
+use crate::generic::vector_math::MathLanes;
 use core::arch::x86_64::*;
 
 /// Lanes `l` of `0..32` with `lo <= l < hi`, as bits: the masks of the
@@ -23,12 +25,7 @@ pub(crate) fn lanes(lo: i64, hi: i64) -> u32 {
 /// One vector of the plane kernels. Its methods carry no `target_feature`
 /// (which would forbid `inline(always)`): they are inlined into the
 /// kernels' per-ISA entry points, whose features their intrinsics take.
-pub(crate) trait PlaneVector: Copy {
-    /// Lanes per vector.
-    const LANES: usize;
-    /// A set of lanes, in the form the ISA's masked operations take.
-    type Mask: Copy;
-
+pub(crate) trait PlaneVector: MathLanes {
     /// The lanes of `bits` (bit `l` for lane `l`; bits past `LANES` ignored).
     unsafe fn mask(bits: u32) -> Self::Mask;
     /// The first `count` floats from `p` (all when `count >= LANES`), zero
@@ -38,21 +35,7 @@ pub(crate) trait PlaneVector: Copy {
     /// odd ones.
     unsafe fn deinterleave(lo: Self, hi: Self) -> (Self, Self);
     /// Stores the first `count` lanes (all when `count >= LANES`) at `p`.
-    unsafe fn store(p: *mut f32, count: usize, v: Self);
-    unsafe fn splat(v: f32) -> Self;
-    /// `LANES` floats from `p`.
-    unsafe fn read(p: *const f32) -> Self;
-    /// `a * b + c`, rounded once.
-    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self;
-    /// `if_in` in the lanes of `mask`, `other` elsewhere.
-    unsafe fn select(mask: Self::Mask, if_in: Self, other: Self) -> Self;
-    /// `a > b ? a : b` per lane (so `b` when either is NaN), as `vmaxps`.
-    unsafe fn max(a: Self, b: Self) -> Self;
-    unsafe fn add(a: Self, b: Self) -> Self;
-    unsafe fn mul(a: Self, b: Self) -> Self;
-    unsafe fn div(a: Self, b: Self) -> Self;
-    /// Stores all lanes at `p`.
-    unsafe fn write(p: *mut f32, v: Self);
+    unsafe fn store_first(p: *mut f32, count: usize, v: Self);
     /// The `LANES x LANES` block whose row `i` is the `LANES` floats at
     /// `src + i * stride`, transposed: only its first `rows` (at least one)
     /// rows and `cols` columns are read (the rest is zero), and column
@@ -69,9 +52,6 @@ pub(crate) trait PlaneVector: Copy {
 pub(crate) struct Zmm(pub(crate) __m512);
 
 impl PlaneVector for Zmm {
-    const LANES: usize = 16;
-    type Mask = u16;
-
     #[inline(always)]
     unsafe fn mask(bits: u32) -> u16 {
         bits as u16
@@ -86,44 +66,8 @@ impl PlaneVector for Zmm {
         (Zmm::even_lanes(lo, hi), Zmm(_mm512_permutex2var_ps(lo, odd, hi)))
     }
     #[inline(always)]
-    unsafe fn store(p: *mut f32, count: usize, v: Zmm) {
+    unsafe fn store_first(p: *mut f32, count: usize, v: Zmm) {
         _mm512_mask_storeu_ps(p, lanes(0, count as i64) as u16, v.0)
-    }
-    #[inline(always)]
-    unsafe fn splat(v: f32) -> Zmm {
-        Zmm(_mm512_set1_ps(v))
-    }
-    #[inline(always)]
-    unsafe fn read(p: *const f32) -> Zmm {
-        Zmm(_mm512_loadu_ps(p))
-    }
-    #[inline(always)]
-    unsafe fn mul_add(a: Zmm, b: Zmm, c: Zmm) -> Zmm {
-        Zmm(_mm512_fmadd_ps(a.0, b.0, c.0))
-    }
-    #[inline(always)]
-    unsafe fn select(mask: u16, if_in: Zmm, other: Zmm) -> Zmm {
-        Zmm(_mm512_mask_blend_ps(mask, other.0, if_in.0))
-    }
-    #[inline(always)]
-    unsafe fn max(a: Zmm, b: Zmm) -> Zmm {
-        Zmm(_mm512_max_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn add(a: Zmm, b: Zmm) -> Zmm {
-        Zmm(_mm512_add_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn mul(a: Zmm, b: Zmm) -> Zmm {
-        Zmm(_mm512_mul_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn div(a: Zmm, b: Zmm) -> Zmm {
-        Zmm(_mm512_div_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn write(p: *mut f32, v: Zmm) {
-        _mm512_storeu_ps(p, v.0)
     }
     #[inline(always)]
     unsafe fn transpose_in(src: *const f32, stride: usize, rows: usize, cols: usize, dst: *mut f32) {
@@ -171,10 +115,6 @@ impl Zmm {
 pub(crate) struct Ymm(pub(crate) __m256);
 
 impl PlaneVector for Ymm {
-    const LANES: usize = 8;
-    /// All ones in the lanes of the set.
-    type Mask = __m256;
-
     #[inline(always)]
     unsafe fn mask(bits: u32) -> __m256 {
         let bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -197,7 +137,7 @@ impl PlaneVector for Ymm {
     #[inline(always)]
     /// A part vector goes through the stack: AMD Zen runs a `vmaskmovps`
     /// store as a long microcode sequence, slower than a few scalar stores.
-    unsafe fn store(p: *mut f32, count: usize, v: Ymm) {
+    unsafe fn store_first(p: *mut f32, count: usize, v: Ymm) {
         if count >= 8 {
             return _mm256_storeu_ps(p, v.0);
         }
@@ -206,42 +146,6 @@ impl PlaneVector for Ymm {
         for (l, &x) in lanes.iter().enumerate().take(count) {
             p.add(l).write(x);
         }
-    }
-    #[inline(always)]
-    unsafe fn splat(v: f32) -> Ymm {
-        Ymm(_mm256_set1_ps(v))
-    }
-    #[inline(always)]
-    unsafe fn read(p: *const f32) -> Ymm {
-        Ymm(_mm256_loadu_ps(p))
-    }
-    #[inline(always)]
-    unsafe fn mul_add(a: Ymm, b: Ymm, c: Ymm) -> Ymm {
-        Ymm(_mm256_fmadd_ps(a.0, b.0, c.0))
-    }
-    #[inline(always)]
-    unsafe fn select(mask: __m256, if_in: Ymm, other: Ymm) -> Ymm {
-        Ymm(_mm256_blendv_ps(other.0, if_in.0, mask))
-    }
-    #[inline(always)]
-    unsafe fn max(a: Ymm, b: Ymm) -> Ymm {
-        Ymm(_mm256_max_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn add(a: Ymm, b: Ymm) -> Ymm {
-        Ymm(_mm256_add_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn mul(a: Ymm, b: Ymm) -> Ymm {
-        Ymm(_mm256_mul_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn div(a: Ymm, b: Ymm) -> Ymm {
-        Ymm(_mm256_div_ps(a.0, b.0))
-    }
-    #[inline(always)]
-    unsafe fn write(p: *mut f32, v: Ymm) {
-        _mm256_storeu_ps(p, v.0)
     }
     #[inline(always)]
     unsafe fn transpose_in(src: *const f32, stride: usize, rows: usize, cols: usize, dst: *mut f32) {
@@ -265,7 +169,7 @@ impl PlaneVector for Ymm {
         }
         for (i, &row) in transpose8(r).iter().enumerate() {
             if i < rows {
-                Self::store(dst.add(i * stride), cols, Ymm(row));
+                Self::store_first(dst.add(i * stride), cols, Ymm(row));
             }
         }
     }

@@ -137,7 +137,7 @@ unsafe fn tile<V: PlaneVector>(
             for (i, mut acc) in acc.into_iter().enumerate().take(t.rows - r0) {
                 if let Some(counts) = counts {
                     let rows = average_extent(p, 0, r + r0 + i);
-                    acc = V::div(acc, V::mul(V::splat(rows as f32), V::read(counts.add(c0))));
+                    acc = V::div(acc, V::mul(V::splat(rows as f32), V::load(counts.add(c0))));
                 }
                 out.store(t, r0 + i, c0, acc);
             }
@@ -153,5 +153,5 @@ unsafe fn tap<V: PlaneVector>(t: &Tiling, taps: Taps, buf: *const f32, [i, a, b,
     let row = buf.add((i * taps.sh + a) * t.in_stride);
     // Output column `c0 + l`'s input `sw * (c0 + l) + b`.
     let (phase, offset) = phase_and_offset(b, taps.sw);
-    V::read(row.add(phase * t.phase_len + c0 + offset))
+    V::load(row.add(phase * t.phase_len + c0 + offset))
 }

@@ -271,7 +271,7 @@ unsafe fn fill<V: PlaneVector>(
             }
             if sw == 1 {
                 for q in pieces(n, V::LANES) {
-                    V::store(dst.add(first + q), V::LANES, V::read(src.add(q)));
+                    V::store_first(dst.add(first + q), V::LANES, V::load(src.add(q)));
                 }
                 continue;
             }
@@ -294,12 +294,12 @@ unsafe fn fill<V: PlaneVector>(
             splat::<V>(dst, 0..t.in_stride, pad);
         }
         if sw == 1 {
-            V::store(dst.add(first), V::LANES, short::<V>(src, n, in_plane, 0, pad));
+            V::store_first(dst.add(first), V::LANES, short::<V>(src, n, in_plane, 0, pad));
         } else {
             let (even, odd) =
                 V::deinterleave(short::<V>(src, n, in_plane, 0, pad), short::<V>(src, n, in_plane, 1, pad));
-            V::store(dst.add(at(first)), V::LANES, even);
-            V::store(dst.add(at(first + 1)), V::LANES, odd);
+            V::store_first(dst.add(at(first)), V::LANES, even);
+            V::store_first(dst.add(at(first + 1)), V::LANES, odd);
         }
     }
 }
@@ -311,16 +311,16 @@ unsafe fn fill<V: PlaneVector>(
 /// to `even`, the odd ones to `odd`.
 #[inline(always)]
 unsafe fn deinterleave_piece<V: PlaneVector>(src: *const f32, even: *mut f32, odd: *mut f32) {
-    let (e, o) = V::deinterleave(V::read(src), V::read(src.add(V::LANES)));
-    V::store(even, V::LANES, e);
-    V::store(odd, V::LANES, o);
+    let (e, o) = V::deinterleave(V::load(src), V::load(src.add(V::LANES)));
+    V::store_first(even, V::LANES, e);
+    V::store_first(odd, V::LANES, o);
 }
 
 /// `value` vectors over `columns` (whole vectors) from `dst`.
 #[inline(always)]
 unsafe fn splat<V: PlaneVector>(dst: *mut f32, columns: Range<usize>, value: f32) {
     for d in columns.step_by(V::LANES) {
-        V::store(dst.add(d), V::LANES, V::splat(value));
+        V::store_first(dst.add(d), V::LANES, V::splat(value));
     }
 }
 
@@ -330,7 +330,7 @@ unsafe fn splat<V: PlaneVector>(dst: *mut f32, columns: Range<usize>, value: f32
 unsafe fn short<V: PlaneVector>(src: *const f32, n: usize, in_plane: usize, k: usize, pad: f32) -> V {
     let bits = lanes(0, n as i64 - (k * V::LANES) as i64);
     let v = if (k + 1) * V::LANES <= in_plane {
-        V::read(src.add(k * V::LANES))
+        V::load(src.add(k * V::LANES))
     } else {
         V::load_first(src.wrapping_add(k * V::LANES), n.saturating_sub(k * V::LANES))
     };
@@ -353,7 +353,7 @@ impl TileOut {
     #[inline(always)]
     pub(crate) unsafe fn store<V: PlaneVector>(&self, t: &Tiling, i: usize, c0: usize, v: V) {
         let count = if i < self.spilling_rows { V::LANES } else { t.cols };
-        V::store(self.y.add(i * self.ow + c0), count, v);
+        V::store_first(self.y.add(i * self.ow + c0), count, v);
     }
 }
 
