@@ -54,8 +54,10 @@ def ort_median(session, feeds, iters):
     return statistics.median(times)
 
 
-def onnxc_median(onnxc, model, inputs, iters, threads):
+def onnxc_median(onnxc, model, inputs, iters, threads, isa):
     command = [onnxc, "bench", str(model), *map(str, inputs), "--iters", str(iters), "--threads", str(threads)]
+    if isa:
+        command += ["--isa", isa]
     out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"onnxc bench {model} failed:\n{out.stderr}")
@@ -90,6 +92,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--isa", help="onnxc's kernel level (onnxc bench --isa), e.g. avx2-fma on an AVX-512 host")
     parser.add_argument("--onnxc", default=str(ROOT / "target/release/onnxc"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -100,7 +103,7 @@ def main():
         feeds = feeds_for(session, inputs, rng)
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(onnxc_median(args.onnxc, model, inputs, args.iters, args.threads))
+            ours.append(onnxc_median(args.onnxc, model, inputs, args.iters, args.threads, args.isa))
             theirs.append(ort_median(session, feeds, args.iters))
         a, b = statistics.median(ours), statistics.median(theirs)
         ratios.append(a / b)

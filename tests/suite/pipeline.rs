@@ -167,6 +167,13 @@ fn info_and_bench_report_what_the_cli_contract_says() {
         line.starts_with("median ") && line.contains(" ms (5 runs), first call ") && line.ends_with(" ms"),
         "{line}"
     );
+    // `--isa` times a level every CPU has, and names the levels when the
+    // one asked for does not exist.
+    let out = onnxc_in(dir.path(), &["bench", "model.onnx", "--iters", "2", "--isa", "generic"]);
+    assert!(succeeded(&out) && out.stdout.contains(" ms (2 runs)"), "{}", out.stderr);
+    let out = onnxc_in(dir.path(), &["bench", "model.onnx", "--isa", "sse9"]);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("--isa sse9: expected one of generic, avx2-fma, avx512f"), "{}", out.stderr);
 }
 
 #[test]

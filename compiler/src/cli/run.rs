@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// time and summed by operator; the code calls a clock after each node
     #[arg(long)]
     pub profile: bool,
+    /// The kernels' instruction-set level (generic, avx2-fma, avx512f;
+    /// default: the best this CPU has), to time a slower level's kernels
+    #[arg(long)]
+    pub isa: Option<String>,
 }
 
 /// Reads the value files `paths`, the k-th as what the graph declares
@@ -169,9 +173,23 @@ fn synthetic_input(dtype: onnxc::ir::DType, shape: &[usize]) -> Result<Tensor, S
     Ok(t)
 }
 
+/// Limits the kernels to the level `name` for the rest of the process.
+fn limit_isa(name: &str) -> Result<(), String> {
+    use onnxc_runtime::isa::Isa;
+    let names: Vec<&str> = Isa::ALL.iter().map(|k| k.name()).collect();
+    let level = Isa::named(name).ok_or_else(|| format!("--isa {name}: expected one of {}", names.join(", ")))?;
+    if !level.limit_to() {
+        return Err(format!("--isa {name}: this CPU does not support it"));
+    }
+    Ok(())
+}
+
 pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     if a.threads == 0 {
         return Err("--threads: at least 1".into());
+    }
+    if let Some(name) = &a.isa {
+        limit_isa(name)?;
     }
     let limits = super::limits(&a.limits)?;
     let (graph, given) = bench_graph(a, &limits)?;

@@ -57,6 +57,22 @@ impl Isa {
         }
     }
 
+    /// The level named `name` (as [`Isa::name`] gives it).
+    pub fn named(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Makes [`Isa::best`] answer this level from now on in this process,
+    /// so that a benchmark times a slower level's kernels on a faster CPU
+    /// (`onnxc bench --isa`); false, changing nothing, where the CPU lacks it.
+    pub fn limit_to(self) -> bool {
+        if !self.available() {
+            return false;
+        }
+        SELECTED.store(self as u8, Ordering::Relaxed);
+        true
+    }
+
     /// The fastest available implementation (detected once, then cached).
     pub fn best() -> Isa {
         #[cfg(test)]
@@ -135,9 +151,18 @@ impl ByteKernel {
         }
     }
 
-    /// The fastest available implementation.
+    /// The fastest available implementation within [`Isa::best`]'s level
+    /// (VNNI needs AVX-512, the AVX2 products AVX2).
     pub fn best() -> ByteKernel {
-        [ByteKernel::Vnni, ByteKernel::Avx2].into_iter().find(|k| k.available()).unwrap_or(ByteKernel::Generic)
+        let within = |k: &ByteKernel| match k {
+            ByteKernel::Vnni => Isa::best() == Isa::Avx512,
+            ByteKernel::Avx2 => Isa::best() != Isa::Generic,
+            ByteKernel::Generic => true,
+        };
+        [ByteKernel::Vnni, ByteKernel::Avx2]
+            .into_iter()
+            .find(|k| k.available() && within(k))
+            .unwrap_or(ByteKernel::Generic)
     }
 }
 
