@@ -84,15 +84,22 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// `(e^r - 1 - r) / r²` on `[-ln2/2, ln2/2]`.
 const EXP: [f32; 5] = [0.5, 0.166_665_77, 0.041_666_555, 0.008_363_173, 0.001_392_617_6];
 
+/// The range reduction of [`exp`] and [`exp_m1`]: `x` clamped to `[lo, hi]`
+/// as `n ln2 + r` with `n` integral, and `e^r - 1` by polynomial.
+#[inline(always)]
+unsafe fn exp_reduced<V: MathLanes>(x: V, lo: f32, hi: f32) -> (V, V) {
+    let clamped = V::min(V::max(x, V::splat(lo)), V::splat(hi));
+    let n = V::round(V::mul(clamped, V::splat(core::f32::consts::LOG2_E)));
+    let r = V::mul_add(n, V::splat(-LN2_HI), clamped);
+    let r = V::mul_add(n, V::splat(-LN2_LO), r);
+    (n, V::mul_add(horner(&EXP, r), V::mul(r, r), r))
+}
+
 /// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n`
 /// rounding once, also where the result is subnormal.
 #[inline(always)]
 pub unsafe fn exp<V: MathLanes>(x: V) -> V {
-    let clamped = V::min(V::max(x, V::splat(-104.0)), V::splat(89.0));
-    let n = V::round(V::mul(clamped, V::splat(core::f32::consts::LOG2_E)));
-    let r = V::mul_add(n, V::splat(-LN2_HI), clamped);
-    let r = V::mul_add(n, V::splat(-LN2_LO), r);
-    let p = V::mul_add(horner(&EXP, r), V::mul(r, r), r);
+    let (n, p) = exp_reduced(x, -104.0, 89.0);
     let y = V::scale(V::add(p, V::splat(1.0)), n);
     V::select(V::is_nan(x), x, y)
 }
@@ -199,11 +206,7 @@ unsafe fn ln_1p<V: MathLanes>(t: V) -> V {
 /// in one rounding; above 80 the 1 is below `e^x`'s last place.
 #[inline(always)]
 pub unsafe fn exp_m1<V: MathLanes>(x: V) -> V {
-    let clamped = V::min(V::max(x, V::splat(-20.0)), V::splat(80.0));
-    let n = V::round(V::mul(clamped, V::splat(core::f32::consts::LOG2_E)));
-    let r = V::mul_add(n, V::splat(-LN2_HI), clamped);
-    let r = V::mul_add(n, V::splat(-LN2_LO), r);
-    let p = V::mul_add(horner(&EXP, r), V::mul(r, r), r);
+    let (n, p) = exp_reduced(x, -20.0, 80.0);
     let scale = V::pow2(n);
     let y = V::mul_add(scale, p, V::sub(scale, V::splat(1.0)));
     let y = V::select(V::less(V::splat(80.0), x), exp(x), y);
