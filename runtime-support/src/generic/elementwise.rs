@@ -133,6 +133,8 @@ struct Tiles {
 
 /// One row of `len` elements, tile by tile; a tile whose length is not a
 /// whole number of vectors runs on zero-padded copies of its operands.
+/// A whole tile's last step stores straight to `y`, so a one-step program
+/// reads its operand and writes its result in one pass.
 #[inline(always)]
 unsafe fn run_row<V: MathLanes>(
     program: &Program,
@@ -157,46 +159,71 @@ unsafe fn run_row<V: MathLanes>(
                     *source = Source::Row(copy.as_ptr());
                 }
             }
+            run_tile::<V>(program, &tile, tiles.value.as_mut_ptr(), tiles.value.as_mut_ptr(), lanes);
+            core::ptr::copy_nonoverlapping(tiles.value.as_ptr(), y.add(done), count);
+        } else {
+            run_tile::<V>(program, &tile, tiles.value.as_mut_ptr(), y.add(done), lanes);
         }
-        run_tile::<V>(program, &tile, tiles.value.as_mut_ptr(), lanes);
-        core::ptr::copy_nonoverlapping(tiles.value.as_ptr(), y.add(done), count);
         done += count;
     }
 }
 
 /// The program over one tile of `lanes` elements (a whole number of
-/// vectors), its value in `value`.
+/// vectors): each step reads the running value from where the step before
+/// left it (the start operand's row itself for the first) and writes it to
+/// `value`, the last step to `out`. A program without steps copies its
+/// start operand.
 #[inline(always)]
-unsafe fn run_tile<V: MathLanes>(program: &Program, tile: &[Source; PROGRAM_OPERANDS], value: *mut f32, lanes: usize) {
-    match tile[program.start] {
-        Source::Row(p) => core::ptr::copy_nonoverlapping(p, value, lanes),
-        Source::Value(x) => core::slice::from_raw_parts_mut(value, lanes).fill(x),
+unsafe fn run_tile<V: MathLanes>(
+    program: &Program,
+    tile: &[Source; PROGRAM_OPERANDS],
+    value: *mut f32,
+    out: *mut f32,
+    lanes: usize,
+) {
+    let mut current = match tile[program.start] {
+        Source::Row(p) => p,
+        Source::Value(x) => {
+            core::slice::from_raw_parts_mut(value, lanes).fill(x);
+            value as *const f32
+        }
+    };
+    let Some((last, steps)) = program.steps.split_last() else {
+        core::ptr::copy(current, out, lanes);
+        return;
+    };
+    for step in steps {
+        apply::<V>(step, current, value, lanes, operand(step, tile));
+        current = value;
     }
-    for step in program.steps {
-        let operand = match step.operand {
-            OPERAND_IMMEDIATE => Source::Value(step.alpha),
-            k => tile.get(k as usize).copied().unwrap_or(Source::Value(0.0)),
-        };
-        apply::<V>(step, value, lanes, operand);
+    apply::<V>(last, current, out, lanes, operand(last, tile));
+}
+
+/// Where `step`'s second value comes from in this tile.
+#[inline(always)]
+fn operand(step: &ProgramStep, tile: &[Source; PROGRAM_OPERANDS]) -> Source {
+    match step.operand {
+        OPERAND_IMMEDIATE => Source::Value(step.alpha),
+        k => tile.get(k as usize).copied().unwrap_or(Source::Value(0.0)),
     }
 }
 
-/// One step over the tile: `value[i] = step(value[i], w[i])`. The step's
-/// code is matched per vector, a branch that always goes the same way,
-/// so that everything here inlines into the caller's `target_feature`
-/// function (a closure per step would not).
+/// One step over the tile: `dst[i] = step(src[i], w[i])` (`dst` may be
+/// `src`). The step's code is matched per vector, a branch that always goes
+/// the same way, so that everything here inlines into the caller's
+/// `target_feature` function (a closure per step would not).
 #[inline(always)]
-unsafe fn apply<V: MathLanes>(step: &ProgramStep, value: *mut f32, lanes: usize, w: Source) {
+unsafe fn apply<V: MathLanes>(step: &ProgramStep, src: *const f32, dst: *mut f32, lanes: usize, w: Source) {
     match w {
         Source::Row(p) => {
             for i in (0..lanes).step_by(V::LANES) {
-                V::store(value.add(i), compute(step, V::load(value.add(i)), V::load(p.add(i))));
+                V::store(dst.add(i), compute(step, V::load(src.add(i)), V::load(p.add(i))));
             }
         }
         Source::Value(x) => {
             let w = V::splat(x);
             for i in (0..lanes).step_by(V::LANES) {
-                V::store(value.add(i), compute(step, V::load(value.add(i)), w));
+                V::store(dst.add(i), compute(step, V::load(src.add(i)), w));
             }
         }
     }
@@ -384,6 +411,31 @@ mod tests {
                 let want = ((x[i] - bias[i / 5 % 3]) / scale[i % 5]).max(0.1);
                 assert_eq!(yi, want, "{} at {i}", level.name());
             }
+        }
+    }
+
+    #[test]
+    fn chains_over_many_tiles_write_in_place_and_copy_without_steps() {
+        // SiLU as two steps (sigmoid, times the start operand) over rows of
+        // whole tiles and a tail, the output on top of the start operand.
+        let len = 2 * TILE + 37;
+        let x = rand_vec(len, 4).into_iter().map(|v| v * 8.0).collect::<Vec<_>>();
+        let silu = [step(STEP_SIGMOID, 0, 0.0, 0.0), step(STEP_MUL, 0, 0.0, 0.0)];
+        let p = params(&[len as i64], &[&[1]], &silu);
+        let copy = params(&[len as i64], &[&[1]], &[]);
+        for level in testable_isas() {
+            let apart = run_at(level, &p, &[&x], len);
+            let mut shared = x.clone();
+            let ptrs = core::array::from_fn(|k| if k == 0 { shared.as_ptr() } else { core::ptr::null() });
+            let status = with_level(level, || unsafe { run_program(&p, shared.as_mut_ptr(), ptrs) });
+            assert_eq!(status, STATUS_OK);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&apart), bits(&shared), "{}: in place differs", level.name());
+            for (i, (&y, &xi)) in apart.iter().zip(&x).enumerate() {
+                let want = xi / (1.0 + (-xi).exp());
+                assert!((y - want).abs() <= 1e-6 * want.abs().max(1.0), "{} at {i}: {y} vs {want}", level.name());
+            }
+            assert_eq!(bits(&run_at(level, &copy, &[&x], len)), bits(&x), "{}: copy", level.name());
         }
     }
 
