@@ -104,6 +104,18 @@ pub(crate) unsafe fn copy_strided(
 unsafe fn copy_canonical(src: *const u8, dst: *mut u8, eb: usize, dims: &[usize], ss: &[isize], ds: &[isize]) {
     let r = dims.len();
     let ebi = eb as isize;
+    if let Some(plane) = TransposedPlane::of(dims, ss, ds) {
+        let outer_rank = r - 2;
+        let mut idx = [0usize; MAX_RANK];
+        let mut offs = [0isize; 2];
+        loop {
+            plane.copy(src.offset(offs[0] * ebi), dst.offset(offs[1] * ebi), eb);
+            if !advance(&mut idx[..outer_rank], &dims[..outer_rank], [&ss[..outer_rank], &ds[..outer_rank]], &mut offs)
+            {
+                return;
+            }
+        }
+    }
     let inner = dims[r - 1];
     let outer_rank = r - 1;
     let contiguous = ss[r - 1] == 1 && ds[r - 1] == 1;
@@ -122,6 +134,65 @@ unsafe fn copy_canonical(src: *const u8, dst: *mut u8, eb: usize, dims: &[usize]
         }
         if !advance(&mut idx[..outer_rank], &dims[..outer_rank], [&ss[..outer_rank], &ds[..outer_rank]], &mut offs) {
             break;
+        }
+    }
+}
+
+/// The two innermost dims of a canonical copy when they transpose a plane:
+/// the source is contiguous along the first (`a`), the destination along
+/// the second (`b`), as in NCHW <-> NHWC. Element by element, every read
+/// (or every write) would be a cache line of its own; in blocks of
+/// [`BLOCK`] x [`BLOCK`] (8x8 transposes in registers for 4-byte elements
+/// where the CPU has them), swept over [`BAND`] `a`s at a time, both sides
+/// stream whole lines and a band's destination rows stay in L1.
+struct TransposedPlane {
+    a: usize,
+    b: usize,
+    /// Source stride of `b`, destination stride of `a` (elements).
+    src_b: usize,
+    dst_a: usize,
+}
+
+const BLOCK: usize = 8;
+const BAND: usize = 64;
+
+impl TransposedPlane {
+    fn of(dims: &[usize], ss: &[isize], ds: &[isize]) -> Option<TransposedPlane> {
+        let r = dims.len();
+        if r < 2 || ss[r - 2] != 1 || ds[r - 1] != 1 || dims[r - 2] < BLOCK || dims[r - 1] < BLOCK {
+            return None;
+        }
+        let (src_b, dst_a) = (usize::try_from(ss[r - 1]).ok()?, usize::try_from(ds[r - 2]).ok()?);
+        Some(TransposedPlane { a: dims[r - 2], b: dims[r - 1], src_b, dst_a })
+    }
+
+    /// Copies the plane at `src` to `dst`.
+    unsafe fn copy(&self, src: *const u8, dst: *mut u8, eb: usize) {
+        let simd = if eb == 4 { crate::isa::choose::transpose8x8() } else { None };
+        for band in (0..self.a).step_by(BAND) {
+            let band_end = self.a.min(band + BAND);
+            for b0 in (0..self.b).step_by(BLOCK) {
+                let rows = BLOCK.min(self.b - b0);
+                for a0 in (band..band_end).step_by(BLOCK) {
+                    let cols = BLOCK.min(band_end - a0);
+                    let (from, to) = (src.add((a0 + b0 * self.src_b) * eb), dst.add((a0 * self.dst_a + b0) * eb));
+                    match simd {
+                        Some(transpose) if rows == BLOCK && cols == BLOCK => {
+                            transpose(from as *const f32, self.src_b, to as *mut f32, self.dst_a)
+                        }
+                        _ => self.copy_block(from, to, eb, rows, cols),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One block element by element: `rows` values of `b`, `cols` of `a`.
+    unsafe fn copy_block(&self, src: *const u8, dst: *mut u8, eb: usize, rows: usize, cols: usize) {
+        for i in 0..rows {
+            for j in 0..cols {
+                copy_elem(src.add((j + i * self.src_b) * eb), dst.add((j * self.dst_a + i) * eb), eb);
+            }
         }
     }
 }
@@ -360,6 +431,11 @@ mod tests {
         check_copy(&[34, 4, 784], &[784, 34 * 784, 1], &[4 * 784, 784, 1], 0, 106_624, 106_624);
         check_copy(&[129, 200], &[0, 1], &[200, 1], 0, 200, 25_800);
         check_copy(&[150, 120], &[-120, 1], &[120, 1], 149 * 120, 18_000, 18_000);
+        // Transposed planes in blocks: NCHW -> NHWC of 3 x 37 x 70 (edges in
+        // both dims), and a batch of planes whose inner dims are 8 and 9.
+        check_copy(&[2590, 3], &[1, 2590], &[3, 1], 0, 7770, 7770);
+        check_copy(&[70 * 37, 19], &[1, 70 * 37], &[19, 1], 0, 70 * 37 * 19, 70 * 37 * 19);
+        check_copy(&[5, 8, 9], &[72, 1, 8], &[72, 9, 1], 0, 360, 360);
     }
 
     #[test]
