@@ -3,6 +3,7 @@
 
 use crate::abi::MAX_RANK;
 use crate::generic::elementwise::run_program;
+use crate::parallel::Parallel;
 
 /// Operands a program reads (pointers passed to [`onnxc_elementwise_f32`]).
 pub const PROGRAM_OPERANDS: usize = 6;
@@ -77,6 +78,8 @@ pub struct ElementwiseParams {
 /// `y = program(operands)` elementwise over the broadcast dims. Unused
 /// operand pointers may be null; `y` may be an operand whose strides are
 /// the output's (the program reads each element before writing it).
+/// With threads lent through `parallel` (may be null), a large output is
+/// split over tasks; the results are the same bits on any thread count.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn onnxc_elementwise_f32(
@@ -88,6 +91,7 @@ pub unsafe extern "C" fn onnxc_elementwise_f32(
     d: *const f32,
     e: *const f32,
     f: *const f32,
+    parallel: *const Parallel,
 ) -> i32 {
-    run_program(p, y, [a, b, c, d, e, f])
+    run_program(p, y, [a, b, c, d, e, f], parallel)
 }

@@ -253,7 +253,7 @@ macro_rules! kernel_list {
     onnxc_batchnorm_f64(*const BatchNormParams, *const f64, *const f64, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64) -> i32;
     onnxc_lrn_f32(*const LrnParams, *const f32, *mut f32) -> i32;
     onnxc_lrn_f64(*const LrnParams, *const f64, *mut f64) -> i32;
-    onnxc_elementwise_f32(*const ElementwiseParams, *mut f32, *const f32, *const f32, *const f32, *const f32, *const f32, *const f32) -> i32;
+    onnxc_elementwise_f32(*const ElementwiseParams, *mut f32, *const f32, *const f32, *const f32, *const f32, *const f32, *const f32, *const Parallel) -> i32;
     onnxc_softmax_f32(*const SoftmaxParams, *const f32, *mut f32) -> i32;
     onnxc_softmax_f64(*const SoftmaxParams, *const f64, *mut f64) -> i32;
     onnxc_reduce_f32(*const ReduceParams, *const f32, *mut f32) -> i32;

@@ -18,6 +18,8 @@ use super::vector_math::{self as math, MathLanes};
 use super::{advance, to_isize};
 use crate::abi::elementwise::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::parallel::{share, Parallel};
+use core::ops::Range;
 
 /// Elements per tile: the running value and one operand stay in L1.
 const TILE: usize = 256;
@@ -30,13 +32,36 @@ pub struct Program<'p> {
     strides: &'p [[i64; MAX_RANK]; PROGRAM_OPERANDS],
 }
 
-/// Runs the program of `p` (see [`onnxc_elementwise_f32`]).
+/// Outputs of at least this many elements are split over tasks when the
+/// caller lends threads: a task's dispatch costs a few microseconds, the
+/// cheapest step a fraction of a nanosecond per element.
+const PARALLEL_ELEMENTS: usize = 1 << 15;
+/// Most tasks one call is cut into.
+const TASKS: usize = 8;
+
+/// Runs the program of `p` (see [`onnxc_elementwise_f32`]): the output's
+/// elements, in row-major order, cut into consecutive spans, one per task.
+/// An element's value does not depend on the span it falls in (every lane
+/// width gives the same bits), so neither does it on the thread count.
 ///
 /// # Safety
 /// As [`onnxc_elementwise_f32`].
-pub unsafe fn run_program(p: *const ElementwiseParams, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) -> i32 {
+pub unsafe fn run_program(
+    p: *const ElementwiseParams,
+    y: *mut f32,
+    operands: [*const f32; PROGRAM_OPERANDS],
+    parallel: *const Parallel,
+) -> i32 {
     let Some(program) = p.as_ref().and_then(Program::checked) else { return STATUS_INVALID_PARAMS };
-    crate::isa::choose::elementwise_program(crate::isa::Isa::best(), &program, y, operands);
+    let total = program.dims.iter().map(|&d| d as usize).product::<usize>();
+    let tasks = match Parallel::is_threaded(parallel) {
+        true => (total / (PARALLEL_ELEMENTS / 2)).clamp(1, TASKS),
+        false => 1,
+    };
+    let level = crate::isa::Isa::best();
+    Parallel::for_each(parallel, tasks, |task| {
+        crate::isa::choose::elementwise_program(level, &program, y, operands, share(total, tasks, task));
+    });
     STATUS_OK
 }
 
@@ -70,15 +95,22 @@ fn known_step(op: i32) -> bool {
     is_binary(op) || (STEP_ABS..=STEP_POW).contains(&op)
 }
 
-/// Runs `program` with vectors `V`: the outer dims by odometer, each row
-/// of the innermost dim in tiles.
+/// Runs `program` with vectors `V` over the output elements `span` (row-major
+/// positions): the outer dims by odometer from the span's first row, each
+/// row (or the part of it inside the span) in tiles.
 ///
 /// # Safety
-/// As [`onnxc_elementwise_f32`]; `V`'s instructions are supported.
+/// As [`onnxc_elementwise_f32`]; `V`'s instructions are supported; `span`
+/// lies within the output.
 #[inline(always)]
-pub unsafe fn run<V: MathLanes>(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
+pub unsafe fn run<V: MathLanes>(
+    program: &Program,
+    y: *mut f32,
+    operands: [*const f32; PROGRAM_OPERANDS],
+    span: Range<usize>,
+) {
     let rank = program.dims.len();
-    if program.dims.contains(&0) {
+    if span.is_empty() {
         return;
     }
     let (outer, row) = match rank {
@@ -90,15 +122,26 @@ pub unsafe fn run<V: MathLanes>(program: &Program, y: *mut f32, operands: [*cons
     let strides: [[isize; MAX_RANK]; PROGRAM_OPERANDS] = program.strides.map(|s| to_isize(&s));
     let inner: [bool; PROGRAM_OPERANDS] = program.strides.map(|s| rank > 0 && s[rank - 1] == 1);
     let mut index = [0usize; MAX_RANK];
-    let mut offsets = [0isize; PROGRAM_OPERANDS];
-    let mut written = 0;
+    let mut rest = span.start / row;
+    for d in (0..outer.len()).rev() {
+        index[d] = rest % outer[d];
+        rest /= outer[d];
+    }
+    let mut offsets: [isize; PROGRAM_OPERANDS] =
+        core::array::from_fn(|k| (0..outer.len()).map(|d| index[d] as isize * strides[k][d]).sum());
+    let mut written = span.start;
+    let mut skip = span.start % row;
     let mut tiles = Tiles { value: [0.0; TILE], padded: [[0.0; TILE]; PROGRAM_OPERANDS] };
     loop {
-        let rows: [Source; PROGRAM_OPERANDS] = core::array::from_fn(|k| Source::of(operands[k], offsets[k], inner[k]));
-        run_row::<V>(program, rows, &mut tiles, y.add(written), row);
-        written += row;
+        let len = (row - skip).min(span.end - written);
+        let rows: [Source; PROGRAM_OPERANDS] = core::array::from_fn(|k| {
+            Source::of(operands[k], offsets[k] + (skip as isize) * inner[k] as isize, inner[k])
+        });
+        run_row::<V>(program, rows, &mut tiles, y.add(written), len);
+        written += len;
+        skip = 0;
         let strides: [&[isize]; PROGRAM_OPERANDS] = core::array::from_fn(|k| &strides[k][..outer.len()]);
-        if !advance(&mut index[..outer.len()], outer, strides, &mut offsets) {
+        if written == span.end || !advance(&mut index[..outer.len()], outer, strides, &mut offsets) {
             return;
         }
     }
@@ -297,7 +340,7 @@ unsafe fn clamp01<V: MathLanes>(v: V) -> V {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{rand_vec, testable_isas, with_level};
+    use crate::generic::test_util::{rand_vec, reversed, testable_isas, with_level};
     use crate::isa::Isa;
     use std::vec;
     use std::vec::Vec;
@@ -331,7 +374,7 @@ mod tests {
         for (k, o) in operands.iter().enumerate() {
             ptrs[k] = o.as_ptr();
         }
-        let status = with_level(level, || unsafe { run_program(p, y.as_mut_ptr(), ptrs) });
+        let status = with_level(level, || unsafe { run_program(p, y.as_mut_ptr(), ptrs, core::ptr::null()) });
         assert_eq!(status, STATUS_OK);
         y
     }
@@ -427,7 +470,7 @@ mod tests {
             let apart = run_at(level, &p, &[&x], len);
             let mut shared = x.clone();
             let ptrs = core::array::from_fn(|k| if k == 0 { shared.as_ptr() } else { core::ptr::null() });
-            let status = with_level(level, || unsafe { run_program(&p, shared.as_mut_ptr(), ptrs) });
+            let status = with_level(level, || unsafe { run_program(&p, shared.as_mut_ptr(), ptrs, core::ptr::null()) });
             assert_eq!(status, STATUS_OK);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&apart), bits(&shared), "{}: in place differs", level.name());
@@ -436,6 +479,27 @@ mod tests {
                 assert!((y - want).abs() <= 1e-6 * want.abs().max(1.0), "{} at {i}: {y} vs {want}", level.name());
             }
             assert_eq!(bits(&run_at(level, &copy, &[&x], len)), bits(&x), "{}: copy", level.name());
+        }
+    }
+
+    #[test]
+    fn spans_split_over_tasks_give_the_serial_bits() {
+        // [3, 50001] with a row operand and one broadcast along the rows:
+        // spans start and end inside rows.
+        let (rows, len) = (3usize, 50_001usize);
+        let x = rand_vec(rows * len, 5).into_iter().map(|v| v * 6.0).collect::<Vec<_>>();
+        let bias = [0.5f32, -1.5, 2.0];
+        let steps = [step(STEP_ADD, 1, 0.0, 0.0), step(STEP_TANH, 0, 0.0, 0.0), step(STEP_MUL, 0, 0.0, 0.0)];
+        let p = params(&[rows as i64, len as i64], &[&[len as i64, 1], &[1, 0]], &steps);
+        let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+        let ptrs = core::array::from_fn(|k| [x.as_ptr(), bias.as_ptr()].get(k).copied().unwrap_or(core::ptr::null()));
+        for level in testable_isas() {
+            let serial = run_at(level, &p, &[&x, &bias], rows * len);
+            let mut split = vec![f32::NAN; rows * len];
+            let status = with_level(level, || unsafe { run_program(&p, split.as_mut_ptr(), ptrs, &threaded) });
+            assert_eq!(status, STATUS_OK);
+            let same = serial.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{}: split over tasks differs", level.name());
         }
     }
 
@@ -464,10 +528,10 @@ mod tests {
             let x = [0f32; 4];
             let mut y = [0f32; 4];
             let ptrs = [x.as_ptr(); PROGRAM_OPERANDS];
-            assert_eq!(unsafe { run_program(&p, y.as_mut_ptr(), ptrs) }, STATUS_INVALID_PARAMS);
+            assert_eq!(unsafe { run_program(&p, y.as_mut_ptr(), ptrs, core::ptr::null()) }, STATUS_INVALID_PARAMS);
         }
         assert_eq!(
-            unsafe { run_program(core::ptr::null(), core::ptr::null_mut(), [core::ptr::null(); 6]) },
+            unsafe { run_program(core::ptr::null(), core::ptr::null_mut(), [core::ptr::null(); 6], core::ptr::null()) },
             STATUS_INVALID_PARAMS
         );
     }

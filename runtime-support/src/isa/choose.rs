@@ -229,8 +229,8 @@ pub(crate) unsafe fn byte_product(
     true
 }
 
-/// The elementwise `program` with `level`'s vectors; a level the CPU lacks
-/// runs it one lane at a time.
+/// The output elements `span` of the elementwise `program` with `level`'s
+/// vectors; a level the CPU lacks runs them one lane at a time.
 ///
 /// # Safety
 /// As [`crate::abi::onnxc_elementwise_f32`].
@@ -239,13 +239,14 @@ pub unsafe fn elementwise_program(
     program: &Program,
     y: *mut f32,
     operands: [*const f32; PROGRAM_OPERANDS],
+    span: Range<usize>,
 ) {
     match level {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if level.available() => crate::x86_64::math_lanes::run_program_avx512(program, y, operands),
+        Isa::Avx512 if level.available() => crate::x86_64::math_lanes::run_program_avx512(program, y, operands, span),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::run_program_avx2(program, y, operands),
-        _ => run::<Scalar>(program, y, operands),
+        Isa::Avx2Fma if level.available() => crate::x86_64::math_lanes::run_program_avx2(program, y, operands, span),
+        _ => run::<Scalar>(program, y, operands, span),
     }
 }
 

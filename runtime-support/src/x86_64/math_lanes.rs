@@ -13,6 +13,7 @@ use crate::generic::elementwise::{run, Program};
 use crate::generic::softmax::softmax_rows;
 use crate::generic::vector_math::{map_in_place, LaneFunction, MathLanes};
 use core::arch::x86_64::*;
+use core::ops::Range;
 
 const SIGN: i32 = i32::MIN;
 const MAGNITUDE: i32 = i32::MAX;
@@ -216,8 +217,13 @@ impl MathLanes for Ymm {
 /// # Safety
 /// As [`crate::abi::onnxc_elementwise_f32`]; the CPU supports AVX-512F.
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn run_program_avx512(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
-    run::<Zmm>(program, y, operands)
+pub(crate) unsafe fn run_program_avx512(
+    program: &Program,
+    y: *mut f32,
+    operands: [*const f32; PROGRAM_OPERANDS],
+    span: Range<usize>,
+) {
+    run::<Zmm>(program, y, operands, span)
 }
 
 /// [`run`] in ymm registers.
@@ -225,8 +231,13 @@ pub(crate) unsafe fn run_program_avx512(program: &Program, y: *mut f32, operands
 /// # Safety
 /// As [`crate::abi::onnxc_elementwise_f32`]; the CPU supports AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn run_program_avx2(program: &Program, y: *mut f32, operands: [*const f32; PROGRAM_OPERANDS]) {
-    run::<Ymm>(program, y, operands)
+pub(crate) unsafe fn run_program_avx2(
+    program: &Program,
+    y: *mut f32,
+    operands: [*const f32; PROGRAM_OPERANDS],
+    span: Range<usize>,
+) {
+    run::<Ymm>(program, y, operands, span)
 }
 
 /// [`softmax_rows`] in zmm registers.

@@ -186,7 +186,8 @@ impl Plan {
         }
         let [a, b, c, d, e, f] = pointers.map(|p| Ptr(p.unwrap_or_else(|| cx.iconst(0))));
         let y = Ptr(cx.output_ptr(0)?);
-        cx.call_checked(kernels::onnxc_elementwise_f32, (params, y, a, b, c, d, e, f))?;
+        let parallel = cx.parallel_ptr();
+        cx.call_checked(kernels::onnxc_elementwise_f32, (params, y, a, b, c, d, e, f, parallel))?;
         Ok(true)
     }
 }
