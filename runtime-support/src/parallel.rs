@@ -25,7 +25,8 @@
 //! pooling (global pools too), NCHW or blocked, its planes; a large
 //! reorder to or from the blocked layout its blocks and their pixels; a
 //! large strided copy (Transpose, Slice, Concat...) its outermost
-//! dimension. The plain gemm (`generic::gemm`, MatMul and Gemm) runs on
+//! dimension; an elementwise program (`generic::elementwise`) spans of
+//! its output. The plain gemm (`generic::gemm`, MatMul and Gemm) runs on
 //! the calling thread.
 
 /// `void (*task)(void *env, size_t index)`: one task of a parallel loop.
