@@ -2,7 +2,7 @@
 //! graph (`--emit mir`) and the numbers it computes.
 
 use crate::common::run_model;
-use crate::models::{f32s, float_attr, floats, model, node, value};
+use crate::models::{f32s, float_attr, floats, model, node, raw_tensor, typed_value, value};
 use crate::snapshot::{assert_snapshot, compiled_mir};
 use onnx_proto::*;
 
@@ -192,5 +192,41 @@ fn transcendental_chains_run_as_vector_programs() {
             let want = f(v as f64);
             assert!((got as f64 - want).abs() <= 2e-6 * (1.0 + want.abs()), "{got} for {want} at x = {v}");
         }
+    }
+}
+
+/// Where with an f32 result runs its innermost loop in f32x4 lanes, the
+/// condition a lane mask: a mask row broadcast over the rows (four bools
+/// a step, bytes other than 0 and 1 included) and a mask constant along
+/// each row (one bool splat), rows of odd length so the tail runs too.
+#[test]
+fn where_selects_in_lanes_from_row_and_splat_masks() {
+    let mut m = model(
+        vec![
+            node("Where", "by_column", &["columns", "x", "fill"], &["y1"]),
+            node("Where", "by_row", &["rows", "x", "fill"], &["y2"]),
+        ],
+        vec![
+            typed_value("columns", 9, Some(&[1, 37])),
+            typed_value("rows", 9, Some(&[3, 1])),
+            value("x", Some(&[3, 37])),
+        ],
+        vec![value("y1", Some(&[3, 37])), value("y2", Some(&[3, 37]))],
+    );
+    m.graph.as_mut().expect("graph").initializer.push(floats("fill", &[], &[-1e9]));
+    let columns: Vec<u8> = (0..37).map(|j| [0u8, 1, 2, 0, 255][j % 5]).collect();
+    let rows = vec![1u8, 0, 7];
+    let x: Vec<f32> = (0..111).map(|i| i as f32 * 0.5 - 20.0).collect();
+    let inputs = [
+        raw_tensor("columns", 9, &[1, 37], columns.clone()),
+        raw_tensor("rows", 9, &[3, 1], rows.clone()),
+        floats("x", &[3, 37], &x),
+    ];
+    let outputs = run_model(&m, &inputs).unwrap_or_else(|e| panic!("onnxc run failed: {}", e.stderr));
+    let (by_column, by_row) = (f32s(&outputs[0]), f32s(&outputs[1]));
+    for (i, &xi) in x.iter().enumerate() {
+        let pick = |mask: u8| if mask != 0 { xi } else { -1e9 };
+        assert_eq!(by_column[i], pick(columns[i % 37]), "by column at {i}");
+        assert_eq!(by_row[i], pick(rows[i / 37]), "by row at {i}");
     }
 }

@@ -34,7 +34,7 @@ pub use footprint::Footprint;
 pub use nest::Level;
 
 pub use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-pub use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+pub use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
 pub use cranelift_frontend::FunctionBuilder;
 
 use crate::ir::{DType, Graph, Node, ValueDef, ValueId};

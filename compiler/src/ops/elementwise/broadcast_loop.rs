@@ -5,7 +5,7 @@
 //! bits). `fused.rs` runs whole chains of functions through the same loop.
 
 use super::cast::{narrow, scalar_type, widen};
-use crate::codegen::{clif_type, types, InstBuilder, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, types, Endianness, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::ir::shape::contiguous_strides;
 use crate::ir::DType;
 use onnxc_runtime::MINIFLOAT_SATURATE;
@@ -43,8 +43,9 @@ pub fn emit_broadcast_loop(
 /// [`emit_broadcast_loop`] with the operands' addresses given (`bases`:
 /// one per operand, then output 0's); the operands' `index` is not read.
 ///
-/// When `lanes` says the body may be given vectors, every operand and the
-/// output are f32, the innermost loop (after merging) is contiguous or
+/// When `lanes` says the body may be given vectors, every operand is f32
+/// or bool (given as a lane mask, all ones where true: Where's condition),
+/// the output is f32, the innermost loop (after merging) is contiguous or
 /// broadcast for every operand, and the target has 128-bit vectors, that
 /// loop runs four elements per step (the body gets `f32x4` values, a
 /// broadcast operand splatted once before the loop) and the last few one
@@ -66,7 +67,7 @@ pub fn emit_loop_at(
     let vector = lanes
         && cx.has_f32x4()
         && out.0 == DType::F32
-        && operands.iter().all(|o| o.dtype == DType::F32)
+        && operands.iter().all(|o| matches!(o.dtype, DType::F32 | DType::Bool))
         && dims.last().is_some_and(|&n| n >= F32_LANES)
         && strides.iter().all(|s| matches!(s.last(), Some(0 | 1)));
     let nest = Nest { dims, strides, sizes, operands, out, vector };
@@ -168,10 +169,15 @@ impl Nest<'_> {
         // Unaligned and not trapping: the data is only 4-byte aligned.
         let flags = MemFlagsData::new().with_notrap();
         let mut splats = Vec::with_capacity(self.operands.len());
-        for (t, &p) in ptrs.iter().take(self.operands.len()).enumerate() {
+        for (t, (&p, o)) in ptrs.iter().zip(self.operands).enumerate() {
             splats.push(if self.strides[t][level] == 0 {
-                let one = cx.b.ins().load(types::F32, MemFlagsData::trusted(), p, 0);
-                Some(cx.b.ins().splat(vector, one))
+                Some(match o.dtype {
+                    DType::Bool => splat_mask(cx, p),
+                    _ => {
+                        let one = cx.b.ins().load(types::F32, MemFlagsData::trusted(), p, 0);
+                        cx.b.ins().splat(vector, one)
+                    }
+                })
             } else {
                 None
             });
@@ -179,12 +185,16 @@ impl Nest<'_> {
         let l = cx.loop_begin(steps);
         let at = self.advance(cx, ptrs, level, l.index, F32_LANES as i64);
         let mut args = Vec::with_capacity(self.operands.len());
-        for (splat, &p) in splats.iter().zip(&at) {
-            let v = match splat {
-                Some(v) => *v,
-                None => cx.b.ins().load(vector, flags, p, 0),
+        for ((splat, &p), o) in splats.iter().zip(&at).zip(self.operands) {
+            let v = match (splat, o.dtype) {
+                (Some(v), _) => *v,
+                (None, DType::Bool) => {
+                    let word = cx.b.ins().load(types::I32, flags, p, 0);
+                    mask_of_bytes(cx, word)
+                }
+                (None, _) => cx.b.ins().load(vector, flags, p, 0),
             };
-            args.push((v, DType::F32));
+            args.push((v, o.dtype));
         }
         let result = body(cx, &args)?;
         let out = *at.last().ok_or("no output pointer")?;
@@ -198,6 +208,28 @@ impl Nest<'_> {
         cx.loop_end(l);
         Ok(())
     }
+}
+
+/// The f32x4 lane mask of four bools (the bytes of `word`, in memory
+/// order): all ones in a lane whose byte is nonzero.
+fn mask_of_bytes(cx: &mut Lower, word: Value) -> Value {
+    let little = MemFlagsData::new().with_endianness(Endianness::Little);
+    let words = cx.b.ins().scalar_to_vector(types::I32X4, word);
+    let bytes = cx.b.ins().bitcast(types::I8X16, little, words);
+    let halves = cx.b.ins().swiden_low(bytes);
+    let lanes = cx.b.ins().swiden_low(halves);
+    let zero = cx.b.ins().iconst(types::I32, 0);
+    let zeros = cx.b.ins().splat(types::I32X4, zero);
+    let mask = cx.b.ins().icmp(IntCC::NotEqual, lanes, zeros);
+    cx.b.ins().bitcast(types::F32X4, little, mask)
+}
+
+/// The f32x4 lane mask of the one bool at `p`, in every lane.
+fn splat_mask(cx: &mut Lower, p: Value) -> Value {
+    let byte = cx.b.ins().load(types::I8, MemFlagsData::trusted(), p, 0);
+    let word = cx.b.ins().uextend(types::I32, byte);
+    let spread = cx.b.ins().imul_imm_u(word, 0x0101_0101);
+    mask_of_bytes(cx, spread)
 }
 
 /// Writes 1 (true) to every element of output `k`.

@@ -59,5 +59,9 @@ pub fn not(cx: &mut Lower, _: Func, o: &Operands) -> Result<Value, String> {
 /// Where: the second operand where the condition holds, else the third.
 pub fn select(cx: &mut Lower, _: Func, o: &Operands) -> Result<Value, String> {
     let (a, b) = (o.y()?, o.args.get(2).map(|a| a.0).ok_or("missing operand")?);
+    if cx.b.func.dfg.value_type(a).is_vector() {
+        // f32 lanes: the condition is a lane mask (all ones where true).
+        return Ok(cx.ins().bitselect(o.x(), a, b));
+    }
     Ok(cx.ins().select(o.x(), a, b))
 }

@@ -333,7 +333,7 @@ elementwise_functions! {
     Mean = "Mean", 1..=usize::MAX, Float / FromInput0 -> SameAsInput0,
         arith::variadic, lanes false, chains true, epilogue None, step Absent;
     Where = "Where", 3..=3, Logical / FromInput1 -> SameAsInput1,
-        compare::select, lanes false, chains false, epilogue None, step Absent;
+        compare::select, lanes true, chains false, epilogue None, step Absent;
     Clip = "Clip", 1..=3, Numeric / FromInput0 -> SameAsInput0,
         arith::clip, lanes true, chains true, epilogue Some(EPILOGUE_CLIP), step Bounds, import clip;
 }
