@@ -106,7 +106,34 @@ impl Problem {
     fn new(matrix: GemmParams, dims: &[usize], strides: &[Vec<i64>]) -> Problem {
         let (batch, s) = compact_batch(dims, strides);
         let get = |i: usize| s.get(i).cloned().unwrap_or_else(|| vec![0; batch.len()]);
-        Problem { matrix, strides: [get(0), get(1), get(2)], batch }
+        let mut problem = Problem { matrix, strides: [get(0), get(1), get(2)], batch };
+        problem.fold_rows();
+        problem
+    }
+
+    /// Folds inner batch dims over which B stays put into the rows: a
+    /// `[1, 56, 56, 96] @ [96, 384]` (a Linear over an NHWC map, as in
+    /// ConvNeXt) is one `3136 x 96` by `96 x 384` product, not 56 products
+    /// of 56 rows that each re-pack and re-read all of B. Applies when A's
+    /// and C's rows run on uniformly across the dim (Y's always do: it is
+    /// contiguous).
+    fn fold_rows(&mut self) {
+        while let Some(&size) = self.batch.last() {
+            let d = self.batch.len() - 1;
+            let p = &self.matrix;
+            let rows_run_on = |stride: i64, row_stride: i64| stride == p.m * row_stride;
+            let foldable = self.strides[1][d] == 0
+                && rows_run_on(self.strides[0][d], p.a_row_stride)
+                && rows_run_on(self.strides[2][d], p.c_row_stride);
+            if !foldable {
+                return;
+            }
+            self.matrix.m *= size as i64;
+            self.batch.pop();
+            self.strides.iter_mut().for_each(|s| {
+                s.pop();
+            });
+        }
     }
 
     /// The kernel's parameter block for the batch dims from `from` on.
@@ -472,5 +499,35 @@ impl Operator for Det {
 
     fn stages_halves(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Linear over an NHWC map folds its batch into the rows; a batched
+    /// B, or an A broadcast over the batch, keeps the batch.
+    #[test]
+    fn broadcast_b_folds_into_rows() {
+        let (_, p) = matmul_problem(&[1, 56, 56, 96], &[96, 384]).unwrap();
+        assert!(p.batch.is_empty());
+        assert_eq!((p.matrix.m, p.matrix.n, p.matrix.k), (3136, 384, 96));
+
+        let (_, p) = matmul_problem(&[2, 3, 5, 4], &[3, 4, 7]).unwrap();
+        assert_eq!(p.batch, [2, 3]);
+        assert_eq!(p.matrix.m, 5);
+
+        let (_, p) = matmul_problem(&[5, 4], &[3, 4, 7]).unwrap();
+        assert_eq!(p.batch, [3]);
+        assert_eq!(p.matrix.m, 5);
+    }
+
+    /// Only the inner batch dims over which B stays put fold.
+    #[test]
+    fn outer_batched_b_keeps_its_dim() {
+        let (_, p) = matmul_problem(&[2, 3, 5, 4], &[2, 1, 4, 7]).unwrap();
+        assert_eq!(p.batch, [2]);
+        assert_eq!((p.matrix.m, p.strides[0][0], p.strides[1][0]), (15, 60, 28));
     }
 }

@@ -207,8 +207,8 @@ pub unsafe fn gemm_generic<T: Real>(
                 let a_len = mc.div_ceil(MR) * MR * kc;
                 pack_a(mc, kc, a, ic, pc, a_pack);
                 let a_panels = core::slice::from_raw_parts(a_pack, a_len);
-                let first = pc == 0;
-                macro_kernel(mc, nc, kc, a_panels, b_panels, alpha, beta, c, y, ic, jc, first);
+                let slice = DepthSlice { first: pc == 0, last: pc + kc == k };
+                macro_kernel(mc, nc, kc, a_panels, b_panels, alpha, beta, c, y, ic, jc, slice);
             }
         }
     }
@@ -246,10 +246,18 @@ unsafe fn pack_b<T: Real>(kc: usize, nc: usize, b: MatRef<T>, row0: usize, col0:
     }
 }
 
+/// Which depth slice of a product a tile is: the first overwrites `y`,
+/// later ones accumulate into it, and the last adds the bias, after the
+/// whole sum (as a separate Add after the product would, so that fusing
+/// the Add into the product keeps its bits).
+#[derive(Clone, Copy, Debug)]
+struct DepthSlice {
+    first: bool,
+    last: bool,
+}
+
 /// Runs the micro-kernel over every (A panel, B panel) pair of one packed
-/// block and stores the valid part of each tile into `y`. On the first depth
-/// slice (`first`) the tile overwrites `y` (plus the bias); later slices
-/// accumulate into it.
+/// block and stores the valid part of each tile into `y` (see [`DepthSlice`]).
 #[allow(clippy::too_many_arguments)]
 unsafe fn macro_kernel<T: Real>(
     mc: usize,
@@ -263,7 +271,7 @@ unsafe fn macro_kernel<T: Real>(
     y: MatMut<T>,
     row0: usize,
     col0: usize,
-    first: bool,
+    slice: DepthSlice,
 ) {
     for (jp, b_panel) in b_panels.chunks_exact(kc * NR).enumerate() {
         let j0 = jp * NR;
@@ -276,7 +284,7 @@ unsafe fn macro_kernel<T: Real>(
             for (i, acc_row) in acc.iter().enumerate().take(rows) {
                 let gi = row0 + i0 + i;
                 for (j, &v) in acc_row.iter().enumerate().take(cols) {
-                    store_element(v, alpha, beta, c, y, gi, col0 + j0 + j, first);
+                    store_element(v, alpha, beta, c, y, gi, col0 + j0 + j, slice);
                 }
             }
         }
@@ -284,7 +292,8 @@ unsafe fn macro_kernel<T: Real>(
 }
 
 /// Writes one accumulated product to `Y[gi][gj]`: on the first depth slice
-/// `alpha * v + beta * C[gi][gj]` (bias optional), on later slices `+= alpha * v`.
+/// `alpha * v`, on later slices `+= alpha * v`; then on the last one
+/// `+= beta * C[gi][gj]` (bias optional).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn store_element<T: Real>(
@@ -295,18 +304,14 @@ unsafe fn store_element<T: Real>(
     y: MatMut<T>,
     gi: usize,
     gj: usize,
-    first: bool,
+    slice: DepthSlice,
 ) {
     let dst = y.ptr.offset(gi as isize * y.rs + gj as isize * y.cs);
-    if first {
-        let bias = match c {
-            Some(c) => beta * c.at(gi, gj),
-            None => T::ZERO,
-        };
-        *dst = alpha * v + bias;
-    } else {
-        *dst = *dst + alpha * v;
-    }
+    let sum = if slice.first { alpha * v } else { *dst + alpha * v };
+    *dst = match c {
+        Some(c) if slice.last => sum + beta * c.at(gi, gj),
+        _ => sum,
+    };
 }
 
 /// `acc += a_panel * b_panel` for one `MR x kc` by `kc x NR` tile. Written so
@@ -650,7 +655,7 @@ pub unsafe fn blocked<K: MicroKernel>(
         for pc in (0..k).step_by(kc_max) {
             let kc = kc_max.min(k - pc);
             pack_a_panels(mc, kc, a, ic, pc, a_pack);
-            let first = pc == 0;
+            let slice = DepthSlice { first: pc == 0, last: pc + kc == k };
             // Whole B panels are packed by the first tile over them (a
             // whole tile then); a strided B a block at a time, up front.
             let pack_in_tiles = b.cs == 1 && m - ic >= mr;
@@ -684,15 +689,7 @@ pub unsafe fn blocked<K: MicroKernel>(
                         let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
                         // The tile's destination: y itself, or a whole tile in `tile`.
                         let (yt, yt_rs, tile_rows, tile_cols, al, accumulate) = if direct_y {
-                            let accumulate = match (first, c) {
-                                (true, Some(c)) => {
-                                    fill_bias(rows, cols, beta, c, i0, jc, y);
-                                    true
-                                }
-                                (true, None) => false,
-                                (false, _) => true,
-                            };
-                            (y.ptr.offset(i0 as isize * y.rs + jc as isize), y.rs, rows, cols, alpha, accumulate)
+                            (y.ptr.offset(i0 as isize * y.rs + jc as isize), y.rs, rows, cols, alpha, !slice.first)
                         } else {
                             (tile, nr as isize, mr, nr, 1.0, false)
                         };
@@ -702,8 +699,10 @@ pub unsafe fn blocked<K: MicroKernel>(
                         } else {
                             K::tile(kc, a_panel, b_panel, yt, yt_rs, tile_rows, tile_cols, al, accumulate, ahead);
                         }
-                        if !direct_y {
-                            store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, first);
+                        match c {
+                            _ if !direct_y => store_tile(rows, cols, tile, nr, alpha, beta, c, y, i0, jc, slice),
+                            Some(c) if slice.last => add_bias(rows, cols, beta, c, i0, jc, y),
+                            _ => {}
                         }
                     }
                 }
@@ -847,23 +846,24 @@ pub(crate) unsafe fn pack_b_panel(
     }
 }
 
-/// `y[i0.., j0..] = beta * c[i0.., j0..]` over a `rows x cols` tile (the
-/// first depth slice then accumulates onto it). `y` is unit-stride in columns.
+/// `y[i0.., j0..] += beta * c[i0.., j0..]` over a `rows x cols` tile that
+/// has seen its last depth slice. `y` is unit-stride in columns.
 #[inline(always)]
-unsafe fn fill_bias(rows: usize, cols: usize, beta: f32, c: MatRef, i0: usize, j0: usize, y: MatMut) {
+unsafe fn add_bias(rows: usize, cols: usize, beta: f32, c: MatRef, i0: usize, j0: usize, y: MatMut) {
     for i in 0..rows {
         let yr = core::slice::from_raw_parts_mut(y.ptr.offset((i0 + i) as isize * y.rs + j0 as isize), cols);
         let cr = c.ptr.offset((i0 + i) as isize * c.rs + j0 as isize * c.cs);
         if c.cs == 1 {
             let cr = core::slice::from_raw_parts(cr, cols);
             for (d, &s) in yr.iter_mut().zip(cr) {
-                *d = beta * s;
+                *d += beta * s;
             }
         } else if c.cs == 0 {
-            yr.fill(beta * *cr);
+            let bias = beta * *cr;
+            yr.iter_mut().for_each(|d| *d += bias);
         } else {
             for (j, d) in yr.iter_mut().enumerate() {
-                *d = beta * *cr.offset(j as isize * c.cs);
+                *d += beta * *cr.offset(j as isize * c.cs);
             }
         }
     }
@@ -871,8 +871,7 @@ unsafe fn fill_bias(rows: usize, cols: usize, beta: f32, c: MatRef, i0: usize, j
 
 /// Stores the valid `rows x cols` part of a computed tile (`t[i * ts + j]`,
 /// not yet scaled by alpha) with the same semantics as the generic
-/// macro-kernel: overwrite plus bias on the first depth slice, else add.
-/// (See [`store_element`].)
+/// macro-kernel (see [`store_element`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn store_tile(
@@ -886,11 +885,11 @@ unsafe fn store_tile(
     y: MatMut,
     i0: usize,
     j0: usize,
-    first: bool,
+    slice: DepthSlice,
 ) {
     for i in 0..rows {
         for j in 0..cols {
-            store_element(*t.add(i * ts + j), alpha, beta, c, y, i0 + i, j0 + j, first);
+            store_element(*t.add(i * ts + j), alpha, beta, c, y, i0 + i, j0 + j, slice);
         }
     }
 }
@@ -1200,6 +1199,39 @@ pub(crate) mod tests {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             let ok = crate::tolerance::close(*g as f64, *w as f64, tol, tol);
             assert!(ok, "{name} m={m} n={n} k={k} layout={layout} bias={bias} at {i}: got {g}, want {w}");
+        }
+    }
+
+    /// A bias added by the product gives the bits of the product followed
+    /// by a separate Add (the bias joins after the last depth slice), for
+    /// every kernel, over several depth slices and edge tiles, with y's
+    /// columns unit-stride or strided (through the tile buffer).
+    #[test]
+    fn bias_joins_after_the_whole_sum() {
+        for kernel in testable_isas() {
+            for &(m, n, k) in &[(19usize, 45usize, 600usize), (200, 70, 300), (2, 33, 513), (9, 8, 5)] {
+                for ycs in [1usize, 2] {
+                    let a = rand_vec(m * k, 41);
+                    let b = rand_vec(k * n, 42);
+                    let bias = rand_vec(n, 43);
+                    let am = MatRef { ptr: a.as_ptr(), rs: k as isize, cs: 1 };
+                    let bm = MatRef { ptr: b.as_ptr(), rs: n as isize, cs: 1 };
+                    let cm = MatRef { ptr: bias.as_ptr(), rs: 0, cs: 1 };
+                    let run = |c: Option<MatRef>| {
+                        let mut y = vec![0.0f32; m * n * ycs];
+                        let ym = MatMut { ptr: y.as_mut_ptr(), rs: (n * ycs) as isize, cs: ycs as isize };
+                        unsafe { sgemm_with(kernel, m, n, k, 1.0, am, bm, 1.0, c, ym) };
+                        y
+                    };
+                    let mut want = run(None);
+                    for (j, v) in want.iter_mut().enumerate().filter(|(j, _)| j % ycs == 0) {
+                        *v += bias[j / ycs % n];
+                    }
+                    let got = run(Some(cm));
+                    let same = got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits());
+                    assert!(same, "{kernel:?} {m}x{n}x{k} y column stride {ycs}");
+                }
+            }
         }
     }
 
