@@ -5,6 +5,14 @@
 //! (positions falling outside, e.g. under negative or positive padding, are
 //! dropped).
 //!
+//! The gemm runs in whichever orientation reads the weights along their
+//! rows when they are the large operand: a generator's deep layers (dcgan:
+//! 512 channels of 4x4 into 256 of 8x8, weights of 8 MiB against 16 input
+//! positions) took 6.3 ms as `W^T X`, whose packing walks the weights
+//! across their rows. col2im then reads the columns with either stride; it
+//! computes each grid row's landing range once, so its inner loop has no
+//! bounds test and, for unit strides, vectorises.
+//!
 //! Every kernel is generic over the compute type; f32 and f64 are exported
 //! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
@@ -15,6 +23,7 @@ use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use core::ops::Range;
 
 /// Validation of the transposed direction: like [`validate`], but the
 /// padding may be negative (an output larger than the natural one) and the
@@ -61,10 +70,60 @@ pub fn conv_transpose_scratch_elems(p: &ConvParams) -> usize {
     validate_transposed(p).map_or(0, |s| s.m_per_group * s.taps * s.in_size)
 }
 
-/// Scatter-adds `channels` column blocks `col[c][tap][grid position]` into
-/// the images `y[c][out position]`: grid position `i` and tap `k` land on
-/// `i * stride + k * dilation - pad_begin` in every dim, if that is inside.
-unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: *const T, y: *mut T) {
+/// The grid positions `i` in `0..len` that land inside `0..out` at
+/// `i * step + first` (`step >= 1`).
+fn landing_inside(len: usize, out: usize, first: isize, step: isize) -> Range<usize> {
+    let up = |n: isize| ((n + step - 1) / step) as usize;
+    let lo = if first >= 0 { 0 } else { up(-first) };
+    let hi = if (out as isize) > first { up(out as isize - first) } else { 0 };
+    lo.min(len)..hi.min(len).max(lo.min(len))
+}
+
+/// The column matrix col2im reads: element (row `r`, grid position `i`)
+/// at `ptr + r * row_stride + i * position_stride`.
+#[derive(Clone, Copy)]
+struct Columns<T> {
+    ptr: *const T,
+    row_stride: usize,
+    position_stride: usize,
+}
+
+/// `y[i * step + first] += row[i]` for the `i < len` that land inside
+/// `y[..out]`, `row` a grid row of `col`: contiguous (and vectorised) for
+/// unit steps.
+#[inline(always)]
+unsafe fn add_row<T: Real>(
+    y: *mut T,
+    out: usize,
+    row: *const T,
+    col: Columns<T>,
+    len: usize,
+    first: isize,
+    step: isize,
+) {
+    let inside = landing_inside(len, out, first, step);
+    if inside.is_empty() {
+        return;
+    }
+    let dst = y.offset(inside.start as isize * step + first);
+    let src = row.add(inside.start * col.position_stride);
+    if step == 1 && col.position_stride == 1 {
+        let dst = core::slice::from_raw_parts_mut(dst, inside.len());
+        let src = core::slice::from_raw_parts(src, inside.len());
+        dst.iter_mut().zip(src).for_each(|(d, &v)| *d = *d + v);
+    } else {
+        for i in 0..inside.len() {
+            let d = dst.offset(i as isize * step);
+            *d = *d + *src.add(i * col.position_stride);
+        }
+    }
+}
+
+/// Scatter-adds `channels` column blocks (row `c * taps + tap` of `col`,
+/// over the grid positions) into the images `y[c][out position]`: grid
+/// position `i` and tap `k` land on `i * stride + k * dilation - pad_begin`
+/// in every dim, if that is inside.
+unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: Columns<T>, y: *mut T) {
     let r = s.rank;
     let grid = to_usize(&p.in_spatial);
     let out = to_usize(&p.out_spatial);
@@ -76,11 +135,11 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: *
         st *= out[d] as isize;
     }
     let last = r - 1;
-    let mut row = col;
     for c in 0..channels {
         let yc = y.add(c * s.out_size);
         let mut k = [0usize; MAX_RANK];
-        for _ in 0..s.taps {
+        for tap in 0..s.taps {
+            let mut row = col.ptr.add((c * s.taps + tap) * col.row_stride);
             let mut g = [0usize; MAX_RANK];
             let first = k[last] as isize * p.dilations[last] as isize - p.pads_begin[last] as isize;
             let step = p.strides[last] as isize;
@@ -96,14 +155,9 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: *
                     base += pos * out_strides[d];
                 }
                 if inside {
-                    for i in 0..grid[last] {
-                        let pos = i as isize * step + first;
-                        if pos >= 0 && pos < out[last] as isize {
-                            *yc.offset(base + pos) = *yc.offset(base + pos) + *row.add(i);
-                        }
-                    }
+                    add_row(yc.offset(base), out[last], row, col, grid[last], first, step);
                 }
-                row = row.add(grid[last]);
+                row = row.add(grid[last] * col.position_stride);
                 for d in (0..last).rev() {
                     g[d] += 1;
                     if g[d] < grid[d] {
@@ -148,20 +202,45 @@ pub(crate) unsafe fn conv_transpose<T: GemmElem>(
     if s.out_size == 0 || s.in_size == 0 || s.m_per_group == 0 {
         return STATUS_OK;
     }
-    let rows = s.m_per_group * s.taps;
     for n in 0..batch {
         for g in 0..p.group as usize {
             let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
-            // W_g is [C/group, rows]; its transpose times X_g [C/group, in].
-            let a = MatRef { ptr: w.add(g * s.c_per_group * rows), rs: 1, cs: rows as isize };
-            let b = MatRef { ptr: xg, rs: s.in_size as isize, cs: 1 };
-            let col = MatMut { ptr: scratch, rs: s.in_size as isize, cs: 1 };
-            T::gemm(rows, s.in_size, s.c_per_group, T::ONE, a, b, T::ZERO, None, col);
+            let col = columns(&s, xg, w.add(g * s.c_per_group * s.m_per_group * s.taps), scratch);
             let yg = y.add((n * cout + g * s.m_per_group) * s.out_size);
-            col2im(p, &s, s.m_per_group, scratch, yg);
+            col2im(p, &s, s.m_per_group, col, yg);
         }
     }
     STATUS_OK
+}
+
+/// The gemm runs transposed when the input positions are this many times
+/// fewer than the column rows: then the weights are the large operand, and
+/// col2im's strided reads of the columns are few. dcgan's 4x4 layer (16
+/// positions, 4096 rows) takes 6.3 -> 1.2 ms; its 16x16 layer (256
+/// positions, 1024 rows) 1.05 -> 1.5 ms when transposed, so it is not.
+const FEW_POSITIONS: usize = 16;
+
+/// `m`'s transpose (the same elements).
+fn transposed<T>(m: MatRef<T>) -> MatRef<T> {
+    MatRef { ptr: m.ptr, rs: m.cs, cs: m.rs }
+}
+
+/// The columns of one group, `W_g^T X_g` (`W_g` is `[C/group, rows]`, `X_g`
+/// `[C/group, in]`), in `scratch`. With [`FEW_POSITIONS`] the gemm runs
+/// transposed, `X_g^T W_g`, so that the weights, the large operand, are
+/// read along their rows.
+unsafe fn columns<T: GemmElem>(s: &ConvShape, xg: *const T, wg: *const T, scratch: *mut T) -> Columns<T> {
+    let (rows, positions, k) = (s.m_per_group * s.taps, s.in_size, s.c_per_group);
+    let weights = MatRef { ptr: wg, rs: rows as isize, cs: 1 };
+    let input = MatRef { ptr: xg, rs: positions as isize, cs: 1 };
+    if positions.saturating_mul(FEW_POSITIONS) <= rows {
+        let col = MatMut { ptr: scratch, rs: rows as isize, cs: 1 };
+        T::gemm(positions, rows, k, T::ONE, transposed(input), weights, T::ZERO, None, col);
+        return Columns { ptr: scratch, row_stride: 1, position_stride: rows };
+    }
+    let col = MatMut { ptr: scratch, rs: positions as isize, cs: 1 };
+    T::gemm(rows, positions, k, T::ONE, transposed(weights), input, T::ZERO, None, col);
+    Columns { ptr: scratch, row_stride: positions, position_stride: 1 }
 }
 
 pub(crate) unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T, y: *mut T) -> i32 {
@@ -183,7 +262,8 @@ pub(crate) unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T,
         return STATUS_OK;
     }
     for n in 0..p.batch as usize {
-        col2im(p, &s, c, col.add(n * c * s.taps * s.in_size), y.add(n * c * s.out_size));
+        let col = Columns { ptr: col.add(n * c * s.taps * s.in_size), row_stride: s.in_size, position_stride: 1 };
+        col2im(p, &s, c, col, y.add(n * c * s.out_size));
     }
     STATUS_OK
 }
@@ -241,11 +321,24 @@ mod tests {
     }
 
     #[test]
+    fn landing_inside_keeps_the_positions_in_the_output() {
+        for (len, out, first, step) in [(5, 9, -3, 2), (4, 3, 1, 1), (6, 20, 0, 3), (3, 2, 5, 1), (7, 5, -9, 2)] {
+            let want: Vec<usize> =
+                (0..len).filter(|&i| (0..out as isize).contains(&(i as isize * step + first))).collect();
+            assert_eq!(landing_inside(len, out, first, step).collect::<Vec<_>>(), want);
+        }
+    }
+
+    #[test]
     fn conv_transpose_matches_reference() {
         // (input, output, kernel, strides, dilations, pad, group, out channels per group)
         type Case<'a> = (&'a [i64], &'a [i64], &'a [i64], &'a [i64], &'a [i64], i64, i64, i64);
-        let cases: [Case; 4] = [
+        let cases: [Case; 8] = [
             (&[3, 3], &[5, 5], &[3, 3], &[1, 1], &[1, 1], 0, 1, 2),
+            (&[5, 7], &[10, 14], &[2, 2], &[2, 2], &[1, 1], 0, 1, 3),
+            (&[4, 5], &[8, 10], &[4, 4], &[2, 2], &[1, 1], 1, 1, 2),
+            (&[3, 3], &[9, 9], &[3, 3], &[2, 2], &[1, 1], -1, 1, 1),
+            (&[1, 1], &[4, 4], &[4, 4], &[1, 1], &[1, 1], 0, 1, 5),
             (&[3, 4], &[8, 10], &[3, 3], &[3, 2], &[1, 1], 1, 2, 4),
             (&[5], &[13], &[3], &[2], &[2], -1, 1, 1),
             (&[2, 2, 3], &[4, 5, 5], &[2, 2, 2], &[2, 2, 2], &[1, 1, 1], 0, 2, 2),
