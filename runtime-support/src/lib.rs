@@ -42,6 +42,7 @@ pub use generic::attention::*;
 pub use generic::blocked::*;
 pub use generic::blocked_pool::*;
 pub use generic::conv::*;
+pub use generic::conv_transpose::*;
 pub use generic::convert::*;
 pub use generic::deform_conv::*;
 pub use generic::gemm::*;

@@ -1,7 +1,9 @@
-//! The C entry points and parameter structs of [`crate::generic::conv`].
+//! The C entry points and parameter structs of [`crate::generic::conv`] and
+//! [`crate::generic::conv_transpose`].
 
 use crate::abi::MAX_RANK;
 use crate::generic::conv::*;
+use crate::generic::conv_transpose::*;
 use crate::parallel::Parallel;
 
 /// Parameters of [`onnxc_conv_f32`]: input `[batch, in_channels,

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod blocked;
 pub mod blocked_pool;
 pub mod conv;
+pub mod conv_transpose;
 pub(crate) mod conv_window;
 pub mod convert;
 pub mod copy;

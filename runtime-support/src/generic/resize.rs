@@ -3,8 +3,11 @@
 //! Resize is separable: along each axis, output coordinate `o` reads a few
 //! input positions ("taps") with weights that depend only on that axis. The
 //! kernel first writes every axis's tap table into scratch
-//! ([`resize_scratch_bytes`] says how much), then computes each output as the
-//! sum over tap combinations of the product of the axis weights times the
+//! ([`resize_scratch_bytes`] says how much). Images (one tap on every axis
+//! before the last two) then run plane by plane in the element type
+//! ([`plane`]: row copies for nearest, a horizontal then a vertical pass
+//! for linear and cubic); any other resize computes each output as the sum
+//! over tap combinations of the product of the axis weights times the
 //! input, in f64. Tap indices are clamped into the input, so no input value
 //! can make the kernel read out of bounds. The tap rules follow the ONNX
 //! reference implementation: coordinate transformation, neighbour choice
@@ -21,7 +24,9 @@
 use super::real::Real;
 use crate::abi::resize::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::generic::{advance, checked_rank, product};
+use crate::generic::{checked_rank, product};
+
+mod plane;
 
 /// Why scales or sizes cannot resize the input.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -199,12 +204,18 @@ pub fn resize_taps(p: &ResizeParams, axis: usize) -> usize {
     taps.clamp(1, 1 << 16) as usize
 }
 
-/// Scratch bytes [`onnxc_resize_f32`] needs for these params.
+/// Scratch bytes [`onnxc_resize_f32`] needs for these params: the tap
+/// tables, then what the plane paths need.
 pub fn resize_scratch_bytes(p: &ResizeParams) -> usize {
     let rank = p.rank.clamp(0, MAX_RANK as i64) as usize;
-    (0..rank)
-        .map(|a| (p.out_dims[a].max(0) as usize).saturating_mul(resize_taps(p, a) * core::mem::size_of::<Tap>()))
-        .fold(0, usize::saturating_add)
+    let mut counts = [0usize; MAX_RANK];
+    (0..rank).for_each(|a| counts[a] = resize_taps(p, a));
+    let tables = (0..rank)
+        .map(|a| (p.out_dims[a].max(0) as usize).saturating_mul(counts[a] * core::mem::size_of::<Tap>()))
+        .fold(0, usize::saturating_add);
+    let planes = plane::plane_taps(&counts[..rank])
+        .map_or(0, |taps| plane::plane_scratch_bytes(p.out_dims[rank - 1].max(0) as usize, taps));
+    tables.saturating_add(planes)
 }
 
 /// The source coordinate of output position `y` along one axis, and whether
@@ -388,7 +399,38 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
     if p.in_dims[..rank].contains(&0) {
         return STATUS_INVALID_PARAMS;
     }
-    // Tap tables, one after the other.
+    let shape = build_tables(p, rank, scratch);
+    let (strides, out_dims) = (&shape.strides[..rank], &shape.out_dims[..rank]);
+    let Some(plane_taps) = plane::plane_taps(&shape.tables.counts[..rank]) else {
+        resize_sums(p, x, y, &shape.tables, strides, out_dims);
+        return STATUS_OK;
+    };
+    let planes = plane::Planes {
+        tables: &shape.tables,
+        strides,
+        out_dims,
+        in_w: p.in_dims[rank - 1] as usize,
+        extrapolation: p.extrapolation_value,
+        scratch: scratch.add(shape.table_bytes),
+    };
+    match plane_taps {
+        (1, 1) => plane::nearest_rows(&planes, x, y),
+        taps => plane::separable(&planes, x, y, taps),
+    }
+    STATUS_OK
+}
+
+/// The tap tables [`build_tables`] writes, and the shapes they go with.
+struct ResizeShape {
+    tables: TapTables,
+    strides: [usize; MAX_RANK],
+    out_dims: [usize; MAX_RANK],
+    /// The bytes of scratch the tables take.
+    table_bytes: usize,
+}
+
+/// Writes every axis's tap table into `scratch`, one after the other.
+unsafe fn build_tables(p: &ResizeParams, rank: usize, scratch: *mut u8) -> ResizeShape {
     let mut offsets = [0usize; MAX_RANK];
     let mut counts = [0usize; MAX_RANK];
     let mut next = 0usize;
@@ -408,18 +450,26 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
         strides[a] = s;
         s *= p.in_dims[a] as usize;
     }
-    let out_dims = crate::generic::to_usize(&p.out_dims);
-    let tables = TapTables { taps: taps.cast_const(), offsets, counts };
-    if rank > 0 && counts[..rank].iter().all(|&c| c == 1) {
-        resize_one_tap(x, y, &tables, &strides[..rank], &out_dims[..rank], p.extrapolation_value);
-        return STATUS_OK;
+    ResizeShape {
+        tables: TapTables { taps: taps.cast_const(), offsets, counts },
+        strides,
+        out_dims: crate::generic::to_usize(&p.out_dims),
+        table_bytes: next * core::mem::size_of::<Tap>(),
     }
-    if rank >= 2 && counts[..rank - 2].iter().all(|&c| c == 1) {
-        resize_plane(x, y, &tables, &strides[..rank], &out_dims[..rank], p.extrapolation_value);
-        return STATUS_OK;
-    }
+}
+
+/// Every output of any resize as [`resize_sum`]'s nested sum over its taps.
+unsafe fn resize_sums<T: Real>(
+    p: &ResizeParams,
+    x: *const T,
+    y: *mut T,
+    tables: &TapTables,
+    strides: &[usize],
+    out_dims: &[usize],
+) {
+    let rank = out_dims.len();
     let mut idx = [0usize; MAX_RANK];
-    for k in 0..total {
+    for k in 0..out_dims.iter().product::<usize>() {
         let mut rows: [&[Tap]; MAX_RANK] = [&[]; MAX_RANK];
         let mut extrapolate = false;
         for a in 0..rank {
@@ -427,11 +477,8 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
             extrapolate |= row.first().is_some_and(|t| t.index < 0);
             rows[a] = row;
         }
-        *y.add(k) = T::from_f64(if extrapolate {
-            p.extrapolation_value
-        } else {
-            resize_sum(x, &strides[..rank], &rows[..rank], 0)
-        });
+        *y.add(k) =
+            T::from_f64(if extrapolate { p.extrapolation_value } else { resize_sum(x, strides, &rows[..rank], 0) });
         for a in (0..rank).rev() {
             idx[a] += 1;
             if idx[a] < out_dims[a] {
@@ -440,7 +487,6 @@ pub(crate) unsafe fn resize<T: Real>(p: *const ResizeParams, x: *const T, y: *mu
             idx[a] = 0;
         }
     }
-    STATUS_OK
 }
 
 /// The tap tables of every axis, one after the other in scratch.
@@ -457,15 +503,14 @@ impl TapTables {
     }
 
     /// The one tap of each of the first `idx.len()` axes at output position
-    /// `idx`: the input offset they select, whether one falls outside the
-    /// crop, and their weights.
+    /// `idx`: the input offset they select, and whether one falls outside
+    /// the crop.
     unsafe fn outer(&self, idx: &[usize], strides: &[usize]) -> OuterTaps {
-        let mut taps = OuterTaps { base: 0, outside: false, weights: [0.0; MAX_RANK] };
+        let mut taps = OuterTaps { base: 0, outside: false };
         for (a, &i) in idx.iter().enumerate() {
             let t = self.row(a, i)[0];
             taps.outside |= t.index < 0;
             taps.base += t.index.max(0) as usize * strides[a];
-            taps.weights[a] = t.weight;
         }
         taps
     }
@@ -475,86 +520,6 @@ impl TapTables {
 struct OuterTaps {
     base: usize,
     outside: bool,
-    weights: [f64; MAX_RANK],
-}
-
-/// Resize where every axis has one tap (nearest, and axes kept as they
-/// are): such a tap has weight 1, so each output is a copy of one input
-/// element (its bits, the sign of a zero included), and each output row
-/// gathers from one input row, the outer axes' taps looked up once per row.
-unsafe fn resize_one_tap<T: Real>(
-    x: *const T,
-    y: *mut T,
-    tables: &TapTables,
-    strides: &[usize],
-    out_dims: &[usize],
-    extrapolation: f64,
-) {
-    let (last, outer) = (out_dims.len() - 1, &out_dims[..out_dims.len() - 1]);
-    let mut idx = [0usize; MAX_RANK];
-    let mut out = y;
-    loop {
-        let taps = tables.outer(&idx[..last], strides);
-        for j in 0..out_dims[last] {
-            let t = tables.row(last, j)[0];
-            *out = if taps.outside || t.index < 0 {
-                T::from_f64(extrapolation)
-            } else {
-                *x.add(taps.base + t.index as usize * strides[last])
-            };
-            out = out.add(1);
-        }
-        if !advance(&mut idx[..last], outer, [], &mut []) {
-            return;
-        }
-    }
-}
-
-/// Resize where only the last two axes have several taps (bilinear and
-/// bicubic images): per output row, the outer axes' taps are looked up
-/// once, and each output is [`resize_sum`]'s nested sum over the row's and
-/// the column's taps, in its order, so the results are its bits.
-unsafe fn resize_plane<T: Real>(
-    x: *const T,
-    y: *mut T,
-    tables: &TapTables,
-    strides: &[usize],
-    out_dims: &[usize],
-    extrapolation: f64,
-) {
-    let (rank, last) = (out_dims.len(), out_dims.len() - 1);
-    let (outer, rows_axis) = (&out_dims[..rank - 2], rank - 2);
-    let mut idx = [0usize; MAX_RANK];
-    let mut out = y;
-    loop {
-        let taps = tables.outer(&idx[..rank - 2], strides);
-        for o in 0..out_dims[rows_axis] {
-            let row_taps = tables.row(rows_axis, o);
-            let row_outside = taps.outside || row_taps[0].index < 0;
-            for j in 0..out_dims[last] {
-                let col_taps = tables.row(last, j);
-                let v = if row_outside || col_taps[0].index < 0 {
-                    extrapolation
-                } else {
-                    let mut acc = 0.0;
-                    for r in row_taps {
-                        let at = x.add(taps.base + r.index as usize * strides[rows_axis]);
-                        let mut inner = 0.0;
-                        for c in col_taps {
-                            inner += c.weight * (*at.add(c.index as usize * strides[last])).to_f64();
-                        }
-                        acc += r.weight * inner;
-                    }
-                    taps.weights[..rank - 2].iter().rev().fold(acc, |acc, &w| 0.0 + w * acc)
-                };
-                *out = T::from_f64(v);
-                out = out.add(1);
-            }
-        }
-        if !advance(&mut idx[..rank - 2], outer, [], &mut []) {
-            return;
-        }
-    }
 }
 
 /// Reflects `x` into `[lo, hi]` by bouncing off the borders.
@@ -756,7 +721,7 @@ pub(crate) unsafe fn affine_grid<T: Real>(p: *const AffineGridParams, theta: *co
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec};
+    use crate::generic::test_util::{assert_close, rand_vec, testable_isas, with_level};
     use std::vec;
     use std::vec::Vec;
 
@@ -779,6 +744,74 @@ mod tests {
         let r = unsafe { onnxc_resize_f32(p, x.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr().cast()) };
         assert_eq!(r, STATUS_OK);
         y
+    }
+
+    /// [`resize_sums`] (the nested sums of any resize) on the same params.
+    fn run_sums(p: &ResizeParams, x: &[f32]) -> Vec<f32> {
+        let rank = p.rank as usize;
+        let mut y = vec![0.0f32; p.out_dims[..rank].iter().product::<i64>() as usize];
+        let mut scratch = vec![0u64; resize_scratch_bytes(p) / 8 + 1];
+        unsafe {
+            let shape = build_tables(p, rank, scratch.as_mut_ptr().cast());
+            let (strides, out_dims) = (&shape.strides[..rank], &shape.out_dims[..rank]);
+            resize_sums(p, x.as_ptr(), y.as_mut_ptr(), &shape.tables, strides, out_dims);
+        }
+        y
+    }
+
+    /// Every mode's params on the last two axes of `ins -> outs`: each
+    /// coordinate transformation, nearest rounding, antialiasing and
+    /// exclude_outside, and a crop reaching outside the input.
+    fn plane_cases(ins: &[i64], outs: &[i64]) -> Vec<ResizeParams> {
+        let mut cases = vec![];
+        for (mode, rounding) in
+            [(MODE_LINEAR, 0), (MODE_CUBIC, 0)].into_iter().chain((0..=4).map(|r| (MODE_NEAREST, r)))
+        {
+            for coord in 0..=6 {
+                for flags in 0..4 {
+                    let mut p = params(ins, outs, mode, coord);
+                    (p.nearest_mode, p.exclude_outside) = (rounding, flags & 1);
+                    p.antialias = (flags >> 1) * (mode != MODE_NEAREST) as i64;
+                    let rank = ins.len();
+                    for a in rank.saturating_sub(2)..rank {
+                        (p.roi_start[a], p.roi_end[a]) = (0.2, 1.3);
+                    }
+                    p.extrapolation_value = 7.5;
+                    cases.push(p);
+                }
+            }
+        }
+        cases
+    }
+
+    #[test]
+    fn plane_paths_match_the_nested_sums() {
+        // Integer and fractional factors up and down, odd sizes, rank 1 to
+        // 4, and resizes of the rows or the columns only.
+        let shapes: [(&[i64], &[i64]); 8] = [
+            (&[2, 3, 5, 7], &[2, 3, 10, 14]),
+            (&[1, 2, 7, 5], &[1, 2, 11, 8]),
+            (&[1, 3, 9, 17], &[1, 3, 4, 6]),
+            (&[3, 1, 4], &[3, 1, 12]),
+            (&[6, 19], &[6, 37]),
+            (&[2, 4, 6], &[2, 8, 6]),
+            (&[2, 9, 40], &[2, 18, 80]),
+            (&[5], &[9]),
+        ];
+        for level in testable_isas() {
+            for (ins, outs) in shapes {
+                let x = rand_vec(ins.iter().product::<i64>() as usize, 11);
+                for p in plane_cases(ins, outs) {
+                    let got = with_level(level, || run(&p, &x));
+                    let want = run_sums(&p, &x);
+                    if p.mode == MODE_NEAREST {
+                        assert_eq!(got, want, "{ins:?} -> {outs:?} {p:?} at {}", level.name());
+                    } else {
+                        assert_close(&got, &want, 1e-5);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
