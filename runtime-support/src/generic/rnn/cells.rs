@@ -16,14 +16,27 @@
 
 use super::super::gemm::GemmElem;
 use super::super::real::Real;
+use super::panels::{product, Product};
 use crate::abi::rnn::*;
 use crate::generic::vector_math::{Sigmoid, Tanh};
-use crate::isa::choose::map_in_place;
-use crate::isa::Isa;
+use crate::isa::choose::{map_in_place, recurrent_product};
+use crate::isa::{with_widest_vectors, Isa};
 
-/// The compute types of the recurrent kernel: a gemm, and Sigmoid and Tanh
-/// over a slice.
+/// The compute types of the recurrent kernel: a gemm, the product over
+/// packed panels, and Sigmoid and Tanh over a slice.
 pub trait GateMath: GemmElem {
+    /// The recurrent product `q`, in plain loops at the widest vectors.
+    ///
+    /// # Safety
+    /// As [`Product`].
+    #[inline(always)]
+    unsafe fn recurrent_product(q: &Product<Self>) {
+        with_widest_vectors(
+            #[inline(always)]
+            || product(q),
+        )
+    }
+
     /// `x = 1 / (1 + e^-x)` for each element.
     #[inline(always)]
     fn sigmoid_in_place(xs: &mut [Self]) {
@@ -41,8 +54,15 @@ pub trait GateMath: GemmElem {
     }
 }
 
-/// f32: the crate's vector math at the CPU's widest vectors.
+/// f32: the product and the vector math at the CPU's widest vectors.
 impl GateMath for f32 {
+    #[inline(always)]
+    unsafe fn recurrent_product(q: &Product<f32>) {
+        if !recurrent_product(Isa::best(), q) {
+            product(q)
+        }
+    }
+
     #[inline(always)]
     fn sigmoid_in_place(xs: &mut [f32]) {
         map_in_place::<Sigmoid>(Isa::best(), xs)
