@@ -6,7 +6,7 @@
 //! SIMD kernel can take its place: the gemm drivers' micro-kernel, the
 //! plane kernels of depthwise convolution and pooling, the blocked and
 //! direct convolutions, the reorder's transposes, the 8-bit products and
-//! the recurrent layers' product over packed panels.
+//! the recurrent layers' product over packed panels and LSTM cell.
 //! A function here runs the level's kernel and says so (`true`, or
 //! `Some`), or leaves the work to the portable code where the level has
 //! none, so a level the CPU lacks never reaches a `#[target_feature]`
@@ -22,6 +22,7 @@ use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
+use crate::generic::rnn::lstm_lanes::LstmRow;
 use crate::generic::rnn::panels::Product;
 use crate::generic::vector_math::{LaneFunction, Scalar};
 use crate::parallel::Parallel;
@@ -300,5 +301,27 @@ pub(crate) unsafe fn recurrent_product(level: Isa, q: &Product<f32>) -> bool {
         _ => {}
     }
     let _ = (level, q);
+    false
+}
+
+/// The f32 LSTM cell of the usual activations in one pass of `level`'s
+/// vectors; `false` (nothing done) for the portable level.
+///
+/// # Safety
+/// As [`LstmRow`].
+pub(crate) unsafe fn lstm_cell(level: Isa, row: &LstmRow<f32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        Isa::Avx512 if level.available() => {
+            crate::x86_64::rnn::lstm_cell_avx512(row);
+            return true;
+        }
+        Isa::Avx2Fma if level.available() => {
+            crate::x86_64::rnn::lstm_cell_avx2(row);
+            return true;
+        }
+        _ => {}
+    }
+    let _ = (level, row);
     false
 }

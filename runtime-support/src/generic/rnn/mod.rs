@@ -34,6 +34,7 @@
 //! in panels.
 
 mod cells;
+pub(crate) mod lstm_lanes;
 pub(crate) mod panels;
 #[cfg(test)]
 mod tests;

@@ -382,3 +382,36 @@ fn refuses_a_length_past_the_sequence() {
     assert_eq!(status, STATUS_INDEX_OUT_OF_RANGE);
     assert!(outs[0].iter().all(|v| v.is_nan()));
 }
+
+/// The LSTM cell in one pass of vectors gives the slice path's bits at
+/// every level, for widths with and without a tail, with peepholes and the
+/// coupled input gate.
+#[test]
+fn lstm_cell_in_lanes_matches_slices() {
+    use super::cells::{Activation, Cell};
+    let p = Case::new(RNN_LSTM, [1, 1, 1, 1], 1).p;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for units in [1, 7, 16, 37, 130] {
+        let peep = rand_vec(3 * units, 9);
+        let gh = rand_vec(4 * units, 2);
+        for (peepholes, input_forget) in [(false, false), (true, false), (true, true)] {
+            let cell = Cell {
+                f: Activation::new(&p, 0, 0),
+                g: Activation::new(&p, 0, 1),
+                h: Activation::new(&p, 0, 2),
+                peepholes: peepholes.then(|| [0, 1, 2].map(|k| &peep[k * units..][..units])),
+                input_forget,
+                reset_bias: None,
+            };
+            for isa in testable_isas() {
+                let (mut gx, mut h, mut c) = (rand_vec(4 * units, 1), rand_vec(units, 3), rand_vec(units, 4));
+                let (mut gx_s, mut h_s, mut c_s) = (gx.clone(), h.clone(), c.clone());
+                with_level(isa, || {
+                    cell.lstm(&mut gx, &gh, &mut h, &mut c);
+                    cell.lstm_slices(&mut gx_s, &gh, &mut h_s, &mut c_s);
+                });
+                assert_eq!((bits(&h), bits(&c)), (bits(&h_s), bits(&c_s)), "{isa:?}, {units} units");
+            }
+        }
+    }
+}
