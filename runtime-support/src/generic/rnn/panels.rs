@@ -141,10 +141,10 @@ unsafe fn panel_rows<V: MathLanes, const VECS: usize, const ROWS: usize>(q: &Pro
     for l in 0..depth {
         let w = panel.add(l * PANEL);
         let x: [V; ROWS] = core::array::from_fn(|r| V::splat(*a[r].add(l)));
-        for v in 0..VECS {
-            let wv = V::load(w.add(v * V::LANES));
-            for r in 0..ROWS {
-                acc[r][v] = V::mul_add(x[r], wv, acc[r][v]);
+        let w: [V; VECS] = core::array::from_fn(|v| V::load(w.add(v * V::LANES)));
+        for (sums, &x) in acc.iter_mut().zip(&x) {
+            for (sum, &w) in sums.iter_mut().zip(&w) {
+                *sum = V::mul_add(x, w, *sum);
             }
         }
     }
