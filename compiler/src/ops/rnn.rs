@@ -16,7 +16,9 @@
 //! Opset 1's `output_sequence` only said whether Y is produced, which the
 //! output list already says. Every variant lowers to `onnxc_rnn_{f32,f64}`;
 //! a sequence length outside `[0, seq_len]` stops the model with
-//! INDEX_OUT_OF_RANGE.
+//! INDEX_OUT_OF_RANGE. A constant f32 R may have been packed into the
+//! kernel's panels by [`crate::passes::pack_rnn_weights`]
+//! ([`Rnn::packed_recurrent`]); the hidden size is then W's.
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
@@ -78,6 +80,9 @@ pub struct Rnn {
     pub batch_major: bool,
     pub linear_before_reset: bool,
     pub input_forget: bool,
+    /// R is a one-dimensional constant in the kernel's panel layout
+    /// (`onnxc_runtime::rnn_pack_recurrent`), set only by the packing pass.
+    pub packed_recurrent: bool,
 }
 
 /// An activation's kernel code and default `(alpha, beta)`.
@@ -171,6 +176,7 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
         batch_major: flag("layout")?,
         linear_before_reset: flag("linear_before_reset")?,
         input_forget: flag("input_forget")?,
+        packed_recurrent: false,
     }))
 }
 
@@ -195,22 +201,25 @@ impl Rnn {
         let (seq, batch) = if self.batch_major { (b, a) } else { (a, b) };
         let dirs = if self.direction == Direction::Bidirectional { 2 } else { 1 };
         let g = self.kind.gates();
-        let &[rd, rg, hidden] = r else {
-            return Err(format!("input R must have rank 3, got shape {r:?}"));
-        };
-        if let Some(h) = self.hidden_size {
-            if h != hidden {
-                return Err(format!("attribute \"hidden_size\" is {h}, but R has shape {r:?}"));
-            }
-        }
         let want = |name: &str, got: &[usize], want: &[usize]| -> Result<(), String> {
             if got != want {
                 return Err(format!("input {name} has shape {got:?}, expected {want:?}"));
             }
             Ok(())
         };
-        if rd != dirs || rg != g * hidden {
-            return Err(format!("input R has shape {r:?}, expected [{dirs}, {}, {hidden}]", g * hidden));
+        let hidden = match (self.packed_recurrent, r, w) {
+            (true, _, &[_, gh, _]) => gh / g,
+            (true, _, _) => return Err(format!("input W must have rank 3, got shape {w:?}")),
+            (false, &[_, _, hidden], _) => hidden,
+            (false, _, _) => return Err(format!("input R must have rank 3, got shape {r:?}")),
+        };
+        if let Some(h) = self.hidden_size {
+            if h != hidden {
+                return Err(format!("attribute \"hidden_size\" is {h}, but R has shape {r:?}"));
+            }
+        }
+        if !self.packed_recurrent {
+            want("R", r, &[dirs, g * hidden, hidden])?;
         }
         want("W", w, &[dirs, g * hidden, input])?;
         if let Some(b) = get(3) {
@@ -254,6 +263,11 @@ impl Rnn {
         out
     }
 
+    /// The kernel's params for the node's input shapes.
+    pub fn params_for(&self, shapes: &[Option<&[usize]>]) -> Result<RnnParams, String> {
+        Ok(self.params(&self.dims(shapes)?))
+    }
+
     fn params(&self, d: &Dims) -> RnnParams {
         let mut p = RnnParams {
             kind: match self.kind {
@@ -270,6 +284,7 @@ impl Rnn {
             layout: self.batch_major as i64,
             linear_before_reset: self.linear_before_reset as i64,
             input_forget: self.input_forget as i64,
+            packed_recurrent: self.packed_recurrent as i64,
             has_clip: self.clip.is_some() as i64,
             clip: self.clip.unwrap_or(0.0),
             ..Default::default()
@@ -333,8 +348,7 @@ impl Operator for Rnn {
         }
         let dtype = cx.input_type(0)?.0;
         let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
-        let d = self.dims(&refs)?;
-        let params = self.params(&d);
+        let params = self.params_for(&refs)?;
         let scratch = Ptr(if rnn_scratch_elems(&params) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
         let params = cx.params(&params)?;
         let [x, w, r, b, lens, initial_h] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));

@@ -21,6 +21,7 @@ mod fuse_rms_norm;
 mod gemm_by_splat;
 mod norm_pattern;
 mod pack_conv_weights;
+mod pack_rnn_weights;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
@@ -35,6 +36,7 @@ pub use fuse_matmul_add::fuse_matmul_add;
 pub use fuse_rms_norm::fuse_rms_norm;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
+pub use pack_rnn_weights::pack_rnn_weights;
 
 /// Every rewrite, in order. `portable` code calls no kernels, so nothing
 /// is laid out for them (weights stay in the ONNX layout) and nothing is
@@ -51,6 +53,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
         fuse_rms_norm(graph);
         choose_layout(graph);
         pack_conv_weights(graph);
+        pack_rnn_weights(graph);
         fuse_conv_prologue(graph);
     }
     fuse_elementwise(graph);

@@ -37,6 +37,9 @@ pub struct RnnParams {
     pub layout: i64,
     pub linear_before_reset: i64,
     pub input_forget: i64,
+    /// 1: R holds every direction's panels, packed by
+    /// [`rnn_pack_recurrent`] (at compile time), not `[D, G*H, H]`.
+    pub packed_recurrent: i64,
     pub has_clip: i64,
     pub clip: f64,
     /// `ACT_*` per direction and slot: `[d * RNN_ACTS + slot]`.

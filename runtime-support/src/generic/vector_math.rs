@@ -403,7 +403,7 @@ impl LaneFunction for Tanh {
 }
 
 /// Lanes of the widest [`MathLanes`].
-const MAX_LANES: usize = 16;
+pub(crate) const MAX_LANES: usize = 16;
 
 /// `xs[i] = F(xs[i])` in vectors `V`; the tail that fills no whole vector
 /// goes through a zero-padded copy, so it gets the same instructions.

@@ -5,7 +5,8 @@
 //! The portable code of `crate::generic` asks here at each point where a
 //! SIMD kernel can take its place: the gemm drivers' micro-kernel, the
 //! plane kernels of depthwise convolution and pooling, the blocked and
-//! direct convolutions, the reorder's transposes and the 8-bit products.
+//! direct convolutions, the reorder's transposes, the 8-bit products and
+//! the recurrent layers' product over packed panels and LSTM cell.
 //! A function here runs the level's kernel and says so (`true`, or
 //! `Some`), or leaves the work to the portable code where the level has
 //! none, so a level the CPU lacks never reaches a `#[target_feature]`
@@ -21,6 +22,8 @@ use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
+use crate::generic::rnn::lstm_lanes::LstmRow;
+use crate::generic::rnn::panels::Product;
 use crate::generic::vector_math::{LaneFunction, Scalar};
 use crate::parallel::Parallel;
 use core::ops::Range;
@@ -278,4 +281,48 @@ pub fn map_in_place<F: LaneFunction>(level: Isa, xs: &mut [f32]) {
             _ => crate::generic::vector_math::map_in_place::<Scalar, F>(xs),
         }
     }
+}
+
+/// The recurrent layers' product over packed panels with `level`'s
+/// vectors; `false` (nothing done) for the portable level.
+///
+/// # Safety
+/// As the product's [`Product`].
+pub(crate) unsafe fn recurrent_product(level: Isa, q: &Product<f32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        Isa::Avx512 if level.available() => {
+            crate::x86_64::rnn::recurrent_product_avx512(q);
+            return true;
+        }
+        Isa::Avx2Fma if level.available() => {
+            crate::x86_64::rnn::recurrent_product_avx2(q);
+            return true;
+        }
+        _ => {}
+    }
+    let _ = (level, q);
+    false
+}
+
+/// The f32 LSTM cell of the usual activations in one pass of `level`'s
+/// vectors; `false` (nothing done) for the portable level.
+///
+/// # Safety
+/// As [`LstmRow`].
+pub(crate) unsafe fn lstm_cell(level: Isa, row: &LstmRow<f32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        Isa::Avx512 if level.available() => {
+            crate::x86_64::rnn::lstm_cell_avx512(row);
+            return true;
+        }
+        Isa::Avx2Fma if level.available() => {
+            crate::x86_64::rnn::lstm_cell_avx2(row);
+            return true;
+        }
+        _ => {}
+    }
+    let _ = (level, row);
+    false
 }

@@ -16,6 +16,7 @@ pub(crate) mod direct_conv;
 pub(crate) mod math_lanes;
 mod plane;
 pub mod pool;
+pub(crate) mod rnn;
 mod tile;
 pub(crate) mod transpose;
 pub mod vnni;

@@ -16,14 +16,39 @@
 
 use super::super::gemm::GemmElem;
 use super::super::real::Real;
+use super::lstm_lanes::LstmRow;
+use super::panels::{product, Product};
 use crate::abi::rnn::*;
 use crate::generic::vector_math::{Sigmoid, Tanh};
-use crate::isa::choose::map_in_place;
-use crate::isa::Isa;
+use crate::isa::choose::{lstm_cell, map_in_place, recurrent_product};
+use crate::isa::{with_widest_vectors, Isa};
 
-/// The compute types of the recurrent kernel: a gemm, and Sigmoid and Tanh
-/// over a slice.
+/// The compute types of the recurrent kernel: a gemm, the product over
+/// packed panels, and Sigmoid and Tanh over a slice.
 pub trait GateMath: GemmElem {
+    /// The recurrent product `q`, in plain loops at the widest vectors.
+    ///
+    /// # Safety
+    /// As [`Product`].
+    #[inline(always)]
+    unsafe fn recurrent_product(q: &Product<Self>) {
+        with_widest_vectors(
+            #[inline(always)]
+            || product(q),
+        )
+    }
+
+    /// The whole LSTM cell of `row` in one pass of vectors, if this type
+    /// and the CPU have one; false (nothing done) otherwise.
+    ///
+    /// # Safety
+    /// As [`LstmRow`].
+    #[inline(always)]
+    unsafe fn lstm_in_lanes(row: &LstmRow<Self>) -> bool {
+        let _ = row;
+        false
+    }
+
     /// `x = 1 / (1 + e^-x)` for each element.
     #[inline(always)]
     fn sigmoid_in_place(xs: &mut [Self]) {
@@ -41,8 +66,20 @@ pub trait GateMath: GemmElem {
     }
 }
 
-/// f32: the crate's vector math at the CPU's widest vectors.
+/// f32: the product and the vector math at the CPU's widest vectors.
 impl GateMath for f32 {
+    #[inline(always)]
+    unsafe fn recurrent_product(q: &Product<f32>) {
+        if !recurrent_product(Isa::best(), q) {
+            product(q)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn lstm_in_lanes(row: &LstmRow<f32>) -> bool {
+        lstm_cell(Isa::best(), row)
+    }
+
     #[inline(always)]
     fn sigmoid_in_place(xs: &mut [f32]) {
         map_in_place::<Sigmoid>(Isa::best(), xs)
@@ -117,6 +154,11 @@ impl<T: GateMath> Activation<T> {
         Activation { kind: p.act[k], alpha: p.alpha[k], beta: p.beta[k], clip }
     }
 
+    /// Whether this is activation `kind` with no clip.
+    pub(super) fn is(&self, kind: i64) -> bool {
+        self.kind == kind && self.clip.is_none()
+    }
+
     /// Applies the activation to every element of `xs`.
     #[inline(always)]
     pub(super) fn apply(&self, xs: &mut [T]) {
@@ -181,9 +223,29 @@ impl<T: GateMath> Cell<'_, T> {
     }
 
     /// LSTM (gates i, o, f, c): updates `c` and `h`, using `gx` for the
-    /// gates' values.
+    /// gates' values; in one pass of vectors ([`GateMath::lstm_in_lanes`])
+    /// when the activations are the usual ones.
     #[inline(always)]
     pub(super) fn lstm(&self, gx: &mut [T], gh: &[T], h: &mut [T], c: &mut [T]) {
+        let usual = self.f.is(ACT_SIGMOID) && self.g.is(ACT_TANH) && self.h.is(ACT_TANH);
+        let row = LstmRow {
+            gx: gx.as_ptr(),
+            gh: gh.as_ptr(),
+            h: h.as_mut_ptr(),
+            c: c.as_mut_ptr(),
+            units: h.len(),
+            peepholes: self.peepholes.map(|p| p.map(<[T]>::as_ptr)),
+            input_forget: self.input_forget,
+        };
+        // SAFETY: the row's slices hold its gates (`4 * units`) and states.
+        if !(usual && unsafe { T::lstm_in_lanes(&row) }) {
+            self.lstm_slices(gx, gh, h, c);
+        }
+    }
+
+    /// [`Cell::lstm`] slice by slice.
+    #[inline(always)]
+    pub(super) fn lstm_slices(&self, gx: &mut [T], gh: &[T], h: &mut [T], c: &mut [T]) {
         add(gx, gh);
         let units = h.len();
         let (i, rest) = gx.split_at_mut(units);

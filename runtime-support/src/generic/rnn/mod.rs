@@ -15,10 +15,10 @@
 //!   once (W of both directions is one `[D*G*H, I]` matrix), with the
 //!   biases `Wb + Rb` added by the gemm, into scratch (`gx`);
 //! - at each step, the recurrent product `h·Rᵀ` of all batch rows together
-//!   (`[B, H] x [H, G*H]`). One or two rows take the gemm's dot products
-//!   along R's rows; more take the blocked gemm, on R transposed once per
-//!   direction into scratch, whose unit-stride rows the gemm packs as it
-//!   multiplies them (R as it lies would be repacked at every step).
+//!   (`[B, H] x [H, G*H]`), over R packed into panels ([`panels`]): by the
+//!   compiler when R is a constant (`packed_recurrent`, R then points to
+//!   every direction's panels, see [`rnn_pack_recurrent`]), else by the
+//!   kernel into scratch, once per direction.
 //!   GRU without `linear_before_reset` takes it in two parts, since its h
 //!   gate multiplies `r * h`, which needs the step's reset gate first.
 //!
@@ -30,19 +30,23 @@
 //! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
 //! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
 //! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]`, the GRU rows
-//! `r * h` `[B, H]` and, past two batch rows, R transposed `[H, G*H]`.
+//! `r * h` `[B, H]` and, unless the compiler packed it, one direction's R
+//! in panels.
 
 mod cells;
+pub(crate) mod lstm_lanes;
+pub(crate) mod panels;
 #[cfg(test)]
 mod tests;
 
 use super::gemm::{MatMut, MatRef};
-use super::gemv::FEW_ROWS;
+use super::real::Real;
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::with_widest_vectors;
 use cells::{Activation, Cell, GateMath};
 use core::slice::{from_raw_parts, from_raw_parts_mut};
+use panels::{pack_parts, panels_elems, Panels, Product};
 
 /// The checked sizes of one call.
 #[derive(Clone, Copy)]
@@ -56,6 +60,7 @@ struct Shape {
     dirs: usize,
     batch_major: bool,
     linear_before_reset: bool,
+    packed_recurrent: bool,
 }
 
 impl Shape {
@@ -82,6 +87,7 @@ impl Shape {
             dirs,
             batch_major: p.layout != 0,
             linear_before_reset,
+            packed_recurrent: p.packed_recurrent != 0,
         })
     }
 
@@ -117,17 +123,34 @@ impl Shape {
         row * self.hidden
     }
 
-    /// Whether the recurrent products take R transposed (see the module doc).
-    fn transposes_r(&self) -> bool {
-        self.batch > FEW_ROWS
+    /// Whether the h gate's product waits for the reset gate (GRU without
+    /// `linear_before_reset`).
+    fn resets_first(&self) -> bool {
+        self.kind == RNN_GRU && !self.linear_before_reset
+    }
+
+    /// The recurrent product's parts `(first gate column, columns)`, each
+    /// packed on its own; the second is empty but for [`Shape::resets_first`].
+    fn product_parts(&self) -> [(usize, usize); 2] {
+        let (h, gw) = (self.hidden, self.gate_width());
+        if self.resets_first() {
+            [(0, 2 * h), (2 * h, h)]
+        } else {
+            [(0, gw), (gw, 0)]
+        }
+    }
+
+    /// Elements of one direction's R in panels.
+    fn packed_direction_elems(&self) -> usize {
+        self.product_parts().iter().fold(0, |sum, &(_, cols)| sum.saturating_add(panels_elems(cols, self.hidden)))
     }
 
     /// Scratch elements, in the order of [`Work::carve`].
     fn scratch_parts(&self) -> [usize; 8] {
         let (b, h, gw) = (self.batch, self.hidden, self.gate_width());
         let gx = self.seq.saturating_mul(b).saturating_mul(self.gx_width());
-        let r_t = if self.transposes_r() { gw * h } else { 0 };
-        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * gw, b * h, r_t]
+        let packed = if self.packed_recurrent { 0 } else { self.packed_direction_elems() };
+        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * gw, b * h, packed]
     }
 }
 
@@ -135,6 +158,28 @@ impl Shape {
 /// params it refuses.
 pub fn rnn_scratch_elems(p: &RnnParams) -> usize {
     Shape::new(p).map_or(0, |s| s.scratch_parts().iter().fold(0, |sum, &n| sum.saturating_add(n)))
+}
+
+/// Elements of R (every direction) packed by [`rnn_pack_recurrent`] for
+/// `p`, whatever its `packed_recurrent`; 0 for params it refuses.
+pub fn rnn_packed_recurrent_elems(p: &RnnParams) -> usize {
+    Shape::new(p).map_or(0, |s| s.packed_direction_elems().saturating_mul(s.dirs))
+}
+
+/// Packs R (`[D, G*H, H]`) into `dst` as the kernel reads it with
+/// `packed_recurrent` set: each direction's panels after the other's.
+///
+/// # Safety
+/// `r` holds R for `p` and `dst` [`rnn_packed_recurrent_elems`] elements.
+pub unsafe fn rnn_pack_recurrent<T: Real>(p: &RnnParams, r: *const T, dst: *mut T) -> i32 {
+    let Some(s) = Shape::new(p) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    for d in 0..s.dirs {
+        let r = r.add(d * s.gate_width() * s.hidden);
+        pack_parts(r, &s.product_parts(), s.hidden, dst.add(d * s.packed_direction_elems()));
+    }
+    STATUS_OK
 }
 
 /// The operands, each optional one null when absent.
@@ -161,7 +206,7 @@ struct Work<T> {
     c: *mut T,
     gh: *mut T,
     reset: *mut T,
-    r_t: *mut T,
+    packed: *mut T,
 }
 
 impl<T> Work<T> {
@@ -172,8 +217,8 @@ impl<T> Work<T> {
             at = at.add(n);
             part
         });
-        let [gx, bias, reset_bias, h, c, gh, reset, r_t] = parts;
-        Work { gx, bias, reset_bias, h, c, gh, reset, r_t }
+        let [gx, bias, reset_bias, h, c, gh, reset, packed] = parts;
+        Work { gx, bias, reset_bias, h, c, gh, reset, packed }
     }
 }
 
@@ -239,48 +284,23 @@ unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
     T::gemm(s.seq * s.batch, width, s.input, T::ONE, x, w_t, T::ONE, Some(bias), gx);
 }
 
-/// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row,
-/// where `a` holds `H`-wide rows.
-unsafe fn recurrent_product<T: GateMath>(
-    s: &Shape,
-    dir: &Direction<T>,
-    a: *const T,
-    first: usize,
-    cols: usize,
-    out: *mut T,
-) {
-    let (h, gw) = (s.hidden as isize, s.gate_width() as isize);
-    let a = MatRef { ptr: a, rs: h, cs: 1 };
-    let r_t = match dir.r_t {
-        Some(r_t) => MatRef { ptr: r_t.add(first), rs: gw, cs: 1 },
-        None => MatRef { ptr: dir.r.add(first * s.hidden), rs: 1, cs: h },
-    };
-    let out = MatMut { ptr: out, rs: gw, cs: 1 };
-    T::gemm(s.batch, cols, s.hidden, T::ONE, a, r_t, T::ZERO, None, out);
+/// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row
+/// and product part `part` (`first`, `cols`), where `a` holds `H`-wide
+/// rows and `out` rows `G*H` apart.
+unsafe fn recurrent_product<T: GateMath>(s: &Shape, dir: &Direction<T>, part: usize, a: *const T, out: *mut T) {
+    T::recurrent_product(&Product { panels: dir.parts[part], rows: s.batch, a, out, out_stride: s.gate_width() });
 }
 
-/// Writes `r` (`[G*H, H]`) transposed into `r_t` (`[H, G*H]`).
-unsafe fn transpose_r<T: GateMath>(s: &Shape, r: *const T, r_t: *mut T) {
-    let (h, gw) = (s.hidden, s.gate_width());
-    for g in 0..gw {
-        for k in 0..h {
-            *r_t.add(k * gw + g) = *r.add(g * h + k);
-        }
-    }
-}
-
-/// One direction: where it starts, its R (and R transposed, if the
-/// products take it) and its cells.
+/// One direction: where it starts, its R in panels and its cells.
 struct Direction<'a, T> {
     index: usize,
     backwards: bool,
-    r: *const T,
-    r_t: Option<*const T>,
+    parts: [Panels<T>; 2],
     cell: Cell<'a, T>,
 }
 
 impl<T: GateMath> Direction<'_, T> {
-    /// Direction `d`, with R transposed into scratch if the products take it.
+    /// Direction `d`, with R packed into scratch unless the compiler did.
     unsafe fn new(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) -> Self {
         let h = s.hidden;
         let lstm_peepholes = s.kind == RNN_LSTM && !io.peep.is_null();
@@ -295,12 +315,19 @@ impl<T: GateMath> Direction<'_, T> {
             reset_bias,
         };
         let backwards = if s.dirs == 2 { d == 1 } else { p.reverse != 0 };
-        let r = io.r.add(d * s.gate_width() * h);
-        let r_t = s.transposes_r().then(|| {
-            transpose_r(s, r, work.r_t);
-            work.r_t as *const T
+        let parts = s.product_parts();
+        let mut at = if s.packed_recurrent {
+            io.r.add(d * s.packed_direction_elems())
+        } else {
+            pack_parts(io.r.add(d * s.gate_width() * h), &parts, h, work.packed);
+            work.packed as *const T
+        };
+        let parts = parts.map(|(_, cols)| {
+            let panels = Panels { ptr: at, cols, depth: h };
+            at = at.add(panels_elems(cols, h));
+            panels
         });
-        Direction { index: d, backwards, r, r_t, cell }
+        Direction { index: d, backwards, parts, cell }
     }
 }
 
@@ -327,9 +354,8 @@ unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Directi
     let h = s.hidden;
     let cell = &dir.cell;
     let rows = Rows { s, io, work, d: dir.index, tt };
-    let reset_first = s.kind == RNN_GRU && !s.linear_before_reset;
-    let first_cols = if reset_first { 2 * h } else { s.gate_width() };
-    recurrent_product(s, dir, work.h, 0, first_cols, work.gh);
+    let reset_first = s.resets_first();
+    recurrent_product(s, dir, 0, work.h, work.gh);
     match s.kind {
         RNN_SIMPLE => rows.each(
             #[inline(always)]
@@ -350,7 +376,7 @@ unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Directi
                 },
             );
             if reset_first {
-                recurrent_product(s, dir, work.reset, 2 * h, h, work.gh.add(2 * h));
+                recurrent_product(s, dir, 1, work.reset, work.gh.add(2 * h));
             }
             rows.each(
                 #[inline(always)]

@@ -194,10 +194,19 @@ fn reference_step(case: &Case, s: &Shape, d: usize, x: &[f32], h: &mut [f64], c:
     }
 }
 
-/// The f32 kernel at every level and the f64 kernel against the reference.
+/// `case` with R packed as the compiler packs a constant one.
+fn with_packed_r(case: &Case) -> Case {
+    let mut r = vec![f32::NAN; rnn_packed_recurrent_elems(&case.p)];
+    assert_eq!(unsafe { rnn_pack_recurrent(&case.p, case.r.as_ptr(), r.as_mut_ptr()) }, STATUS_OK);
+    Case { r, p: RnnParams { packed_recurrent: 1, ..case.p }, ..case.clone() }
+}
+
+/// The f32 kernel at every level and the f64 kernel against the
+/// reference, each with R as it lies and packed ahead (the same bits).
 fn check(case: &Case) {
     let want = reference(case);
     let outputs = if case.p.kind == RNN_LSTM { 3 } else { 2 };
+    let packed = with_packed_r(case);
     for isa in testable_isas() {
         let (status, got) = with_level(isa, || case.run::<f32>(onnxc_rnn_f32));
         assert_eq!(status, STATUS_OK);
@@ -205,12 +214,19 @@ fn check(case: &Case) {
             let want: Vec<f32> = want[k].iter().map(|&v| v as f32).collect();
             assert_close(&got[k], &want, 2e-5);
         }
+        let (status, got_packed) = with_level(isa, || packed.run::<f32>(onnxc_rnn_f32));
+        assert_eq!(status, STATUS_OK);
+        let bits =
+            |o: &Outputs<f32>| o.iter().map(|v| v.iter().map(|x| x.to_bits()).collect()).collect::<Vec<Vec<_>>>();
+        assert_eq!(bits(&got_packed), bits(&got), "packed R");
     }
-    let (status, got) = case.run::<f64>(onnxc_rnn_f64);
-    assert_eq!(status, STATUS_OK);
-    for k in 0..outputs {
-        for (g, w) in got[k].iter().zip(&want[k]) {
-            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "f64: got {g}, want {w}");
+    for case in [case, &packed] {
+        let (status, got) = case.run::<f64>(onnxc_rnn_f64);
+        assert_eq!(status, STATUS_OK);
+        for k in 0..outputs {
+            for (g, w) in got[k].iter().zip(&want[k]) {
+                assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "f64: got {g}, want {w}");
+            }
         }
     }
 }
@@ -230,10 +246,19 @@ fn check_every_direction(kind: i64, dims: [usize; 4], tweak: impl Fn(&mut Case))
 }
 
 /// `[steps, batch, input, hidden]`: one of everything, odd sizes that are
-/// not a multiple of a vector, one and two batch rows (the gemm's
-/// matrix-vector path) and more (its blocked path), a deep input.
-const SIZES: [[usize; 4]; 6] =
-    [[1, 1, 1, 1], [3, 1, 5, 17], [4, 2, 3, 9], [5, 3, 7, 33], [2, 5, 16, 8], [3, 4, 150, 20]];
+/// not a multiple of a vector or of a panel (37, 130 units: gate columns
+/// across panels), one to five batch rows (the product's row groups and
+/// their remainder), a deep input.
+const SIZES: [[usize; 4]; 8] = [
+    [1, 1, 1, 1],
+    [3, 1, 5, 17],
+    [4, 2, 3, 9],
+    [5, 3, 7, 33],
+    [2, 5, 16, 8],
+    [3, 4, 150, 20],
+    [3, 1, 4, 37],
+    [2, 5, 3, 130],
+];
 
 /// The options every kind has: uneven lengths (one of them 0), a clip, no
 /// bias, initial states or peepholes.
@@ -356,4 +381,37 @@ fn refuses_a_length_past_the_sequence() {
     let (status, outs) = case.run::<f32>(onnxc_rnn_f32);
     assert_eq!(status, STATUS_INDEX_OUT_OF_RANGE);
     assert!(outs[0].iter().all(|v| v.is_nan()));
+}
+
+/// The LSTM cell in one pass of vectors gives the slice path's bits at
+/// every level, for widths with and without a tail, with peepholes and the
+/// coupled input gate.
+#[test]
+fn lstm_cell_in_lanes_matches_slices() {
+    use super::cells::{Activation, Cell};
+    let p = Case::new(RNN_LSTM, [1, 1, 1, 1], 1).p;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for units in [1, 7, 16, 37, 130] {
+        let peep = rand_vec(3 * units, 9);
+        let gh = rand_vec(4 * units, 2);
+        for (peepholes, input_forget) in [(false, false), (true, false), (true, true)] {
+            let cell = Cell {
+                f: Activation::new(&p, 0, 0),
+                g: Activation::new(&p, 0, 1),
+                h: Activation::new(&p, 0, 2),
+                peepholes: peepholes.then(|| [0, 1, 2].map(|k| &peep[k * units..][..units])),
+                input_forget,
+                reset_bias: None,
+            };
+            for isa in testable_isas() {
+                let (mut gx, mut h, mut c) = (rand_vec(4 * units, 1), rand_vec(units, 3), rand_vec(units, 4));
+                let (mut gx_s, mut h_s, mut c_s) = (gx.clone(), h.clone(), c.clone());
+                with_level(isa, || {
+                    cell.lstm(&mut gx, &gh, &mut h, &mut c);
+                    cell.lstm_slices(&mut gx_s, &gh, &mut h_s, &mut c_s);
+                });
+                assert_eq!((bits(&h), bits(&c)), (bits(&h_s), bits(&c_s)), "{isa:?}, {units} units");
+            }
+        }
+    }
 }
