@@ -548,11 +548,10 @@ macro_rules! run_tiles_4x2 {
     };
 }
 
-mod activation;
 mod pointwise;
 mod stem;
 
-use activation::VectorActivation;
+use super::conv_activation::VectorActivation;
 use pointwise::{pointwise_end, RunEnd};
 use stem::{stem_end, StemEnd};
 

@@ -14,14 +14,14 @@
 //! becomes `+0`), and the vector math's sigmoid and tanh, which give the
 //! scalar lanes' bits, so the outputs are the same bits.
 
-use super::super::plane::Ymm;
+use super::plane::Ymm;
 use crate::abi::conv::{ConvParams, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_SIGMOID, EPILOGUE_TANH};
 use crate::generic::vector_math;
 use core::arch::x86_64::*;
 
-/// An activation [`super::super::avx2::activate`] does not have.
+/// An activation [`super::avx2::activate`] does not have.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum VectorActivation {
+pub(crate) enum VectorActivation {
     /// `clamp01(v * alpha + beta)`.
     HardSigmoid {
         alpha: f32,
@@ -35,7 +35,7 @@ pub(super) enum VectorActivation {
 
 impl VectorActivation {
     /// `p`'s activation when it is one of these.
-    pub(super) fn of(p: &ConvParams) -> Option<VectorActivation> {
+    pub(crate) fn of(p: &ConvParams) -> Option<VectorActivation> {
         Some(match p.activation {
             EPILOGUE_HARD_SIGMOID => VectorActivation::HardSigmoid { alpha: p.act_a as f32, beta: p.act_b as f32 },
             EPILOGUE_HARD_SWISH => VectorActivation::HardSwish,
@@ -50,7 +50,7 @@ impl VectorActivation {
     /// # Safety
     /// The CPU has AVX2 and FMA.
     #[inline(always)]
-    pub(super) unsafe fn apply(self, v: __m256) -> __m256 {
+    pub(crate) unsafe fn apply(self, v: __m256) -> __m256 {
         match self {
             VectorActivation::HardSigmoid { alpha, beta } => {
                 clamp01(_mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(alpha)), _mm256_set1_ps(beta)))
@@ -69,7 +69,7 @@ impl VectorActivation {
     /// # Safety
     /// `y` holds `vectors * 8` writable floats; the CPU has AVX2 and FMA.
     #[inline(always)]
-    pub(super) unsafe fn apply_in_place(self, y: *mut f32, vectors: usize) {
+    pub(crate) unsafe fn apply_in_place(self, y: *mut f32, vectors: usize) {
         for i in 0..vectors {
             let at = y.add(i * 8);
             _mm256_storeu_ps(at, self.apply(_mm256_loadu_ps(at)));
