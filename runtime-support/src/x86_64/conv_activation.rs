@@ -8,7 +8,10 @@
 //!
 //! Such a layer's tiles and runs finish with no activation; a tile then
 //! applies it to each vector in registers before the store, a run to the
-//! outputs it has just stored (still in L1). Each step is the portable
+//! outputs it has just stored (still in L1). The direct convolution
+//! ([`super::direct_conv`]) does the same in its full tiles, which had
+//! left it to rows of four pixels (MobileNetV3's HardSwish stem at the
+//! AVX2 level ran at half the speed of a Relu one). Each step is the portable
 //! epilogue's ([`crate::generic::conv::epilogue`]): the same products
 //! and sums unfused, its clamp's compares as selects (NaN passes, `-0`
 //! becomes `+0`), and the vector math's sigmoid and tanh, which give the
