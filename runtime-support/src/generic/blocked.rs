@@ -371,7 +371,8 @@ mod tests {
     use super::*;
     use crate::abi::blocked::*;
     use crate::abi::conv::{
-        onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
+        onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE,
+        EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_TANH,
     };
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
     use crate::isa::choose::blocked_conv;
@@ -525,6 +526,10 @@ mod tests {
                 (EPILOGUE_RELU, 1, true),
                 (EPILOGUE_LEAKY_RELU, 1, true),
                 (EPILOGUE_HARD_SWISH, 0, true),
+                (EPILOGUE_HARD_SWISH, 1, false),
+                (EPILOGUE_HARD_SIGMOID, 1, true),
+                (EPILOGUE_SIGMOID, 0, true),
+                (EPILOGUE_TANH, 1, false),
                 (EPILOGUE_CLIP, 1, false),
             ] {
                 let p = ConvParams { activation, act_a: 0.1, act_b: 0.6, residual: fused, ..p };

@@ -496,13 +496,27 @@ pub(crate) unsafe fn pack_conv_weights_f32(p: *const ConvParams, w: *const f32, 
 
 /// The tail of a convolution on one finished row segment of a group's
 /// output: the bias, then a fused residual and activation ([`epilogue`]).
-struct ConvFinish<'a> {
-    p: &'a ConvParams,
+pub(crate) struct ConvFinish<'a> {
+    pub(crate) p: &'a ConvParams,
     /// The group's first bias, if any.
     bias: Option<*const f32>,
     /// The residual of the group's first output channel, if any.
     residual: Option<*const f32>,
     row_stride: usize,
+}
+
+impl ConvFinish<'_> {
+    /// [`FinishRow::tile_end`]'s bias and residual with no activation, for
+    /// a kernel that applies the activation itself (one `tile_end` lacks).
+    #[inline(always)]
+    pub(crate) fn unactivated_end(&self, i0: usize, j0: usize) -> TileEnd {
+        TileEnd {
+            bias: self.bias.map_or(core::ptr::null(), |b| b.wrapping_add(i0)),
+            residual: self.residual.map_or(core::ptr::null(), |r| r.wrapping_add(i0 * self.row_stride + j0)),
+            residual_rs: self.row_stride as isize,
+            activation: TileActivation::None,
+        }
+    }
 }
 
 impl FinishRow for ConvFinish<'_> {
@@ -519,13 +533,7 @@ impl FinishRow for ConvFinish<'_> {
     /// Bias, residual and the activations that are a compare and a select.
     #[inline(always)]
     fn tile_end(&self, i0: usize, j0: usize) -> Option<TileEnd> {
-        let activation = tile_activation(self.p)?;
-        Some(TileEnd {
-            bias: self.bias.map_or(core::ptr::null(), |b| b.wrapping_add(i0)),
-            residual: self.residual.map_or(core::ptr::null(), |r| r.wrapping_add(i0 * self.row_stride + j0)),
-            residual_rs: self.row_stride as isize,
-            activation,
-        })
+        Some(TileEnd { activation: tile_activation(self.p)?, ..self.unactivated_end(i0, j0) })
     }
 
     /// The residual rows: far apart in a tensor the size of the output,
@@ -1131,6 +1139,9 @@ mod tests {
             (EPILOGUE_CLIP, 0),
             (EPILOGUE_LEAKY_RELU, 1),
             (EPILOGUE_SIGMOID, 1),
+            (EPILOGUE_HARD_SWISH, 0),
+            (EPILOGUE_HARD_SIGMOID, 1),
+            (EPILOGUE_TANH, 0),
         ];
         for c in cases {
             let p = ConvParams { packed_weights: 1, act_a: -0.25, act_b: 0.5, ..params(&c) };

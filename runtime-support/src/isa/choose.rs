@@ -17,6 +17,7 @@ use crate::abi::conv::ConvParams;
 use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::abi::pool::PoolParams;
 use crate::generic::blocked::{BlockedOperands, BlockedShape};
+use crate::generic::conv::ConvFinish;
 use crate::generic::conv_window::ConvWindow;
 use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
@@ -186,13 +187,13 @@ pub(crate) fn direct_conv_runs() -> bool {
 /// [`direct_conv_runs`] said so, and the operands are as for
 /// `x86_64::direct_conv::conv`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn direct_conv<F: FinishRow>(
+pub(crate) unsafe fn direct_conv(
     window: &ConvWindow,
     x: *const f32,
     m: usize,
     a: *const f32,
     y: *mut f32,
-    finish: &F,
+    finish: &ConvFinish,
     parallel: *const Parallel,
 ) {
     #[cfg(target_arch = "x86_64")]

@@ -551,6 +551,7 @@ macro_rules! run_tiles_4x2 {
 mod pointwise;
 mod stem;
 
+use super::conv_activation::VectorActivation;
 use pointwise::{pointwise_end, RunEnd};
 use stem::{stem_end, StemEnd};
 
@@ -560,9 +561,13 @@ struct Job<'a> {
     s: &'a BlockedShape,
     o: BlockedOperands,
     strides: Strides,
-    /// The epilogue's activation when it is a select, else `None` (then
-    /// the portable epilogue finishes each vector).
+    /// The epilogue's activation when it is a select (`None` when it is
+    /// a [`VectorActivation`]), else `None` (then the portable epilogue
+    /// finishes each vector).
     activation: Option<TileActivation>,
+    /// The epilogue's activation when it is not a select but the vectors
+    /// have it: applied after the select-free epilogue.
+    vector_activation: Option<VectorActivation>,
     /// Whether the AVX-512 tiles (6 pixels × 4 blocks) run, else the AVX2 ones.
     wide: bool,
     /// Floats between the input's pixels.
@@ -857,7 +862,24 @@ impl Job<'_> {
         if !o.residual.is_null() {
             v = _mm256_add_ps(v, _mm256_loadu_ps(o.residual.add(at)));
         }
-        _mm256_storeu_ps(o.y.add(at), activate(activation, v));
+        v = activate(activation, v);
+        if let Some(vector_activation) = self.vector_activation {
+            v = vector_activation.apply(v);
+        }
+        _mm256_storeu_ps(o.y.add(at), v);
+    }
+
+    /// The [`VectorActivation`] (if any) on the `pixels` pixels from `y` of
+    /// `blocks` output blocks, which a run has just stored.
+    #[inline(always)]
+    unsafe fn finish_run(&self, y: *mut f32, blocks: usize, pixels: usize) {
+        let Some(vector_activation) = self.vector_activation else {
+            return;
+        };
+        let block_step = self.s.out_h * self.s.out_w * BLOCK;
+        for j in 0..blocks {
+            vector_activation.apply_in_place(y.add(j * block_step), pixels);
+        }
     }
 }
 
@@ -874,7 +896,8 @@ pub(crate) unsafe fn conv(
     parallel: *const Parallel,
     kernel: Isa,
 ) {
-    let activation = tile_activation(p);
+    let vector_activation = VectorActivation::of(p);
+    let activation = if vector_activation.is_some() { Some(TileActivation::None) } else { tile_activation(p) };
     // An NCHW input's pixels are consecutive floats, its channels planes apart.
     let pixel_step = if s.nchw_input { 1 } else { BLOCK };
     let strides = Strides {
@@ -900,7 +923,19 @@ pub(crate) unsafe fn conv(
         && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
     let run_end = pointwise_end(s, &o, activation, wide);
     let stem_end = stem_end(s, &o, activation, wide);
-    let job = Job { p, s, o, strides, activation, wide, pixel_step, groups_per_tile: per_tile, run_end, stem_end };
+    let job = Job {
+        p,
+        s,
+        o,
+        strides,
+        activation,
+        vector_activation,
+        wide,
+        pixel_step,
+        groups_per_tile: per_tile,
+        run_end,
+        stem_end,
+    };
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
     // What a task's part of an image is made of: a pointwise layer's full
     // tiles (its pixels run on across rows, so a part cuts no tile), else

@@ -258,7 +258,7 @@ mod tests {
     /// scalar sum with one FMA per tap in kernel order from the bias,
     /// padding read as zero: on ranges of planes that start and end inside
     /// a group of lanes, channels that straddle two images, no bias,
-    /// filters of 1 to 25 taps, strides 1 to 3, dilation, uneven padding
+    /// filters of 1 to 49 taps, strides 1 to 3, dilation, uneven padding
     /// (and wider than the filter's reach) and planes cut into several
     /// bands. Planes outside the range stay untouched; `finish` sees each
     /// one in it once, in order.
@@ -278,6 +278,9 @@ mod tests {
             (planes(18, [100, 60], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), 1),
             (planes(4, [2, 3], [3, 3], [1, 1], [1, 1], [3, 3, 3, 3]), 1),
             (planes(3, [5, 40], [3, 3], [1, 3], [1, 1], [1, 1, 1, 1]), 1),
+            (planes(19, [13, 15], [7, 7], [1, 1], [1, 1], [3, 3, 3, 3]), 1),
+            (planes(6, [23, 30], [7, 7], [2, 2], [1, 1], [3, 2, 3, 3]), 2),
+            (planes(17, [9, 61], [7, 7], [1, 1], [1, 1], [3, 3, 3, 3]), 1),
         ];
         for (n, (mut p, batch)) in cases.into_iter().enumerate() {
             p.batch = batch;

@@ -29,8 +29,8 @@ use core::ops::Range;
 /// Floats of the band buffer on the stack (64 KiB: in L2 with the group's
 /// planes).
 const BAND_FLOATS: usize = 16 * 1024;
-/// Most taps a filter may have here (its weights are a vector each).
-const MAX_TAPS: usize = 25;
+/// Most taps a filter may have here (its weights are a vector each): 7×7.
+const MAX_TAPS: usize = 49;
 /// Output pixels computed together: independent sums, so that one pixel's
 /// multiply-adds do not wait on each other's latency.
 const PIXELS: usize = 4;
@@ -85,12 +85,22 @@ impl Bands {
 /// stride 2 ran twice as long as in the plane kernel). Measured on
 /// ShuffleNet's and MobileNet's layers; 28 and 56 wide output rows with
 /// stride 1 ran as fast either way.
+///
+/// Filters of [`MIN_LANES_TAPS`] taps or more come here too where a band
+/// holds [`MIN_STRIDED_ROWS`] rows: against their multiply-adds the
+/// transposes are small, and every load here is an aligned vector, where
+/// most of a plane tile's loads straddle two cache lines.
 pub(crate) fn takes_lanes(p: &ConvParams, lanes: usize) -> bool {
-    Bands::new(p, lanes).is_some_and(|b| b.output[1] < 2 * lanes || b.taps.sw > 1 && b.rows >= MIN_STRIDED_ROWS)
+    Bands::new(p, lanes).is_some_and(|b| {
+        let banded = b.rows >= MIN_STRIDED_ROWS;
+        b.output[1] < 2 * lanes || b.taps.sw > 1 && banded || b.taps.kh * b.taps.kw >= MIN_LANES_TAPS && banded
+    })
 }
 
 /// See [`takes_lanes`].
 const MIN_STRIDED_ROWS: usize = 3;
+/// See [`takes_lanes`]: 7×7 filters.
+const MIN_LANES_TAPS: usize = 49;
 
 /// Convolves channel planes `planes` (of `batch × channels`) of `x` with
 /// their filters `w` into `y`, starting from their `bias` (none if null),

@@ -21,6 +21,8 @@
 //! ([`super::avx2`]), so the output has the bits of the im2col path.
 
 use super::avx2::activate;
+use super::conv_activation::VectorActivation;
+use crate::generic::conv::ConvFinish;
 use crate::generic::conv_window::{ConvWindow, MAX_DIRECT_DEPTH, PANEL_PIXELS};
 use crate::generic::gemm::{MicroKernel, PANEL_ROWS};
 use crate::generic::prepacked::{FinishRow, TileEnd, PREFETCHED_OUTPUT_BYTES};
@@ -171,8 +173,8 @@ tile_sums!(
 
 /// Stores the tile `acc` (`panels` panels) transposed: channel `i`'s four
 /// pixels at `y + i * rs`. Adds what is there when `accumulate`; then
-/// applies `end` (its rows being the tile's channels). The arithmetic is
-/// the AVX2 gemm tile's, element for element.
+/// applies `end` (its rows being the tile's channels) and `vector` after
+/// it. The arithmetic is the AVX2 gemm tile's, element for element.
 #[inline(always)]
 unsafe fn store(
     acc: &[[__m256; MAX_PANELS]; PIXELS],
@@ -181,6 +183,7 @@ unsafe fn store(
     rs: usize,
     accumulate: bool,
     end: Option<&TileEnd>,
+    vector: Option<VectorActivation>,
 ) {
     for q in 0..panels {
         let [r0, r1, r2, r3] = acc.map(|pixel| pixel[q]);
@@ -209,6 +212,9 @@ unsafe fn store(
                     v = _mm256_add_ps(v, _mm256_loadu2_m128(row(hi), row(lo)));
                 }
                 v = activate(end.activation, v);
+                if let Some(vector) = vector {
+                    v = vector.apply(v);
+                }
             }
             _mm256_storeu2_m128(dst_hi, dst_lo, v);
         }
@@ -216,7 +222,7 @@ unsafe fn store(
 }
 
 /// One group's convolution, shared by its tasks.
-struct Job<'a, F> {
+struct Job<'a> {
     window: &'a ConvWindow,
     /// The input as placed ([`ConvWindow::place`]).
     x: *const f32,
@@ -233,7 +239,11 @@ struct Job<'a, F> {
     /// lines are then in no cache when the first slice stores a tile's
     /// 24 rows of 16 bytes, and the store queue fills while they arrive.
     prefetch_output: bool,
-    finish: &'a F,
+    finish: &'a ConvFinish<'a>,
+    /// The finish's activation when [`FinishRow::tile_end`] lacks it but
+    /// the vectors have it: full tiles then apply it in registers rather
+    /// than on rows of four pixels.
+    vector_activation: Option<VectorActivation>,
 }
 
 /// The channel blocks of `m` channels: panels of 8 in blocks of three,
@@ -258,7 +268,7 @@ fn channel_blocks(m: usize) -> usize {
     m.div_ceil(PANEL_ROWS).div_ceil(3)
 }
 
-impl<F: FinishRow> Job<'_, F> {
+impl Job<'_> {
     /// Pixel tiles `tiles` of channel blocks `blocks`, every depth slice.
     ///
     /// # Safety
@@ -303,8 +313,12 @@ impl<F: FinishRow> Job<'_, F> {
         let channels = (PANEL_ROWS * panels).min(self.m - i0);
         let y = self.y.add(i0 * self.n + p0);
         if pixels == PIXELS && channels == PANEL_ROWS * panels {
-            let end = if last { self.finish.tile_end(i0, p0) } else { None };
-            store(&acc, panels, y, self.n, !first, end.as_ref());
+            let end = match (last, self.vector_activation) {
+                (false, _) => None,
+                (true, Some(_)) => Some(self.finish.unactivated_end(i0, p0)),
+                (true, None) => self.finish.tile_end(i0, p0),
+            };
+            store(&acc, panels, y, self.n, !first, end.as_ref(), self.vector_activation);
             if last && end.is_none() {
                 for i in 0..channels {
                     self.finish.finish(i0 + i, p0, core::slice::from_raw_parts_mut(y.add(i * self.n), pixels));
@@ -316,7 +330,7 @@ impl<F: FinishRow> Job<'_, F> {
         // output added or copied, then finished row by row.
         let mut buf = MaybeUninit::<[f32; MAX_PANELS * PANEL_ROWS * PIXELS]>::uninit();
         let buf = buf.as_mut_ptr() as *mut f32;
-        store(&acc, panels, buf, PIXELS, false, None);
+        store(&acc, panels, buf, PIXELS, false, None, None);
         for i in 0..channels {
             let src = core::slice::from_raw_parts(buf.add(i * PIXELS), pixels);
             let dst = core::slice::from_raw_parts_mut(y.add(i * self.n), pixels);
@@ -343,13 +357,13 @@ impl<F: FinishRow> Job<'_, F> {
 /// `window.depth()` deep); `y` is writable and overlaps neither; `finish`
 /// may be called from several threads; the CPU has AVX2 and FMA.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn conv<F: FinishRow>(
+pub(crate) unsafe fn conv(
     window: &ConvWindow,
     x: *const f32,
     m: usize,
     a: *const f32,
     y: *mut f32,
-    finish: &F,
+    finish: &ConvFinish,
     parallel: *const Parallel,
 ) {
     let (k, n) = (window.depth(), window.pixels());
@@ -357,7 +371,20 @@ pub(crate) unsafe fn conv<F: FinishRow>(
     window.tap_offsets(&mut table[..k]);
     let kc_max = super::avx2::Avx2Fma::depth_slice(k);
     let prefetch_output = m.saturating_mul(n).saturating_mul(4) > PREFETCHED_OUTPUT_BYTES;
-    let job = Job { window, x, a, m, k, kc_max, offsets: table.as_ptr() as *const i32, y, n, prefetch_output, finish };
+    let job = Job {
+        window,
+        x,
+        a,
+        m,
+        k,
+        kc_max,
+        offsets: table.as_ptr() as *const i32,
+        y,
+        n,
+        prefetch_output,
+        finish,
+        vector_activation: VectorActivation::of(finish.p),
+    };
     let tiles = n.div_ceil(PIXELS);
     let blocks = channel_blocks(m);
     let mut tile_parts = tiles.div_ceil(BLOCK_TILES);

@@ -288,20 +288,17 @@ impl Job<'_> {
             ..end.for_block(mb)
         };
         let (w_block, in_block) = (s.weights_per_block(), self.strides.in_block);
-        if stride == 2 {
-            return match pixels {
-                2 => pointwise2x4s2(x, w, w_block, in_block, y, tiles, &end),
-                _ => pointwise6x4s2(x, w, w_block, in_block, y, tiles, &end),
-            };
+        match (self.wide, stride, pixels, blocks) {
+            (_, 2, 2, _) => pointwise2x4s2(x, w, w_block, in_block, y, tiles, &end),
+            (_, 2, _, _) => pointwise6x4s2(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, _, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
+            (true, _, _, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, _, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
+            (false, _, _, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
         }
-        match (self.wide, pixels, blocks) {
-            (true, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
-            (true, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
-            (true, _, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
-            (true, _, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
-            (false, _, 3) => pointwise4x3(x, w, w_block, in_block, y, tiles, &end),
-            (false, _, _) => pointwise4x2(x, w, w_block, in_block, y, tiles, &end),
-        }
+        self.finish_run(y, blocks, tiles * pixels);
     }
 
     /// The full tile of the pixels from `start` (in the image's row-major

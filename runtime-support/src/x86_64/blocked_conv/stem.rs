@@ -234,5 +234,6 @@ impl Job<'_> {
             (false, _, 3) => stem4x3s1(x, w, w_block, plane, y, tiles, &end),
             (false, _, _) => stem4x2s1(x, w, w_block, plane, y, tiles, &end),
         }
+        self.finish_run(y, blocks, tiles * tile_shape(self.wide).0);
     }
 }
