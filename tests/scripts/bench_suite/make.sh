@@ -14,6 +14,6 @@ mkdir -p "$cache"
 if [ ! -x "$cache/venv/bin/python" ]; then
     python3 -m venv "$cache/venv"
 fi
-"$cache/venv/bin/pip" install -q "torch==2.8.0" "torchvision==0.23.0" "onnx==1.23.2" "onnxruntime==1.31.1" "numpy==2.4.6"
+"$cache/venv/bin/pip" install -q "torch==2.8.0" "torchvision==0.23.0" "onnx==1.23.2" "onnxruntime==1.31.1" "numpy==2.4.6" "ml_dtypes==0.6.0"
 "$cache/venv/bin/python" "$here/make_suite.py" "$cache/suite" "$@"
 "$cache/venv/bin/python" "$here/make_ops.py" "$cache/ops"
