@@ -3,7 +3,7 @@
 //! Each rewrite is a plain function in its own file; a rewrite never makes
 //! the code worse.
 
-use crate::ir::{Graph, ValueDef, ValueId};
+use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::Op;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, HashSet};
@@ -119,6 +119,18 @@ pub fn regions(graph: &Graph) -> Vec<usize> {
         region.push(markers);
     }
     region
+}
+
+/// Puts `packed`, a constant laid out by a kernel library packer, in place
+/// of input `slot` of node `node`, as a new f32 value named after the old
+/// one with `suffix`: what the weight-packing passes share.
+pub(crate) fn swap_in_packed(graph: &mut Graph, node: usize, slot: usize, suffix: &str, packed: &[f32]) {
+    let Some(Some(old)) = graph.nodes[node].inputs.get(slot).copied() else { return };
+    let tensor = Tensor::from_f32s(vec![packed.len()], packed);
+    let name = format!("{}.{suffix}", graph.value(old).name);
+    let ty = TensorType::known(DType::F32, &tensor.shape);
+    let packed_id = graph.add_value(name, Some(ty), ValueDef::Const(tensor));
+    graph.nodes[node].inputs[slot] = Some(packed_id);
 }
 
 /// How many times each value is read: by nodes, and as a graph output.

@@ -13,7 +13,7 @@
 //! (portable mode lowers Conv as loops over the ONNX layout). Runs after the
 //! rewrites that change weights (BatchNormalization folding).
 
-use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef};
+use crate::ir::{DType, Graph};
 use crate::ops::conv::Layout;
 use crate::ops::Op;
 use onnxc_runtime::{conv_packed_weights_elems, conv_takes_packed_weights, onnxc_pack_conv_weights_f32, STATUS_OK};
@@ -43,13 +43,8 @@ pub fn pack_conv_weights(graph: &mut Graph) {
             continue;
         }
         let logical = weights.shape.clone();
-        let tensor = Tensor::from_f32s(vec![packed.len()], &packed);
-        let name = format!("{}.packed_weights", graph.value(w).name);
-        let ty = TensorType::known(DType::F32, &tensor.shape);
-        let packed_id = graph.add_value(name, Some(ty), ValueDef::Const(tensor));
-        let node = &mut graph.nodes[index];
-        node.inputs[1] = Some(packed_id);
-        if let Op::Conv(conv) = &mut node.op {
+        super::swap_in_packed(graph, index, 1, "packed_weights", &packed);
+        if let Op::Conv(conv) = &mut graph.nodes[index].op {
             conv.layout = Layout::Packed { weights: logical };
         }
     }
@@ -58,7 +53,7 @@ pub fn pack_conv_weights(graph: &mut Graph) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::ValueId;
+    use crate::ir::{Tensor, ValueDef, ValueId};
     use crate::passes::test_graph::{assert_all_close, push_conv, value};
 
     /// x[1,4,5,5] → Conv(W[10,2,3,3], group 2) → y[1,10,3,3]: two groups of

@@ -14,7 +14,7 @@
 //! and f16 (staged through f32 copies of the ONNX layout) keep R as it is,
 //! and the kernel packs it per call.
 
-use crate::ir::{DType, Graph, Tensor, TensorType, ValueDef};
+use crate::ir::{DType, Graph};
 use crate::ops::Op;
 use onnxc_runtime::{rnn_pack_recurrent, rnn_packed_recurrent_elems, STATUS_OK};
 
@@ -23,10 +23,10 @@ pub fn pack_rnn_weights(graph: &mut Graph) {
         let node = &graph.nodes[index];
         let Op::Rnn(rnn) = &node.op else { continue };
         let Some(Some(r)) = node.inputs.get(2).copied() else { continue };
-        let Some(values) = graph.const_value(r).and_then(|t| t.to_f32s()) else { continue };
         if rnn.packed_recurrent || graph.concrete(r).map(|(dtype, _)| dtype) != Some(DType::F32) {
             continue;
         }
+        let Some(values) = graph.const_value(r).and_then(|t| t.to_f32s()) else { continue };
         let shapes: Vec<Option<Vec<usize>>> =
             node.inputs.iter().map(|i| i.and_then(|v| graph.concrete(v)).map(|(_, shape)| shape)).collect();
         let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
@@ -40,13 +40,8 @@ pub fn pack_rnn_weights(graph: &mut Graph) {
         if unsafe { rnn_pack_recurrent(&params, values.as_ptr(), packed.as_mut_ptr()) } != STATUS_OK {
             continue;
         }
-        let tensor = Tensor::from_f32s(vec![packed.len()], &packed);
-        let name = format!("{}.packed_recurrent", graph.value(r).name);
-        let ty = TensorType::known(DType::F32, &tensor.shape);
-        let packed_id = graph.add_value(name, Some(ty), ValueDef::Const(tensor));
-        let node = &mut graph.nodes[index];
-        node.inputs[2] = Some(packed_id);
-        if let Op::Rnn(rnn) = &mut node.op {
+        super::swap_in_packed(graph, index, 2, "packed_recurrent", &packed);
+        if let Op::Rnn(rnn) = &mut graph.nodes[index].op {
             rnn.packed_recurrent = true;
         }
     }

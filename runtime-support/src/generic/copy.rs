@@ -103,37 +103,41 @@ pub(crate) unsafe fn copy_strided(
 /// by `memcpy` where it is contiguous on both sides.
 unsafe fn copy_canonical(src: *const u8, dst: *mut u8, eb: usize, dims: &[usize], ss: &[isize], ds: &[isize]) {
     let r = dims.len();
-    let ebi = eb as isize;
     if let Some(plane) = TransposedPlane::of(dims, ss, ds) {
-        let outer_rank = r - 2;
-        let mut idx = [0usize; MAX_RANK];
-        let mut offs = [0isize; 2];
-        loop {
-            plane.copy(src.offset(offs[0] * ebi), dst.offset(offs[1] * ebi), eb);
-            if !advance(&mut idx[..outer_rank], &dims[..outer_rank], [&ss[..outer_rank], &ds[..outer_rank]], &mut offs)
-            {
-                return;
-            }
-        }
+        return for_each_outer(src, dst, eb, r - 2, dims, [ss, ds], |s, d| plane.copy(s, d, eb));
     }
     let inner = dims[r - 1];
-    let outer_rank = r - 1;
     let contiguous = ss[r - 1] == 1 && ds[r - 1] == 1;
-    let mut idx = [0usize; MAX_RANK];
-    let mut offs = [0isize; 2];
-    loop {
-        let s = src.offset(offs[0] * ebi);
-        let d = dst.offset(offs[1] * ebi);
+    let (si, di) = (ss[r - 1] * eb as isize, ds[r - 1] * eb as isize);
+    for_each_outer(src, dst, eb, r - 1, dims, [ss, ds], |s, d| {
         if contiguous {
             copy_nonoverlapping(s, d, inner * eb);
         } else {
-            let (si, di) = (ss[r - 1] * ebi, ds[r - 1] * ebi);
             for i in 0..inner as isize {
                 copy_elem(s.offset(i * si), d.offset(i * di), eb);
             }
         }
-        if !advance(&mut idx[..outer_rank], &dims[..outer_rank], [&ss[..outer_rank], &ds[..outer_rank]], &mut offs) {
-            break;
+    });
+}
+
+/// Calls `part(source, destination)` at every index of the first `outer`
+/// dims of a canonical copy, in order.
+unsafe fn for_each_outer(
+    src: *const u8,
+    dst: *mut u8,
+    eb: usize,
+    outer: usize,
+    dims: &[usize],
+    [ss, ds]: [&[isize]; 2],
+    mut part: impl FnMut(*const u8, *mut u8),
+) {
+    let ebi = eb as isize;
+    let mut idx = [0usize; MAX_RANK];
+    let mut offs = [0isize; 2];
+    loop {
+        part(src.offset(offs[0] * ebi), dst.offset(offs[1] * ebi));
+        if !advance(&mut idx[..outer], &dims[..outer], [&ss[..outer], &ds[..outer]], &mut offs) {
+            return;
         }
     }
 }
