@@ -26,8 +26,8 @@
 //! reorder to or from the blocked layout its blocks and their pixels; a
 //! large strided copy (Transpose, Slice, Concat...) its outermost
 //! dimension; an elementwise program (`generic::elementwise`) spans of
-//! its output. The plain gemm (`generic::gemm`, MatMul and Gemm) runs on
-//! the calling thread.
+//! its output; the plain gemm (`generic::gemm_batched`, MatMul and Gemm)
+//! its batches or its columns.
 
 /// `void (*task)(void *env, size_t index)`: one task of a parallel loop.
 pub type TaskFn = unsafe extern "C" fn(env: *mut u8, index: usize);

@@ -363,7 +363,8 @@ impl LoopGemm<'_> {
         if self.kernel_from == Some(level) {
             let params = cx.params(&self.p.kernel_params(level))?;
             let [a, b, c, y] = ptrs;
-            return cx.call_checked(kernels::onnxc_gemm_f32, (params, Ptr(a), Ptr(b), Ptr(c), Ptr(y)));
+            let parallel = cx.parallel_ptr();
+            return cx.call_checked(kernels::onnxc_gemm_f32, (params, Ptr(a), Ptr(b), Ptr(c), Ptr(y), parallel));
         }
         let dims = &self.p.batch;
         let Some(&size) = dims.get(level) else {

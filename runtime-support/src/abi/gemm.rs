@@ -1,8 +1,9 @@
 //! The C entry points and parameter structs of [`crate::generic::gemm`].
 
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS};
-use crate::generic::gemm::*;
+use crate::generic::gemm_batched::gemm_batched;
 use crate::isa::Isa;
+use crate::parallel::Parallel;
 
 /// Parameters of [`onnxc_gemm_f32`]. Strides are in elements.
 #[repr(C)]
@@ -28,6 +29,7 @@ pub struct GemmParams {
 
 /// Batched strided gemm; see [`GemmParams`]. `c` may be null (no bias). The
 /// output is contiguous: batch after batch of row-major `m x n` matrices.
+/// `parallel` (null: none) lends threads for large products.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_gemm_f32(
     p: *const GemmParams,
@@ -35,9 +37,10 @@ pub unsafe extern "C" fn onnxc_gemm_f32(
     b: *const f32,
     c: *const f32,
     y: *mut f32,
+    parallel: *const Parallel,
 ) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
     };
-    gemm_batched(Isa::best(), p, a, b, c, y)
+    gemm_batched(Isa::best(), p, a, b, c, y, parallel)
 }

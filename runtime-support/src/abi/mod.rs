@@ -239,7 +239,7 @@ macro_rules! kernel_list {
     onnxc_tfidf(*const TfIdfParams, *const i64, *const u8, *mut f32) -> i32;
     onnxc_cast_to_string(i64, *const u8, i64, *mut OnnxString, *mut u8) -> i32;
     onnxc_cast_from_string(i64, *const OnnxString, i64, *mut u8) -> i32;
-    onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32) -> i32;
+    onnxc_gemm_f32(*const GemmParams, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_prologue_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *const Parallel) -> i32;
     onnxc_conv_blocked_f32(*const ConvParams, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn lookup_and_types() {
         let g = kernel("onnxc_gemm_f32").unwrap();
-        assert_eq!(g.params, &[AbiType::Ptr; 5]);
+        assert_eq!(g.params, &[AbiType::Ptr; 6]);
         assert_eq!(g.ret, Some(AbiType::I32));
         let p = kernel("onnxc_powf").unwrap();
         assert_eq!(p.params, &[AbiType::F32, AbiType::F32]);

@@ -32,10 +32,7 @@
 
 use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
-use super::{advance, to_isize, to_usize};
 use crate::abi::conv::ConvParams;
-use crate::abi::gemm::*;
-use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::choose::sgemm_with;
 use crate::isa::Isa;
 use core::mem::MaybeUninit;
@@ -326,49 +323,6 @@ fn micro_kernel<T: Real>(a_panel: &[T], b_panel: &[T], acc: &mut [[T; NR]; MR]) 
             }
         }
     }
-}
-
-/// [`onnxc_gemm_f32`] with a chosen implementation.
-pub(crate) unsafe fn gemm_batched(
-    kernel: Isa,
-    p: &GemmParams,
-    a: *const f32,
-    b: *const f32,
-    c: *const f32,
-    y: *mut f32,
-) -> i32 {
-    if p.m < 0 || p.n < 0 || p.k < 0 || p.batch_rank < 0 {
-        return STATUS_INVALID_PARAMS;
-    }
-    let rank = p.batch_rank as usize;
-    if rank > GEMM_MAX_BATCH_RANK || p.batch_dims[..rank].iter().any(|&d| d < 0) {
-        return STATUS_INVALID_PARAMS;
-    }
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    let dims = to_usize(&p.batch_dims);
-    if m == 0 || n == 0 || dims[..rank].contains(&0) {
-        return STATUS_OK;
-    }
-    let strides = [to_isize(&p.a_batch_strides), to_isize(&p.b_batch_strides), to_isize(&p.c_batch_strides)];
-    let mut idx = [0usize; MAX_RANK];
-    let mut offs = [0isize; 3];
-    let mut y_batch = y;
-    loop {
-        let am = MatRef { ptr: a.wrapping_offset(offs[0]), rs: p.a_row_stride as isize, cs: p.a_col_stride as isize };
-        let bm = MatRef { ptr: b.wrapping_offset(offs[1]), rs: p.b_row_stride as isize, cs: p.b_col_stride as isize };
-        let cm = (!c.is_null()).then(|| MatRef {
-            ptr: c.wrapping_offset(offs[2]),
-            rs: p.c_row_stride as isize,
-            cs: p.c_col_stride as isize,
-        });
-        let ym = MatMut { ptr: y_batch, rs: n as isize, cs: 1 };
-        sgemm_with(kernel, m, n, k, p.alpha as f32, am, bm, p.beta as f32, cm, ym);
-        y_batch = y_batch.add(m * n);
-        if !advance(&mut idx[..rank], &dims[..rank], [&strides[0][..], &strides[1][..], &strides[2][..]], &mut offs) {
-            break;
-        }
-    }
-    STATUS_OK
 }
 
 /// `y = alpha * a * b + beta * c` (or `+ 0` when `c` is `None`), with `a`
@@ -898,12 +852,14 @@ unsafe fn store_tile(
 pub(crate) mod tests {
     extern crate std;
     use super::*;
+    use crate::abi::gemm::*;
+    use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
     use crate::generic::test_util::{assert_close, rand_vec, testable_isas};
     use std::vec;
     use std::vec::Vec;
 
     /// Naive reference for one problem, same addressing as the kernel.
-    fn reference(p: &GemmParams, a: &[f32], b: &[f32], c: Option<&[f32]>) -> Vec<f32> {
+    pub(crate) fn reference(p: &GemmParams, a: &[f32], b: &[f32], c: Option<&[f32]>) -> Vec<f32> {
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
         let rank = p.batch_rank as usize;
         let nb: usize = p.batch_dims[..rank].iter().product::<i64>() as usize;
@@ -940,12 +896,12 @@ pub(crate) mod tests {
         let want = reference(p, a, b, c);
         let mut got = vec![f32::NAN; want.len()];
         let cp = c.map_or(core::ptr::null(), |c| c.as_ptr());
-        let st = unsafe { onnxc_gemm_f32(p, a.as_ptr(), b.as_ptr(), cp, got.as_mut_ptr()) };
+        let st = unsafe { onnxc_gemm_f32(p, a.as_ptr(), b.as_ptr(), cp, got.as_mut_ptr(), core::ptr::null()) };
         assert_eq!(st, STATUS_OK);
         assert_close(&got, &want, 1e-4);
     }
 
-    fn plain(m: i64, n: i64, k: i64, ta: bool, tb: bool) -> GemmParams {
+    pub(crate) fn plain(m: i64, n: i64, k: i64, ta: bool, tb: bool) -> GemmParams {
         GemmParams {
             m,
             n,
@@ -1023,7 +979,14 @@ pub(crate) mod tests {
         };
         let mut got = vec![0.0; (m * n) as usize];
         let st = unsafe {
-            onnxc_gemm_f32(&p, a.as_ptr().add(((m - 1) * k) as usize), b.as_ptr(), core::ptr::null(), got.as_mut_ptr())
+            onnxc_gemm_f32(
+                &p,
+                a.as_ptr().add(((m - 1) * k) as usize),
+                b.as_ptr(),
+                core::ptr::null(),
+                got.as_mut_ptr(),
+                core::ptr::null(),
+            )
         };
         assert_eq!(st, STATUS_OK);
         assert_close(&got, &want, 1e-4);
@@ -1036,14 +999,16 @@ pub(crate) mod tests {
         let z = [0.0f32; 4];
         let mut y = [0.0f32; 4];
         let f = |p: &GemmParams, y: &mut [f32; 4]| unsafe {
-            onnxc_gemm_f32(p, z.as_ptr(), z.as_ptr(), core::ptr::null(), y.as_mut_ptr())
+            onnxc_gemm_f32(p, z.as_ptr(), z.as_ptr(), core::ptr::null(), y.as_mut_ptr(), core::ptr::null())
         };
         assert_eq!(f(&p, &mut y), STATUS_INVALID_PARAMS);
         p.batch_rank = 0;
         p.m = -1;
         assert_eq!(f(&p, &mut y), STATUS_INVALID_PARAMS);
         assert_eq!(
-            unsafe { onnxc_gemm_f32(core::ptr::null(), z.as_ptr(), z.as_ptr(), z.as_ptr(), y.as_mut_ptr(),) },
+            unsafe {
+                onnxc_gemm_f32(core::ptr::null(), z.as_ptr(), z.as_ptr(), z.as_ptr(), y.as_mut_ptr(), core::ptr::null())
+            },
             STATUS_INVALID_PARAMS
         );
     }
@@ -1262,30 +1227,6 @@ pub(crate) mod tests {
                 let want = 0.5 * dot + 2.0 * c[j];
                 assert!((y[i * n + j] - want).abs() < 1e-12, "({i}, {j}): {} vs {want}", y[i * n + j]);
             }
-        }
-    }
-
-    /// Batched calls (broadcast operands, bias broadcast) through every
-    /// available kernel.
-    #[test]
-    fn simd_kernels_batched() {
-        let (m, n, k) = (13i64, 37i64, 70i64);
-        let a = rand_vec((2 * 3 * m * k) as usize, 21);
-        let b = rand_vec((3 * k * n) as usize, 22);
-        let c = rand_vec(n as usize, 23);
-        let mut p = plain(m, n, k, false, true);
-        p.alpha = 0.25;
-        p.c_row_stride = 0;
-        p.batch_rank = 2;
-        p.batch_dims[..2].copy_from_slice(&[2, 3]);
-        p.a_batch_strides[..2].copy_from_slice(&[3 * m * k, m * k]);
-        p.b_batch_strides[..2].copy_from_slice(&[0, k * n]);
-        let want = reference(&p, &a, &b, Some(&c));
-        for kernel in testable_isas() {
-            let mut got = vec![f32::NAN; want.len()];
-            let st = unsafe { gemm_batched(kernel, &p, a.as_ptr(), b.as_ptr(), c.as_ptr(), got.as_mut_ptr()) };
-            assert_eq!(st, STATUS_OK);
-            assert_close(&got, &want, 1e-4);
         }
     }
 }

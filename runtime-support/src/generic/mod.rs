@@ -16,6 +16,7 @@ pub mod deform_conv;
 pub mod dynamic;
 pub mod elementwise;
 pub mod gemm;
+pub(crate) mod gemm_batched;
 pub mod gemv;
 pub mod indexing;
 pub mod lanes;

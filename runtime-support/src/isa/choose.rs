@@ -60,6 +60,18 @@ pub unsafe fn sgemm_with(
     }
 }
 
+/// The tile width of the micro-kernel [`sgemm_with`] runs for `kernel`:
+/// where a column split of a product adds no edge tile.
+pub fn sgemm_tile_columns(kernel: Isa) -> usize {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::NR,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::NR,
+        _ => crate::generic::gemm::NR,
+    }
+}
+
 /// [`prepacked`] with `kernel`'s micro-kernel; one the CPU lacks falls
 /// back to the portable one.
 ///
