@@ -29,7 +29,7 @@ use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
-use crate::isa::prefetch_floats;
+use crate::isa::{prefetch_floats, Isa};
 use crate::parallel::{share, Parallel};
 use core::ops::Range;
 
@@ -572,16 +572,21 @@ unsafe fn conv_prepacked(
     let kdim = s.c_per_group * s.taps;
     let per_group = packed_a_len(s.m_per_group, kdim);
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
+    let finish_of = |n: usize, g: usize| ConvFinish {
+        p,
+        bias: (!bias.is_null()).then(|| bias.add(g * s.m_per_group)),
+        residual: residual.map(|r| r.add((n * cout + g * s.m_per_group) * s.out_size)),
+        row_stride: s.out_size,
+    };
+    if prologue.is_none() && super::small_groups::takes(p, s) {
+        super::small_groups::conv(Isa::best(), p, s, x, w, y, &finish_of, parallel);
+        return;
+    }
     let group = |n: usize, g: usize, parallel: *const Parallel| {
         let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
         let first_channel = n * cout + g * s.m_per_group;
         let out = MatMut { ptr: y.add(first_channel * s.out_size), rs: s.out_size as isize, cs: 1 };
-        let finish = ConvFinish {
-            p,
-            bias: (!bias.is_null()).then(|| bias.add(g * s.m_per_group)),
-            residual: residual.map(|r| r.add(first_channel * s.out_size)),
-            row_stride: s.out_size,
-        };
+        let finish = finish_of(n, g);
         let a = w.add(g * per_group);
         if let (true, Some(channels)) = (s.pointwise, prologue) {
             let group_channels = ChannelPrologue {
@@ -782,7 +787,7 @@ pub(crate) unsafe fn depthwise_plane_portable<T: Real>(p: &ConvParams, x: *const
 pub(crate) const CHANNEL_TASKS: usize = 8;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     extern crate std;
     use super::*;
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, unravel, with_level};
@@ -791,19 +796,19 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    struct Case {
-        batch: usize,
-        cin: usize,
-        cout: usize,
-        group: usize,
-        input: Vec<usize>,
-        kernel: Vec<usize>,
-        strides: Vec<usize>,
-        dilations: Vec<usize>,
-        pads: Vec<(usize, usize)>,
+    pub(crate) struct Case {
+        pub(crate) batch: usize,
+        pub(crate) cin: usize,
+        pub(crate) cout: usize,
+        pub(crate) group: usize,
+        pub(crate) input: Vec<usize>,
+        pub(crate) kernel: Vec<usize>,
+        pub(crate) strides: Vec<usize>,
+        pub(crate) dilations: Vec<usize>,
+        pub(crate) pads: Vec<(usize, usize)>,
     }
 
-    fn params(c: &Case) -> ConvParams {
+    pub(crate) fn params(c: &Case) -> ConvParams {
         let r = c.input.len();
         let mut p = ConvParams {
             batch: c.batch as i64,
@@ -938,7 +943,7 @@ mod tests {
     }
 
     #[allow(clippy::too_many_arguments)] // one positional row per test case reads best
-    fn case2d(
+    pub(crate) fn case2d(
         cin: usize,
         cout: usize,
         group: usize,
@@ -1126,7 +1131,7 @@ mod tests {
         let cases = [
             case2d(3, 5, 1, (7, 9), (3, 3), 1, 1, [1, 1, 1, 1]),
             case2d(40, 64, 1, (9, 10), (3, 3), 1, 1, [1, 1, 1, 1]),
-            case2d(6, 72, 2, (11, 7), (3, 2), 2, 1, [0, 1, 2, 0]),
+            case2d(6, 144, 2, (11, 7), (3, 2), 2, 1, [0, 1, 2, 0]),
             case2d(8, 16, 1, (8, 8), (3, 3), 1, 2, [2, 2, 2, 2]),
             case2d(5, 24, 1, (10, 10), (1, 1), 2, 1, [0, 0, 0, 0]),
             case2d(3, 40, 1, (15, 15), (7, 7), 2, 1, [3, 3, 3, 3]),
@@ -1179,7 +1184,7 @@ mod tests {
     fn small_groups_split_over_threads_give_the_serial_bits() {
         for c in [
             case2d(16, 24, 4, (7, 7), (1, 1), 1, 1, [0, 0, 0, 0]),
-            case2d(8, 12, 4, (9, 8), (3, 3), 1, 1, [1, 1, 1, 1]),
+            case2d(8, 264, 4, (9, 8), (3, 3), 1, 1, [1, 1, 1, 1]),
         ] {
             for fused_residual in [0, 1] {
                 let p =

@@ -37,6 +37,7 @@ pub mod reduce;
 pub(crate) mod reduce_contiguous;
 pub mod resize;
 pub mod roi;
+pub(crate) mod small_groups;
 pub mod softmax;
 pub mod strings;
 pub mod svm;

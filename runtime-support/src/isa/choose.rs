@@ -25,6 +25,7 @@ use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
 use crate::generic::rnn::lstm_lanes::LstmRow;
 use crate::generic::rnn::panels::Product;
+use crate::generic::small_groups::Group;
 use crate::generic::vector_math::{LaneFunction, Scalar};
 use crate::parallel::Parallel;
 use core::ops::Range;
@@ -212,6 +213,22 @@ pub(crate) unsafe fn direct_conv(
     crate::x86_64::direct_conv::conv(window, x, m, a, y, finish, parallel);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (window, x, m, a, y, finish, parallel);
+}
+
+/// One group of a convolution of small groups
+/// ([`crate::generic::small_groups`]) with `level`'s vectors; a level the
+/// CPU lacks runs it one lane at a time.
+///
+/// # Safety
+/// As [`Group::run`].
+pub(crate) unsafe fn small_group(level: Isa, group: &Group, finish: &ConvFinish) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if level.available() => crate::x86_64::small_groups::run_avx512(group, finish),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if level.available() => crate::x86_64::small_groups::run_avx2(group, finish),
+        _ => group.run::<Scalar>(finish),
+    }
 }
 
 /// The raw 8-bit product `raw[i][j] = sum_l (a[i][l] ^ a_flip) as u8 *

@@ -18,6 +18,7 @@ pub(crate) mod math_lanes;
 mod plane;
 pub mod pool;
 pub(crate) mod rnn;
+pub(crate) mod small_groups;
 mod tile;
 pub(crate) mod transpose;
 pub mod vnni;
