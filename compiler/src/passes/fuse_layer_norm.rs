@@ -10,9 +10,9 @@
 //! rounding). Applies when every intermediate is read by the next steps
 //! alone (`d` by the square and the division), `x` has a float type and
 //! the scale and bias broadcast to it without widening it
-//! ([`super::norm_pattern`] says where the Normalize goes).
+//! ([`super::pattern`] says where the Normalize goes).
 
-use super::norm_pattern::{fuse_matches, Match, Matcher};
+use super::pattern::{fuse_matches, Match, Matcher};
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::norm::{NormKind, Normalize};

@@ -10,10 +10,10 @@
 //! mean of squares in f64 (the same values up to rounding). Applies when
 //! every intermediate is read by the next step alone, the squared and the
 //! divided tensor are the same `x` (a float type) and the scale broadcasts
-//! to `x` without widening it ([`super::norm_pattern`] says where the
+//! to `x` without widening it ([`super::pattern`] says where the
 //! Normalize goes).
 
-use super::norm_pattern::{fuse_matches, Match, Matcher};
+use super::pattern::{fuse_matches, Match, Matcher};
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::norm::{NormKind, Normalize};

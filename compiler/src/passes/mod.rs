@@ -19,9 +19,9 @@ mod fuse_layer_norm;
 mod fuse_matmul_add;
 mod fuse_rms_norm;
 mod gemm_by_splat;
-mod norm_pattern;
 mod pack_conv_weights;
 mod pack_rnn_weights;
+mod pattern;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
