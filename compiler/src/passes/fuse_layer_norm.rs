@@ -16,6 +16,7 @@ use super::pattern::{fuse_matches, Match, Matcher};
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::norm::{NormKind, Normalize};
+use crate::ops::Op;
 
 pub fn fuse_layer_norm(graph: &mut Graph) {
     fuse_matches(graph, layer_norm);
@@ -31,7 +32,7 @@ fn layer_norm(m: &Matcher, last: usize) -> Option<Match> {
             nodes.splice(0..0, [last, mul]);
             let kind = NormKind::Layer { axis: axis as i64 };
             let norm = Normalize { op_type: "LayerNormalization", kind, epsilon, stat_dtype: DType::F32 };
-            Some(Match { nodes, norm, inputs: vec![x, scale, bias] })
+            Some(Match { nodes, op: Op::Normalize(norm), inputs: vec![x, scale, bias] })
         })
     })
 }

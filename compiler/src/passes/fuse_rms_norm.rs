@@ -17,6 +17,7 @@ use super::pattern::{fuse_matches, Match, Matcher};
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
 use crate::ops::norm::{NormKind, Normalize};
+use crate::ops::Op;
 
 pub fn fuse_rms_norm(graph: &mut Graph) {
     fuse_matches(graph, rms_norm);
@@ -30,7 +31,7 @@ fn rms_norm(m: &Matcher, last: usize) -> Option<Match> {
         nodes.insert(0, last);
         let kind = NormKind::Rms { axis: axis as i64 };
         let norm = Normalize { op_type: "RMSNormalization", kind, epsilon, stat_dtype: DType::F32 };
-        Some(Match { nodes, norm, inputs: vec![x, scale] })
+        Some(Match { nodes, op: Op::Normalize(norm), inputs: vec![x, scale] })
     })
 }
 

@@ -15,6 +15,7 @@ mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_conv_prologue;
 mod fuse_elementwise;
+mod fuse_gelu;
 mod fuse_layer_norm;
 mod fuse_matmul_add;
 mod fuse_rms_norm;
@@ -31,6 +32,7 @@ pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_conv_prologue::fuse_conv_prologue;
 pub use fuse_elementwise::fuse_elementwise;
+pub use fuse_gelu::fuse_gelu;
 pub use fuse_layer_norm::fuse_layer_norm;
 pub use fuse_matmul_add::fuse_matmul_add;
 pub use fuse_rms_norm::fuse_rms_norm;
@@ -51,6 +53,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
     if !portable {
         fuse_layer_norm(graph); // first: a written-out LayerNorm ends in RMS of its deviations
         fuse_rms_norm(graph);
+        fuse_gelu(graph);
         choose_layout(graph);
         pack_conv_weights(graph);
         pack_rnn_weights(graph);

@@ -1,9 +1,10 @@
-//! What the normalisation fusions share: a [`Matcher`], which reads the
-//! graph backwards from a node through values nothing else reads, and
-//! [`fuse_matches`], which puts one `Normalize` in the place of each match.
+//! What the pattern fusions (normalisations, GELU) share: a [`Matcher`],
+//! which reads the graph backwards from a node through values nothing else
+//! reads, and [`fuse_matches`], which puts one node in the place of each
+//! match.
 //!
-//! A match only ever takes nodes whose outputs the normalisation alone
-//! consumes, so removing them changes nothing else; the Normalize takes
+//! A match only ever takes nodes whose outputs the fused node alone
+//! consumes, so removing them changes nothing else; the fused node takes
 //! the place of the match's last node, after which its inputs are all
 //! defined, and never joins nodes across a guarded or repeated range's
 //! marker.
@@ -12,16 +13,15 @@ use super::{producers, regions, use_counts};
 use crate::ir::shape::broadcast;
 use crate::ir::{DType, Graph, ValueId};
 use crate::ops::elementwise::Func;
-use crate::ops::norm::Normalize;
 use crate::ops::reduce::ReduceKind;
 use crate::ops::Op;
 use std::collections::HashMap;
 
-/// A normalisation found in the graph: the nodes it replaces (the last
-/// one first) and the Normalize with its inputs.
+/// A pattern found in the graph: the nodes it replaces (the last one
+/// first) and the operator that computes them, with its inputs.
 pub(super) struct Match {
     pub nodes: Vec<usize>,
-    pub norm: Normalize,
+    pub op: Op,
     pub inputs: Vec<ValueId>,
 }
 
@@ -43,7 +43,7 @@ pub(super) fn fuse_matches(graph: &mut Graph, find: impl Fn(&Matcher, usize) -> 
         m.nodes.sort_unstable();
         let name = m.nodes.iter().map(|&i| graph.nodes[i].name.as_str()).collect::<Vec<_>>().join("+");
         let node = &mut graph.nodes[last];
-        node.op = Op::Normalize(m.norm);
+        node.op = m.op;
         node.inputs = m.inputs.into_iter().map(Some).collect();
         node.name = name;
     }
@@ -100,6 +100,24 @@ impl Matcher<'_> {
         };
         let float = matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64);
         [(a, b), (b, a)].into_iter().filter(|&(_, operand)| float && fits(operand)).collect()
+    }
+
+    /// The factors of the product ending at node `i`, a `Mul` whose operands
+    /// may themselves be `Mul`s nothing else reads, with the nodes taken.
+    pub fn factors(&self, i: usize) -> Option<(Vec<ValueId>, Vec<usize>)> {
+        let [a, b] = self.elementwise(i, Func::Mul)?;
+        let (mut factors, mut nodes) = (Vec::new(), vec![i]);
+        for v in [a, b] {
+            let inner = self.single_use(v).and_then(|j| Some((j, self.elementwise::<2>(j, Func::Mul)?)));
+            match inner {
+                Some((j, operands)) => {
+                    factors.extend(operands);
+                    nodes.push(j);
+                }
+                None => factors.push(v),
+            }
+        }
+        Some((factors, nodes))
     }
 
     /// The type of node `i`'s output.
