@@ -23,6 +23,7 @@
 mod alloc;
 mod composite;
 mod footprint;
+pub mod gather_loops;
 pub mod kernels;
 mod nest;
 pub mod portable_math;
