@@ -26,6 +26,7 @@ mod footprint;
 pub mod gather_loops;
 pub mod kernels;
 mod nest;
+pub mod pad_loops;
 pub mod portable_math;
 pub mod staging;
 pub mod status;
