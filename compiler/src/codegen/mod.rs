@@ -26,6 +26,7 @@ mod footprint;
 pub mod gather_loops;
 pub mod kernels;
 mod nest;
+pub mod norm_loops;
 pub mod pad_loops;
 pub mod portable_math;
 pub mod staging;
