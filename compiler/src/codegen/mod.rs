@@ -24,6 +24,7 @@ mod alloc;
 mod composite;
 mod footprint;
 pub mod gather_loops;
+pub mod half_floats;
 pub mod kernels;
 mod nest;
 pub mod norm_loops;
