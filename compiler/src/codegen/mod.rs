@@ -30,6 +30,7 @@ mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
 pub mod portable_math;
+pub mod resize_loops;
 pub mod staging;
 pub mod status;
 pub mod window_loops;
