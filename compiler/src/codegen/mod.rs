@@ -30,6 +30,8 @@ mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
 pub mod portable_math;
+#[cfg(test)]
+mod portable_loops_tests;
 pub mod resize_loops;
 pub mod staging;
 pub mod status;
