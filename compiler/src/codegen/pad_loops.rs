@@ -30,13 +30,10 @@ fn source_tables(p: &PadParams, rank: usize) -> Vec<i64> {
         stride *= p.in_dims[d];
     }
     let mut table = Vec::new();
-    for d in 0..rank {
+    for (d, &stride) in strides.iter().enumerate() {
         let pad_end = p.out_dims[d] - p.in_dims[d] - p.pads_begin[d];
-        table.extend(
-            (0..p.out_dims[d]).map(|o| {
-                pad_source(o, p.pads_begin[d], p.in_dims[d], pad_end, p.mode).map_or(PADDED, |i| i * strides[d])
-            }),
-        );
+        let source = |o| pad_source(o, p.pads_begin[d], p.in_dims[d], pad_end, p.mode);
+        table.extend((0..p.out_dims[d]).map(|o| source(o).map_or(PADDED, |i| i * stride)));
     }
     table
 }

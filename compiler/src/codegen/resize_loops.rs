@@ -34,13 +34,13 @@ fn tap_tables(p: &ResizeParams, rank: usize, elem_bytes: i64) -> (Vec<i64>, Vec<
         stride *= p.in_dims[a];
     }
     let (mut table, mut counts) = (Vec::new(), Vec::new());
-    for a in 0..rank {
+    for (a, &stride) in strides.iter().enumerate() {
         let count = resize_taps(p, a);
         let mut row = vec![Tap::default(); count];
         for o in 0..p.out_dims[a] as usize {
             fill_taps(p, a, o, &mut row);
             for t in &row {
-                let offset = if t.index < 0 { -1 } else { t.index * strides[a] };
+                let offset = if t.index < 0 { -1 } else { t.index * stride };
                 table.extend([offset, t.weight.to_bits() as i64]);
             }
         }
@@ -65,9 +65,9 @@ pub fn resize(cx: &mut Lower, p: &ResizeParams, dtype: DType, x: Value, y: Value
     // Pointers: each axis's taps, then the output (row-major).
     let mut ptrs = Vec::with_capacity(rank + 1);
     let mut start = 0;
-    for a in 0..rank {
+    for (a, &count) in counts.iter().enumerate() {
         ptrs.push(cx.ins().iadd_imm_s(table_ptr, TAP_BYTES * start));
-        start += p.out_dims[a] * counts[a] as i64;
+        start += p.out_dims[a] * count as i64;
     }
     ptrs.push(y);
     let mut levels = vec![Level::new(0, Vec::new()); rank];
