@@ -29,9 +29,9 @@ pub mod kernels;
 mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
-pub mod portable_math;
 #[cfg(test)]
 mod portable_loops_tests;
+pub mod portable_math;
 pub mod resize_loops;
 pub mod staging;
 pub mod status;
