@@ -23,9 +23,16 @@
 mod alloc;
 mod composite;
 mod footprint;
+pub mod gather_loops;
+pub mod half_floats;
 pub mod kernels;
 mod nest;
+pub mod norm_loops;
+pub mod pad_loops;
+#[cfg(test)]
+mod portable_loops_tests;
 pub mod portable_math;
+pub mod resize_loops;
 pub mod staging;
 pub mod status;
 pub mod window_loops;

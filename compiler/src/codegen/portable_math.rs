@@ -1,7 +1,7 @@
-//! exp and log (and tanh, expm1, log1p built on them) as Cranelift
-//! instruction sequences, for portable mode, where the kernel library's
-//! libm wrappers are not linked. Softmax, LogSoftmax, Sigmoid, Tanh and
-//! the other exp/log activations need them.
+//! exp and log (and tanh, expm1, log1p, pow built on them) and erf as
+//! Cranelift instruction sequences, for portable mode, where the kernel
+//! library's libm wrappers are not linked. Softmax, LogSoftmax, Sigmoid,
+//! Tanh, the other exp/log activations, Pow and Gelu need them.
 //!
 //! All compute in f64 whatever the element type (an f32 argument is
 //! widened, the result rounded back):
@@ -19,12 +19,21 @@
 //! * log1p: that series on `x` itself where `1 + x` is in log's interval
 //!   for `m`, else log of `1 + x`.
 //! * tanh: `-t / (2 + t)` for `t = expm1(-2|x|)`, with the sign of `x`.
+//! * pow: for an integer `|y| <= 64` binary powering (exact wherever the
+//!   result is, e.g. `(-2)^3`), else `e^(y ln|x|)`, whose error grows with
+//!   `|y ln x|` (rounding `ln|x|` and the product), to about that many f64
+//!   ulps, far below an f32 ulp; C99's signs and special values.
+//! * erf: odd; for `|x| < 2` the series `(2/sqrt(pi)) x e^(-x^2) sum
+//!   (2x^2)^n / (2n+1)!!` to 33 terms (positive terms: nothing cancels),
+//!   else `1 - erfc` by erfc's continued fraction 40 levels deep, `|x|`
+//!   clamped to 6 (erf is 1 past it); `e^(-x^2)` splits `x` so that the
+//!   square is exact, as its rounding would cost `2x^2` ulps.
 //!
 //! Special values are libm's: NaN propagates (Cranelift's fmin/fmax return
 //! NaN); `exp(-inf) = 0`, `exp(inf) = inf`; `log(±0) = -inf`,
 //! `log(x < 0) = NaN`, `log(inf) = inf`; `tanh(±inf) = ±1`,
-//! `expm1(-inf) = -1`, `log1p(-1) = -inf`; tanh, expm1 and log1p keep the
-//! sign of a zero.
+//! `expm1(-inf) = -1`, `log1p(-1) = -inf`, `erf(±inf) = ±1`; tanh, expm1,
+//! log1p and erf keep the sign of a zero.
 //!
 //! Largest error found, in ulps of the correctly rounded result, by
 //! `tests` in a one-off run over every f32 argument and 2^27 random f64
@@ -41,23 +50,62 @@
 //! | tanh     | <= 0.5   | 4   | -0.185       |
 //! | expm1    | <= 0.5   | 2   | 0.358        |
 //! | log1p    | <= 0.5   | 3   | -0.331       |
+//! | erf      | <= 0.5   | 7   | -1.84        |
+//!
+//! (erf's row is from the regular sample: every 127th f32, 2^22 f64.)
+//!
+//! pow is measured at the fixed exponents of `tests::POW_EXPONENTS` (the
+//! regular sample only): f32 within 0.5000002 ulps (double rounding
+//! through f64 can exceed a half by a hair), f64 within 4 ulps for the
+//! integer exponents and up to 1140 ulps for the others (at `x^-2.5` near
+//! 1e120, where `|y ln x|` is near 700).
 
-use crate::codegen::{types, FloatCC, FunctionBuilder, InstBuilder, Value};
+use crate::codegen::{types, FloatCC, FunctionBuilder, InstBuilder, IntCC, Value};
 use crate::ir::DType;
 
 /// Applies the libm-style function `name` (`exp`, `log`, `tanh`, `expm1`,
-/// `log1p`) to `x` of compute type `dtype`; `None` for other functions.
+/// `log1p`, `erf`) to `x` of compute type `dtype`; `None` for other functions.
 pub fn apply(b: &mut FunctionBuilder, name: &str, dtype: DType, x: Value) -> Option<Value> {
-    let wide = if dtype == DType::F64 { x } else { b.ins().fpromote(types::F64, x) };
+    let wide = widen(b, dtype, x);
     let y = match name {
         "exp" => exp(b, wide),
         "log" => log(b, wide),
         "tanh" => tanh(b, wide),
         "expm1" => expm1(b, wide),
         "log1p" => log1p(b, wide),
+        "erf" => erf(b, wide),
         _ => return None,
     };
-    Some(if dtype == DType::F64 { y } else { b.ins().fdemote(types::F32, y) })
+    Some(narrow(b, dtype, y))
+}
+
+/// Applies the libm-style function `name` of two arguments (`pow`) to `x`
+/// and `y` of compute type `dtype`; `None` for other functions.
+pub fn apply_binary(b: &mut FunctionBuilder, name: &str, dtype: DType, x: Value, y: Value) -> Option<Value> {
+    let (x, y) = (widen(b, dtype, x), widen(b, dtype, y));
+    let z = match name {
+        "pow" => pow(b, x, y),
+        _ => return None,
+    };
+    Some(narrow(b, dtype, z))
+}
+
+/// `x` of compute type `dtype` as the f64 every function computes in.
+fn widen(b: &mut FunctionBuilder, dtype: DType, x: Value) -> Value {
+    if dtype == DType::F64 {
+        x
+    } else {
+        b.ins().fpromote(types::F64, x)
+    }
+}
+
+/// An f64 result rounded to compute type `dtype`.
+fn narrow(b: &mut FunctionBuilder, dtype: DType, y: Value) -> Value {
+    if dtype == DType::F64 {
+        y
+    } else {
+        b.ins().fdemote(types::F32, y)
+    }
 }
 
 fn f(b: &mut FunctionBuilder, v: f64) -> Value {
@@ -258,6 +306,180 @@ fn log1p(b: &mut FunctionBuilder, x: Value) -> Value {
     let below = b.ins().fcmp(FloatCC::LessThan, sum, hi);
     let inside = b.ins().band(above, below);
     b.ins().select(inside, near, far)
+}
+
+/// The largest `|y|` for which an integer power is taken by
+/// multiplications ([`integer_power`]) rather than through exp and log.
+const POWER_BY_PRODUCTS: i64 = 64;
+
+/// `x^n` for the integer `n = y`, `|n| <= POWER_BY_PRODUCTS`, by binary
+/// powering of `x` (of `1/x` for a negative `n`): a few roundings, none
+/// for a result that is exact (`(-2)^3 = -8`), and the signs and zeros
+/// follow from the products.
+fn integer_power(b: &mut FunctionBuilder, x: Value, n: Value, negative: Value) -> Value {
+    let one = f(b, 1.0);
+    let inverse = b.ins().fdiv(one, x);
+    let mut square = b.ins().select(negative, inverse, x);
+    let magnitude = b.ins().iabs(n);
+    let mut r = one;
+    for bit in 0..=POWER_BY_PRODUCTS.ilog2() {
+        let set = b.ins().band_imm_u(magnitude, 1i64 << bit);
+        let product = b.ins().fmul(r, square);
+        r = b.ins().select(set, product, r);
+        square = b.ins().fmul(square, square);
+    }
+    r
+}
+
+/// `x^y`: an integer `y` up to [`POWER_BY_PRODUCTS`] by [`integer_power`],
+/// else `e^(y ln|x|)`, with C99's signs and special values: for a
+/// negative `x` the sign of `(-1)^y` when `y` is an integer (every `|y| >=
+/// 2^53` is an even one), NaN when it is not and `x` is finite; `x^0 = 1`
+/// and `1^y = 1` even for a NaN, `(-1)^±inf = 1`. `ln|x|` and the
+/// product round once each, so the result's relative error grows with
+/// `|y ln x|`, by at most about that many f64 ulps: nothing an f32 result
+/// sees.
+fn pow(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
+    let ax = b.ins().fabs(x);
+    let ln = log(b, ax);
+    let t = b.ins().fmul(y, ln);
+    let magnitude = exp(b, t);
+    let ay = b.ins().fabs(y);
+    let two53 = f(b, 2f64.powi(53));
+    let huge = b.ins().fcmp(FloatCC::GreaterThanOrEqual, ay, two53);
+    let truncated = b.ins().fcvt_to_sint_sat(types::I64, y);
+    let back = b.ins().fcvt_from_sint(types::F64, truncated);
+    let whole = b.ins().fcmp(FloatCC::Equal, back, y);
+    let integer = b.ins().bor(whole, huge);
+    let low_bit = b.ins().band_imm_u(truncated, 1);
+    let odd_bit = b.ins().icmp_imm_u(IntCC::NotEqual, low_bit, 0);
+    let not_huge = b.ins().bxor_imm_u(huge, 1);
+    let odd = b.ins().band(odd_bit, not_huge);
+    let x_bits = b.ins().bitcast(types::I64, crate::codegen::MemFlagsData::new(), x);
+    let sign = b.ins().icmp_imm_s(IntCC::SignedLessThan, x_bits, 0);
+    let flip = b.ins().band(sign, odd);
+    let negated = b.ins().fneg(magnitude);
+    let r = b.ins().select(flip, negated, magnitude);
+    let (zero, one, inf, nan) = (f(b, 0.0), f(b, 1.0), f(b, f64::INFINITY), f(b, f64::NAN));
+    let negative = b.ins().fcmp(FloatCC::LessThan, x, zero);
+    let finite = b.ins().fcmp(FloatCC::NotEqual, ax, inf);
+    let fraction = b.ins().bxor_imm_u(integer, 1);
+    let undefined = b.ins().band(negative, finite);
+    let undefined = b.ins().band(undefined, fraction);
+    let r = b.ins().select(undefined, nan, r);
+    let limit = f(b, POWER_BY_PRODUCTS as f64);
+    let small = b.ins().fcmp(FloatCC::LessThanOrEqual, ay, limit);
+    let by_products = b.ins().band(whole, small);
+    let y_negative = b.ins().fcmp(FloatCC::LessThan, y, zero);
+    let product = integer_power(b, x, truncated, y_negative);
+    let r = b.ins().select(by_products, product, r);
+    let y_zero = b.ins().fcmp(FloatCC::Equal, y, zero);
+    let x_one = b.ins().fcmp(FloatCC::Equal, x, one);
+    let unit = b.ins().fcmp(FloatCC::Equal, ax, one);
+    let y_inf = b.ins().fcmp(FloatCC::Equal, ay, inf);
+    let unit_inf = b.ins().band(unit, y_inf);
+    let is_one = b.ins().bor(y_zero, x_one);
+    let is_one = b.ins().bor(is_one, unit_inf);
+    b.ins().select(is_one, one, r)
+}
+
+/// How many terms of erf's series ([`erf_series`]) are summed: enough
+/// below [`ERF_SERIES_END`] to truncate below 1e-17 relative.
+const ERF_SERIES_TERMS: usize = 33;
+
+/// `1 / (2n + 1)!!` for `n` in `0..ERF_SERIES_TERMS`.
+const ERF_SERIES: [f64; ERF_SERIES_TERMS] = {
+    let mut c = [1.0; ERF_SERIES_TERMS];
+    let mut n = 1;
+    while n < c.len() {
+        c[n] = c[n - 1] / (2 * n + 1) as f64;
+        n += 1;
+    }
+    c
+};
+
+/// Where erf switches from its series to its continued fraction.
+const ERF_SERIES_END: f64 = 2.0;
+
+/// Past this erf is 1 in f64 (`erfc(6) < 2^-55`): the continued fraction's
+/// argument is clamped to it.
+const ERF_ONE: f64 = 6.0;
+
+/// Levels of the continued fraction for erfc, enough from [`ERF_SERIES_END`].
+const ERF_FRACTION_LEVELS: usize = 40;
+
+/// `e^(-x^2)` without the error of rounding `x^2`: `x = h + l` with `h`
+/// of 26 significant bits, so `h^2` is exact, and `e^(-x^2) = e^(-h^2)
+/// e^(-d)` for `d = (x + h) l`, tiny, by `1 - d (1 - d/2)`.
+fn exp_minus_square(b: &mut FunctionBuilder, x: Value) -> Value {
+    let bits = b.ins().bitcast(types::I64, crate::codegen::MemFlagsData::new(), x);
+    let high_bits = b.ins().band_imm_u(bits, !((1i64 << 27) - 1));
+    let h = b.ins().bitcast(types::F64, crate::codegen::MemFlagsData::new(), high_bits);
+    let l = b.ins().fsub(x, h);
+    let h2 = b.ins().fmul(h, h);
+    let minus_h2 = b.ins().fneg(h2);
+    let e = exp(b, minus_h2);
+    let sum = b.ins().fadd(x, h);
+    let d = b.ins().fmul(sum, l);
+    let (one, half) = (f(b, 1.0), f(b, 0.5));
+    let half_d = b.ins().fmul(d, half);
+    let inner = b.ins().fsub(one, half_d);
+    let dd = b.ins().fmul(d, inner);
+    let factor = b.ins().fsub(one, dd);
+    b.ins().fmul(e, factor)
+}
+
+/// erf(a) for `0 <= a < 2`: `(2/sqrt(pi)) a e^(-a^2) sum (2a^2)^n /
+/// (2n+1)!!`, a series of positive terms (nothing cancels).
+fn erf_series(b: &mut FunctionBuilder, a: Value) -> Value {
+    let a2 = b.ins().fmul(a, a);
+    let z = b.ins().fadd(a2, a2);
+    let sum = horner(b, z, &ERF_SERIES);
+    let e = exp_minus_square(b, a);
+    let k = f(b, std::f64::consts::FRAC_2_SQRT_PI);
+    let ka = b.ins().fmul(k, a);
+    let kae = b.ins().fmul(ka, e);
+    b.ins().fmul(kae, sum)
+}
+
+/// erf(a) for `a >= 2` (NaN kept): `1 - e^(-a^2) / (sqrt(pi) t)` with `t
+/// = a + (1/2) / (a + 1 / (a + (3/2) / (a + ...)))`, evaluated from
+/// [`ERF_FRACTION_LEVELS`] deep, and `a` clamped to [`ERF_ONE`].
+fn erf_fraction(b: &mut FunctionBuilder, a: Value) -> Value {
+    let limit = f(b, ERF_ONE);
+    let a = b.ins().fmin(a, limit);
+    let mut t = a;
+    for k in (1..=ERF_FRACTION_LEVELS).rev() {
+        let c = f(b, k as f64 / 2.0);
+        let q = b.ins().fdiv(c, t);
+        t = b.ins().fadd(a, q);
+    }
+    let e = exp_minus_square(b, a);
+    let sqrt_pi = f(b, std::f64::consts::PI.sqrt());
+    let den = b.ins().fmul(sqrt_pi, t);
+    let erfc = b.ins().fdiv(e, den);
+    let one = f(b, 1.0);
+    b.ins().fsub(one, erfc)
+}
+
+/// erf, odd: [`erf_series`] or [`erf_fraction`] of `|x|` (a branch, so
+/// only one is computed), with the sign of `x`.
+fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
+    let a = b.ins().fabs(x);
+    let end = f(b, ERF_SERIES_END);
+    let near = b.ins().fcmp(FloatCC::LessThan, a, end);
+    let (series, fraction, done) = (b.create_block(), b.create_block(), b.create_block());
+    let result = b.append_block_param(done, types::F64);
+    b.ins().brif(near, series, &[], fraction, &[]);
+    for (block, part) in [(series, erf_series as fn(&mut FunctionBuilder, Value) -> Value), (fraction, erf_fraction)] {
+        b.switch_to_block(block);
+        b.seal_block(block);
+        let y = part(b, a);
+        b.ins().jump(done, &[y.into()]);
+    }
+    b.switch_to_block(done);
+    b.seal_block(done);
+    b.ins().fcopysign(result, x)
 }
 
 #[cfg(test)]

@@ -24,13 +24,16 @@
 //! Shape, Size, Quantize/DequantizeLinear); `Op::infer` rejects packed
 //! tensors for every other operator.
 //!
+//! In portable mode f16/bf16 convert by [`half_floats`]' instruction
+//! sequences instead of the kernels (packed types stay kernel-only).
+//!
 //! f64 needs no staging: it has kernels of its own (`codegen::kernels::by_dtype`
 //! picks the `_f32` or `_f64` form). Nor does float8: elementwise code
 //! widens each loaded bit pattern to f32 and narrows it on store (Cast's
 //! `saturate` and `round_mode`).
 
 use crate::codegen::kernels::{self, Kernel, Ptr, I32, I64};
-use crate::codegen::{types, InstBuilder, Lower, Value};
+use crate::codegen::{half_floats, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::ir::DType;
 use crate::ops::{InferCx, Operator};
 
@@ -86,7 +89,7 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
         if let Some(wide) = staged_type(op, dtype) {
             let copy = cx.reserve_scratch(area(&shape))?;
             let src = cx.input_ptr(i)?;
-            convert(cx, conversion_kernels(dtype).0, dtype, src, copy, &shape)?;
+            convert(cx, Direction::Widen, dtype, src, copy, &shape)?;
             cx.stage_input(i, copy, wide);
         }
     }
@@ -107,22 +110,63 @@ pub fn lower(op: &dyn Operator, cx: &mut Lower) -> Result<(), String> {
     op.lower(cx)?;
     cx.unstage();
     for (dtype, copy, dst, shape) in narrow {
-        convert(cx, conversion_kernels(dtype).1, dtype, copy, dst, &shape)?;
+        convert(cx, Direction::Narrow, dtype, copy, dst, &shape)?;
     }
     Ok(())
 }
 
-/// Calls a buffer conversion kernel (`onnxc_{widen,narrow}_f32`,
-/// `onnxc_{unpack,pack}`).
+/// Which way a staged tensor is converted.
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    /// Into the wide copy.
+    Widen,
+    /// Back from the wide copy.
+    Narrow,
+}
+
+/// Converts a staged tensor: by a buffer conversion kernel
+/// (`onnxc_{widen,narrow}_f32`, `onnxc_{unpack,pack}`), or in portable mode
+/// for f16/bf16 by [`half_floats`] in a loop.
 fn convert(
     cx: &mut Lower,
-    kernel: Conversion,
+    direction: Direction,
     dtype: DType,
     src: Value,
     dst: Value,
     shape: &[usize],
 ) -> Result<(), String> {
+    let count = shape.iter().product::<usize>();
+    if cx.portable() && matches!(dtype, DType::F16 | DType::BF16) {
+        return convert_halves(cx, direction, dtype, src, dst, count);
+    }
+    let (widen, narrow) = conversion_kernels(dtype);
+    let kernel = if direction == Direction::Widen { widen } else { narrow };
     let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
-    let count = I64(cx.ins().iconst(types::I64, shape.iter().product::<usize>() as i64));
+    let count = I64(cx.ins().iconst(types::I64, count as i64));
     cx.call_checked(kernel, (elem, Ptr(src), Ptr(dst), count))
+}
+
+/// `count` f16/bf16 elements to f32 or back, one at a time.
+fn convert_halves(
+    cx: &mut Lower,
+    direction: Direction,
+    dtype: DType,
+    src: Value,
+    dst: Value,
+    count: usize,
+) -> Result<(), String> {
+    let steps = if direction == Direction::Widen { vec![2, 4] } else { vec![4, 2] };
+    let flags = MemFlagsData::trusted();
+    cx.nest(&[Level::new(count, steps)], &[src, dst], &mut |cx, _, at| {
+        if direction == Direction::Widen {
+            let h = cx.ins().uload16(types::I32, flags, at[0], 0);
+            let x = half_floats::widen(cx.b, dtype, h);
+            cx.ins().store(flags, x, at[1], 0);
+        } else {
+            let x = cx.ins().load(types::F32, flags, at[0], 0);
+            let h = half_floats::narrow(cx.b, dtype, x);
+            cx.ins().istore16(flags, h, at[1], 0);
+        }
+        Ok(())
+    })
 }

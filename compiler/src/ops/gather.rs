@@ -18,12 +18,14 @@
 //!   lower index).
 //!
 //! Every index is checked at run time in the kernels
-//! (`runtime-support/src/generic/indexing.rs`, `copy.rs`); a bad one ends the
-//! model with `INDEX_OUT_OF_RANGE` tagged with this node.
+//! (`runtime-support/src/generic/indexing.rs`, `copy.rs`), or in portable
+//! mode by Gather's and GatherElements' loop nests
+//! ([`crate::codegen::gather_loops`]); a bad one ends the model with
+//! `INDEX_OUT_OF_RANGE` tagged with this node.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{types, InstBuilder, IntCC, Lower, MemFlagsData};
+use crate::codegen::{gather_loops, types, InstBuilder, IntCC, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::shape::{element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
@@ -170,10 +172,13 @@ impl Operator for Gather {
             n_indices: product(&idx_shape)?,
             index_bytes: index_bytes(idx_type, 1)?,
         };
-        let params = cx.params(&p)?;
         let data = cx.input_ptr(0)?;
         let indices = cx.input_ptr(1)?;
         let out = cx.output_ptr(0)?;
+        if cx.portable() {
+            return gather_loops::gather(cx, &p, data, indices, out);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_gather, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }
@@ -260,8 +265,11 @@ impl Operator for GatherElements {
         let (dtype, shape) = cx.input_type(0)?;
         let (itype, ishape) = cx.input_type(1)?;
         let p = elements_params((dtype, &shape), (itype, &ishape), self.axis)?;
-        let params = cx.params(&p)?;
         let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return gather_loops::gather_elements(cx, &p, data, indices, out);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_gather_elements, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }

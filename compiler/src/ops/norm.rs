@@ -39,11 +39,15 @@
 //!   `(X - E[X]) / (sqrt(Var[X]) + 1e-9)` as the function body defines it.
 //! * LpNormalization (1, 22): `axis` (-1), `p` (1 or 2, default 2); 0 where
 //!   the norm is 0.
+//!
+//! In portable mode the family runs [`crate::codegen::norm_loops`] over
+//! the same params instead of the kernel.
 
 use super::elementwise::compute_type;
 use super::elementwise::{emit_broadcast_loop, Operand};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::norm_loops::{self, NormTensors};
 use crate::codegen::{InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -520,6 +524,22 @@ impl Normalize {
     }
 }
 
+impl Normalize {
+    /// Portable mode: [`norm_loops::normalize`] over the kernel's params.
+    fn lower_portable(&self, cx: &mut Lower, p: &NormParams, scale: bool, bias: bool) -> Result<(), String> {
+        let (mean, inv) = (cx.has_output(1), cx.has_output(2));
+        let t = NormTensors {
+            x: cx.input_ptr(0)?,
+            y: cx.output_ptr(0)?,
+            scale: if scale { Some(cx.input_ptr(1)?) } else { None },
+            bias: if bias { Some(cx.input_ptr(2)?) } else { None },
+            mean_out: if mean { Some(cx.output_ptr(1)?) } else { None },
+            inv_out: if inv { Some(cx.output_ptr(2)?) } else { None },
+        };
+        norm_loops::normalize(cx, p, &t)
+    }
+}
+
 fn is_float_elem(d: DType) -> bool {
     matches!(d, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
 }
@@ -564,6 +584,9 @@ impl Operator for Normalize {
         let bias = if self.has_bias() && cx.has_input(2) { Some(cx.input_type(2)?) } else { None };
         let p =
             self.params((x.0, &x.1), scale.as_ref().map(|t| (t.0, &t.1[..])), bias.as_ref().map(|t| (t.0, &t.1[..])))?;
+        if cx.portable() {
+            return self.lower_portable(cx, &p, scale.is_some(), bias.is_some());
+        }
         let scratch = if normalize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;

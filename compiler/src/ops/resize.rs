@@ -27,12 +27,14 @@
 //!   later versions any spatial rank.
 //!
 //! Everything lowers to kernels of `runtime-support/src/generic/resize.rs`
-//! whose params (per-axis sizes, scales, roi) follow the ONNX reference.
+//! whose params (per-axis sizes, scales, roi) follow the ONNX reference; in
+//! portable mode a Resize of constant sizes runs the loop nests of
+//! [`crate::codegen::resize_loops`] over the same params.
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, Ref, I64};
-use crate::codegen::{InstBuilder, Lower, MemFlagsData};
+use crate::codegen::{resize_loops, InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::abi::resize::*;
@@ -347,6 +349,10 @@ impl Operator for Resize {
         }
         let (dtype, x_shape) = cx.input_type(0)?;
         let p = self.params(x_shape.as_slice(), cx.const_input(1), cx.const_input(2), cx.const_input(3))?;
+        if cx.portable() {
+            let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+            return resize_loops::resize(cx, &p, dtype, x, y);
+        }
         let scratch = if resize_scratch_bytes(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);

@@ -11,7 +11,8 @@
 //! - TensorScatter (24): any data type, optional i64 `write_indices` per
 //!   batch entry (dim 0), `axis` >= 1; `mode` linear (positions must fit)
 //!   or circular (wrap).
-//! - Trilu (14): any type, optional i64 scalar `k` read at run time.
+//! - Trilu (14): any type, optional i64 scalar `k` read at run time (in
+//!   portable mode a loop nest choosing each element or zero).
 //! - EyeLike (9, 22): 2-D input; output type from `dtype` or the input's.
 //! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input.
 //! - ReverseSequence (10): any type; `batch_axis`/`time_axis` are 0 and 1
@@ -19,7 +20,8 @@
 //! - SpaceToDepth (1, 13; `mode` DCR/CRD from 28), DepthToSpace (1, 11,
 //!   13): 4-D, any type; lowered as one strided copy (a 6-D transpose).
 //! - CenterCropPad (18): any type, constant `shape`, optional `axes`;
-//!   lowered through the Pad kernel (negative pads crop, zero fill).
+//!   lowered through the Pad kernel (negative pads crop, zero fill), in
+//!   portable mode through Pad's loop nest.
 //!
 //! Scatter lowerings copy `data` to the output and then update it in place
 //! in a kernel that checks every index (`INDEX_OUT_OF_RANGE`).
@@ -30,7 +32,7 @@ use super::gather::{
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::Lower;
+use crate::codegen::{pad_loops, types, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Tensor};
@@ -289,10 +291,40 @@ impl Operator for Trilu {
             cols: shape[r - 1] as i64,
             upper: self.upper as i64,
         };
-        let params = cx.params(&p)?;
         let (x, k, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(1), cx.output_ptr(0)?);
+        if cx.portable() {
+            let k = cx.has_input(1).then_some(k);
+            return trilu_portable(cx, &p, x, k, y);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_trilu, (params, Ptr(x), Ptr(k), Ptr(y)))
     }
+}
+
+/// Trilu in portable mode: one nest over (batch, row, column) copying the
+/// element or storing zero, by `column - row` against the run-time `k`
+/// (0 without it).
+fn trilu_portable(cx: &mut Lower, p: &TriluParams, x: Value, k: Option<Value>, y: Value) -> Result<(), String> {
+    let (eb, flags) = (p.elem_bytes, MemFlagsData::trusted());
+    let k = match k {
+        Some(ptr) => cx.ins().load(types::I64, flags, ptr, 0),
+        None => cx.ins().iconst(types::I64, 0),
+    };
+    let row = p.cols * eb;
+    let levels = [
+        Level::new(p.batch as usize, vec![p.rows * row; 2]),
+        Level::new(p.rows as usize, vec![row; 2]),
+        Level::new(p.cols as usize, vec![eb; 2]),
+    ];
+    let zero = cx.data_bytes(&vec![0u8; eb as usize])?;
+    let keep_cc = if p.upper != 0 { IntCC::SignedGreaterThanOrEqual } else { IntCC::SignedLessThanOrEqual };
+    cx.nest(&levels, &[x, y], &mut |cx, index, at| {
+        let diagonal = cx.ins().isub(index[2], index[1]);
+        let keep = cx.ins().icmp(keep_cc, diagonal, k);
+        let src = cx.ins().select(keep, at[0], zero);
+        cx.copy_run(at[1], src, eb);
+        Ok(())
+    })
 }
 
 pub fn import_trilu(cx: &mut NodeImport) -> Result<Op, String> {
@@ -625,8 +657,12 @@ impl Operator for CenterCropPad {
         let (dtype, shape) = cx.input_type(0)?;
         let target = cx.const_input(1).ok_or("input 1 (shape) must be a compile-time constant")?;
         let p = self.params(dtype, &shape, target)?;
+        let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return pad_loops::pad(cx, &p, x, None, y);
+        }
         let params = cx.params(&p)?;
-        let (x, zero, y) = (cx.input_ptr(0)?, cx.iconst(0), cx.output_ptr(0)?);
+        let zero = cx.iconst(0);
         cx.call_checked(kernels::onnxc_pad, (params, Ptr(x), Ptr(zero), Ptr(y)))
     }
 }

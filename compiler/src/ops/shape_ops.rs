@@ -5,8 +5,8 @@
 //!
 //! Type constraints: the data-movement operators take every element type
 //! (they move `elem_bytes`-sized elements: `onnxc_copy_strided`, in portable
-//! mode a loop nest of rows or elements,
-//! `onnxc_pad`); shape-carrying inputs (shapes, axes, starts/ends/steps,
+//! mode a loop nest of rows or elements, and `onnxc_pad`, in portable mode
+//! [`crate::codegen::pad_loops`]); shape-carrying inputs (shapes, axes, starts/ends/steps,
 //! pads, repeats, split sizes) are i32/i64 compile-time constants; Shape and
 //! Size produce i64; Range takes float or i16/i32/i64 scalars — constant
 //! ones fold, run-time ones give a data-dependent (unbounded) length that
@@ -29,7 +29,7 @@
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{types, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
@@ -1081,14 +1081,20 @@ impl Operator for Pad {
         let value = match cx.const_input(2) {
             Some(t) if !t.is_empty() => {
                 let bytes = scalar_as(t, dtype).map_err(|e| format!("input 2: {e}"))?;
-                cx.data_bytes(&bytes)?
+                Some(cx.data_bytes(&bytes)?)
             }
-            Some(_) => cx.iconst(0),
-            None => cx.opt_input_ptr(2),
+            Some(_) => None,
+            None if cx.has_input(2) => Some(cx.input_ptr(2)?),
+            None => None,
         };
-        let params = cx.params(&p)?;
         let x = cx.input_ptr(0)?;
         let y = cx.output_ptr(0)?;
+        if cx.portable() {
+            return pad_loops::pad(cx, &p, x, value, y);
+        }
+        // A null value pads with zero bytes.
+        let value = value.unwrap_or_else(|| cx.iconst(0));
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_pad, (params, Ptr(x), Ptr(value), Ptr(y)))
     }
 }

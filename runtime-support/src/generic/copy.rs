@@ -252,9 +252,10 @@ pub(crate) unsafe fn gather(p: *const GatherParams, data: *const u8, indices: *c
 }
 
 /// Where output coordinate `o` of one padded dim reads from, as an index into
-/// the uncropped input, or `None` for the constant value.
+/// the uncropped input, or `None` for the constant value. (Public for the
+/// compiler's portable Pad, which tabulates it at compile time.)
 #[inline]
-fn pad_source(o: i64, pad_begin: i64, in_len: i64, pad_end: i64, mode: i64) -> Option<i64> {
+pub fn pad_source(o: i64, pad_begin: i64, in_len: i64, pad_end: i64, mode: i64) -> Option<i64> {
     // The cropped input is `in[lo..hi]`, padded by the positive parts.
     let lo = (-pad_begin).max(0);
     let hi = in_len - (-pad_end).max(0);

@@ -169,12 +169,13 @@ pub(crate) unsafe fn resize_prepare(
 }
 
 /// One input position and its weight; `index < 0` marks an output position
-/// that takes the extrapolation value.
+/// that takes the extrapolation value. (Public, with [`fill_taps`], for the
+/// compiler's portable Resize, which tabulates the taps at compile time.)
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct Tap {
-    index: i64,
-    weight: f64,
+pub struct Tap {
+    pub index: i64,
+    pub weight: f64,
 }
 
 /// `floor(-support / min(scale, 1)) + 1`: the first tap offset of an
@@ -261,8 +262,8 @@ fn cubic_weight(x: f64, a: f64) -> f64 {
     }
 }
 
-/// Fills `row` (the taps of output `y` along `axis`).
-fn fill_taps(p: &ResizeParams, axis: usize, y: usize, row: &mut [Tap]) {
+/// Fills `row` (the [`resize_taps`] taps of output `y` along `axis`).
+pub fn fill_taps(p: &ResizeParams, axis: usize, y: usize, row: &mut [Tap]) {
     let in_len = p.in_dims[axis];
     if p.identity[axis] != 0 {
         row[0] = Tap { index: (y as i64).min(in_len - 1), weight: 1.0 };

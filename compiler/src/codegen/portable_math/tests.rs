@@ -10,8 +10,8 @@
 //! f32) and `F64_SAMPLES = 1 << 27`, about 8 minutes of a release build on
 //! 2 cores; the regular sample, a few seconds, finds no more.
 
-use super::apply;
-use crate::codegen::{types, InstBuilder};
+use super::{apply, apply_binary};
+use crate::codegen::{types, FunctionBuilder, InstBuilder, Value};
 use crate::ir::DType;
 use crate::jit::ScalarFn;
 use std::f64::consts::{FRAC_1_SQRT_2, LN_2, SQRT_2};
@@ -28,12 +28,13 @@ struct Function {
     f64_ulps: f64,
 }
 
-const FUNCTIONS: [Function; 5] = [
+const FUNCTIONS: [Function; 6] = [
     Function { name: "exp", reference: libm::exp, f32_ulps: 0.5, f64_ulps: 2.0 },
     Function { name: "log", reference: libm::log, f32_ulps: 0.5, f64_ulps: 2.0 },
     Function { name: "tanh", reference: libm::tanh, f32_ulps: 0.5, f64_ulps: 4.0 },
     Function { name: "expm1", reference: libm::expm1, f32_ulps: 0.5, f64_ulps: 2.0 },
     Function { name: "log1p", reference: libm::log1p, f32_ulps: 0.5, f64_ulps: 3.0 },
+    Function { name: "erf", reference: libm::erf, f32_ulps: 0.5, f64_ulps: 8.0 },
 ];
 
 /// A compute type: what results are rounded to and how an ulp is measured.
@@ -75,13 +76,29 @@ impl Precision {
     /// `name` as [`apply`] computes it in this type. The compiled function
     /// takes and returns f64; f32 values pass through it exactly.
     fn compile(self, name: &str) -> ScalarFn {
+        self.compile_with(|b, dtype, x| apply(b, name, dtype, x).expect(name))
+    }
+
+    /// `x^y` as [`apply_binary`] computes it in this type, for a fixed `y`.
+    fn compile_pow(self, y: f64) -> ScalarFn {
+        self.compile_with(|b, dtype, x| {
+            let y = match dtype {
+                DType::F32 => b.ins().f32const(y as f32),
+                _ => b.ins().f64const(y),
+            };
+            apply_binary(b, "pow", dtype, x, y).expect("pow")
+        })
+    }
+
+    /// What `body` computes in this type, taking and returning f64.
+    fn compile_with(self, body: impl FnOnce(&mut FunctionBuilder, DType, Value) -> Value) -> ScalarFn {
         ScalarFn::compile(|b, x| match self.dtype {
             DType::F32 => {
                 let x = b.ins().fdemote(types::F32, x);
-                let y = apply(b, name, DType::F32, x).expect(name);
+                let y = body(b, DType::F32, x);
                 b.ins().fpromote(types::F64, y)
             }
-            _ => apply(b, name, DType::F64, x).expect(name),
+            _ => body(b, DType::F64, x),
         })
         .expect("compiles")
     }
@@ -117,8 +134,9 @@ const NEIGHBOURHOOD: i64 = 1 << 12;
 /// its mantissa, exp's reduction switching `n`, the ends of log1p's
 /// series, exp's overflow, subnormal and underflow ends (f32, f64, then
 /// its clamp), tanh rounding to 1 (f32, f64), the largest finite values
-/// and infinity (whose neighbours past it are NaNs).
-const POINTS: [f64; 22] = [
+/// and infinity (whose neighbours past it are NaNs), erf's switch from
+/// series to continued fraction and its rounding to 1 (f32, f64).
+const POINTS: [f64; 25] = [
     0.0,
     f32::MIN_POSITIVE as f64,
     f64::MIN_POSITIVE,
@@ -141,6 +159,9 @@ const POINTS: [f64; 22] = [
     f64::MAX,
     INF,
     NAN,
+    2.0,
+    3.919_206_3,
+    5.921_587_195_794_507,
 ];
 
 /// [`F64_SAMPLES`] f64 bit patterns from SplitMix64 with a fixed seed (the
@@ -180,22 +201,36 @@ fn ulps(p: Precision, got: f64, reference: f64) -> Option<f64> {
 /// Measures `function` in `p` over [`Precision::inputs`]; fails on a
 /// mismatch or an error past the bound. (`--nocapture` shows the maxima.)
 fn check(function: &Function, p: Precision) {
-    let compiled = p.compile(function.name);
     let bound = match p.dtype {
         DType::F32 => function.f32_ulps,
         _ => function.f64_ulps,
     };
+    measure(function.name, p, &p.compile(function.name), function.reference, bound);
+}
+
+/// Measures `compiled` against `reference` in `p` over
+/// [`Precision::inputs`], except where the result is within a factor 2 of
+/// overflowing (where an error inside the bound may tip it over); fails on
+/// a mismatch or an error past `bound`.
+fn measure(name: &str, p: Precision, compiled: &ScalarFn, reference: impl Fn(f64) -> f64, bound: f64) {
+    let largest = match p.dtype {
+        DType::F32 => f32::MAX as f64,
+        _ => f64::MAX,
+    };
     let (mut worst, mut at) = (0.0, 0.0);
     for x in p.inputs() {
-        let (got, reference) = (compiled.call(x), (function.reference)(x));
-        let error = ulps(p, got, reference)
-            .unwrap_or_else(|| panic!("{} {p:?}: {got:e} at {x:e}, expected {reference:e}", function.name));
+        let (got, reference) = (compiled.call(x), reference(x));
+        if reference.abs() > largest / 2.0 && reference.is_finite() {
+            continue;
+        }
+        let error =
+            ulps(p, got, reference).unwrap_or_else(|| panic!("{name} {p:?}: {got:e} at {x:e}, expected {reference:e}"));
         if error > worst {
             (worst, at) = (error, x);
         }
     }
-    eprintln!("{} {:?}: {worst:.9} ulps at {at:e}", function.name, p.dtype);
-    assert!(worst <= bound, "{} {p:?}: {worst} ulps at {at:e}, bound {bound}", function.name);
+    eprintln!("{name} {:?}: {worst:.9} ulps at {at:e}", p.dtype);
+    assert!(worst <= bound, "{name} {p:?}: {worst} ulps at {at:e}, bound {bound}");
 }
 
 fn check_both(name: &str) {
@@ -229,8 +264,63 @@ fn log1p_is_within_its_bound() {
     check_both("log1p");
 }
 
+#[test]
+fn erf_is_within_its_bound() {
+    check_both("erf");
+}
+
+/// The exponents pow is measured at: squares and cubes, roots, reciprocals,
+/// odd and fractional powers of both signs.
+const POW_EXPONENTS: [f64; 9] = [2.0, 3.0, 0.5, -1.0, -2.5, 1.0 / 3.0, 7.0, 0.1, -0.75];
+
+/// pow's bounds in ulps at [`POW_EXPONENTS`] (above the module doc's
+/// figures, which the regular sample measures).
+const POW_F32_ULPS: f64 = 0.501;
+const POW_F64_ULPS: f64 = 2048.0;
+
+#[test]
+fn pow_is_within_its_bound() {
+    for (p, bound) in [(F32, POW_F32_ULPS), (F64, POW_F64_ULPS)] {
+        for y in POW_EXPONENTS {
+            measure(&format!("pow(x, {y})"), p, &p.compile_pow(y), |x| libm::pow(x, p.round(y)), bound);
+        }
+    }
+}
+
+/// `(x, y, x^y)` that must be exact, sign of zero included, in both types.
+const POW_SPECIAL: [(f64, f64, f64); 16] = [
+    (NAN, 0.0, 1.0),
+    (1.0, NAN, 1.0),
+    (-1.0, INF, 1.0),
+    (-1.0, -INF, 1.0),
+    (NAN, 2.0, NAN),
+    (2.0, NAN, NAN),
+    (-2.0, 0.5, NAN),
+    (-2.0, 3.0, -8.0),
+    (-2.0, 2.0, 4.0),
+    (-0.0, -1.0, -INF),
+    (0.0, -1.0, INF),
+    (-0.0, 3.0, -0.0),
+    (0.0, 2.0, 0.0),
+    (-INF, 0.5, INF),
+    (-INF, -3.0, -0.0),
+    (-2.0, 1e300, INF),
+];
+
+#[test]
+fn pow_special_values_are_exact() {
+    for p in [F32, F64] {
+        for (x, y, want) in POW_SPECIAL {
+            let got = p.compile_pow(y).call(x);
+            let want = p.round(want);
+            let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
+            assert!(same, "pow({x:e}, {y:e}) in {p:?} is {got:e}, not {want:e}");
+        }
+    }
+}
+
 /// Results that must be exact, sign of zero included, in both types.
-const SPECIAL: [(&str, f64, f64); 35] = [
+const SPECIAL: [(&str, f64, f64); 41] = [
     ("exp", NAN, NAN),
     ("exp", INF, INF),
     ("exp", -INF, 0.0),
@@ -266,6 +356,12 @@ const SPECIAL: [(&str, f64, f64); 35] = [
     ("log1p", -INF, NAN),
     ("log1p", 0.0, 0.0),
     ("log1p", -0.0, -0.0),
+    ("erf", NAN, NAN),
+    ("erf", INF, 1.0),
+    ("erf", -INF, -1.0),
+    ("erf", 0.0, 0.0),
+    ("erf", -0.0, -0.0),
+    ("erf", 10.0, 1.0),
 ];
 
 #[test]

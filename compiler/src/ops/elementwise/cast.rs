@@ -1,11 +1,12 @@
 //! Cast, CastLike and the functions that pass their data through
 //! (Identity, Dropout, BitCast), and the conversions every elementwise
 //! loop makes: f16, bf16 and float8 widened to f32 on load ([`widen`]) and
-//! rounded on store ([`narrow`]).
+//! rounded on store ([`narrow`]); in portable mode f16 and bf16 by
+//! [`crate::codegen::half_floats`].
 
 use super::{Func, Operands};
 use crate::codegen::kernels::{self, F32, F64, I32, I64};
-use crate::codegen::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, Value};
+use crate::codegen::{clif_type, half_floats, types, FloatCC, InstBuilder, IntCC, Lower, Value};
 use crate::ir::DType;
 
 /// Identity, Dropout, BitCast: the operand itself.
@@ -55,8 +56,11 @@ pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> 
         DType::BF16 => kernels::onnxc_bf16_to_f32,
         _ => return Ok(raw),
     };
-    let bits = I32(cx.ins().uextend(types::I32, raw));
-    cx.call(kernel, (bits,))
+    let bits = cx.ins().uextend(types::I32, raw);
+    if cx.portable() {
+        return Ok(half_floats::widen(cx.b, dtype, bits));
+    }
+    cx.call(kernel, (I32(bits),))
 }
 
 /// A computed value (in the scalar type; f64 too for float8) as stored for
@@ -78,7 +82,7 @@ pub fn narrow(cx: &mut Lower, value: Value, dtype: DType, mode: i64) -> Result<V
         DType::BF16 => kernels::onnxc_f32_to_bf16,
         _ => return Ok(value),
     };
-    let bits = cx.call(kernel, (F32(value),))?;
+    let bits = if cx.portable() { half_floats::narrow(cx.b, dtype, value) } else { cx.call(kernel, (F32(value),))? };
     Ok(cx.ins().ireduce(types::I16, bits))
 }
 

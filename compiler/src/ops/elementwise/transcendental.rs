@@ -74,8 +74,15 @@ pub fn unary(cx: &mut Lower, f: Unary, dtype: DType, x: Value) -> Result<Value, 
     }
 }
 
-/// Computes `f(x, y)` in `dtype` (f64 or f32) through the kernel library.
+/// Computes `f(x, y)` in `dtype` (f64 or f32) through the kernel library
+/// (in portable mode: through its Cranelift sequence, where
+/// [`crate::codegen::portable_math`] has one).
 pub fn binary(cx: &mut Lower, f: Binary, dtype: DType, x: Value, y: Value) -> Result<Value, String> {
+    if cx.portable() {
+        if let Some(z) = crate::codegen::portable_math::apply_binary(cx.b, f.name, dtype, x, y) {
+            return Ok(z);
+        }
+    }
     if dtype == DType::F64 {
         cx.call(f.f64, (F64(x), F64(y)))
     } else {

@@ -1,0 +1,188 @@
+//! Portable statistics normalisations (InstanceNormalization,
+//! LayerNormalization, GroupNormalization, RMSNormalization,
+//! MeanVarianceNormalization, LpNormalization): loop nests over the same
+//! [`NormParams`] `onnxc_normalize` takes, for portable mode.
+//!
+//! The nest runs the kept dims outside (one statistics group per index)
+//! and the reduced dims inside, each pointer stepping by its own stride,
+//! so any axis set and any broadcast of scale and bias are one walk. Per
+//! group, as the kernel does, in f64: a fold for the sum (of `x`, or of
+//! `|x|` / `x^2` for the modes without a mean), for the modes with a mean
+//! a second fold for the squared deviations, then one pass writing
+//! `(x - shift) factor scale + bias`, and the group's shift and factor to
+//! the optional Mean / InvStdDev outputs. Elements are f32 or f64 (the
+//! kernel's f16/bf16 inputs have no portable lowering).
+
+use super::nest::Level;
+use super::{clif_type, types, FloatCC, InstBuilder, Lower, MemFlagsData, Value};
+use crate::ir::DType;
+use onnxc_runtime::{NormParams, NORM_L1, NORM_MVN, NORM_RMS, NORM_STANDARD};
+
+/// The tensors of one normalisation (the optional ones `None` when absent).
+pub struct NormTensors {
+    pub x: Value,
+    pub y: Value,
+    pub scale: Option<Value>,
+    pub bias: Option<Value>,
+    pub mean_out: Option<Value>,
+    pub inv_out: Option<Value>,
+}
+
+/// The element type behind an `ELEM_*` code, if portable code handles it.
+fn element(code: i64, what: &str) -> Result<DType, String> {
+    match i32::try_from(code).ok().and_then(DType::from_onnx) {
+        Some(d @ (DType::F32 | DType::F64)) => Ok(d),
+        other => Err(format!("{what} of type {other:?} has no portable lowering (f32 and f64 do)")),
+    }
+}
+
+/// The positions of the pointers the nest walks.
+const X: usize = 0;
+const Y: usize = 1;
+const SCALE: usize = 2;
+const BIAS: usize = 3;
+const MEAN: usize = 4;
+const INV: usize = 5;
+
+/// Loads the element of `dtype` at `at` as f64.
+fn load_wide(cx: &mut Lower, dtype: DType, at: Value) -> Value {
+    let v = cx.ins().load(clif_type(dtype), MemFlagsData::trusted(), at, 0);
+    if dtype == DType::F64 {
+        v
+    } else {
+        cx.ins().fpromote(types::F64, v)
+    }
+}
+
+/// Stores the f64 `v` at `at` as `dtype`.
+fn store_narrow(cx: &mut Lower, dtype: DType, v: Value, at: Value) {
+    let v = if dtype == DType::F64 { v } else { cx.ins().fdemote(types::F32, v) };
+    cx.ins().store(MemFlagsData::trusted(), v, at, 0);
+}
+
+/// The statistics of one group from its pointers `base`: `(shift, factor)`.
+fn statistics(
+    cx: &mut Lower,
+    p: &NormParams,
+    x_type: DType,
+    reduced: &[Level],
+    base: &[Value],
+) -> Result<[Value; 2], String> {
+    let with_mean = matches!(p.mode, NORM_STANDARD | NORM_MVN);
+    let count: i64 = reduced.iter().map(|l| l.count as i64).product();
+    let count = cx.ins().f64const(count as f64);
+    let zero = cx.ins().f64const(0.0);
+    let sum = cx.fold_nest(reduced, base, &[zero], &mut |cx, _, at, acc| {
+        let v = load_wide(cx, x_type, at[X]);
+        let term = match p.mode {
+            _ if with_mean => v,
+            NORM_L1 => cx.ins().fabs(v),
+            _ => cx.ins().fmul(v, v),
+        };
+        Ok(vec![cx.ins().fadd(acc[0], term)])
+    })?[0];
+    let one = cx.ins().f64const(1.0);
+    let epsilon = cx.ins().f64const(p.epsilon);
+    if with_mean {
+        let mean = cx.ins().fdiv(sum, count);
+        let squares = cx.fold_nest(reduced, base, &[zero], &mut |cx, _, at, acc| {
+            let v = load_wide(cx, x_type, at[X]);
+            let d = cx.ins().fsub(v, mean);
+            let dd = cx.ins().fmul(d, d);
+            Ok(vec![cx.ins().fadd(acc[0], dd)])
+        })?[0];
+        let var = cx.ins().fdiv(squares, count);
+        let deviation = if p.mode == NORM_MVN {
+            let root = cx.ins().sqrt(var);
+            cx.ins().fadd(root, epsilon)
+        } else {
+            let shifted = cx.ins().fadd(var, epsilon);
+            cx.ins().sqrt(shifted)
+        };
+        return Ok([mean, cx.ins().fdiv(one, deviation)]);
+    }
+    let norm = match p.mode {
+        NORM_RMS => {
+            let mean_square = cx.ins().fdiv(sum, count);
+            let shifted = cx.ins().fadd(mean_square, epsilon);
+            cx.ins().sqrt(shifted)
+        }
+        NORM_L1 => sum,
+        _ => cx.ins().sqrt(sum),
+    };
+    let factor = cx.ins().fdiv(one, norm);
+    if p.mode == NORM_RMS {
+        return Ok([zero, factor]);
+    }
+    // A zero L1 or L2 norm gives 0, not infinity.
+    let is_zero = cx.ins().fcmp(FloatCC::Equal, norm, zero);
+    Ok([zero, cx.ins().select(is_zero, zero, factor)])
+}
+
+/// Normalises `t.x` into `t.y` as `p` says (see the module doc).
+pub fn normalize(cx: &mut Lower, p: &NormParams, t: &NormTensors) -> Result<(), String> {
+    let rank = p.rank as usize;
+    let x_type = element(p.x_elem, "input 0")?;
+    let scale_type = element(p.scale_elem, "the scale")?;
+    let bias_type = element(p.bias_elem, "the bias")?;
+    let stat_type = element(p.stat_elem, "the statistics")?;
+    if p.dims[..rank].contains(&0) {
+        return Ok(());
+    }
+    let present = |v: Option<Value>| v.is_some() as i64;
+    let sizes = [
+        x_type.size() as i64,
+        x_type.size() as i64,
+        scale_type.size() as i64 * present(t.scale),
+        bias_type.size() as i64 * present(t.bias),
+        stat_type.size() as i64 * present(t.mean_out),
+        stat_type.size() as i64 * present(t.inv_out),
+    ];
+    let (mut kept, mut reduced) = (Vec::new(), Vec::new());
+    let mut x_stride = 1;
+    for d in (0..rank).rev() {
+        let strides = [x_stride, x_stride, p.scale_strides[d], p.bias_strides[d], p.stat_strides[d], p.stat_strides[d]];
+        let steps = strides.iter().zip(sizes).map(|(s, size)| s * size).collect();
+        let level = Level::new(p.dims[d] as usize, steps);
+        if p.stat_strides[d] == 0 {
+            reduced.insert(0, level)
+        } else {
+            kept.insert(0, level)
+        }
+        x_stride *= p.dims[d];
+    }
+    let null = cx.iconst(0);
+    let ptrs = [
+        t.x,
+        t.y,
+        t.scale.unwrap_or(null),
+        t.bias.unwrap_or(null),
+        t.mean_out.unwrap_or(null),
+        t.inv_out.unwrap_or(null),
+    ];
+    cx.nest(&kept, &ptrs, &mut |cx, _, base| {
+        let [shift, factor] = statistics(cx, p, x_type, &reduced, base)?;
+        cx.nest(&reduced, base, &mut |cx, _, at| {
+            let v = load_wide(cx, x_type, at[X]);
+            let centred = cx.ins().fsub(v, shift);
+            let mut y = cx.ins().fmul(centred, factor);
+            if t.scale.is_some() {
+                let s = load_wide(cx, scale_type, at[SCALE]);
+                y = cx.ins().fmul(y, s);
+            }
+            if t.bias.is_some() {
+                let b = load_wide(cx, bias_type, at[BIAS]);
+                y = cx.ins().fadd(y, b);
+            }
+            store_narrow(cx, x_type, y, at[Y]);
+            Ok(())
+        })?;
+        if t.mean_out.is_some() {
+            store_narrow(cx, stat_type, shift, base[MEAN]);
+        }
+        if t.inv_out.is_some() {
+            store_narrow(cx, stat_type, factor, base[INV]);
+        }
+        Ok(())
+    })
+}

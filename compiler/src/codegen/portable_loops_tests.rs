@@ -1,0 +1,205 @@
+//! The portable lowerings of `gather_loops`, `pad_loops`, `norm_loops` and
+//! `resize_loops` against the kernels they replace: one-node graphs on
+//! awkward shapes (odd dims, tails, unit dims, negative indices and pads)
+//! run through the JIT with and without the kernel library. Data movement
+//! must give the same bytes; the float computations agree within the
+//! tolerance the conformance tests allow (they sum in a different order).
+
+use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::gather::{Gather, GatherElements};
+use crate::ops::norm::{NormKind, Normalize};
+use crate::ops::resize::{AspectPolicy, Resize};
+use crate::ops::shape_ops::{Pad, PadMode};
+use crate::ops::Op;
+use crate::passes::test_graph::{assert_all_close, floats};
+use onnxc_runtime::abi::resize::*;
+
+/// A value of `dtype` and `shape` defined by `def`.
+fn value(g: &mut Graph, name: &str, dtype: DType, shape: &[usize], def: ValueDef) -> ValueId {
+    g.add_value(name, Some(TensorType::known(dtype, shape)), def)
+}
+
+/// `shape` filled with distinct, non-round f32 values.
+fn data(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.731).sin() * 3.0 + 0.25).collect();
+    Tensor::from_f32s(shape.to_vec(), &v)
+}
+
+/// The graph `y = op(inputs...)` whose graph inputs are the `Input` values.
+fn one_node(g: &mut Graph, op: Op, inputs: Vec<Option<ValueId>>, output: ValueId) {
+    g.inputs = inputs.iter().flatten().copied().filter(|&v| matches!(g.value(v).def, ValueDef::Input(_))).collect();
+    g.outputs = vec![output];
+    g.nodes.push(Node { name: "node".into(), op, inputs, outputs: vec![output] });
+}
+
+/// Runs `g` on `inputs` with and without kernels: both results (or both
+/// errors).
+fn both(g: &Graph, inputs: &[Tensor]) -> [Result<Vec<u8>, String>; 2] {
+    [false, true].map(|portable| {
+        let plan = crate::plan::plan(g).expect("plan");
+        let model = crate::jit::compile_with(g, &plan, portable, &crate::limits::Limits::default()).expect("compile");
+        model.run(inputs).map(|mut out| out.remove(0).data)
+    })
+}
+
+fn gather_graph(data_shape: &[usize], axis: usize, index_type: DType, indices: &[usize], elements: bool) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, data_shape, ValueDef::Input(0));
+    let i = value(&mut g, "i", index_type, indices, ValueDef::Input(1));
+    let out_shape =
+        if elements { indices.to_vec() } else { [&data_shape[..axis], indices, &data_shape[axis + 1..]].concat() };
+    let y = value(&mut g, "y", DType::F32, &out_shape, ValueDef::Computed);
+    let op = if elements {
+        Op::GatherElements(GatherElements { axis: axis as i64 })
+    } else {
+        Op::Gather(Gather { axis: axis as i64, feature_extractor: false })
+    };
+    one_node(&mut g, op, vec![Some(x), Some(i)], y);
+    g
+}
+
+/// Indices in `[-len, len)` (negative ones too), as `dtype`.
+fn indices(dtype: DType, shape: &[usize], len: usize, out_of_range: bool) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut v: Vec<i64> = (0..n).map(|k| (k * 7 % (2 * len)) as i64 - len as i64).collect();
+    if out_of_range {
+        v[n / 2] = len as i64;
+    }
+    match dtype {
+        DType::I32 => {
+            let bytes = v.iter().flat_map(|&k| (k as i32).to_le_bytes()).collect();
+            Tensor::from_bytes(DType::I32, shape.to_vec(), bytes).expect("i32 tensor")
+        }
+        _ => Tensor::from_i64s(shape.to_vec(), &v),
+    }
+}
+
+#[test]
+fn gather_matches_the_kernel_for_every_index_type_and_axis() {
+    for (shape, axis, idx_shape) in [(&[5, 3][..], 0, &[4][..]), (&[2, 7, 3], 1, &[3, 2]), (&[3, 5], 1, &[])] {
+        for dtype in [DType::I32, DType::I64] {
+            let g = gather_graph(shape, axis, dtype, idx_shape, false);
+            let inputs = [data(shape), indices(dtype, idx_shape, shape[axis], false)];
+            let [kernel, portable] = both(&g, &inputs);
+            assert_eq!(portable, kernel, "{shape:?} axis {axis} {dtype}");
+            assert!(kernel.is_ok());
+        }
+    }
+}
+
+#[test]
+fn gather_elements_matches_the_kernel() {
+    for (shape, axis, idx_shape) in [(&[4, 3][..], 0, &[5, 2][..]), (&[2, 5, 3], 1, &[2, 7, 3]), (&[3, 4], 1, &[3, 1])]
+    {
+        for dtype in [DType::I32, DType::I64] {
+            let g = gather_graph(shape, axis, dtype, idx_shape, true);
+            let inputs = [data(shape), indices(dtype, idx_shape, shape[axis], false)];
+            let [kernel, portable] = both(&g, &inputs);
+            assert_eq!(portable, kernel, "{shape:?} axis {axis} {dtype}");
+            assert!(kernel.is_ok());
+        }
+    }
+}
+
+#[test]
+fn an_index_out_of_range_fails_with_the_kernels_status() {
+    for elements in [false, true] {
+        let g = gather_graph(&[4, 3], 0, DType::I64, &[5, 3], elements);
+        let [kernel, portable] = both(&g, &[data(&[4, 3]), indices(DType::I64, &[5, 3], 4, true)]);
+        assert!(kernel.is_err(), "elements {elements}");
+        assert_eq!(portable, kernel, "elements {elements}");
+    }
+}
+
+fn pad_graph(mode: PadMode, shape: &[usize], pads: &[i64]) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let p =
+        value(&mut g, "pads", DType::I64, &[pads.len()], ValueDef::Const(Tensor::from_i64s(vec![pads.len()], pads)));
+    let value_t = Tensor::from_f32s(vec![], &[1.5]);
+    let c = value(&mut g, "value", DType::F32, &[], ValueDef::Const(value_t));
+    let r = shape.len();
+    let out: Vec<usize> = (0..r).map(|d| (shape[d] as i64 + pads[d] + pads[d + r]) as usize).collect();
+    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
+    one_node(&mut g, Op::Pad(Pad { mode }), vec![Some(x), Some(p), Some(c)], y);
+    g
+}
+
+#[test]
+fn pad_matches_the_kernel_in_every_mode() {
+    let cases: [(&[usize], &[i64]); 3] =
+        [(&[3, 5], &[1, 2, 2, 3]), (&[2, 3, 4], &[0, -1, 2, 1, 1, -1]), (&[1, 7], &[0, 5, 0, 6])];
+    for mode in [PadMode::Constant, PadMode::Reflect, PadMode::Edge, PadMode::Wrap] {
+        for (shape, pads) in cases {
+            let [kernel, portable] = both(&pad_graph(mode, shape, pads), &[data(shape)]);
+            assert_eq!(portable, kernel, "{mode:?} {shape:?} {pads:?}");
+            assert!(kernel.is_ok());
+        }
+    }
+}
+
+fn norm_graph(kind: NormKind, op_type: &'static str, shape: &[usize], affine: &[usize]) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let scale = value(&mut g, "scale", DType::F32, affine, ValueDef::Input(1));
+    let bias = value(&mut g, "bias", DType::F32, affine, ValueDef::Input(2));
+    let y = value(&mut g, "y", DType::F32, shape, ValueDef::Computed);
+    let op = Normalize { op_type, kind, epsilon: 1e-5, stat_dtype: DType::F32 };
+    one_node(&mut g, Op::Normalize(op), vec![Some(x), Some(scale), Some(bias)], y);
+    g
+}
+
+#[test]
+fn normalisations_match_the_kernel() {
+    let cases: [(NormKind, &str, &[usize], &[usize]); 4] = [
+        (NormKind::Layer { axis: -1 }, "LayerNormalization", &[3, 5, 7], &[7]),
+        (NormKind::Layer { axis: 1 }, "LayerNormalization", &[3, 5, 7], &[5, 1]),
+        (NormKind::Instance, "InstanceNormalization", &[2, 3, 5, 3], &[3]),
+        (NormKind::Group { groups: 2, per_channel: true }, "GroupNormalization", &[2, 4, 7], &[4]),
+    ];
+    for (kind, op_type, shape, affine) in cases {
+        let g = norm_graph(kind, op_type, shape, affine);
+        let [kernel, portable] = both(&g, &[data(shape), data(affine), data(affine)]);
+        let (kernel, portable) = (floats(&kernel.expect("kernel")), floats(&portable.expect("portable")));
+        assert_all_close(&portable, &kernel, 1e-5, &format!("{op_type} {shape:?}"));
+    }
+}
+
+fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], antialias: bool) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let s =
+        value(&mut g, "s", DType::F32, &[scales.len()], ValueDef::Const(Tensor::from_f32s(vec![scales.len()], scales)));
+    let out: Vec<usize> = shape.iter().zip(scales).map(|(&n, &k)| (n as f32 * k).floor() as usize).collect();
+    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
+    let op = Resize {
+        op_name: "Resize",
+        mode,
+        coord_mode,
+        nearest_mode: NEAREST_ROUND_PREFER_FLOOR,
+        cubic_a: -0.75,
+        exclude_outside: false,
+        extrapolation_value: 0.0,
+        antialias,
+        axes: None,
+        policy: AspectPolicy::Stretch,
+    };
+    one_node(&mut g, Op::Resize(op), vec![Some(x), None, Some(s), None], y);
+    g
+}
+
+#[test]
+fn resize_matches_the_kernel() {
+    let shape = [1, 2, 5, 7];
+    for mode in [MODE_NEAREST, MODE_LINEAR, MODE_CUBIC] {
+        for coord_mode in [COORD_HALF_PIXEL, COORD_ALIGN_CORNERS, COORD_ASYMMETRIC] {
+            for (scales, antialias) in [([1.0, 1.0, 1.8, 2.5], false), ([1.0, 1.0, 0.6, 0.45], true)] {
+                let g = resize_graph(mode, coord_mode, &shape, &scales, antialias);
+                let [kernel, portable] = both(&g, &[data(&shape)]);
+                let (kernel, portable) = (floats(&kernel.expect("kernel")), floats(&portable.expect("portable")));
+                assert_all_close(&portable, &kernel, 1e-5, &format!("mode {mode} coord {coord_mode} {scales:?}"));
+            }
+        }
+    }
+}
