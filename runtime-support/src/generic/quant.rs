@@ -404,6 +404,13 @@ pub(crate) unsafe fn requantize(
         for j in 0..len {
             let row_scale = (p.b_index != 2).then(|| scale_at(j, 0));
             let base = (o * len + j) * inner;
+            // The byte rows' fast path takes finite scales only.
+            if let (Some(scale), ELEM_U8 | ELEM_I8) = (row_scale.filter(|s| s.is_finite()), p.y_dtype) {
+                let row = core::slice::from_raw_parts(acc.add(base), inner);
+                let out = core::slice::from_raw_parts_mut(y.add(base), inner);
+                requantize_byte_row(row, scale, zero as f64, range, out);
+                continue;
+            }
             for i in 0..inner {
                 let scale = row_scale.unwrap_or_else(|| scale_at(j, i));
                 let v = *acc.add(base + i) as f64 * scale + zero as f64;
@@ -412,6 +419,26 @@ pub(crate) unsafe fn requantize(
         }
     }
     STATUS_OK
+}
+
+/// One row of u8 or i8 outputs (`range` the type's) with one finite
+/// combined scale: `acc · scale + zero` clamped to the range, then rounded
+/// half to even by [`rint_in_range`]'s addition of `1.5 · 2^52`, after
+/// which the integer is the low bits of the mantissa: its low byte is the
+/// u8 or the i8's two's complement. The bits of [`store_saturated`]
+/// (clamping before rounding or after gives the same integer) in a loop
+/// with no scalar conversion, compiled for the widest vectors.
+fn requantize_byte_row(acc: &[i32], scale: f64, zero: f64, (lo, hi): (f64, f64), out: &mut [u8]) {
+    const ROUNDER: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    crate::isa::with_widest_vectors(
+        #[inline(always)]
+        || {
+            for (o, &a) in out.iter_mut().zip(acc) {
+                let v = (a as f64 * scale + zero).max(lo).min(hi);
+                *o = (v + ROUNDER).to_bits() as u8;
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -573,6 +600,24 @@ mod tests {
         let indexed = [QOperand { zp_indexed: 1, ..ops[0] }, ops[1]];
         assert_eq!(run(&indexed, scratch.as_mut_ptr(), &mut acc), STATUS_INVALID_PARAMS);
         assert_eq!(run(&ops, scratch.as_mut_ptr(), &mut acc), STATUS_OK);
+    }
+
+    #[test]
+    fn the_byte_row_stores_what_the_element_loop_stores() {
+        // Ties (scale 1/2), values past both ends, negative scales.
+        let acc: Vec<i32> = (-70_000..70_000).step_by(7).chain([i32::MIN, i32::MAX, 0, 1, -1]).collect();
+        for scale in [0.5, -0.5, 0.01, 1.0 / 3.0, 1e-9, 1e9, -3e7, f64::MAX] {
+            for (dtype, zero) in [(ELEM_U8, 0.0), (ELEM_U8, 131.0), (ELEM_I8, -3.0), (ELEM_I8, 0.0)] {
+                let range = int_range(dtype).unwrap();
+                let mut got = vec![0u8; acc.len()];
+                requantize_byte_row(&acc, scale, zero, range, &mut got);
+                for (&a, &g) in acc.iter().zip(&got) {
+                    let mut want = 0u8;
+                    unsafe { store_saturated(&mut want, 0, dtype, rint_in_range(a as f64 * scale + zero, range)) };
+                    assert_eq!(g, want, "acc {a}, scale {scale}, type {dtype}, zero {zero}");
+                }
+            }
+        }
     }
 
     #[test]
