@@ -189,21 +189,22 @@ fn fuse_qdq_convs(graph: &mut Graph) {
 /// those results (an Identity or Reshape of a shared weight: inference
 /// folds views of constants, and the plan expects no view of one).
 fn fold_constant_dequantizes(graph: &mut Graph) {
-    let mut folded = vec![false; graph.nodes.len()];
+    let mut keep = Vec::with_capacity(graph.nodes.len());
     for index in 0..graph.nodes.len() {
         let node = &graph.nodes[index];
-        let value = match &node.op {
+        let folded = match &node.op {
             Op::Linear(l @ Linear { quantize: false, .. }) => dequantized_constant(graph, l, node),
             op if op.is_view() => constant_view(graph, node),
             _ => None,
         };
-        let Some(value) = value else { continue };
-        let v = graph.value_mut(graph.nodes[index].outputs[0]);
+        keep.push(folded.is_none());
+        let Some(value) = folded else { continue };
+        let output = node.outputs[0];
+        let v = graph.value_mut(output);
         (v.ty, v.def) = (Some(TensorType::known(value.dtype, &value.shape)), ValueDef::Const(value));
-        folded[index] = true;
     }
-    let mut flags = folded.into_iter();
-    graph.nodes.retain(|_| !flags.next().unwrap_or(false));
+    let mut flags = keep.into_iter();
+    graph.nodes.retain(|_| flags.next().unwrap_or(true));
 }
 
 /// A view's output of a constant input 0: its bytes under the output's shape.
