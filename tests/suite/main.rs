@@ -30,6 +30,7 @@ mod judging;
 mod maps;
 mod models;
 mod pipeline;
+mod quantized;
 mod random;
 mod reproducible;
 mod runtime_faults;

@@ -174,7 +174,7 @@ fn synthetic_input(dtype: onnxc::ir::DType, shape: &[usize]) -> Result<Tensor, S
 }
 
 /// Limits the kernels to the level `name` for the rest of the process.
-fn limit_isa(name: &str) -> Result<(), String> {
+pub(super) fn limit_isa(name: &str) -> Result<(), String> {
     use onnxc_runtime::isa::Isa;
     let names: Vec<&str> = Isa::ALL.iter().map(|k| k.name()).collect();
     let level = Isa::named(name).ok_or_else(|| format!("--isa {name}: expected one of {}", names.join(", ")))?;

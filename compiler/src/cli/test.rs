@@ -41,6 +41,10 @@ pub struct Args {
     /// the kernel library (what cross-target objects run)
     #[arg(long)]
     pub portable: bool,
+    /// The kernels' instruction-set level (generic, avx2-fma, avx512f;
+    /// default: the best this CPU has), to test a slower level's kernels
+    #[arg(long)]
+    pub isa: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -234,6 +238,9 @@ fn report(line: std::fmt::Arguments) -> Result<(), String> {
 }
 
 pub fn test(a: &Args) -> Result<ExitCode, String> {
+    if let Some(name) = &a.isa {
+        super::run::limit_isa(name)?;
+    }
     let mut all = Vec::new();
     for d in &a.dirs {
         all.extend(cases(d)?);

@@ -19,9 +19,10 @@ use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
-use crate::ir::DType;
+use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
-    qconv_scratch_bytes, QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE,
+    onnxc_dequantize, qconv_scratch_bytes, QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK,
+    MINIFLOAT_SATURATE,
 };
 
 /// The types the integer products take.
@@ -172,6 +173,14 @@ impl Operator for Linear {
         true
     }
 
+    /// A DequantizeLinear of constants stays a node through inference, so
+    /// that `passes::fuse_qdq` still sees the integer weights behind a
+    /// product; that pass folds the ones it does not fuse
+    /// ([`Linear::dequantize_constant`]).
+    fn foldable(&self) -> bool {
+        self.quantize
+    }
+
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (x, scale) = (cx.input_type(0)?, cx.input_type(1)?);
         let zp = cx.input_type(2).ok().map(|(d, _)| d);
@@ -181,6 +190,29 @@ impl Operator for Linear {
         let y = Ptr(cx.output_ptr(0)?);
         let kernel = if self.quantize { kernels::onnxc_quantize } else { kernels::onnxc_dequantize };
         cx.call_checked(kernel, (params, x, scale, zero_point, y))
+    }
+}
+
+impl Linear {
+    /// This DequantizeLinear of the constants `x`, `scale` and `zero_point`,
+    /// evaluated now by the kernel the node would call.
+    pub(crate) fn dequantize_constant(
+        &self,
+        x: &Tensor,
+        scale: &Tensor,
+        zp: Option<&Tensor>,
+    ) -> Result<Tensor, String> {
+        let (p, out) = self.params((x.dtype, &x.shape), (scale.dtype, &scale.shape), zp.map(|z| z.dtype))?;
+        let len = element_count(&x.shape).ok_or("the input size overflows")?;
+        let mut y = vec![0u8; out.bytes_for(len).ok_or("the output size overflows")?];
+        let zp = zp.map_or(core::ptr::null(), |z| z.data.as_ptr());
+        // SAFETY: `params` checked the shapes the kernel reads by, the
+        // tensors hold their elements, and `y` the output's bytes.
+        let status = unsafe { onnxc_dequantize(&p, x.data.as_ptr(), scale.data.as_ptr(), zp, y.as_mut_ptr()) };
+        if status != 0 {
+            return Err(format!("{} failed with status {status}", self.name_of()));
+        }
+        Tensor::from_bytes(out, x.shape.clone(), y).ok_or_else(|| "the output size does not match".into())
     }
 }
 
@@ -463,6 +495,14 @@ impl Operator for IntegerProduct {
             Ptr(cx.output_ptr(0)?),
         );
         cx.call_checked(kernels::onnxc_requantize, args)
+    }
+}
+
+impl IntegerProduct {
+    /// QLinearConv with `conv`'s window and groups: what `passes::fuse_qdq`
+    /// makes of a quantized Conv.
+    pub fn qlinear_conv(conv: Conv) -> IntegerProduct {
+        IntegerProduct { op_name: "QLinearConv", slots: QLINEAR, conv: Some(conv) }
     }
 }
 

@@ -18,6 +18,7 @@ mod fuse_elementwise;
 mod fuse_gelu;
 mod fuse_layer_norm;
 mod fuse_matmul_add;
+mod fuse_qdq;
 mod fuse_rms_norm;
 mod gemm_by_splat;
 mod pack_conv_weights;
@@ -35,6 +36,7 @@ pub use fuse_elementwise::fuse_elementwise;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_layer_norm::fuse_layer_norm;
 pub use fuse_matmul_add::fuse_matmul_add;
+pub use fuse_qdq::fuse_qdq;
 pub use fuse_rms_norm::fuse_rms_norm;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
@@ -45,6 +47,7 @@ pub use pack_rnn_weights::pack_rnn_weights;
 /// fused into them that their loops would not do.
 pub fn run(graph: &mut Graph, portable: bool) {
     eliminate_dead_nodes(graph);
+    fuse_qdq(graph, portable);
     fold_affine_into_conv(graph);
     fuse_conv_add(graph);
     fuse_conv_activation(graph);

@@ -21,8 +21,8 @@ use crate::abi::conv::ConvParams;
 use crate::abi::minifloat::{onnxc_f32_to_minifloat, onnxc_minifloat_to_f32};
 use crate::abi::quant::*;
 use crate::abi::{
-    ELEM_BF16, ELEM_F16, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16, ELEM_U2,
-    ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
+    ELEM_BF16, ELEM_F16, ELEM_F32, ELEM_F4E2M1, ELEM_F64, ELEM_I16, ELEM_I2, ELEM_I32, ELEM_I4, ELEM_I8, ELEM_U16,
+    ELEM_U2, ELEM_U4, ELEM_U8, MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK,
 };
 use crate::generic::convert::{is_float_elem, load_float, store_float, Bf16, F16};
 use crate::generic::minifloat::is_minifloat_elem;
@@ -142,6 +142,78 @@ impl QuantParams {
     }
 }
 
+/// Runs of elements that share one scale and zero point entry: the whole
+/// tensor per tensor, else rows of `inner` elements.
+struct ByteRows {
+    outer: usize,
+    len: usize,
+    inner: usize,
+    block: usize,
+    so: usize,
+    sj: usize,
+}
+
+impl ByteRows {
+    /// Calls `f(first element, run length, entry)` for every run.
+    fn for_each(&self, mut f: impl FnMut(usize, usize, usize)) {
+        if self.so == 0 && self.sj == 0 {
+            return f(0, self.outer * self.len * self.inner, 0);
+        }
+        for o in 0..self.outer {
+            for j in 0..self.len {
+                f((o * self.len + j) * self.inner, self.inner, o * self.so + (j / self.block) * self.sj);
+            }
+        }
+    }
+}
+
+/// The runs of an f32 <-> u8/i8 conversion with f32 scales whose entry does
+/// not change along `inner` (per tensor or per axis: the fast loops), or
+/// `None` for the element loop.
+fn byte_rows(p: &QuantParams) -> Option<ByteRows> {
+    let (outer, len, inner, block) = p.sizes()?;
+    let simple = p.float_dtype == ELEM_F32 && p.scale_dtype == ELEM_F32 && matches!(p.int_dtype, ELEM_U8 | ELEM_I8);
+    (simple && p.si == 0).then_some(ByteRows { outer, len, inner, block, so: p.so as usize, sj: p.sj as usize })
+}
+
+/// QuantizeLinear of one run to u8/i8 (`range` the type's): `x / scale`
+/// in f32, rounded half to even by [`rint_in_range`]'s addition (after a
+/// clamp just past the range, which keeps it exact), plus the zero point
+/// (after rounding: ties go to even before the shift, as in the element
+/// loop), clamped and stored as the mantissa's low byte — the bits of the
+/// element loop's `store_saturated(rint(x / scale) + zero)` (NaN stores
+/// 0), compiled for the widest vectors.
+fn quantize_byte_row(x: &[f32], scale: f32, zero: f64, (lo, hi): (f64, f64), out: &mut [u8]) {
+    const ROUNDER: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    let (below, above) = (lo - zero - 1.0, hi - zero + 1.0);
+    crate::isa::with_widest_vectors(
+        #[inline(always)]
+        || {
+            for (o, &v) in out.iter_mut().zip(x) {
+                let q = (v / scale) as f64;
+                let rounded = (q.max(below).min(above) + ROUNDER) - ROUNDER;
+                let clamped = if q.is_nan() { 0.0 } else { (rounded + zero).max(lo).min(hi) };
+                *o = (clamped + ROUNDER).to_bits() as u8;
+            }
+        },
+    )
+}
+
+/// DequantizeLinear of one u8 (or `signed` i8) run to f32: `(x - zero) ·
+/// scale` in f32, as the element loop computes it, compiled for the
+/// widest vectors.
+fn dequantize_byte_row(x: &[u8], signed: bool, zero: f32, scale: f32, out: &mut [f32]) {
+    crate::isa::with_widest_vectors(
+        #[inline(always)]
+        || {
+            for (o, &v) in out.iter_mut().zip(x) {
+                let v = if signed { v as i8 as f32 } else { v as f32 };
+                *o = (v - zero) * scale;
+            }
+        },
+    )
+}
+
 /// Does the work of the C entry point [`crate::abi::onnxc_quantize`].
 pub(crate) unsafe fn quantize(p: *const QuantParams, x: *const u8, scale: *const u8, zp: *const u8, y: *mut u8) -> i32 {
     let Some(p) = p.as_ref() else {
@@ -150,6 +222,17 @@ pub(crate) unsafe fn quantize(p: *const QuantParams, x: *const u8, scale: *const
     let minifloat = is_minifloat_elem(p.int_dtype);
     if !minifloat && int_range(p.int_dtype).is_none() || load_f32(scale, 0, p.scale_dtype).is_none() {
         return STATUS_INVALID_PARAMS;
+    }
+    if let Some(rows) = byte_rows(p) {
+        let zero_of = |entry: usize| if zp.is_null() { 0 } else { load_int(zp, entry, p.int_dtype).unwrap_or(0) };
+        let range = int_range(p.int_dtype).unwrap_or((0.0, 0.0));
+        rows.for_each(|start, len, entry| {
+            let x = core::slice::from_raw_parts((x as *const f32).add(start), len);
+            let y = core::slice::from_raw_parts_mut(y.add(start), len);
+            let scale = (scale as *const f32).add(entry).read_unaligned();
+            quantize_byte_row(x, scale, zero_of(entry) as f64, range, y);
+        });
+        return STATUS_OK;
     }
     let float_is_int = p.float_dtype == ELEM_I32;
     let mut ok = true;
@@ -189,6 +272,17 @@ pub(crate) unsafe fn dequantize(
     let minifloat = is_minifloat_elem(p.int_dtype);
     if !minifloat && load_int(x, 0, p.int_dtype).is_none() && p.len > 0 || load_f32(scale, 0, p.scale_dtype).is_none() {
         return STATUS_INVALID_PARAMS;
+    }
+    if let Some(rows) = byte_rows(p) {
+        let signed = p.int_dtype == ELEM_I8;
+        let zero_of = |entry: usize| if zp.is_null() { 0 } else { load_int(zp, entry, p.int_dtype).unwrap_or(0) };
+        rows.for_each(|start, len, entry| {
+            let x = core::slice::from_raw_parts(x.add(start), len);
+            let y = core::slice::from_raw_parts_mut((y as *mut f32).add(start), len);
+            let scale = (scale as *const f32).add(entry).read_unaligned();
+            dequantize_byte_row(x, signed, zero_of(entry) as f32, scale, y);
+        });
+        return STATUS_OK;
     }
     let done = p.for_each(|e, s| {
         let (v, zero) = if minifloat {
@@ -404,6 +498,13 @@ pub(crate) unsafe fn requantize(
         for j in 0..len {
             let row_scale = (p.b_index != 2).then(|| scale_at(j, 0));
             let base = (o * len + j) * inner;
+            // The byte rows' fast path takes finite scales only.
+            if let (Some(scale), ELEM_U8 | ELEM_I8) = (row_scale.filter(|s| s.is_finite()), p.y_dtype) {
+                let row = core::slice::from_raw_parts(acc.add(base), inner);
+                let out = core::slice::from_raw_parts_mut(y.add(base), inner);
+                requantize_byte_row(row, scale, zero as f64, range, out);
+                continue;
+            }
             for i in 0..inner {
                 let scale = row_scale.unwrap_or_else(|| scale_at(j, i));
                 let v = *acc.add(base + i) as f64 * scale + zero as f64;
@@ -414,11 +515,30 @@ pub(crate) unsafe fn requantize(
     STATUS_OK
 }
 
+/// One row of u8 or i8 outputs (`range` the type's) with one finite
+/// combined scale: `acc · scale + zero` clamped to the range, then rounded
+/// half to even by [`rint_in_range`]'s addition of `1.5 · 2^52`, after
+/// which the integer is the low bits of the mantissa: its low byte is the
+/// u8 or the i8's two's complement. The bits of [`store_saturated`]
+/// (clamping before rounding or after gives the same integer) in a loop
+/// with no scalar conversion, compiled for the widest vectors.
+fn requantize_byte_row(acc: &[i32], scale: f64, zero: f64, (lo, hi): (f64, f64), out: &mut [u8]) {
+    const ROUNDER: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    crate::isa::with_widest_vectors(
+        #[inline(always)]
+        || {
+            for (o, &a) in out.iter_mut().zip(acc) {
+                let v = (a as f64 * scale + zero).max(lo).min(hi);
+                *o = (v + ROUNDER).to_bits() as u8;
+            }
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
-    use crate::abi::ELEM_F32;
     use crate::generic::test_util::{rand_bytes, unravel};
     use std::vec;
     use std::vec::Vec;
@@ -573,6 +693,49 @@ mod tests {
         let indexed = [QOperand { zp_indexed: 1, ..ops[0] }, ops[1]];
         assert_eq!(run(&indexed, scratch.as_mut_ptr(), &mut acc), STATUS_INVALID_PARAMS);
         assert_eq!(run(&ops, scratch.as_mut_ptr(), &mut acc), STATUS_OK);
+    }
+
+    #[test]
+    fn the_byte_runs_convert_as_the_element_loop_does() {
+        // Ties of x / scale, both ends, NaN and infinities.
+        let mut x: Vec<f32> = (-3000..3000).map(|v| v as f32 * 0.125).collect();
+        x.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, 0.0, -0.0]);
+        for (dtype, zero) in [(ELEM_U8, 0i32), (ELEM_U8, 131), (ELEM_I8, -3), (ELEM_I8, 0)] {
+            let range = int_range(dtype).unwrap();
+            for scale in [0.25f32, 0.1, -0.5, 3.0, 1e-20] {
+                let mut got = vec![0u8; x.len()];
+                quantize_byte_row(&x, scale, zero as f64, range, &mut got);
+                for (&v, &g) in x.iter().zip(&got) {
+                    let mut want = 0u8;
+                    unsafe { store_saturated(&mut want, 0, dtype, libm::rint((v / scale) as f64) + zero as f64) };
+                    assert_eq!(g, want, "x {v}, scale {scale}, type {dtype}, zero {zero}");
+                }
+                let mut back = vec![0f32; got.len()];
+                dequantize_byte_row(&got, dtype == ELEM_I8, zero as f32, scale, &mut back);
+                for (&q, &b) in got.iter().zip(&back) {
+                    let q = if dtype == ELEM_I8 { q as i8 as f32 } else { q as f32 };
+                    assert_eq!(b.to_bits(), ((q - zero as f32) * scale).to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_byte_row_stores_what_the_element_loop_stores() {
+        // Ties (scale 1/2), values past both ends, negative scales.
+        let acc: Vec<i32> = (-70_000..70_000).step_by(7).chain([i32::MIN, i32::MAX, 0, 1, -1]).collect();
+        for scale in [0.5, -0.5, 0.01, 1.0 / 3.0, 1e-9, 1e9, -3e7, f64::MAX] {
+            for (dtype, zero) in [(ELEM_U8, 0.0), (ELEM_U8, 131.0), (ELEM_I8, -3.0), (ELEM_I8, 0.0)] {
+                let range = int_range(dtype).unwrap();
+                let mut got = vec![0u8; acc.len()];
+                requantize_byte_row(&acc, scale, zero, range, &mut got);
+                for (&a, &g) in acc.iter().zip(&got) {
+                    let mut want = 0u8;
+                    unsafe { store_saturated(&mut want, 0, dtype, rint_in_range(a as f64 * scale + zero, range)) };
+                    assert_eq!(g, want, "acc {a}, scale {scale}, type {dtype}, zero {zero}");
+                }
+            }
+        }
     }
 
     #[test]
