@@ -195,11 +195,18 @@ pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Resul
     })
 }
 
-/// The fused activation. Relu, LeakyRelu and Clip compare as the kernels
-/// do (a NaN passes); the others are their elementwise functions' code,
-/// which the kernels compute alike.
+/// The fused activation, times `v` when it is gated (SiLU: the Mul after
+/// the Sigmoid).
 fn activate(cx: &mut Lower, dtype: DType, activation: Option<Activation>, v: Value) -> Result<Value, String> {
     let Some(activation) = activation else { return Ok(v) };
+    let f = activation_function(cx, dtype, activation, v)?;
+    Ok(if activation.gated { cx.ins().fmul(v, f) } else { f })
+}
+
+/// The fused activation's function of `v`. Relu, LeakyRelu and Clip
+/// compare as the kernels do (a NaN passes); the others are their
+/// elementwise functions' code, which the kernels compute alike.
+fn activation_function(cx: &mut Lower, dtype: DType, activation: Activation, v: Value) -> Result<Value, String> {
     if !matches!(activation.func, Func::Relu | Func::LeakyRelu { .. } | Func::Clip) {
         return emit_scalar(cx, activation.func, dtype, &[0], &[(v, dtype)]);
     }

@@ -51,6 +51,10 @@ pub const EPILOGUE_HARD_SIGMOID: i64 = 5;
 pub const EPILOGUE_HARD_SWISH: i64 = 6;
 pub const EPILOGUE_TANH: i64 = 7;
 
+/// SiLU, `v * sigmoid(v)`: a Sigmoid and the Mul of its input by it
+/// (EfficientNet's and YOLO's activation), with their bits.
+pub const EPILOGUE_SILU: i64 = 8;
+
 /// Convolution; see [`ConvParams`]. `bias` may be null; `residual` is read
 /// only when `p.residual` is 1 (then it must not be null); `scratch` must
 /// hold [`conv_scratch_elems`] floats (it may be null when that is 0).

@@ -275,8 +275,8 @@ pub(crate) unsafe fn conv_reference(p: &ConvParams, s: &BlockedShape, o: Blocked
 }
 
 /// Writes `out = activation((sums + bias) + residual)` for one output
-/// vector at float `at` of output block `mb`: the NCHW epilogue, lane by
-/// lane.
+/// vector at float `at` of output block `mb`: the NCHW epilogue's sums
+/// lane by lane, then its activation on the whole vector.
 ///
 /// # Safety
 /// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32); `at` is inside the output.
@@ -290,11 +290,10 @@ pub(crate) unsafe fn finish_vector(
     out: &mut [f32],
 ) {
     for (lane, (o, &v)) in out.iter_mut().zip(sums).enumerate() {
-        *o = v;
-        let b = (!bias.is_null()).then(|| *bias.add(mb * BLOCK + lane));
-        let r = (!residual.is_null()).then(|| residual.add(at + lane));
-        epilogue(p, b, r, core::slice::from_mut(o));
+        let biased = if bias.is_null() { v } else { v + *bias.add(mb * BLOCK + lane) };
+        *o = if residual.is_null() { biased } else { biased + *residual.add(at + lane) };
     }
+    epilogue(p, None, None, out);
 }
 
 /// A reorder into the blocked layout or out of it, block by block: the
@@ -372,7 +371,7 @@ mod tests {
     use crate::abi::blocked::*;
     use crate::abi::conv::{
         onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SIGMOID, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE,
-        EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_TANH,
+        EPILOGUE_RELU, EPILOGUE_SIGMOID, EPILOGUE_SILU, EPILOGUE_TANH,
     };
     use crate::generic::test_util::{assert_close, rand_vec, reversed};
     use crate::isa::choose::blocked_conv;
@@ -531,6 +530,7 @@ mod tests {
                 (EPILOGUE_SIGMOID, 0, true),
                 (EPILOGUE_TANH, 1, false),
                 (EPILOGUE_CLIP, 1, false),
+                (EPILOGUE_SILU, 1, true),
             ] {
                 let p = ConvParams { activation, act_a: 0.1, act_b: 0.6, residual: fused, ..p };
                 let bias = if biased { bias.as_ptr() } else { null() };

@@ -4,7 +4,8 @@
 //! activation gives the bits of the elementwise programs), and exact
 //! conversion through f64.
 
-use super::vector_math::{self, Scalar};
+use super::vector_math::{self, LaneFunction, Scalar};
+use crate::isa::Isa;
 use core::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A compute type: f32 or f64.
@@ -35,6 +36,10 @@ pub trait Real:
     fn rint(self) -> Self;
     fn abs(self) -> Self;
     fn powf(self, e: Self) -> Self;
+    /// `xs[i] = F(xs[i])` with the host's widest vectors (the bits of `F`
+    /// on one lane, whose FMA is libm's, in software, several times
+    /// slower); `false`, nothing done, for a type with no lane functions.
+    fn map_lanes<F: LaneFunction>(xs: &mut [Self]) -> bool;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
 }
@@ -72,6 +77,10 @@ impl Real for f32 {
     }
     fn powf(self, e: f32) -> f32 {
         libm::powf(self, e)
+    }
+    fn map_lanes<F: LaneFunction>(xs: &mut [f32]) -> bool {
+        crate::isa::choose::map_in_place::<F>(Isa::best(), xs);
+        true
     }
     fn from_f64(v: f64) -> f32 {
         v as f32
@@ -112,6 +121,9 @@ impl Real for f64 {
     }
     fn powf(self, e: f64) -> f64 {
         libm::pow(self, e)
+    }
+    fn map_lanes<F: LaneFunction>(_: &mut [f64]) -> bool {
+        false
     }
     fn from_f64(v: f64) -> f64 {
         v

@@ -387,6 +387,8 @@ pub trait LaneFunction {
 pub struct Sigmoid;
 /// [`tanh`] as a [`LaneFunction`].
 pub struct Tanh;
+/// SiLU, `x * sigmoid(x)`, as a [`LaneFunction`].
+pub struct Silu;
 
 impl LaneFunction for Sigmoid {
     #[inline(always)]
@@ -399,6 +401,13 @@ impl LaneFunction for Tanh {
     #[inline(always)]
     unsafe fn of<V: MathLanes>(x: V) -> V {
         tanh(x)
+    }
+}
+
+impl LaneFunction for Silu {
+    #[inline(always)]
+    unsafe fn of<V: MathLanes>(x: V) -> V {
+        V::mul(x, sigmoid(x))
     }
 }
 
