@@ -130,6 +130,7 @@ kernel_args!(A B C D E F G H I J);
 kernel_args!(A B C D E F G H I J K);
 kernel_args!(A B C D E F G H I J K L);
 kernel_args!(A B C D E F G H I J K L M);
+kernel_args!(A B C D E F G H I J K L M N);
 
 /// A kernel of the library taking the arguments `A` and returning an `R`.
 pub struct Kernel<A, R> {

@@ -357,7 +357,11 @@ impl Operator for Rnn {
         let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
         let (y, y_h, y_c) = (output(0)?, output(1)?, output(2)?);
         let kernel = kernels::by_dtype(kernels::onnxc_rnn_f32, kernels::onnxc_rnn_f64, dtype);
-        cx.call_checked(kernel, (params, x, w, r, b, lens, initial_h, initial_c, peepholes, y, y_h, y_c, scratch))
+        let parallel = cx.parallel_ptr();
+        cx.call_checked(
+            kernel,
+            (params, x, w, r, b, lens, initial_h, initial_c, peepholes, y, y_h, y_c, scratch, parallel),
+        )
     }
 
     fn stages_halves(&self) -> bool {

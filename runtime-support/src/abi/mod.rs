@@ -383,8 +383,8 @@ macro_rules! kernel_list {
     onnxc_grid_sample_f64(*const GridSampleParams, *const f64, *const f64, *mut f64) -> i32;
     onnxc_affine_grid_f32(*const AffineGridParams, *const f32, *mut f32) -> i32;
     onnxc_affine_grid_f64(*const AffineGridParams, *const f64, *mut f64) -> i32;
-    onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f32) -> i32;
-    onnxc_rnn_f64(*const RnnParams, *const f64, *const f64, *const f64, *const f64, *const i32, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64, *mut f64) -> i32;
+    onnxc_rnn_f32(*const RnnParams, *const f32, *const f32, *const f32, *const f32, *const i32, *const f32, *const f32, *const f32, *mut f32, *mut f32, *mut f32, *mut f32, *const Parallel) -> i32;
+    onnxc_rnn_f64(*const RnnParams, *const f64, *const f64, *const f64, *const f64, *const i32, *const f64, *const f64, *const f64, *mut f64, *mut f64, *mut f64, *mut f64, *const Parallel) -> i32;
     onnxc_dft_f32(*const DftParams, *const f32, *mut f32, *mut f64) -> i32;
     onnxc_dft_f64(*const DftParams, *const f64, *mut f64, *mut f64) -> i32;
     onnxc_stft_f32(*const StftParams, *const f32, *const f32, *mut f32, *mut f64) -> i32;

@@ -1,6 +1,7 @@
 //! The C entry points and parameter structs of [`crate::generic::rnn`].
 
 use crate::generic::rnn::*;
+use crate::parallel::Parallel;
 
 /// Activation slots per direction (f, g, h).
 pub const RNN_ACTS: usize = 3;
@@ -67,8 +68,9 @@ macro_rules! rnn_kernel {
             y_h: *mut $t,
             y_c: *mut $t,
             scratch: *mut $t,
+            parallel: *const Parallel,
         ) -> i32 {
-            rnn(p, [x, w, r, b, init_h, init_c, peep], [y, y_h, y_c], lens, scratch)
+            rnn(p, [x, w, r, b, init_h, init_c, peep], [y, y_h, y_c], lens, scratch, parallel)
         }
     };
 }

@@ -27,11 +27,15 @@
 //! or past a row's sequence length leaves its state alone and writes zeros
 //! to Y (a reverse direction therefore starts at a row's own last step).
 //!
+//! The two directions of a bidirectional layer are independent: with a
+//! threaded [`Parallel`] hook they run as two tasks, each on its own
+//! state areas, with the bits of running them in turn.
+//!
 //! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
 //! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
-//! `[D*H]`, the states `h` and `c` `[B, H]`, `gh [B, G*H]`, the GRU rows
-//! `r * h` `[B, H]` and, unless the compiler packed it, one direction's R
-//! in panels.
+//! `[D*H]`, and per direction the states `h` and `c` `[B, H]`,
+//! `gh [B, G*H]`, the GRU rows `r * h` `[B, H]` and, unless the compiler
+//! packed it, its R in panels.
 
 mod cells;
 pub(crate) mod lstm_lanes;
@@ -44,6 +48,7 @@ use super::real::Real;
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::with_widest_vectors;
+use crate::parallel::Parallel;
 use cells::{Activation, Cell, GateMath};
 use core::slice::{from_raw_parts, from_raw_parts_mut};
 use panels::{pack_parts, panels_elems, Panels, Product};
@@ -147,10 +152,19 @@ impl Shape {
 
     /// Scratch elements, in the order of [`Work::carve`].
     fn scratch_parts(&self) -> [usize; 8] {
+        let gx = self.seq.saturating_mul(self.batch).saturating_mul(self.gx_width());
+        let [state_h, state_c, gh, reset, packed] = self.direction_parts();
+        let d = self.dirs;
+        [gx, self.gx_width(), d * self.hidden, d * state_h, d * state_c, d * gh, d * reset, d * packed]
+    }
+
+    /// Elements of each direction's own state areas (`h`, `c`, `gh`,
+    /// `reset`, packed R), one set per direction so that the two
+    /// directions can run at once.
+    fn direction_parts(&self) -> [usize; 5] {
         let (b, h, gw) = (self.batch, self.hidden, self.gate_width());
-        let gx = self.seq.saturating_mul(b).saturating_mul(self.gx_width());
         let packed = if self.packed_recurrent { 0 } else { self.packed_direction_elems() };
-        [gx, self.gx_width(), self.dirs * h, b * h, b * h, b * gw, b * h, packed]
+        [b * h, b * h, b * gw, b * h, packed]
     }
 }
 
@@ -220,6 +234,21 @@ impl<T> Work<T> {
         let [gx, bias, reset_bias, h, c, gh, reset, packed] = parts;
         Work { gx, bias, reset_bias, h, c, gh, reset, packed }
     }
+
+    /// The areas direction `d` works in: its own set of state areas.
+    unsafe fn direction(&self, s: &Shape, d: usize) -> Self {
+        let [h, c, gh, reset, packed] = s.direction_parts().map(|n| d * n);
+        Work {
+            h: self.h.add(h),
+            c: self.c.add(c),
+            gh: self.gh.add(gh),
+            reset: self.reset.add(reset),
+            packed: self.packed.add(packed),
+            gx: self.gx,
+            bias: self.bias,
+            reset_bias: self.reset_bias,
+        }
+    }
 }
 
 pub(crate) unsafe fn rnn<T: GateMath>(
@@ -228,6 +257,7 @@ pub(crate) unsafe fn rnn<T: GateMath>(
     outs: [*mut T; 3],
     lens: *const i32,
     scratch: *mut T,
+    parallel: *const Parallel,
 ) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
@@ -251,9 +281,8 @@ pub(crate) unsafe fn rnn<T: GateMath>(
     let work = Work::carve(&s, scratch);
     fold_biases(&s, &io, &work);
     project_inputs(&s, &io, &work);
-    for d in 0..s.dirs {
-        run_direction(p, &s, &io, &work, d);
-    }
+    // The directions are independent: two tasks when there are threads.
+    Parallel::for_each(parallel, s.dirs, |d| run_direction(p, &s, &io, &work.direction(&s, d), d));
     STATUS_OK
 }
 

@@ -6,7 +6,7 @@
 extern crate std;
 use super::cells::activate;
 use super::*;
-use crate::generic::test_util::{assert_close, rand_vec, testable_isas, with_level};
+use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, with_level};
 use std::ptr::{null, null_mut};
 use std::vec;
 use std::vec::Vec;
@@ -76,6 +76,11 @@ impl Case {
 
     /// The kernel in type `T` (`onnxc_rnn_f32` or `_f64`).
     fn run<T: GateMath>(&self, kernel: Kernel<T>) -> (i32, Outputs<T>) {
+        self.run_with(kernel, &Parallel::SERIAL)
+    }
+
+    /// [`Case::run`] with `parallel` lent to the kernel.
+    fn run_with<T: GateMath>(&self, kernel: Kernel<T>, parallel: &Parallel) -> (i32, Outputs<T>) {
         let cast = |v: &Vec<f32>| v.iter().map(|&e| T::from_f64(e as f64)).collect::<Vec<T>>();
         let opt = |v: &Option<Vec<f32>>| v.as_ref().map(cast);
         let ptr = |v: &Option<Vec<T>>| v.as_ref().map_or(null(), |v| v.as_ptr());
@@ -101,6 +106,7 @@ impl Case {
                 y_h.as_mut_ptr(),
                 y_c,
                 scratch.as_mut_ptr(),
+                parallel,
             )
         };
         (status, outs)
@@ -121,6 +127,7 @@ type Kernel<T> = unsafe extern "C" fn(
     *mut T,
     *mut T,
     *mut T,
+    *const Parallel,
 ) -> i32;
 
 /// The reference: every output of `case` in f64.
@@ -219,6 +226,10 @@ fn check(case: &Case) {
         let bits =
             |o: &Outputs<f32>| o.iter().map(|v| v.iter().map(|x| x.to_bits()).collect()).collect::<Vec<Vec<_>>>();
         assert_eq!(bits(&got_packed), bits(&got), "packed R");
+        let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+        let (status, got_threaded) = with_level(isa, || case.run_with::<f32>(onnxc_rnn_f32, &threaded));
+        assert_eq!(status, STATUS_OK);
+        assert_eq!(bits(&got_threaded), bits(&got), "directions as tasks");
     }
     for case in [case, &packed] {
         let (status, got) = case.run::<f64>(onnxc_rnn_f64);
