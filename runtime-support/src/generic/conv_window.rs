@@ -48,16 +48,38 @@ enum Placement {
     Panels,
 }
 
+/// The sizes of a 2-D convolution's window, `[rows, columns]` each.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window2d {
+    pub input: [usize; 2],
+    pub output: [usize; 2],
+    pub kernel: [usize; 2],
+    pub strides: [usize; 2],
+    pub dilations: [usize; 2],
+    /// Padding before the first row and column.
+    pub pads: [usize; 2],
+}
+
+impl Window2d {
+    /// The first two spatial dims of `p` (`None` if any is negative).
+    pub(crate) fn of(p: &ConvParams) -> Option<Window2d> {
+        let dims = |v: &[i64]| Some([usize::try_from(v[0]).ok()?, usize::try_from(v[1]).ok()?]);
+        Some(Window2d {
+            input: dims(&p.in_spatial)?,
+            output: dims(&p.out_spatial)?,
+            kernel: dims(&p.kernel)?,
+            strides: dims(&p.strides)?,
+            dilations: dims(&p.dilations)?,
+            pads: dims(&p.pads_begin)?,
+        })
+    }
+}
+
 /// One group's input as a direct kernel reads it (see the module doc).
 #[derive(Clone, Debug)]
 pub(crate) struct ConvWindow {
     channels: usize,
-    input: [usize; 2],
-    output: [usize; 2],
-    kernel: [usize; 2],
-    strides: [usize; 2],
-    dilations: [usize; 2],
-    pads: [usize; 2],
+    window: Window2d,
     placement: Placement,
     /// Floats per row and per channel plane of the input as placed (for
     /// gathered panels, of the input they are gathered from).
@@ -80,42 +102,28 @@ impl ConvWindow {
         if s.pointwise && !gemm_tiles_waste(s.out_size) {
             return None;
         }
-        let dim = |v: &[i64], d: usize| usize::try_from(v[d]).ok();
-        let mut w = ConvWindow {
-            channels: s.c_per_group,
-            input: [0; 2],
-            output: [0; 2],
-            kernel: [0; 2],
-            strides: [0; 2],
-            dilations: [0; 2],
-            pads: [0; 2],
-            placement: Placement::InPlace,
-            row_len: 0,
-            plane: 0,
-        };
+        let window = Window2d::of(p)?;
+        let mut w = ConvWindow { channels: s.c_per_group, window, placement: Placement::InPlace, row_len: 0, plane: 0 };
         let mut span = [0; 2];
         for (d, span) in span.iter_mut().enumerate() {
-            w.input[d] = dim(&p.in_spatial, d)?;
-            w.output[d] = dim(&p.out_spatial, d)?;
-            w.kernel[d] = dim(&p.kernel, d)?;
-            w.strides[d] = dim(&p.strides, d)?;
-            w.dilations[d] = dim(&p.dilations, d)?;
-            w.pads[d] = dim(&p.pads_begin, d)?;
             // Rows (columns) from the first window's first to the last one's last.
-            let reach = (w.output[d].max(1) - 1).checked_mul(w.strides[d])?;
-            *span = reach.checked_add((w.kernel[d] - 1).checked_mul(w.dilations[d])?)? + 1;
+            let reach = (window.output[d].max(1) - 1).checked_mul(window.strides[d])?;
+            *span = reach.checked_add((window.kernel[d] - 1).checked_mul(window.dilations[d])?)? + 1;
         }
-        if w.strides == [1, 1] && gemm_outruns_direct(s.m_per_group, w.pixels()) {
+        if window.strides == [1, 1] && gemm_outruns_direct(s.m_per_group, w.pixels()) {
             return None;
         }
-        let padded = (0..2).any(|d| w.pads[d] != 0 || span[d] > w.input[d]);
+        let padded = (0..2).any(|d| window.pads[d] != 0 || span[d] > window.input[d]);
         w.placement = match (padded, s.taps) {
             (true, _) => Placement::Padded,
             (false, 1) => Placement::Panels,
             (false, _) => Placement::InPlace,
         };
-        [w.row_len, w.plane] =
-            if padded { [span[1], span[0].checked_mul(span[1])?] } else { [w.input[1], w.input[0] * w.input[1]] };
+        [w.row_len, w.plane] = if padded {
+            [span[1], span[0].checked_mul(span[1])?]
+        } else {
+            [window.input[1], window.input[0] * window.input[1]]
+        };
         // Both the placed input and the gathered panels stay within `i32`
         // byte offsets, so neither the table nor `scratch_elems` overflows.
         let panels = w.pixels().div_ceil(PANEL_PIXELS).checked_mul(PANEL_PIXELS)?;
@@ -134,12 +142,12 @@ impl ConvWindow {
 
     /// Output pixels.
     pub(crate) fn pixels(&self) -> usize {
-        self.output[0] * self.output[1]
+        self.window.output[0] * self.window.output[1]
     }
 
     /// Depth of the product: input channels × taps.
     pub(crate) fn depth(&self) -> usize {
-        self.channels * self.kernel[0] * self.kernel[1]
+        self.channels * self.window.kernel[0] * self.window.kernel[1]
     }
 
     /// The group's input (`channels` planes at `x`) as the kernel reads it:
@@ -193,14 +201,14 @@ impl ConvWindow {
 
     /// Channel `c` of [`ConvWindow::place`]'s padded copy.
     unsafe fn place_channel(&self, c: usize, x: *const f32, scratch: *mut f32) {
-        let [in_h, in_w] = self.input;
+        let [in_h, in_w] = self.window.input;
         let rows = self.plane / self.row_len;
         // Columns `left..left + inside` of a padded row hold the input row.
-        let left = self.pads[1].min(self.row_len);
+        let left = self.window.pads[1].min(self.row_len);
         let inside = in_w.min(self.row_len - left);
         for r in 0..rows {
             let dst = core::slice::from_raw_parts_mut(scratch.add(c * self.plane + r * self.row_len), self.row_len);
-            match r.checked_sub(self.pads[0]).filter(|&y| y < in_h) {
+            match r.checked_sub(self.window.pads[0]).filter(|&y| y < in_h) {
                 Some(y) => {
                     let src = core::slice::from_raw_parts(x.add((c * in_h + y) * in_w), inside);
                     dst[..left].fill(0.0);
@@ -222,10 +230,10 @@ impl ConvWindow {
             }
             return;
         }
-        let [kh, kw] = self.kernel;
+        let [kh, kw] = self.window.kernel;
         let taps = (0..self.channels).flat_map(|c| (0..kh * kw).map(move |t| (c, t / kw, t % kw)));
         for (entry, (c, ky, kx)) in table.iter_mut().zip(taps) {
-            let floats = c * self.plane + ky * self.dilations[0] * self.row_len + kx * self.dilations[1];
+            let floats = c * self.plane + ky * self.window.dilations[0] * self.row_len + kx * self.window.dilations[1];
             // In range: `of` checked the whole input's bytes against i32.
             entry.write((floats * 4) as i32);
         }
@@ -244,17 +252,17 @@ impl ConvWindow {
 
     /// [`ConvWindow::corners`] in the input itself, or its padded copy.
     fn input_corners<const N: usize>(&self, p0: usize, last: usize) -> [usize; N] {
-        let (mut y, mut x) = (p0 / self.output[1], p0 % self.output[1]);
-        let mut corner = y * self.strides[0] * self.row_len + x * self.strides[1];
+        let (mut y, mut x) = (p0 / self.window.output[1], p0 % self.window.output[1]);
+        let mut corner = y * self.window.strides[0] * self.row_len + x * self.window.strides[1];
         core::array::from_fn(|i| {
             let here = corner;
             if p0 + i < last {
                 x += 1;
-                if x == self.output[1] {
+                if x == self.window.output[1] {
                     (x, y) = (0, y + 1);
-                    corner = y * self.strides[0] * self.row_len;
+                    corner = y * self.window.strides[0] * self.row_len;
                 } else {
-                    corner += self.strides[1];
+                    corner += self.window.strides[1];
                 }
             }
             here

@@ -25,6 +25,7 @@
 //! rounding of the gemm path's (another order of the sums).
 
 use super::conv::{ConvFinish, ConvShape};
+use super::conv_window::Window2d;
 use super::gemm::PANEL_ROWS;
 use super::prepacked::FinishRow;
 use super::vector_math::MathLanes;
@@ -46,12 +47,7 @@ const MAX_LANES: usize = 16;
 /// Where a group's planes, taps and output rows lie.
 #[derive(Clone, Copy)]
 struct Geometry {
-    in_hw: [usize; 2],
-    out_hw: [usize; 2],
-    kernel: [usize; 2],
-    strides: [usize; 2],
-    dilations: [usize; 2],
-    pads: [usize; 2],
+    window: Window2d,
     /// Width of the phase planes (and of an output row as computed).
     width: usize,
     /// Plane rows past a band's output rows that its taps reach.
@@ -62,26 +58,14 @@ struct Geometry {
 
 impl Geometry {
     fn of(p: &ConvParams, s: &ConvShape) -> Option<Geometry> {
-        let two = |v: &[i64]| [v[0] as usize, v[1] as usize];
-        let (kernel, strides, dilations) = (two(&p.kernel), two(&p.strides), two(&p.dilations));
-        let out_hw = two(&p.out_spatial);
+        let window = Window2d::of(p)?;
+        let Window2d { kernel, strides, dilations, output, .. } = window;
         let reach = |d: usize| (kernel[d] - 1) * dilations[d] / strides[d];
-        let width = out_hw[1] + reach(1);
+        let width = output[1] + reach(1);
         let planes = s.c_per_group * strides[0] * strides[1];
         let fit = BUFFER.checked_sub(MAX_LANES + width)? / planes.checked_mul(width)?.max(1);
-        let band = fit.checked_sub(reach(0)).filter(|&b| b >= 1)?.min(out_hw[0]).max(1);
-        let pads = [p.pads_begin[0] as usize, p.pads_begin[1] as usize];
-        Some(Geometry {
-            in_hw: two(&p.in_spatial),
-            out_hw,
-            kernel,
-            strides,
-            dilations,
-            pads,
-            width,
-            extra_rows: reach(0),
-            band,
-        })
+        let band = fit.checked_sub(reach(0)).filter(|&b| b >= 1)?.min(output[0]).max(1);
+        Some(Geometry { window, width, extra_rows: reach(0), band })
     }
 
     fn plane_len(&self) -> usize {
@@ -90,7 +74,7 @@ impl Geometry {
 
     /// Writes each depth step's offset in the buffer into `table`.
     fn depth_offsets(&self, channels: usize, table: &mut [usize]) {
-        let ([kh, kw], [sh, sw], [dh, dw]) = (self.kernel, self.strides, self.dilations);
+        let Window2d { kernel: [kh, kw], strides: [sh, sw], dilations: [dh, dw], .. } = self.window;
         let mut l = 0;
         for c in 0..channels {
             for ky in 0..kh {
@@ -108,14 +92,14 @@ impl Geometry {
     /// of `in_h x in_w`) into the phase planes in `buf`, zero where the
     /// padding is, and zeroes the slack past the last plane.
     unsafe fn place(&self, channels: usize, y0: usize, x: *const f32, buf: &mut [MaybeUninit<f32>]) {
-        let ([sh, sw], [in_h, in_w]) = (self.strides, self.in_hw);
+        let Window2d { strides: [sh, sw], input: [in_h, in_w], .. } = self.window;
         for c in 0..channels {
             for a in 0..sh {
                 for b in 0..sw {
                     let plane = ((c * sh + a) * sw + b) * self.plane_len();
                     for r in 0..self.band + self.extra_rows {
                         let dst = &mut buf[plane + r * self.width..][..self.width];
-                        let src_row = ((y0 + r) * sh + a).checked_sub(self.pads[0]).filter(|&y| y < in_h);
+                        let src_row = ((y0 + r) * sh + a).checked_sub(self.window.pads[0]).filter(|&y| y < in_h);
                         match src_row {
                             Some(y) => self.place_row(x.add((c * in_h + y) * in_w), b, dst),
                             None => dst.iter_mut().for_each(|v| _ = v.write(0.0)),
@@ -131,7 +115,7 @@ impl Geometry {
     /// Phase `b`'s columns of one padded input row `src`: `dst[col]` is
     /// padded column `col * stride_w + b`.
     unsafe fn place_row(&self, src: *const f32, b: usize, dst: &mut [MaybeUninit<f32>]) {
-        let (sw, in_w, pad) = (self.strides[1], self.in_hw[1], self.pads[1]);
+        let (sw, in_w, pad) = (self.window.strides[1], self.window.input[1], self.window.pads[1]);
         // Columns `lo..hi` fall inside the input row.
         let lo = pad.saturating_sub(b).div_ceil(sw).min(dst.len());
         let hi = (in_w + pad).saturating_sub(b).div_ceil(sw).clamp(lo, dst.len());
@@ -221,7 +205,7 @@ impl Group<'_> {
     pub(crate) unsafe fn run<V: MathLanes>(&self, finish: &ConvFinish) {
         let mut buf = [MaybeUninit::<f32>::uninit(); BUFFER];
         let g = self.geometry;
-        let [out_h, out_w] = g.out_hw;
+        let [out_h, out_w] = g.window.output;
         let out_size = out_h * out_w;
         for y0 in (0..out_h).step_by(g.band) {
             let rows = g.band.min(out_h - y0);
@@ -264,8 +248,8 @@ impl Group<'_> {
     #[inline(always)]
     unsafe fn store<V: MathLanes>(&self, sums: &[V], first: usize, pixel0: usize, q: usize, rows: usize) {
         let g = self.geometry;
-        let out_size = g.out_hw[0] * g.out_hw[1];
-        let out_w = g.out_hw[1];
+        let [out_h, out_w] = g.window.output;
+        let out_size = out_h * out_w;
         let mut lanes = [[0f32; MAX_LANES]; PANEL_ROWS];
         for (lane, &sum) in lanes.iter_mut().zip(sums) {
             V::store(lane.as_mut_ptr(), sum);
