@@ -7,9 +7,12 @@ input_K.pb, as the benchmark suite's folders are); a folder of case folders
 stands for all of them (e.g. the suite made by bench_suite/make.sh).
 
 Each round runs `onnxc bench MODEL --iters N` (a JIT build of the model,
-warm-up, then N timed runs; it prints their median) and then N timed runs of
-an ONNX Runtime session with `--threads` intra-op threads and one inter-op
-thread (onnxc gets the same `--threads`), so both see the same machine load. The figure per model is the median over rounds
+warm-up, then N timed runs; it prints their median) and then, the same way
+in a child process of this script, an ONNX Runtime session with `--threads`
+intra-op threads and one inter-op thread (onnxc gets the same `--threads`),
+so both see the same machine load. Each side's process exits before the
+other's starts: a live ORT session's idle threads cost onnxc 10-20 % of its
+2-thread time on a 2-core host, and onnxc's pool would cost ORT the same. The figure per model is the median over rounds
 of each side's median, and the ratio onnxc / ORT (below 1: onnxc faster).
 A case folder's inputs go to both sides (`onnxc bench MODEL INPUTS...`), so
 token ids and masks are valid; for a bare .onnx file the inputs are uniform
@@ -45,6 +48,7 @@ def ort_session(model, threads):
 
 
 def ort_median(session, feeds, iters):
+    """Median ms of `iters` runs after one warm-up run."""
     session.run(None, feeds)
     times = []
     for _ in range(iters):
@@ -52,6 +56,22 @@ def ort_median(session, feeds, iters):
         session.run(None, feeds)
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
+
+
+def ort_worker(model, inputs, iters, threads):
+    """The child's side of `ort_median_isolated`: prints the median."""
+    session = ort_session(model, threads)
+    feeds = feeds_for(session, inputs, np.random.default_rng(0))
+    print(ort_median(session, feeds, iters))
+
+
+def ort_median_isolated(model, inputs, iters, threads):
+    """`ort_median` of a fresh session in a child process that then exits."""
+    command = [sys.executable, __file__, "--ort-worker", "--iters", str(iters), "--threads", str(threads), str(model)]
+    out = subprocess.run(command + [str(p) for p in inputs], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"ONNX Runtime on {model} failed:\n{out.stderr}")
+    return float(out.stdout.split()[-1])
 
 
 def onnxc_median(onnxc, model, inputs, iters, threads, isa):
@@ -94,17 +114,18 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--isa", help="onnxc's kernel level (onnxc bench --isa), e.g. avx2-fma on an AVX-512 host")
     parser.add_argument("--onnxc", default=str(ROOT / "target/release/onnxc"))
+    parser.add_argument("--ort-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
+    if args.ort_worker:
+        model, *inputs = args.models
+        return ort_worker(model, inputs, args.iters, args.threads)
     print(f"{'model':<34} {'onnxc ms':>9} {'ORT ms':>9} {'ratio':>6}", flush=True)
     ratios = []
     for name, model, inputs in cases(args.models):
-        session = ort_session(model, args.threads)
-        feeds = feeds_for(session, inputs, rng)
         ours, theirs = [], []
         for _ in range(args.rounds):
             ours.append(onnxc_median(args.onnxc, model, inputs, args.iters, args.threads, args.isa))
-            theirs.append(ort_median(session, feeds, args.iters))
+            theirs.append(ort_median_isolated(model, inputs, args.iters, args.threads))
         a, b = statistics.median(ours), statistics.median(theirs)
         ratios.append(a / b)
         print(f"{name:<34} {a:9.2f} {b:9.2f} {a / b:6.2f}", flush=True)
