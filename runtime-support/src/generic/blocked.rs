@@ -34,6 +34,7 @@
 //! sums' order differs); max and average pooling of blocked values is
 //! [`super::blocked_pool`].
 
+use super::blocked_depthwise;
 use super::conv::{activate_separately, epilogue, maps_lanes, validate};
 use super::winograd::{self, conv_takes_winograd};
 use crate::abi::conv::{ConvParams, EPILOGUE_NONE};
@@ -47,14 +48,14 @@ pub const BLOCK: usize = 8;
 /// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) takes these params: a 2-D
 /// convolution of one group whose output channels are a multiple of
 /// [`BLOCK`], and its input channels too, or fewer than a block (an
-/// image: such an input is read in NCHW, see [`conv_reads_nchw`]).
+/// image: such an input is read in NCHW, see [`conv_reads_nchw`]); or a
+/// depthwise one of whole blocks ([`super::blocked_depthwise`]).
 pub fn conv_takes_blocked(p: &ConvParams) -> bool {
     let channels = p.in_channels as usize;
-    validate(p).is_some()
-        && p.spatial_rank == 2
-        && p.group == 1
+    let dense = p.group == 1
         && (channels.is_multiple_of(BLOCK) || channels < BLOCK)
-        && (p.out_channels as usize).is_multiple_of(BLOCK)
+        && (p.out_channels as usize).is_multiple_of(BLOCK);
+    validate(p).is_some() && p.spatial_rank == 2 && (dense || blocked_depthwise::takes(p))
 }
 
 /// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) reads its input in NCHW (fewer
@@ -70,7 +71,7 @@ pub fn conv_reads_nchw(p: &ConvParams) -> bool {
 pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
     match BlockedShape::of(p) {
         Some(s) if conv_takes_winograd(p) => winograd::weights_elems(&s),
-        Some(_) => (p.out_channels * p.in_channels * p.kernel[0] * p.kernel[1]) as usize,
+        Some(_) => (p.out_channels * (p.in_channels / p.group) * p.kernel[0] * p.kernel[1]) as usize,
         None => 0,
     }
 }
@@ -95,6 +96,8 @@ pub(crate) struct BlockedShape {
     pub out_blocks: usize,
     /// The input is NCHW ([`conv_reads_nchw`]).
     pub nchw_input: bool,
+    /// One channel per group ([`super::blocked_depthwise`]).
+    pub depthwise: bool,
     pub in_h: usize,
     pub in_w: usize,
     pub out_h: usize,
@@ -117,6 +120,7 @@ impl BlockedShape {
             in_blocks: p.in_channels as usize / BLOCK,
             out_blocks: p.out_channels as usize / BLOCK,
             nchw_input: conv_reads_nchw(p),
+            depthwise: p.group > 1,
             in_h: p.in_spatial[0] as usize,
             in_w: p.in_spatial[1] as usize,
             out_h: p.out_spatial[0] as usize,
@@ -139,7 +143,7 @@ impl BlockedShape {
 
     /// Floats of one output block's packed weights.
     pub(crate) fn weights_per_block(&self) -> usize {
-        self.kernel[0] * self.kernel[1] * self.in_channels * BLOCK
+        self.kernel[0] * self.kernel[1] * if self.depthwise { 1 } else { self.in_channels } * BLOCK
     }
 
     /// Float offset of input channel `c` at pixel `(iy, ix)` in an image.
@@ -170,6 +174,10 @@ pub(crate) unsafe fn pack_conv_weights_blocked_f32(p: *const ConvParams, w: *con
     let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if conv_takes_winograd(p) {
         winograd::pack_weights(&s, w, packed);
+        return STATUS_OK;
+    }
+    if s.depthwise {
+        blocked_depthwise::pack_weights(&s, w, packed);
         return STATUS_OK;
     }
     let [kh, kw] = s.kernel;
@@ -222,7 +230,9 @@ pub(crate) unsafe fn conv_blocked_f32(
     // 1.4-1.7x slower fused). The bits are the same either way.
     let separate = maps_lanes(p.activation);
     let tiles = if separate { &ConvParams { activation: EPILOGUE_NONE, ..*p } } else { p };
-    if !crate::isa::choose::blocked_conv(crate::isa::Isa::best(), tiles, &s, operands, scratch, parallel) {
+    if s.depthwise {
+        blocked_depthwise::conv(crate::isa::Isa::best(), tiles, &s, operands, parallel);
+    } else if !crate::isa::choose::blocked_conv(crate::isa::Isa::best(), tiles, &s, operands, scratch, parallel) {
         if winograd {
             let pointwise = |p: &ConvParams, s: &BlockedShape, o: BlockedOperands| conv_reference(p, s, o);
             winograd::conv(tiles, &s, operands, scratch, parallel, pointwise);
@@ -373,7 +383,7 @@ unsafe fn reorder_block(src: *const f32, dst: *mut f32, pixels: usize, range: Ra
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     extern crate std;
     use super::*;
     use crate::abi::blocked::*;
@@ -389,9 +399,9 @@ mod tests {
     use std::vec::Vec;
 
     /// `(channels in, out, input h × w, kernel, stride, dilation, pads)`.
-    type Case = (usize, usize, [usize; 2], [usize; 2], usize, usize, [usize; 2]);
+    pub(crate) type Case = (usize, usize, [usize; 2], [usize; 2], usize, usize, [usize; 2]);
 
-    fn params(&(cin, cout, input, kernel, stride, dilation, pads): &Case) -> ConvParams {
+    pub(crate) fn params(&(cin, cout, input, kernel, stride, dilation, pads): &Case) -> ConvParams {
         let mut p = ConvParams {
             batch: 2,
             in_channels: cin as i64,
@@ -412,7 +422,7 @@ mod tests {
         p
     }
 
-    fn blocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
+    pub(crate) fn blocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
         let mut y = vec![0.0; x.len()];
         let pixels = x.len() / batch / channels;
         assert_eq!(
@@ -424,7 +434,7 @@ mod tests {
         y
     }
 
-    fn unblocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
+    pub(crate) fn unblocked(x: &[f32], batch: usize, channels: usize) -> Vec<f32> {
         let mut y = vec![0.0; x.len()];
         let pixels = x.len() / batch / channels;
         assert_eq!(

@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod blocked;
+pub(crate) mod blocked_depthwise;
 pub mod blocked_pool;
 pub mod conv;
 pub mod conv_transpose;

@@ -85,6 +85,7 @@ pub fn conv_takes_winograd(p: &ConvParams) -> bool {
         && s.pads == [1, 1]
         && [s.out_h, s.out_w] == [s.in_h, s.in_w]
         && !s.nchw_input
+        && !s.depthwise
         && s.in_channels >= 2 * BLOCK
         && s.out_blocks >= 2
         && Tiles::of(&s).pay()
@@ -598,6 +599,7 @@ mod tests {
             in_blocks: blocks,
             out_blocks: blocks,
             nchw_input: false,
+            depthwise: false,
             in_h: side,
             in_w: side,
             out_h: side,

@@ -17,6 +17,7 @@ use crate::abi::conv::ConvParams;
 use crate::abi::elementwise::PROGRAM_OPERANDS;
 use crate::abi::pool::PoolParams;
 use crate::generic::blocked::{BlockedOperands, BlockedShape};
+use crate::generic::blocked_depthwise::Band;
 use crate::generic::conv::ConvFinish;
 use crate::generic::conv_window::ConvWindow;
 use crate::generic::elementwise::{run, Program};
@@ -213,6 +214,22 @@ pub(crate) unsafe fn direct_conv(
     crate::x86_64::direct_conv::conv(window, x, m, a, y, finish, parallel);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (window, x, m, a, y, finish, parallel);
+}
+
+/// One band of a blocked depthwise convolution
+/// ([`crate::generic::blocked_depthwise`]) with `level`'s tiles; a level
+/// the CPU lacks runs the portable loops.
+///
+/// # Safety
+/// As [`Band::run_portable`].
+pub(crate) unsafe fn blocked_depthwise_band(level: Isa, band: &Band) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if level.available() => crate::x86_64::blocked_depthwise::band_avx512(band),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma if level.available() => crate::x86_64::blocked_depthwise::band_avx2(band),
+        _ => band.run_portable(),
+    }
 }
 
 /// One group of a convolution of small groups

@@ -10,6 +10,7 @@ pub mod avx2;
 pub mod avx2_int8;
 pub mod avx512;
 pub(crate) mod blocked_conv;
+pub(crate) mod blocked_depthwise;
 pub(crate) mod conv_activation;
 pub mod depthwise;
 mod depthwise_lanes;
