@@ -31,8 +31,9 @@
 //! Applies to f32 2-D Conv of one group, constant weights, input and
 //! output channels multiples of 8 (or an input of fewer than 8 channels,
 //! an image, which the kernel reads in NCHW: a stem convolution starts a
-//! group without a reorder), without a prologue, when the code calls
-//! kernels; between them, 2-D max/average pools (global ones too: the
+//! group without a reorder), or depthwise of whole blocks (so that an
+//! inverted-residual block runs blocked from end to end), without a
+//! prologue, when the code calls kernels; between them, 2-D max/average pools (global ones too: the
 //! reorder after is of one pixel), Concats along the
 //! channels and elementwise nodes (inputs of the output's shape or
 //! scalars) carry blocked values. A group never spans a guarded or
