@@ -6,7 +6,9 @@
 //!   layers of SqueezeNet, ResNet-50 and Inception v2, global average pools
 //!   included.
 //! * `depthwise/<layer>`: `onnxc_conv_f32` with `group == channels` on
-//!   ShuffleNet and MobileNet shapes.
+//!   ShuffleNet, MobileNet, MnasNet and EfficientNet shapes;
+//!   `blocked-depthwise/<layer>` the same layers in the blocked layout
+//!   (`onnxc_conv_blocked_f32`, weights packed once).
 //!
 //! Throughput is in bytes of input and output (Criterion's "B/s"), each
 //! counted once. Time is the thread's CPU time, as in the `gemm` bench.
@@ -15,7 +17,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use onnxc_runtime::{
-    conv_scratch_elems, onnxc_conv_f32, onnxc_pool_f32, ConvParams, PoolParams, MAX_RANK, POOL_AVERAGE, POOL_MAX,
+    conv_blocked_weights_elems, conv_scratch_elems, onnxc_conv_blocked_f32, onnxc_conv_f32,
+    onnxc_pack_conv_weights_blocked_f32, onnxc_pool_f32, ConvParams, PoolParams, MAX_RANK, POOL_AVERAGE, POOL_MAX,
     STATUS_OK,
 };
 use std::hint::black_box;
@@ -47,6 +50,10 @@ const DEPTHWISE: &[(&str, usize, usize, usize, usize)] = &[
     ("shufflenet-28", 240, 28, 3, 1),
     ("shufflenet-14", 480, 14, 3, 1),
     ("shufflenet-7", 960, 7, 3, 1),
+    ("efficientnet-56", 144, 56, 3, 1),
+    ("mnasnet-28k5", 120, 28, 5, 1),
+    ("mnasnet-14k5", 480, 14, 5, 1),
+    ("mnasnet-7k5", 1152, 7, 5, 1),
 ];
 
 fn rand_vec(len: usize) -> Vec<f32> {
@@ -88,22 +95,28 @@ fn bench_pool(c: &mut Crit) {
     g.finish();
 }
 
+/// A depthwise layer's params and output side.
+fn depthwise_params(channels: usize, size: usize, kernel: usize, stride: usize) -> (ConvParams, usize) {
+    let pad = kernel / 2;
+    let out = (size + 2 * pad - kernel) / stride + 1;
+    let mut p = ConvParams {
+        batch: 1,
+        in_channels: channels as i64,
+        out_channels: channels as i64,
+        group: channels as i64,
+        spatial_rank: 2,
+        ..Default::default()
+    };
+    let dims = [&mut p.in_spatial, &mut p.out_spatial, &mut p.kernel, &mut p.strides, &mut p.dilations];
+    square(dims, [size, out, kernel, stride, 1]);
+    square([&mut p.pads_begin], [pad]);
+    (p, out)
+}
+
 fn bench_depthwise(c: &mut Crit) {
     let mut g = c.benchmark_group("depthwise");
     for &(name, channels, size, kernel, stride) in DEPTHWISE {
-        let pad = kernel / 2;
-        let out = (size + 2 * pad - kernel) / stride + 1;
-        let mut p = ConvParams {
-            batch: 1,
-            in_channels: channels as i64,
-            out_channels: channels as i64,
-            group: channels as i64,
-            spatial_rank: 2,
-            ..Default::default()
-        };
-        let dims = [&mut p.in_spatial, &mut p.out_spatial, &mut p.kernel, &mut p.strides, &mut p.dilations];
-        square(dims, [size, out, kernel, stride, 1]);
-        square([&mut p.pads_begin], [pad]);
+        let (p, out) = depthwise_params(channels, size, kernel, stride);
         let x = rand_vec(channels * size * size);
         let w = rand_vec(channels * kernel * kernel);
         let bias = rand_vec(channels);
@@ -122,9 +135,32 @@ fn bench_depthwise(c: &mut Crit) {
     g.finish();
 }
 
+fn bench_blocked_depthwise(c: &mut Crit) {
+    let mut g = c.benchmark_group("blocked-depthwise");
+    for &(name, channels, size, kernel, stride) in DEPTHWISE {
+        let (p, out) = depthwise_params(channels, size, kernel, stride);
+        let x = rand_vec(channels * size * size);
+        let mut w = vec![0.0f32; conv_blocked_weights_elems(&p)];
+        let status = unsafe { onnxc_pack_conv_weights_blocked_f32(&p, rand_vec(w.len()).as_ptr(), w.as_mut_ptr()) };
+        assert_eq!(status, STATUS_OK);
+        let bias = rand_vec(channels);
+        let mut y = vec![0.0f32; channels * out * out];
+        g.throughput(Throughput::Bytes(4 * (x.len() + y.len()) as u64));
+        g.bench_function(BenchmarkId::from_parameter(name), |bch| {
+            bch.iter(|| unsafe {
+                let (xp, wp, bp, yp) = (x.as_ptr(), w.as_ptr(), bias.as_ptr(), y.as_mut_ptr());
+                let status = onnxc_conv_blocked_f32(&p, xp, wp, bp, null(), yp, core::ptr::null_mut(), null());
+                assert_eq!(status, STATUS_OK);
+                black_box(&mut y);
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().with_measurement(ThreadCpuTime);
-    targets = bench_pool, bench_depthwise
+    targets = bench_pool, bench_depthwise, bench_blocked_depthwise
 }
 criterion_main!(benches);

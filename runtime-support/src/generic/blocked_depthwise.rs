@@ -11,15 +11,22 @@
 //! output pixel whatever the stride, and a tap's weight vector is shared
 //! by a whole tile of pixels.
 //!
-//! Padding is never tested per tap: a plane's output is cut into bands of
-//! rows and columns whose input window (zeros outside the input) fits
-//! [`BAND_FLOATS`], copied into a stack buffer, so every pixel of a band
-//! reads all its taps from the buffer: no edge cases, and a row's pixels
-//! are a fixed distance apart. A layer whose window alone does not fit,
-//! or whose column stride is past 2, stays NCHW ([`takes`]). Each output vector's sum runs over the taps in order (rows,
-//! then columns) from zero, then the bias, the residual and the activation
-//! are applied as [`finish_vector`] does; each is computed by one task, so
-//! the result is the same for any thread count. Weights are packed
+//! Padding is never tested per tap. The input rows a plane's output rows
+//! read are copied, each once, into a ring of [`RING_FLOATS`] on the stack
+//! (as many rows as the kernel spans), with zeros in the padding columns;
+//! kernel rows that fall outside the input are skipped, a whole output
+//! row's at once. So a row's pixels read every tap from the ring at a fixed
+//! distance apart, and the ring stays in L1. Copying the rows (rather than
+//! reading the input where no padding is near) costs a load and a store
+//! per input vector; a tap costs one per output vector. Rows too wide for
+//! the ring are cut into bands of columns. A layer whose window alone does
+//! not fit, whose column stride is past 2 or whose kernel is taller than
+//! [`MAX_KERNEL_ROWS`] stays NCHW ([`takes`]).
+//!
+//! Each output vector's sum runs over the taps in order (rows, then
+//! columns) from zero, then the bias, the residual and the activation are
+//! applied as [`finish_vector`] does; each is computed by one task, so the
+//! result is the same for any thread count. Weights are packed
 //! `[C/8][KH][KW][8]`.
 
 use super::blocked::{finish_vector, BlockedOperands, BlockedShape, BLOCK};
@@ -30,17 +37,21 @@ use crate::parallel::{share, Parallel};
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
-/// Floats of a band's input window (24 KiB, within L1 with the weights
+/// Floats of the ring of input rows (24 KiB, within L1 with the weights
 /// and the outputs).
-pub(crate) const BAND_FLOATS: usize = 6144;
+const RING_FLOATS: usize = 6144;
+
+/// Most kernel rows the blocked path takes.
+const MAX_KERNEL_ROWS: usize = 16;
 
 /// Tasks aimed for when there are threads.
 const TASKS: usize = 16;
 
 /// Whether the blocked path takes the 2-D convolution `p` as depthwise:
 /// one input and one output channel per group, whole blocks of them, a
-/// column stride of 1 or 2 (the tiles' pixel distance is a constant), and
-/// a window whose input fits a band.
+/// column stride of 1 or 2 (the tiles' pixel distance is a constant), up
+/// to [`MAX_KERNEL_ROWS`] kernel rows, and a window whose input rows fit
+/// the ring.
 pub(crate) fn takes(p: &ConvParams) -> bool {
     let span = |d: usize| (p.kernel[d] - 1).saturating_mul(p.dilations[d]).saturating_add(1);
     p.group > 1
@@ -48,7 +59,8 @@ pub(crate) fn takes(p: &ConvParams) -> bool {
         && p.out_channels == p.group
         && (p.group as usize).is_multiple_of(BLOCK)
         && (1..=2).contains(&p.strides[1])
-        && (span(0) as usize).saturating_mul(span(1) as usize).saturating_mul(BLOCK) <= BAND_FLOATS
+        && p.kernel[0] <= MAX_KERNEL_ROWS as i64
+        && (span(0) as usize).saturating_mul(span(1) as usize).saturating_mul(BLOCK) <= RING_FLOATS
 }
 
 /// Packs ONNX weights `[C][1][KH][KW]` as `[C/8][KH][KW][8]`.
@@ -67,8 +79,8 @@ pub(crate) unsafe fn pack_weights(s: &BlockedShape, w: *const f32, packed: *mut 
 }
 
 /// The depthwise convolution `p` (shape `s`, epilogue as the blocked
-/// convolution's) with `level`'s tiles: tasks take (image, block) planes, split into row ranges
-/// when there are too few planes for the threads.
+/// convolution's) with `level`'s tiles: tasks take (image, block) planes,
+/// split into row ranges when there are too few planes for the threads.
 ///
 /// # Safety
 /// As [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32), `s` from `p`, which [`takes`].
@@ -76,46 +88,30 @@ pub(crate) unsafe fn conv(level: Isa, p: &ConvParams, s: &BlockedShape, o: Block
     let planes = s.batch * s.out_blocks;
     let parts = if Parallel::is_threaded(parallel) { TASKS.div_ceil(planes).min(s.out_h) } else { 1 };
     let tasks = if Parallel::is_threaded(parallel) { planes * parts } else { 1 };
+    let band_cols = band_cols(s);
     Parallel::for_each(parallel, tasks, |task| {
-        let units = share(planes * parts, tasks, task);
-        for unit in units {
+        let mut ring = MaybeUninit::<Aligned<RING_FLOATS>>::uninit();
+        for unit in share(planes * parts, tasks, task) {
             let (plane, part) = (unit / parts, unit % parts);
-            plane_rows(level, p, s, o, plane / s.out_blocks, plane % s.out_blocks, share(s.out_h, parts, part));
+            let (n, block) = (plane / s.out_blocks, plane % s.out_blocks);
+            for col0 in (0..s.out_w).step_by(band_cols) {
+                let cols = col0..(col0 + band_cols).min(s.out_w);
+                let band = Band {
+                    p,
+                    s,
+                    o,
+                    n,
+                    block,
+                    plane: o.x.add(n * s.in_image() + block * s.in_h * s.in_w * BLOCK),
+                    ring: ring.as_mut_ptr().cast::<f32>(),
+                    in_cols: span(s, 1, cols.len()),
+                    rows: share(s.out_h, parts, part),
+                    cols,
+                };
+                crate::isa::choose::blocked_depthwise_band(level, &band);
+            }
         }
     });
-}
-
-/// Output rows `rows` of block `block` of image `n`, band by band.
-unsafe fn plane_rows(
-    level: Isa,
-    p: &ConvParams,
-    s: &BlockedShape,
-    o: BlockedOperands,
-    n: usize,
-    block: usize,
-    rows: Range<usize>,
-) {
-    let (band_rows, band_cols) = band_size(s);
-    let mut buf = MaybeUninit::<Aligned<BAND_FLOATS>>::uninit();
-    let input = buf.as_mut_ptr().cast::<f32>();
-    let plane = o.x.add(n * s.in_image() + block * s.in_h * s.in_w * BLOCK);
-    for row0 in rows.clone().step_by(band_rows) {
-        for col0 in (0..s.out_w).step_by(band_cols) {
-            let band = Band {
-                p,
-                s,
-                o,
-                n,
-                block,
-                input,
-                in_cols: span(s, 1, band_cols.min(s.out_w - col0)),
-                rows: row0..(row0 + band_rows).min(rows.end),
-                cols: col0..(col0 + band_cols).min(s.out_w),
-            };
-            band.fill(plane);
-            crate::isa::choose::blocked_depthwise_band(level, &band);
-        }
-    }
 }
 
 /// Input rows (`axis` 0) or columns (1) read by `out` consecutive output
@@ -124,106 +120,147 @@ fn span(s: &BlockedShape, axis: usize, out: usize) -> usize {
     (out - 1) * s.strides[axis] + (s.kernel[axis] - 1) * s.dilations[axis] + 1
 }
 
-/// Output rows and columns of a band: whole rows where the window fits
-/// (halved until one row's does), then as many rows as fit.
-fn band_size(s: &BlockedShape) -> (usize, usize) {
+/// Output columns of a band: whole rows where their ring fits (halved
+/// until it does).
+fn band_cols(s: &BlockedShape) -> usize {
     let mut cols = s.out_w.max(1);
-    while cols > 1 && span(s, 0, 1) * span(s, 1, cols) * BLOCK > BAND_FLOATS {
+    while cols > 1 && span(s, 0, 1) * span(s, 1, cols) * BLOCK > RING_FLOATS {
         cols = cols.div_ceil(2);
     }
-    let in_rows = BAND_FLOATS / (span(s, 1, cols) * BLOCK);
-    let rows = (in_rows - span(s, 0, 1)) / s.strides[0] + 1;
-    (rows.min(s.out_h).max(1), cols)
+    cols
 }
 
-/// One band of a plane's output and its input window in a buffer,
-/// `in_cols` vectors a row.
+/// The output columns `cols` of output rows `rows` of one plane (block
+/// `block` of image `n`), and the ring that holds the input rows they
+/// read, `in_cols` vectors each, filled from the block's input `plane`.
 pub(crate) struct Band<'a> {
     pub p: &'a ConvParams,
     pub s: &'a BlockedShape,
     pub o: BlockedOperands,
     pub n: usize,
     pub block: usize,
-    pub input: *mut f32,
+    pub plane: *const f32,
+    pub ring: *mut f32,
     pub in_cols: usize,
     pub rows: Range<usize>,
     pub cols: Range<usize>,
 }
 
+/// The ring's rows that one output row reads: the kernel rows inside the
+/// input, from `first`.
+pub(crate) struct RowTaps {
+    pub first: usize,
+    pub rows: [*const f32; MAX_KERNEL_ROWS],
+    pub count: usize,
+}
+
 impl Band<'_> {
-    /// Copies the band's input window from the block's input `plane`
-    /// into the buffer, zeros where it lies outside the input.
-    unsafe fn fill(&self, plane: *const f32) {
+    /// Each output row of the band: the input rows it reads that are not
+    /// in the ring yet copied in (with `copy(src, dst, vectors)` and
+    /// `zero(dst, vectors)`, a SIMD level's loops), then `row(oy, taps)`.
+    ///
+    /// # Safety
+    /// As [`conv`].
+    #[inline(always)]
+    pub(crate) unsafe fn run(
+        &self,
+        mut copy: impl FnMut(*const f32, *mut f32, usize),
+        mut zero: impl FnMut(*mut f32, usize),
+        mut row: impl FnMut(usize, &RowTaps),
+    ) {
         let s = self.s;
-        let top = (self.rows.start * s.strides[0]) as isize - s.pads[0] as isize;
-        let left = (self.cols.start * s.strides[1]) as isize - s.pads[1] as isize;
-        // The window's columns inside the input.
-        let first = (-left).clamp(0, self.in_cols as isize) as usize;
-        let end = (s.in_w as isize - left).clamp(first as isize, self.in_cols as isize) as usize;
-        for r in 0..span(s, 0, self.rows.len()) {
-            let row = self.input.add(r * self.in_cols * BLOCK);
-            let iy = top + r as isize;
-            if iy < 0 || iy >= s.in_h as isize {
-                row.write_bytes(0, self.in_cols * BLOCK);
+        let mut next_input = 0;
+        for oy in self.rows.clone() {
+            let ky = s.taps(0, oy, s.in_h);
+            let input_row = |k: usize| oy * s.strides[0] + k * s.dilations[0] - s.pads[0];
+            let Some(last) = ky.clone().last() else {
+                row(oy, &RowTaps { first: 0, rows: [core::ptr::null(); MAX_KERNEL_ROWS], count: 0 });
                 continue;
+            };
+            for iy in next_input.max(input_row(ky.start))..=input_row(last) {
+                self.fill_row(iy, &mut copy, &mut zero);
             }
-            row.write_bytes(0, first * BLOCK);
-            let src = plane.add((iy as usize * s.in_w + (left + first as isize) as usize) * BLOCK);
-            core::ptr::copy_nonoverlapping(src, row.add(first * BLOCK), (end - first) * BLOCK);
-            row.add(end * BLOCK).write_bytes(0, (self.in_cols - end) * BLOCK);
+            next_input = next_input.max(input_row(last) + 1);
+            let mut taps = RowTaps { first: ky.start, rows: [core::ptr::null(); MAX_KERNEL_ROWS], count: ky.len() };
+            for (k, slot) in ky.zip(taps.rows.iter_mut()) {
+                *slot = self.slot(input_row(k)).cast_const();
+            }
+            row(oy, &taps);
         }
     }
 
-    /// Float offset in the buffer of pixel `(oy, ox)`'s window origin.
+    /// Input row `iy`'s place in the ring.
     #[inline(always)]
-    pub fn origin(&self, (oy, ox): (usize, usize)) -> usize {
-        let s = self.s;
-        ((oy - self.rows.start) * s.strides[0] * self.in_cols + (ox - self.cols.start) * s.strides[1]) * BLOCK
+    fn slot(&self, iy: usize) -> *mut f32 {
+        self.ring.wrapping_add(iy % span(self.s, 0, 1) * self.in_cols * BLOCK)
     }
 
-    /// Float offset from a window origin to tap `(ky, kx)`.
+    /// Copies input row `iy`'s columns that the band reads into its slot,
+    /// zeros outside the input.
     #[inline(always)]
-    pub fn tap(&self, ky: usize, kx: usize) -> usize {
-        (ky * self.s.dilations[0] * self.in_cols + kx * self.s.dilations[1]) * BLOCK
+    unsafe fn fill_row(
+        &self,
+        iy: usize,
+        copy: &mut impl FnMut(*const f32, *mut f32, usize),
+        zero: &mut impl FnMut(*mut f32, usize),
+    ) {
+        let s = self.s;
+        let left = (self.cols.start * s.strides[1]) as isize - s.pads[1] as isize;
+        let first = (-left).clamp(0, self.in_cols as isize) as usize;
+        let end = (s.in_w as isize - left).clamp(first as isize, self.in_cols as isize) as usize;
+        let dst = self.slot(iy);
+        zero(dst, first);
+        let src = self.plane.add((iy * s.in_w + (left + first as isize) as usize) * BLOCK);
+        copy(src, dst.add(first * BLOCK), end - first);
+        zero(dst.add(end * BLOCK), self.in_cols - end);
+    }
+
+    /// Float offset in a ring row of output column `ox`'s window.
+    #[inline(always)]
+    pub fn column(&self, ox: usize) -> usize {
+        (ox - self.cols.start) * self.s.strides[1] * BLOCK
     }
 
     /// Float offset of pixel `(oy, ox)`'s output vector (and residual).
     #[inline(always)]
-    pub fn output(&self, (oy, ox): (usize, usize)) -> usize {
+    pub fn output(&self, oy: usize, ox: usize) -> usize {
         let s = self.s;
         self.n * s.out_image() + ((self.block * s.out_h + oy) * s.out_w + ox) * BLOCK
     }
 
-    /// The block's packed weights.
+    /// The block's packed weights of kernel row `ky`.
     ///
     /// # Safety
     /// As [`conv`].
-    pub unsafe fn weights(&self) -> *const f32 {
-        self.o.w.add(self.block * self.s.weights_per_block())
+    #[inline(always)]
+    pub unsafe fn weights(&self, ky: usize) -> *const f32 {
+        self.o.w.add(self.block * self.s.weights_per_block() + ky * self.s.kernel[1] * BLOCK)
     }
 
     /// The band with plain loops: each lane's sum, then [`finish_vector`].
     ///
     /// # Safety
-    /// As [`conv`]; the buffer holds the band's window.
+    /// As [`conv`].
     pub(crate) unsafe fn run_portable(&self) {
-        let [kh, kw] = self.s.kernel;
-        let w = self.weights();
-        for pixel in self.rows.clone().flat_map(|oy| self.cols.clone().map(move |ox| (oy, ox))) {
-            let origin = self.input.add(self.origin(pixel));
-            let mut sums = [0.0f32; BLOCK];
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let (x, taps) = (origin.add(self.tap(ky, kx)), w.add((ky * kw + kx) * BLOCK));
-                    for (lane, sum) in sums.iter_mut().enumerate() {
-                        *sum += *x.add(lane) * *taps.add(lane);
+        let copy = |src: *const f32, dst: *mut f32, vectors| core::ptr::copy_nonoverlapping(src, dst, vectors * BLOCK);
+        let zero = |dst: *mut f32, vectors| dst.write_bytes(0, vectors * BLOCK);
+        self.run(copy, zero, |oy, taps| {
+            for ox in self.cols.clone() {
+                let mut sums = [0.0f32; BLOCK];
+                for (k, &input) in taps.rows[..taps.count].iter().enumerate() {
+                    let w = self.weights(taps.first + k);
+                    for kx in 0..self.s.kernel[1] {
+                        let x = input.add(self.column(ox) + kx * self.s.dilations[1] * BLOCK);
+                        for (lane, sum) in sums.iter_mut().enumerate() {
+                            *sum += *x.add(lane) * *w.add(kx * BLOCK + lane);
+                        }
                     }
                 }
+                let at = self.output(oy, ox);
+                let out = core::slice::from_raw_parts_mut(self.o.y.add(at), BLOCK);
+                finish_vector(self.p, self.o.bias, self.o.residual, at, self.block, &sums, out);
             }
-            let at = self.output(pixel);
-            let out = core::slice::from_raw_parts_mut(self.o.y.add(at), BLOCK);
-            finish_vector(self.p, self.o.bias, self.o.residual, at, self.block, &sums, out);
-        }
+        });
     }
 }
 

@@ -1,16 +1,17 @@
-//! [`crate::generic::blocked_depthwise`]'s bands in ymm tiles: a tile is
-//! a run of up to 8 pixels of one output row, one accumulator each; per
-//! tap, one weight vector and one FMA with each pixel's input vector, read
-//! from the band's buffer at a constant distance (the column stride, a
-//! type parameter). A tap's FMAs into different pixels are independent, so
-//! a tile keeps the FMA units busy where a pixel's own chain of taps is
-//! latency-bound. A row is cut into tiles of near-equal length (a 14-pixel
-//! row is two of 7, not 8 and 6): the shortest tile sets the row's pace.
+//! [`crate::generic::blocked_depthwise`]'s bands with ymm loops: the ring
+//! filled a vector at a time, and each output row in tiles. A tile is a
+//! run of up to 8 pixels of the row, one accumulator each; per tap, one
+//! weight vector and one FMA with each pixel's input vector, read from the
+//! ring at a constant distance (the column stride, a type parameter). A
+//! tap's FMAs into different pixels are independent, so a tile keeps the
+//! FMA units busy where a pixel's own chain of taps is latency-bound. A row
+//! is cut into tiles of near-equal length (a 14-pixel row is two of 7, not
+//! 8 and 6): the shortest tile sets the row's pace.
 
 use super::avx2::activate;
 use super::conv_activation::VectorActivation;
 use crate::generic::blocked::BLOCK;
-use crate::generic::blocked_depthwise::Band;
+use crate::generic::blocked_depthwise::{Band, RowTaps};
 use crate::generic::conv::tile_activation;
 use crate::generic::prepacked::TileActivation;
 use core::arch::x86_64::*;
@@ -19,23 +20,53 @@ use core::arch::x86_64::*;
 /// loads fit AVX2's 16 registers.
 const TILE: usize = 8;
 
-/// [`Band::run_portable`]'s result in ymm tiles, with AVX-512's encodings.
-///
-/// # Safety
-/// As `Band::run_portable`; the CPU supports AVX-512F and VL.
-#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-pub(crate) unsafe fn band_avx512(band: &Band) {
-    rows(band)
+/// Defines a SIMD level's band function: the closures that fill the ring
+/// and compute the rows are written inside it, so that they are compiled
+/// with its target features (a closure of a plain function would call each
+/// intrinsic out of line).
+macro_rules! band_kernel {
+    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $name(band: &Band) {
+            let finish = Finish::of(band);
+            let copy = |src: *const f32, dst: *mut f32, vectors: usize| {
+                for i in 0..vectors {
+                    _mm256_store_ps(dst.add(i * BLOCK), _mm256_loadu_ps(src.add(i * BLOCK)));
+                }
+            };
+            let zero = |dst: *mut f32, vectors: usize| {
+                for i in 0..vectors {
+                    _mm256_store_ps(dst.add(i * BLOCK), _mm256_setzero_ps());
+                }
+            };
+            // `takes` admits column strides 1 and 2 only.
+            if band.s.strides[1] == 1 {
+                band.run(copy, zero, |oy, taps| row_tiles::<1>(band, &finish, oy, taps))
+            } else {
+                band.run(copy, zero, |oy, taps| row_tiles::<2>(band, &finish, oy, taps))
+            }
+        }
+    };
 }
 
-/// [`Band::run_portable`]'s result in ymm tiles.
-///
-/// # Safety
-/// As `Band::run_portable`; the CPU supports AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn band_avx2(band: &Band) {
-    rows(band)
-}
+band_kernel!(
+    /// [`Band::run_portable`]'s result in ymm tiles, with AVX-512's encodings.
+    ///
+    /// # Safety
+    /// As `Band::run_portable`; the CPU supports AVX-512F and VL.
+    band_avx512,
+    "avx512f,avx512vl,avx2,fma"
+);
+
+band_kernel!(
+    /// [`Band::run_portable`]'s result in ymm tiles.
+    ///
+    /// # Safety
+    /// As `Band::run_portable`; the CPU supports AVX2 and FMA.
+    band_avx2,
+    "avx2,fma"
+);
 
 /// The epilogue of every vector of a band.
 struct Finish {
@@ -45,67 +76,66 @@ struct Finish {
     clamp: TileActivation,
 }
 
-#[inline(always)]
-unsafe fn rows(band: &Band) {
-    let bias = band.o.bias;
-    let finish = Finish {
-        bias: (!bias.is_null()).then(|| _mm256_loadu_ps(bias.add(band.block * BLOCK))),
-        residual: band.o.residual,
-        vector: VectorActivation::of(band.p),
-        // The blocked convolution leaves Sigmoid, Tanh and SiLU to a pass
-        // of their own; the rest are a select or a VectorActivation.
-        clamp: tile_activation(band.p).unwrap_or(TileActivation::None),
-    };
-    // `takes` admits column strides 1 and 2 only.
-    if band.s.strides[1] == 1 {
-        row_tiles::<1>(band, &finish)
-    } else {
-        row_tiles::<2>(band, &finish)
+impl Finish {
+    #[inline(always)]
+    unsafe fn of(band: &Band) -> Finish {
+        let bias = band.o.bias;
+        Finish {
+            bias: (!bias.is_null()).then(|| _mm256_loadu_ps(bias.add(band.block * BLOCK))),
+            residual: band.o.residual,
+            vector: VectorActivation::of(band.p),
+            // The blocked convolution leaves Sigmoid, Tanh and SiLU to a
+            // pass of their own; the rest are a select or a VectorActivation.
+            clamp: tile_activation(band.p).unwrap_or(TileActivation::None),
+        }
     }
 }
 
-/// Each output row of the band in tiles of near-equal length.
+/// Output row `oy` of the band in tiles of near-equal length.
 #[inline(always)]
-unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Finish) {
+unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Finish, oy: usize, taps: &RowTaps) {
     let width = band.cols.len();
     let tiles = width.div_ceil(TILE);
-    for oy in band.rows.clone() {
-        let mut ox = band.cols.start;
-        for k in 0..tiles {
-            let len = width / tiles + usize::from(k < width % tiles);
-            let at = (oy, ox);
-            match len {
-                1 => tile::<1, STRIDE>(band, finish, at),
-                2 => tile::<2, STRIDE>(band, finish, at),
-                3 => tile::<3, STRIDE>(band, finish, at),
-                4 => tile::<4, STRIDE>(band, finish, at),
-                5 => tile::<5, STRIDE>(band, finish, at),
-                6 => tile::<6, STRIDE>(band, finish, at),
-                7 => tile::<7, STRIDE>(band, finish, at),
-                _ => tile::<TILE, STRIDE>(band, finish, at),
-            }
-            ox += len;
+    let mut ox = band.cols.start;
+    for k in 0..tiles {
+        let len = width / tiles + usize::from(k < width % tiles);
+        match len {
+            1 => tile::<1, STRIDE>(band, finish, taps, oy, ox),
+            2 => tile::<2, STRIDE>(band, finish, taps, oy, ox),
+            3 => tile::<3, STRIDE>(band, finish, taps, oy, ox),
+            4 => tile::<4, STRIDE>(band, finish, taps, oy, ox),
+            5 => tile::<5, STRIDE>(band, finish, taps, oy, ox),
+            6 => tile::<6, STRIDE>(band, finish, taps, oy, ox),
+            7 => tile::<7, STRIDE>(band, finish, taps, oy, ox),
+            _ => tile::<TILE, STRIDE>(band, finish, taps, oy, ox),
         }
+        ox += len;
     }
 }
 
 /// Pixels `ox..ox + P` of output row `oy`.
 #[inline(always)]
-unsafe fn tile<const P: usize, const STRIDE: usize>(band: &Band, finish: &Finish, (oy, ox): (usize, usize)) {
-    let [kh, kw] = band.s.kernel;
-    let origin = band.input.add(band.origin((oy, ox))).cast_const();
-    let weights = band.weights();
+unsafe fn tile<const P: usize, const STRIDE: usize>(
+    band: &Band,
+    finish: &Finish,
+    taps: &RowTaps,
+    oy: usize,
+    ox: usize,
+) {
+    let (kw, dilation) = (band.s.kernel[1], band.s.dilations[1]);
+    let column = band.column(ox);
     let mut sums = [_mm256_setzero_ps(); P];
-    for ky in 0..kh {
+    for (k, &input) in taps.rows[..taps.count].iter().enumerate() {
+        let weights = band.weights(taps.first + k);
         for kx in 0..kw {
-            let w = _mm256_loadu_ps(weights.add((ky * kw + kx) * BLOCK));
-            let x = origin.add(band.tap(ky, kx));
+            let w = _mm256_loadu_ps(weights.add(kx * BLOCK));
+            let x = input.add(column + kx * dilation * BLOCK);
             for (t, sum) in sums.iter_mut().enumerate() {
-                *sum = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(t * STRIDE * BLOCK)), w, *sum);
+                *sum = _mm256_fmadd_ps(_mm256_load_ps(x.add(t * STRIDE * BLOCK)), w, *sum);
             }
         }
     }
-    let at = band.output((oy, ox));
+    let at = band.output(oy, ox);
     for (t, &sum) in sums.iter().enumerate() {
         let at = at + t * BLOCK;
         let mut v = sum;
