@@ -33,6 +33,7 @@ pub mod pad_loops;
 mod portable_loops_tests;
 pub mod portable_math;
 pub mod resize_loops;
+pub mod rnn_loops;
 pub mod staging;
 pub mod status;
 pub mod window_loops;

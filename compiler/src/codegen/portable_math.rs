@@ -191,7 +191,7 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
 /// for `2^n = s1 s2`: no cancellation near 0 (where `n = 0` and the result
 /// is the series' `e^r - 1` itself, `-0` kept), and no intermediate
 /// overflow at either end.
-fn expm1(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn expm1(b: &mut FunctionBuilder, x: Value) -> Value {
     let (p, s1, s2) = reduce(b, x);
     let one = f(b, 1.0);
     let inverse = b.ins().fdiv(one, s2);
@@ -279,7 +279,7 @@ pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
 /// `(1 - e^-2|x|) / (1 + e^-2|x|) = -t / (2 + t)` for `t = expm1(-2|x|)`,
 /// with the sign of `x`: `t` keeps the small `|x|` that `1 - e^-2|x|`
 /// would cancel away.
-fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let ax = b.ins().fabs(x);
     let m2 = f(b, -2.0);
     let arg = b.ins().fmul(ax, m2);
@@ -296,7 +296,7 @@ fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
 /// small `x` that `1 + x` would round away; elsewhere `log(1 + x)`,
 /// where `|ln(1 + x)| > 0.34` is large enough for that rounding to cost at
 /// most 1.5 ulps.
-fn log1p(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn log1p(b: &mut FunctionBuilder, x: Value) -> Value {
     let one = f(b, 1.0);
     let sum = b.ins().fadd(one, x);
     let far = log(b, sum);
