@@ -22,6 +22,7 @@
 
 mod alloc;
 mod composite;
+pub mod conv_transpose_loops;
 mod footprint;
 pub mod gather_loops;
 pub mod half_floats;
