@@ -35,6 +35,7 @@ mod portable_loops_tests;
 pub mod portable_math;
 pub mod resize_loops;
 pub mod rnn_loops;
+pub mod scatter_loops;
 pub mod staging;
 pub mod status;
 pub mod window_loops;

@@ -24,7 +24,9 @@
 //!   portable mode through Pad's loop nest.
 //!
 //! Scatter lowerings copy `data` to the output and then update it in place
-//! in a kernel that checks every index (`INDEX_OUT_OF_RANGE`).
+//! in a kernel that checks every index (`INDEX_OUT_OF_RANGE`); in portable
+//! mode ScatterElements and ScatterND are the loops of
+//! [`crate::codegen::scatter_loops`], which check every index before the copy.
 
 use super::gather::{
     axis_attr, dims_array, elements_params, flag, max_rank, nd_params, product, require_i64, scalar_i64, split_axis,
@@ -32,6 +34,7 @@ use super::gather::{
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::scatter_loops;
 use crate::codegen::{pad_loops, types, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{contiguous_strides, element_count, normalize_axis};
@@ -129,6 +132,10 @@ impl Operator for ScatterElements {
         let (itype, ishape) = cx.input_type(1)?;
         let mut p = elements_params((dtype, &shape), (itype, &ishape), self.axis)?;
         p.reduction = self.reduction.code();
+        if cx.portable() {
+            let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            return scatter_loops::scatter_elements(cx, &p, ptrs);
+        }
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
@@ -164,6 +171,10 @@ impl Operator for ScatterNd {
         let (itype, ishape) = cx.input_type(1)?;
         let (mut p, _) = nd_params(dtype, &shape, itype, &ishape, 0)?;
         p.reduction = self.reduction.code();
+        if cx.portable() {
+            let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            return scatter_loops::scatter_nd(cx, &p, ptrs);
+        }
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
