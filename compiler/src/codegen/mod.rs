@@ -31,6 +31,8 @@ mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
 #[cfg(test)]
+mod portable_layers_tests;
+#[cfg(test)]
 mod portable_loops_tests;
 pub mod portable_math;
 pub mod resize_loops;
