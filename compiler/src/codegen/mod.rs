@@ -23,6 +23,7 @@
 mod alloc;
 mod composite;
 pub mod conv_transpose_loops;
+pub mod cumulative_loops;
 mod footprint;
 pub mod gather_loops;
 pub mod half_floats;

@@ -1,5 +1,5 @@
 //! The portable lowerings of `rnn_loops`, `conv_transpose_loops`,
-//! `scatter_loops`, LRN (`norm_loops`) and Hardmax against the kernels they
+//! `scatter_loops`, `cumulative_loops`, LRN (`norm_loops`) and Hardmax against the kernels they
 //! replace, as `portable_loops_tests` does for the other families: one-node
 //! graphs on awkward shapes (odd sizes, both directions, short and empty
 //! sequences, groups, negative and asymmetric pads, repeated and negative
@@ -10,7 +10,7 @@ use crate::ir::{DType, Graph, Tensor, ValueDef};
 use crate::ops::conv::{AutoPad, ConvTranspose, Window};
 use crate::ops::norm::Lrn;
 use crate::ops::rnn::{Direction, Rnn, RnnKind};
-use crate::ops::scatter::{Reduction, ScatterElements, ScatterNd};
+use crate::ops::scatter::{Cumulative, Reduction, ScatterElements, ScatterNd};
 use crate::ops::softmax::{Softmax, SoftmaxKind};
 use crate::ops::Op;
 use crate::passes::test_graph::{assert_all_close, floats};
@@ -252,5 +252,25 @@ fn lrn_and_hardmax_match_the_kernel() {
         let what = format!("{op:?}");
         one_node(&mut g, op, vec![Some(x)], y);
         agree(&g, &[data(&shape)], &what);
+    }
+}
+
+#[test]
+fn cumulative_sums_and_products_match_the_kernel() {
+    let shape = [3, 4, 2];
+    for dtype in [DType::F32, DType::I64] {
+        for (product, exclusive, reverse) in
+            [(false, false, false), (false, true, true), (true, false, true), (true, true, false)]
+        {
+            let mut g = Graph::default();
+            let x = value(&mut g, "x", dtype, &shape, ValueDef::Input(0));
+            let axis = value(&mut g, "axis", DType::I64, &[], ValueDef::Const(Tensor::from_i64s(vec![], &[1])));
+            let y = value(&mut g, "y", dtype, &shape, ValueDef::Computed);
+            one_node(&mut g, Op::Cumulative(Cumulative { product, exclusive, reverse }), vec![Some(x), Some(axis)], y);
+            let input = if dtype == DType::F32 { data(&shape) } else { indices(DType::I64, &shape, 5, false) };
+            let [kernel, portable] = both(&g, &[input]);
+            assert!(kernel.is_ok());
+            assert_eq!(portable, kernel, "{dtype} product {product} exclusive {exclusive} reverse {reverse}");
+        }
     }
 }

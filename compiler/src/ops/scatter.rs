@@ -14,7 +14,8 @@
 //! - Trilu (14): any type, optional i64 scalar `k` read at run time (in
 //!   portable mode a loop nest choosing each element or zero).
 //! - EyeLike (9, 22): 2-D input; output type from `dtype` or the input's.
-//! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input.
+//! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input
+//!   (in portable mode the folds of [`crate::codegen::cumulative_loops`]).
 //! - ReverseSequence (10): any type; `batch_axis`/`time_axis` are 0 and 1
 //!   in some order; i64 `sequence_lens` checked at run time.
 //! - SpaceToDepth (1, 13; `mode` DCR/CRD from 28), DepthToSpace (1, 11,
@@ -443,8 +444,11 @@ impl Operator for Cumulative {
             len,
             inner,
         };
-        let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return crate::codegen::cumulative_loops::cumulative(cx, &p, x, y);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_cumulative, (params, Ptr(x), Ptr(y)))
     }
 }
