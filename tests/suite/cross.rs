@@ -1,4 +1,5 @@
-//! Cross targets: an MLP (built here) and the example CNN are compiled for
+//! Cross targets: an MLP and a bidirectional LSTM (built here) and the
+//! example CNN are compiled for
 //! aarch64-unknown-linux-gnu and riscv64gc-unknown-linux-gnu (portable mode,
 //! automatic off the host), linked with Debian's cross gcc (`-static`)
 //! against `examples/c/main.c`, run under qemu-user, and compared with the
@@ -12,7 +13,7 @@
 use crate::common::{data_dir, onnxc, repo_root, run_model, run_ok as run, write_model};
 use crate::models::{f32_bytes, f32s, floats, int_attr, model, node, value};
 use object::{Object, ObjectSymbol};
-use onnx_proto::{ModelProto, TensorProto};
+use onnx_proto::{attribute_proto, AttributeProto, ModelProto, TensorProto};
 use prost::Message;
 use std::path::Path;
 use std::process::Command;
@@ -61,6 +62,26 @@ fn mlp() -> ModelProto {
         floats("b1", &[32], &pseudo_random(32, 2, 0.1)),
         floats("w2", &[32, 10], &pseudo_random(32 * 10, 3, 0.5)),
         floats("b2", &[10], &pseudo_random(10, 4, 0.1)),
+    ];
+    m
+}
+
+/// A bidirectional LSTM (8 inputs, 6 units, 5 steps) with biases, as
+/// sequence models run it: the layer of `rnn_loops` on every target.
+fn lstm() -> ModelProto {
+    let mut n = node("LSTM", "lstm", &["x", "w", "r", "b"], &["y"]);
+    n.attribute.push(int_attr("hidden_size", 6));
+    n.attribute.push(AttributeProto {
+        name: Some("direction".into()),
+        r#type: Some(attribute_proto::AttributeType::String as i32),
+        s: Some(b"bidirectional".to_vec()),
+        ..Default::default()
+    });
+    let mut m = model(vec![n], vec![value("x", Some(&[5, 1, 8]))], vec![value("y", Some(&[5, 2, 1, 6]))]);
+    m.graph.as_mut().expect("a graph").initializer = vec![
+        floats("w", &[2, 24, 8], &pseudo_random(2 * 24 * 8, 6, 0.4)),
+        floats("r", &[2, 24, 6], &pseudo_random(2 * 24 * 6, 7, 0.4)),
+        floats("b", &[2, 48], &pseudo_random(2 * 48, 8, 0.2)),
     ];
     m
 }
@@ -127,6 +148,14 @@ fn mlp_runs_on_aarch64_and_riscv64_like_on_the_host() {
 }
 
 #[test]
+fn lstm_runs_on_aarch64_and_riscv64_like_on_the_host() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let input = floats("x", &[5, 1, 8], &pseudo_random(40, 9, 1.0));
+    prepare(dir.path(), &lstm(), &input);
+    cross_compile_and_run(dir.path(), "LSTM");
+}
+
+#[test]
 fn cnn_runs_on_aarch64_and_riscv64_like_on_the_host() {
     let case = data_dir().join("examples/cnn");
     let m = ModelProto::decode(std::fs::read(case.join("model.onnx")).expect("the CNN").as_slice()).expect("a model");
@@ -152,15 +181,18 @@ fn unsupported_targets_and_kernel_only_operators_are_refused_clearly() {
         assert!(!out.status.success() && stderr.contains(says), "--target {target}: {stderr}");
     }
 
-    // Hardmax has no portable lowering: a compile error naming the node.
+    // RandomUniformLike has no portable lowering: a compile error naming the node.
     let mut m = mlp();
     let nodes = &mut m.graph.as_mut().expect("a graph").node;
-    nodes.last_mut().expect("a node").op_type = Some("Hardmax".into());
+    let last = nodes.last_mut().expect("a node");
+    (last.op_type, last.attribute) = (Some("RandomUniformLike".into()), Vec::new());
     write_model(dir.path(), "model.onnx", &m);
     let out = compile("aarch64-unknown-linux-gnu");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && stderr.contains("\"softmax\"") && stderr.contains("Hardmax has no portable lowering"),
+        !out.status.success()
+            && stderr.contains("\"softmax\"")
+            && stderr.contains("RandomUniformLike has no portable lowering"),
         "{stderr}"
     );
 }

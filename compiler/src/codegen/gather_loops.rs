@@ -27,7 +27,13 @@ impl Lower<'_, '_> {
 
     /// Leaves the model with [`status::INDEX_OUT_OF_RANGE`] unless every one
     /// of the `count` indices from `indices` lies in `[-len, len)`.
-    fn check_indices(&mut self, indices: Value, count: i64, index_bytes: i64, len: i64) -> Result<(), String> {
+    pub(super) fn check_indices(
+        &mut self,
+        indices: Value,
+        count: i64,
+        index_bytes: i64,
+        len: i64,
+    ) -> Result<(), String> {
         let all = [Level::new(count as usize, vec![index_bytes])];
         self.nest(&all, &[indices], &mut |cx, _, at| {
             let k = cx.load_index(at[0], index_bytes);
@@ -42,7 +48,7 @@ impl Lower<'_, '_> {
 
     /// The checked index at `at` as a byte offset `wrapped * stride` into
     /// the data, negative indices counting from `len`.
-    fn index_offset(&mut self, at: Value, index_bytes: i64, len: i64, stride: i64) -> Value {
+    pub(super) fn index_offset(&mut self, at: Value, index_bytes: i64, len: i64, stride: i64) -> Value {
         let k = self.load_index(at, index_bytes);
         let negative = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, k, 0);
         let wrapped = self.b.ins().iadd_imm_s(k, len);

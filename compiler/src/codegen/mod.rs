@@ -22,6 +22,8 @@
 
 mod alloc;
 mod composite;
+pub mod conv_transpose_loops;
+pub mod cumulative_loops;
 mod footprint;
 pub mod gather_loops;
 pub mod half_floats;
@@ -30,9 +32,13 @@ mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
 #[cfg(test)]
+mod portable_layers_tests;
+#[cfg(test)]
 mod portable_loops_tests;
 pub mod portable_math;
 pub mod resize_loops;
+pub mod rnn_loops;
+pub mod scatter_loops;
 pub mod staging;
 pub mod status;
 pub mod window_loops;

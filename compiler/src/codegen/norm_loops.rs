@@ -12,11 +12,17 @@
 //! `(x - shift) factor scale + bias`, and the group's shift and factor to
 //! the optional Mean / InvStdDev outputs. Elements are f32 or f64 (the
 //! kernel's f16/bf16 inputs have no portable lowering).
+//!
+//! LRN ([`lrn`]) is a nest of its own over `[N, C, spatial]`: per element
+//! a fold over the `size` channels of its window (a channel outside
+//! `[0, C)` reads the element itself and is not added, so no address
+//! leaves the input), then `x / (bias + alpha/size sum)^beta` through
+//! [`super::portable_math`]'s pow, in the tensors' type as the kernel.
 
 use super::nest::Level;
-use super::{clif_type, types, FloatCC, InstBuilder, Lower, MemFlagsData, Value};
+use super::{clif_type, portable_math, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::ir::DType;
-use onnxc_runtime::{NormParams, NORM_L1, NORM_MVN, NORM_RMS, NORM_STANDARD};
+use onnxc_runtime::{LrnParams, NormParams, NORM_L1, NORM_MVN, NORM_RMS, NORM_STANDARD};
 
 /// The tensors of one normalisation (the optional ones `None` when absent).
 pub struct NormTensors {
@@ -183,6 +189,50 @@ pub fn normalize(cx: &mut Lower, p: &NormParams, t: &NormTensors) -> Result<(), 
         if t.inv_out.is_some() {
             store_narrow(cx, stat_type, factor, base[INV]);
         }
+        Ok(())
+    })
+}
+
+/// LRN of `x` into `y` (f32 or f64) as `p` says (see the module doc).
+pub fn lrn(cx: &mut Lower, p: &LrnParams, dtype: DType, x: Value, y: Value) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!("LRN of {dtype} has no portable lowering (f32 and f64 do)"));
+    }
+    let (ty, size) = (clif_type(dtype), dtype.size() as i64);
+    let flags = MemFlagsData::trusted();
+    let plane = p.spatial * size;
+    let levels = [
+        Level::new(p.batch as usize, vec![p.channels * plane; 2]),
+        Level::new(p.channels as usize, vec![plane; 2]),
+        Level::new(p.spatial as usize, vec![size; 2]),
+    ];
+    let before = (p.size - 1) / 2;
+    let window = [Level::new(p.size as usize, vec![plane])];
+    let constant = |cx: &mut Lower, v: f64| match dtype {
+        DType::F64 => cx.ins().f64const(v),
+        _ => cx.ins().f32const(v as f32),
+    };
+    cx.nest(&levels, &[x, y], &mut |cx, index, at| {
+        let first = cx.ins().iadd_imm_s(at[0], -before * plane);
+        let zero = constant(cx, 0.0);
+        let sum = cx.fold_nest(&window, &[first], &[zero], &mut |cx, k, tap, acc| {
+            let channel = cx.ins().iadd(index[1], k[0]);
+            let channel = cx.ins().iadd_imm_s(channel, -before);
+            // A channel below 0 compares as a huge unsigned one.
+            let inside = cx.ins().icmp_imm_u(IntCC::UnsignedLessThan, channel, p.channels);
+            let addr = cx.ins().select(inside, tap[0], at[0]);
+            let v = cx.ins().load(ty, flags, addr, 0);
+            let square = cx.ins().fmul(v, v);
+            let next = cx.ins().fadd(acc[0], square);
+            Ok(vec![cx.ins().select(inside, next, acc[0])])
+        })?[0];
+        let (coef, bias, beta) = (constant(cx, p.alpha / p.size as f64), constant(cx, p.bias), constant(cx, p.beta));
+        let scaled = cx.ins().fmul(coef, sum);
+        let base = cx.ins().fadd(bias, scaled);
+        let divisor = portable_math::apply_binary(cx.b, "pow", dtype, base, beta).ok_or("no portable pow")?;
+        let v = cx.ins().load(ty, flags, at[0], 0);
+        let out = cx.ins().fdiv(v, divisor);
+        cx.ins().store(flags, out, at[1], 0);
         Ok(())
     })
 }

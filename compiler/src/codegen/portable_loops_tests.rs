@@ -1,5 +1,6 @@
 //! The portable lowerings of `gather_loops`, `pad_loops`, `norm_loops` and
-//! `resize_loops` against the kernels they replace: one-node graphs on
+//! `resize_loops` against the kernels they replace (`portable_layers_tests`
+//! does the same for the other families, with these helpers): one-node graphs on
 //! awkward shapes (odd dims, tails, unit dims, negative indices and pads)
 //! run through the JIT with and without the kernel library. Data movement
 //! must give the same bytes; the float computations agree within the
@@ -15,19 +16,19 @@ use crate::passes::test_graph::{assert_all_close, floats};
 use onnxc_runtime::abi::resize::*;
 
 /// A value of `dtype` and `shape` defined by `def`.
-fn value(g: &mut Graph, name: &str, dtype: DType, shape: &[usize], def: ValueDef) -> ValueId {
+pub(super) fn value(g: &mut Graph, name: &str, dtype: DType, shape: &[usize], def: ValueDef) -> ValueId {
     g.add_value(name, Some(TensorType::known(dtype, shape)), def)
 }
 
 /// `shape` filled with distinct, non-round f32 values.
-fn data(shape: &[usize]) -> Tensor {
+pub(super) fn data(shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
     let v: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.731).sin() * 3.0 + 0.25).collect();
     Tensor::from_f32s(shape.to_vec(), &v)
 }
 
 /// The graph `y = op(inputs...)` whose graph inputs are the `Input` values.
-fn one_node(g: &mut Graph, op: Op, inputs: Vec<Option<ValueId>>, output: ValueId) {
+pub(super) fn one_node(g: &mut Graph, op: Op, inputs: Vec<Option<ValueId>>, output: ValueId) {
     g.inputs = inputs.iter().flatten().copied().filter(|&v| matches!(g.value(v).def, ValueDef::Input(_))).collect();
     g.outputs = vec![output];
     g.nodes.push(Node { name: "node".into(), op, inputs, outputs: vec![output] });
@@ -35,7 +36,7 @@ fn one_node(g: &mut Graph, op: Op, inputs: Vec<Option<ValueId>>, output: ValueId
 
 /// Runs `g` on `inputs` with and without kernels: both results (or both
 /// errors).
-fn both(g: &Graph, inputs: &[Tensor]) -> [Result<Vec<u8>, String>; 2] {
+pub(super) fn both(g: &Graph, inputs: &[Tensor]) -> [Result<Vec<u8>, String>; 2] {
     [false, true].map(|portable| {
         let plan = crate::plan::plan(g).expect("plan");
         let model = crate::jit::compile_with(g, &plan, portable, &crate::limits::Limits::default()).expect("compile");
@@ -60,7 +61,7 @@ fn gather_graph(data_shape: &[usize], axis: usize, index_type: DType, indices: &
 }
 
 /// Indices in `[-len, len)` (negative ones too), as `dtype`.
-fn indices(dtype: DType, shape: &[usize], len: usize, out_of_range: bool) -> Tensor {
+pub(super) fn indices(dtype: DType, shape: &[usize], len: usize, out_of_range: bool) -> Tensor {
     let n: usize = shape.iter().product();
     let mut v: Vec<i64> = (0..n).map(|k| (k * 7 % (2 * len)) as i64 - len as i64).collect();
     if out_of_range {

@@ -1,7 +1,8 @@
 //! exp and log (and tanh, expm1, log1p, pow built on them) and erf as
 //! Cranelift instruction sequences, for portable mode, where the kernel
 //! library's libm wrappers are not linked. Softmax, LogSoftmax, Sigmoid,
-//! Tanh, the other exp/log activations, Pow and Gelu need them.
+//! Tanh, the other exp/log activations, Pow and Gelu need them; [`trig`]
+//! builds the trigonometric and hyperbolic functions and fmod on them.
 //!
 //! All compute in f64 whatever the element type (an f32 argument is
 //! widened, the result rounded back):
@@ -52,7 +53,22 @@
 //! | log1p    | <= 0.5   | 3   | -0.331       |
 //! | erf      | <= 0.5   | 7   | -1.84        |
 //!
-//! (erf's row is from the regular sample: every 127th f32, 2^22 f64.)
+//! | sin      | <= 0.5   | 2   | 531.4        |
+//! | cos      | <= 0.5   | 2   | 1.05         |
+//! | tan      | <= 0.5   | 3   | 379.4        |
+//! | asin     | <= 0.5   | 6   | -2.97e-5     |
+//! | acos     | <= 0.5   | 4   | -1.62e-7     |
+//! | atan     | <= 0.5   | 5   | -7.21e-6     |
+//! | sinh     | <= 0.5   | 3   | -0.247       |
+//! | cosh     | <= 0.5   | 2   | -1.96        |
+//! | asinh    | <= 0.5   | 2   | -0.450       |
+//! | acosh    | <= 0.5   | 2   | 1.067        |
+//! | atanh    | <= 0.5   | 4   | -0.223       |
+//!
+//! (erf's row and those from sin on, the functions of [`trig`], are from
+//! the regular sample: every 127th f32, 2^22 f64; sin, cos and tan only
+//! below `|x| = 2.1e8`, where their reduction is exact. fmod is exact for
+//! every f32 pair the sample and its divisors give, as [`trig`] says.)
 //!
 //! pow is measured at the fixed exponents of `tests::POW_EXPONENTS` (the
 //! regular sample only): f32 within 0.5000002 ulps (double rounding
@@ -64,7 +80,8 @@ use crate::codegen::{types, FloatCC, FunctionBuilder, InstBuilder, IntCC, Value}
 use crate::ir::DType;
 
 /// Applies the libm-style function `name` (`exp`, `log`, `tanh`, `expm1`,
-/// `log1p`, `erf`) to `x` of compute type `dtype`; `None` for other functions.
+/// `log1p`, `erf`, and [`trig`]'s) to `x` of compute type `dtype`; `None`
+/// for other functions.
 pub fn apply(b: &mut FunctionBuilder, name: &str, dtype: DType, x: Value) -> Option<Value> {
     let wide = widen(b, dtype, x);
     let y = match name {
@@ -74,17 +91,18 @@ pub fn apply(b: &mut FunctionBuilder, name: &str, dtype: DType, x: Value) -> Opt
         "expm1" => expm1(b, wide),
         "log1p" => log1p(b, wide),
         "erf" => erf(b, wide),
-        _ => return None,
+        _ => trig::apply(b, name, wide)?,
     };
     Some(narrow(b, dtype, y))
 }
 
-/// Applies the libm-style function `name` of two arguments (`pow`) to `x`
+/// Applies the libm-style function `name` of two arguments (`pow`, `fmod`) to `x`
 /// and `y` of compute type `dtype`; `None` for other functions.
 pub fn apply_binary(b: &mut FunctionBuilder, name: &str, dtype: DType, x: Value, y: Value) -> Option<Value> {
     let (x, y) = (widen(b, dtype, x), widen(b, dtype, y));
     let z = match name {
         "pow" => pow(b, x, y),
+        "fmod" => trig::fmod(b, x, y),
         _ => return None,
     };
     Some(narrow(b, dtype, z))
@@ -191,7 +209,7 @@ pub fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
 /// for `2^n = s1 s2`: no cancellation near 0 (where `n = 0` and the result
 /// is the series' `e^r - 1` itself, `-0` kept), and no intermediate
 /// overflow at either end.
-fn expm1(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn expm1(b: &mut FunctionBuilder, x: Value) -> Value {
     let (p, s1, s2) = reduce(b, x);
     let one = f(b, 1.0);
     let inverse = b.ins().fdiv(one, s2);
@@ -279,7 +297,7 @@ pub fn log(b: &mut FunctionBuilder, x: Value) -> Value {
 /// `(1 - e^-2|x|) / (1 + e^-2|x|) = -t / (2 + t)` for `t = expm1(-2|x|)`,
 /// with the sign of `x`: `t` keeps the small `|x|` that `1 - e^-2|x|`
 /// would cancel away.
-fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let ax = b.ins().fabs(x);
     let m2 = f(b, -2.0);
     let arg = b.ins().fmul(ax, m2);
@@ -296,7 +314,7 @@ fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
 /// small `x` that `1 + x` would round away; elsewhere `log(1 + x)`,
 /// where `|ln(1 + x)| > 0.34` is large enough for that rounding to cost at
 /// most 1.5 ulps.
-fn log1p(b: &mut FunctionBuilder, x: Value) -> Value {
+pub fn log1p(b: &mut FunctionBuilder, x: Value) -> Value {
     let one = f(b, 1.0);
     let sum = b.ins().fadd(one, x);
     let far = log(b, sum);
@@ -481,6 +499,8 @@ fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
     b.seal_block(done);
     b.ins().fcopysign(result, x)
 }
+
+mod trig;
 
 #[cfg(test)]
 mod tests;

@@ -10,8 +10,9 @@
 //! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
 //! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
 //! on staged copies ([`crate::codegen::staging`]), and likewise ConvTranspose and
-//! Col2Im. Portable mode lowers Conv as direct loops instead
-//! ([`crate::codegen::window_loops`]).
+//! Col2Im. Portable mode lowers Conv and ConvTranspose as direct loops
+//! instead ([`crate::codegen::window_loops`],
+//! [`crate::codegen::conv_transpose_loops`]).
 //!
 //! ConvTranspose (1, 11, 22): `X [N, C, D...]`, `W [C, M/group, k...]`,
 //! optional `B [M]`; attributes as Conv plus `output_padding` and
@@ -448,9 +449,9 @@ trait ConvKernel {
     fn is_blocked(&self) -> bool {
         false
     }
-    /// True when portable mode lowers it as direct loops
-    /// ([`crate::codegen::window_loops`]); otherwise portable mode refuses it.
-    const DIRECT_LOOPS: bool;
+    /// Its portable-mode lowering: direct loops
+    /// ([`crate::codegen::window_loops`], [`crate::codegen::conv_transpose_loops`]).
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String>;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
     fn scratch_elems(p: &ConvParams) -> usize;
 
@@ -495,11 +496,11 @@ trait ConvKernel {
         let (dtype, x) = cx.input_type(0)?;
         let (_, w) = cx.input_type(1)?;
         let p = self.conv_params(&x, &w)?;
-        if cx.portable() && Self::DIRECT_LOOPS {
+        if cx.portable() {
             if p.packed_weights == 1 {
                 return Err("the weights were packed for the kernel library, which portable code does not call".into());
             }
-            return crate::codegen::window_loops::conv(cx, dtype, &p, self.fused());
+            return self.lower_portable(cx, dtype, &p);
         }
         if let Some(prologue) = self.fused().prologue {
             return lower_with_prologue(cx, dtype, &p, self.fused(), prologue);
@@ -569,7 +570,9 @@ impl ConvKernel for Conv {
         let kernel = kernels::by_dtype(kernels::onnxc_conv_f32, kernels::onnxc_conv_f64, dtype);
         cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, residual, y, o.scratch, parallel))
     }
-    const DIRECT_LOOPS: bool = true;
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+        crate::codegen::window_loops::conv(cx, dtype, p, self.fused())
+    }
     fn fused(&self) -> Fused {
         self.fused
     }
@@ -844,7 +847,9 @@ impl ConvKernel for ConvTranspose {
         let kernel = kernels::by_dtype(kernels::onnxc_conv_transpose_f32, kernels::onnxc_conv_transpose_f64, dtype);
         cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, y, o.scratch))
     }
-    const DIRECT_LOOPS: bool = false;
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+        crate::codegen::conv_transpose_loops::conv_transpose(cx, dtype, p)
+    }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
     }

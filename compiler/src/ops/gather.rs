@@ -348,8 +348,11 @@ impl Operator for GatherNd {
         let (dtype, shape) = cx.input_type(0)?;
         let (itype, ishape) = cx.input_type(1)?;
         let (p, _) = nd_params(dtype, &shape, itype, &ishape, self.batch_dims)?;
-        let params = cx.params(&p)?;
         let (data, indices, out) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return crate::codegen::scatter_loops::gather_nd(cx, &p, [data, indices, out]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_gather_nd, (params, Ptr(data), Ptr(indices), Ptr(out)))
     }
 }

@@ -19,7 +19,7 @@
 //!   as long as they all compute in f32 or all in f64.
 //! * LRN (opsets 1, 13): `size` (required), `alpha` (1e-4), `beta` (0.75),
 //!   `bias` (1.0) over `X [N, C, D...]`; `onnxc_lrn_{f32,f64}`, 16-bit
-//!   types staged.
+//!   types staged; in portable mode [`norm_loops::lrn`].
 //!
 //! [`Normalize`] (`onnxc_normalize`: any axis set, broadcast scale/bias,
 //! statistics totalled in `f64`; X in f16, bf16, f32, f64, the affine
@@ -262,10 +262,15 @@ impl Operator for Lrn {
             beta: self.beta as f64,
             bias: self.bias as f64,
         };
+        let dtype = cx.input_type(0)?.0;
+        if cx.portable() {
+            let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+            return norm_loops::lrn(cx, &p, dtype, x, y);
+        }
         let params = cx.params(&p)?;
         let xp = Ptr(cx.input_ptr(0)?);
         let yp = Ptr(cx.output_ptr(0)?);
-        let kernel = kernels::by_dtype(kernels::onnxc_lrn_f32, kernels::onnxc_lrn_f64, cx.input_type(0)?.0);
+        let kernel = kernels::by_dtype(kernels::onnxc_lrn_f32, kernels::onnxc_lrn_f64, dtype);
         cx.call_checked(kernel, (params, xp, yp))
     }
 

@@ -14,7 +14,8 @@
 //! `layout` (opset 14: batch-major X/Y/states), GRU `linear_before_reset`
 //! (opset 3), LSTM `input_forget` (the input gate becomes `1 - f`).
 //! Opset 1's `output_sequence` only said whether Y is produced, which the
-//! output list already says. Every variant lowers to `onnxc_rnn_{f32,f64}`;
+//! output list already says. Every variant lowers to `onnxc_rnn_{f32,f64}`
+//! (in portable mode to the loops of [`crate::codegen::rnn_loops`]);
 //! a sequence length outside `[0, seq_len]` stops the model with
 //! INDEX_OUT_OF_RANGE. A constant f32 R may have been packed into the
 //! kernel's panels by [`crate::passes::pack_rnn_weights`]
@@ -22,6 +23,7 @@
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::rnn_loops::{self, RnnTensors};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::DType;
@@ -349,6 +351,9 @@ impl Operator for Rnn {
         let dtype = cx.input_type(0)?.0;
         let refs: Vec<Option<&[usize]>> = shapes.iter().map(|s| s.as_deref()).collect();
         let params = self.params_for(&refs)?;
+        if cx.portable() {
+            return self.lower_portable(cx, dtype, &params);
+        }
         let scratch = Ptr(if rnn_scratch_elems(&params) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
         let params = cx.params(&params)?;
         let [x, w, r, b, lens, initial_h] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
@@ -366,5 +371,35 @@ impl Operator for Rnn {
 
     fn stages_halves(&self) -> bool {
         true
+    }
+}
+
+impl Rnn {
+    /// Portable mode: [`rnn_loops::rnn`] over the kernel's params, in the
+    /// scratch planned for the kernel.
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType, params: &RnnParams) -> Result<(), String> {
+        let needs_scratch = params.batch > 0 && params.hidden > 0;
+        if needs_scratch && rnn_loops::scratch_elems(params) > rnn_scratch_elems(params) {
+            return Err("the portable recurrent loops need more scratch than was planned".into());
+        }
+        let scratch = if needs_scratch { cx.scratch_ptr()? } else { cx.iconst(0) };
+        let input = |cx: &mut Lower, i: usize| cx.has_input(i).then(|| cx.opt_input_ptr(i));
+        let output = |cx: &mut Lower, i: usize| if cx.has_output(i) { cx.output_ptr(i).map(Some) } else { Ok(None) };
+        let lstm = self.kind == RnnKind::Lstm;
+        let t = RnnTensors {
+            x: cx.input_ptr(0)?,
+            w: cx.input_ptr(1)?,
+            r: cx.input_ptr(2)?,
+            bias: input(cx, 3),
+            lens: input(cx, 4),
+            initial_h: input(cx, 5),
+            initial_c: if lstm { input(cx, 6) } else { None },
+            peepholes: if lstm { input(cx, 7) } else { None },
+            y: output(cx, 0)?,
+            y_h: output(cx, 1)?,
+            y_c: if lstm { output(cx, 2)? } else { None },
+            scratch,
+        };
+        rnn_loops::rnn(cx, params, dtype, &t)
     }
 }

@@ -14,7 +14,8 @@
 //! - Trilu (14): any type, optional i64 scalar `k` read at run time (in
 //!   portable mode a loop nest choosing each element or zero).
 //! - EyeLike (9, 22): 2-D input; output type from `dtype` or the input's.
-//! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input.
+//! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input
+//!   (in portable mode the folds of [`crate::codegen::cumulative_loops`]).
 //! - ReverseSequence (10): any type; `batch_axis`/`time_axis` are 0 and 1
 //!   in some order; i64 `sequence_lens` checked at run time.
 //! - SpaceToDepth (1, 13; `mode` DCR/CRD from 28), DepthToSpace (1, 11,
@@ -24,7 +25,9 @@
 //!   portable mode through Pad's loop nest.
 //!
 //! Scatter lowerings copy `data` to the output and then update it in place
-//! in a kernel that checks every index (`INDEX_OUT_OF_RANGE`).
+//! in a kernel that checks every index (`INDEX_OUT_OF_RANGE`); in portable
+//! mode ScatterElements and ScatterND are the loops of
+//! [`crate::codegen::scatter_loops`], which check every index before the copy.
 
 use super::gather::{
     axis_attr, dims_array, elements_params, flag, max_rank, nd_params, product, require_i64, scalar_i64, split_axis,
@@ -32,6 +35,7 @@ use super::gather::{
 use super::shape_ops::{emit_strided_copy, StridedCopy};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::scatter_loops;
 use crate::codegen::{pad_loops, types, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::{contiguous_strides, element_count, normalize_axis};
@@ -129,6 +133,10 @@ impl Operator for ScatterElements {
         let (itype, ishape) = cx.input_type(1)?;
         let mut p = elements_params((dtype, &shape), (itype, &ishape), self.axis)?;
         p.reduction = self.reduction.code();
+        if cx.portable() {
+            let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            return scatter_loops::scatter_elements(cx, &p, ptrs);
+        }
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
@@ -164,6 +172,10 @@ impl Operator for ScatterNd {
         let (itype, ishape) = cx.input_type(1)?;
         let (mut p, _) = nd_params(dtype, &shape, itype, &ishape, 0)?;
         p.reduction = self.reduction.code();
+        if cx.portable() {
+            let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            return scatter_loops::scatter_nd(cx, &p, ptrs);
+        }
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, indices, updates) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?);
@@ -432,8 +444,11 @@ impl Operator for Cumulative {
             len,
             inner,
         };
-        let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return crate::codegen::cumulative_loops::cumulative(cx, &p, x, y);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_cumulative, (params, Ptr(x), Ptr(y)))
     }
 }

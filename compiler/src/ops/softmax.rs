@@ -5,7 +5,8 @@
 //! through `onnxc_softmax_{f32,f64}` (each computing in its own type) and
 //! f16/bf16 through the f32 kernel on staged copies ([`crate::codegen::staging`]).
 //! Portable mode lowers Softmax and LogSoftmax as Cranelift folds (max,
-//! then sum of exponentials) with [`crate::codegen::portable_math`]'s exp and log.
+//! then sum of exponentials) with [`crate::codegen::portable_math`]'s exp and log,
+//! and Hardmax as a fold for the first index of the maximum.
 //!
 //! Opset differences, normalised in the importer into [`Softmax::coerce_2d`]:
 //! before opset 13 the `axis` attribute defaults to 1 and the input is
@@ -18,7 +19,7 @@
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::DType;
@@ -97,8 +98,11 @@ impl Operator for Softmax {
         let (dtype, shape) = cx.input_type(0)?;
         let axis = self.axis_for(shape.len())?;
         let (outer, len, inner) = split_at_axis(&shape, axis, self.coerce_2d);
-        if cx.portable() && self.kind != SoftmaxKind::Hardmax {
-            return self.lower_portable(cx, dtype, [outer, len, inner]);
+        if cx.portable() {
+            return match self.kind {
+                SoftmaxKind::Hardmax => lower_hardmax_portable(cx, dtype, [outer, len, inner]),
+                _ => self.lower_portable(cx, dtype, [outer, len, inner]),
+            };
         }
         let p = SoftmaxParams {
             outer: outer as i64,
@@ -177,4 +181,40 @@ impl Softmax {
             })
         })
     }
+}
+
+/// Portable Hardmax: per `(outer, inner)` position, one fold for the first
+/// index of the maximum (from the first element, with a strict compare, as
+/// the kernel does: a leading NaN wins), then one pass writing 1 there and
+/// 0 elsewhere.
+fn lower_hardmax_portable(cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<(), String> {
+    if len == 0 {
+        return Ok(());
+    }
+    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+    let flags = MemFlagsData::trusted();
+    let row = len as i64 * inner as i64 * size;
+    let positions = [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])];
+    let along = [Level::new(len, vec![inner as i64 * size, inner as i64 * size])];
+    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+    let constant = |cx: &mut Lower, v: f64| match dtype {
+        DType::F64 => cx.ins().f64const(v),
+        _ => cx.ins().f32const(v as f32),
+    };
+    cx.nest(&positions, &ptrs, &mut |cx, _, base| {
+        let first = cx.ins().load(ty, flags, base[0], 0);
+        let start = cx.iconst(0);
+        let found = cx.fold_nest(&along, base, &[first, start], &mut |cx, index, at, acc| {
+            let v = cx.ins().load(ty, flags, at[0], 0);
+            let above = cx.ins().fcmp(FloatCC::GreaterThan, v, acc[0]);
+            Ok(vec![cx.ins().select(above, v, acc[0]), cx.ins().select(above, index[0], acc[1])])
+        })?;
+        let (zero, one) = (constant(cx, 0.0), constant(cx, 1.0));
+        cx.nest(&along, base, &mut |cx, index, at| {
+            let chosen = cx.ins().icmp(IntCC::Equal, index[0], found[1]);
+            let y = cx.ins().select(chosen, one, zero);
+            cx.ins().store(flags, y, at[1], 0);
+            Ok(())
+        })
+    })
 }

@@ -19,22 +19,58 @@ use std::f64::consts::{FRAC_1_SQRT_2, LN_2, SQRT_2};
 const INF: f64 = f64::INFINITY;
 const NAN: f64 = f64::NAN;
 
-/// A function of [`apply`], its libm reference, and the most ulps it may
-/// be off in f32 and in f64 (the table in `portable_math`'s module doc).
+/// A function of [`apply`], its libm reference, the most ulps it may be
+/// off in f32 and in f64 (the table in `portable_math`'s module doc), and
+/// the largest `|x|` it is measured at (sin, cos and tan reduce exactly
+/// only below `2^27 π/2`).
 struct Function {
     name: &'static str,
     reference: fn(f64) -> f64,
     f32_ulps: f64,
     f64_ulps: f64,
+    domain: f64,
 }
 
-const FUNCTIONS: [Function; 6] = [
-    Function { name: "exp", reference: libm::exp, f32_ulps: 0.5, f64_ulps: 2.0 },
-    Function { name: "log", reference: libm::log, f32_ulps: 0.5, f64_ulps: 2.0 },
-    Function { name: "tanh", reference: libm::tanh, f32_ulps: 0.5, f64_ulps: 4.0 },
-    Function { name: "expm1", reference: libm::expm1, f32_ulps: 0.5, f64_ulps: 2.0 },
-    Function { name: "log1p", reference: libm::log1p, f32_ulps: 0.5, f64_ulps: 3.0 },
-    Function { name: "erf", reference: libm::erf, f32_ulps: 0.5, f64_ulps: 8.0 },
+impl Function {
+    const fn new(name: &'static str, reference: fn(f64) -> f64, f32_ulps: f64, f64_ulps: f64) -> Function {
+        Function { name, reference, f32_ulps, f64_ulps, domain: INF }
+    }
+
+    const fn within(self, domain: f64) -> Function {
+        Function { domain, ..self }
+    }
+}
+
+/// libm's acosh, but NaN below 1 (the `libm` crate's is not for `x <= -2`).
+fn acosh_reference(x: f64) -> f64 {
+    if x < 1.0 {
+        f64::NAN
+    } else {
+        libm::acosh(x)
+    }
+}
+
+/// Where sin, cos and tan are measured: below `2^27 π/2`.
+const TRIG_DOMAIN: f64 = 2.1e8;
+
+const FUNCTIONS: [Function; 17] = [
+    Function::new("exp", libm::exp, 0.5, 2.0),
+    Function::new("log", libm::log, 0.5, 2.0),
+    Function::new("tanh", libm::tanh, 0.5, 4.0),
+    Function::new("expm1", libm::expm1, 0.5, 2.0),
+    Function::new("log1p", libm::log1p, 0.5, 3.0),
+    Function::new("erf", libm::erf, 0.5, 8.0),
+    Function::new("sin", libm::sin, 0.5, 2.0).within(TRIG_DOMAIN),
+    Function::new("cos", libm::cos, 0.5, 2.0).within(TRIG_DOMAIN),
+    Function::new("tan", libm::tan, 0.5, 3.0).within(TRIG_DOMAIN),
+    Function::new("asin", libm::asin, 0.5, 6.0),
+    Function::new("acos", libm::acos, 0.5, 4.0),
+    Function::new("atan", libm::atan, 0.5, 5.0),
+    Function::new("sinh", libm::sinh, 0.5, 3.0),
+    Function::new("cosh", libm::cosh, 0.5, 2.0),
+    Function::new("asinh", libm::asinh, 0.5, 2.0),
+    Function::new("acosh", acosh_reference, 0.5, 2.0),
+    Function::new("atanh", libm::atanh, 0.5, 4.0),
 ];
 
 /// A compute type: what results are rounded to and how an ulp is measured.
@@ -79,14 +115,14 @@ impl Precision {
         self.compile_with(|b, dtype, x| apply(b, name, dtype, x).expect(name))
     }
 
-    /// `x^y` as [`apply_binary`] computes it in this type, for a fixed `y`.
-    fn compile_pow(self, y: f64) -> ScalarFn {
+    /// `name(x, y)` as [`apply_binary`] computes it in this type, for a fixed `y`.
+    fn compile_binary(self, name: &str, y: f64) -> ScalarFn {
         self.compile_with(|b, dtype, x| {
             let y = match dtype {
                 DType::F32 => b.ins().f32const(y as f32),
                 _ => b.ins().f64const(y),
             };
-            apply_binary(b, "pow", dtype, x, y).expect("pow")
+            apply_binary(b, name, dtype, x, y).expect(name)
         })
     }
 
@@ -205,20 +241,21 @@ fn check(function: &Function, p: Precision) {
         DType::F32 => function.f32_ulps,
         _ => function.f64_ulps,
     };
-    measure(function.name, p, &p.compile(function.name), function.reference, bound);
+    measure(function.name, p, &p.compile(function.name), function.reference, bound, function.domain);
 }
 
 /// Measures `compiled` against `reference` in `p` over
 /// [`Precision::inputs`], except where the result is within a factor 2 of
-/// overflowing (where an error inside the bound may tip it over); fails on
-/// a mismatch or an error past `bound`.
-fn measure(name: &str, p: Precision, compiled: &ScalarFn, reference: impl Fn(f64) -> f64, bound: f64) {
+/// overflowing (where an error inside the bound may tip it over) and past
+/// `|x| = domain`; fails on a mismatch or an error past `bound`.
+fn measure(name: &str, p: Precision, compiled: &ScalarFn, reference: impl Fn(f64) -> f64, bound: f64, domain: f64) {
     let largest = match p.dtype {
         DType::F32 => f32::MAX as f64,
         _ => f64::MAX,
     };
     let (mut worst, mut at) = (0.0, 0.0);
-    for x in p.inputs() {
+    // NaN arguments stay in.
+    for x in p.inputs().filter(|x| x.is_nan() || x.abs() <= domain) {
         let (got, reference) = (compiled.call(x), reference(x));
         if reference.abs() > largest / 2.0 && reference.is_finite() {
             continue;
@@ -269,6 +306,20 @@ fn erf_is_within_its_bound() {
     check_both("erf");
 }
 
+#[test]
+fn trigonometric_functions_are_within_their_bounds() {
+    for name in ["sin", "cos", "tan", "asin", "acos", "atan"] {
+        check_both(name);
+    }
+}
+
+#[test]
+fn hyperbolic_functions_are_within_their_bounds() {
+    for name in ["sinh", "cosh", "asinh", "acosh", "atanh"] {
+        check_both(name);
+    }
+}
+
 /// The exponents pow is measured at: squares and cubes, roots, reciprocals,
 /// odd and fractional powers of both signs.
 const POW_EXPONENTS: [f64; 9] = [2.0, 3.0, 0.5, -1.0, -2.5, 1.0 / 3.0, 7.0, 0.1, -0.75];
@@ -282,7 +333,7 @@ const POW_F64_ULPS: f64 = 2048.0;
 fn pow_is_within_its_bound() {
     for (p, bound) in [(F32, POW_F32_ULPS), (F64, POW_F64_ULPS)] {
         for y in POW_EXPONENTS {
-            measure(&format!("pow(x, {y})"), p, &p.compile_pow(y), |x| libm::pow(x, p.round(y)), bound);
+            measure(&format!("pow(x, {y})"), p, &p.compile_binary("pow", y), |x| libm::pow(x, p.round(y)), bound, INF);
         }
     }
 }
@@ -311,7 +362,7 @@ const POW_SPECIAL: [(f64, f64, f64); 16] = [
 fn pow_special_values_are_exact() {
     for p in [F32, F64] {
         for (x, y, want) in POW_SPECIAL {
-            let got = p.compile_pow(y).call(x);
+            let got = p.compile_binary("pow", y).call(x);
             let want = p.round(want);
             let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
             assert!(same, "pow({x:e}, {y:e}) in {p:?} is {got:e}, not {want:e}");
@@ -368,6 +419,64 @@ const SPECIAL: [(&str, f64, f64); 41] = [
 fn special_values_are_exact() {
     for p in [F32, F64] {
         for (name, x, want) in SPECIAL {
+            let got = p.compile(name).call(x);
+            let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
+            assert!(same, "{name}({x:e}) in {p:?} is {got:e}, not {want:e}");
+        }
+    }
+}
+
+/// The divisors fmod is measured at: of both signs, fractional, tiny,
+/// huge, zero and infinite.
+const FMOD_DIVISORS: [f64; 9] = [2.1, -3.4, 1e-3, 7.0, -0.75, 1e10, 0.0, INF, -INF];
+
+#[test]
+fn fmod_is_exact_for_f32() {
+    for y in FMOD_DIVISORS {
+        let y32 = F32.round(y);
+        // Exact while the quotient stays below 2^29 (the module doc).
+        let domain = if y32.is_infinite() { INF } else { y32.abs() * (1u64 << 29) as f64 };
+        let compiled = F32.compile_binary("fmod", y);
+        measure(&format!("fmod(x, {y})"), F32, &compiled, |x| libm::fmod(x, y32), 0.0, domain);
+    }
+}
+
+/// Trigonometric and hyperbolic results that must be exact, sign of zero
+/// included, in both types.
+const TRIG_SPECIAL: [(&str, f64, f64); 27] = [
+    ("sin", 0.0, 0.0),
+    ("sin", -0.0, -0.0),
+    ("sin", INF, NAN),
+    ("sin", NAN, NAN),
+    ("cos", 0.0, 1.0),
+    ("cos", -INF, NAN),
+    ("tan", -0.0, -0.0),
+    ("tan", INF, NAN),
+    ("asin", -0.0, -0.0),
+    ("asin", 1.5, NAN),
+    ("acos", 1.0, 0.0),
+    ("acos", -1.5, NAN),
+    ("atan", -0.0, -0.0),
+    ("atan", NAN, NAN),
+    ("sinh", -0.0, -0.0),
+    ("sinh", INF, INF),
+    ("sinh", -INF, -INF),
+    ("cosh", 0.0, 1.0),
+    ("cosh", -INF, INF),
+    ("asinh", -0.0, -0.0),
+    ("asinh", -INF, -INF),
+    ("acosh", 1.0, 0.0),
+    ("acosh", 0.5, NAN),
+    ("acosh", INF, INF),
+    ("atanh", -0.0, -0.0),
+    ("atanh", 1.0, INF),
+    ("atanh", -2.0, NAN),
+];
+
+#[test]
+fn trigonometric_special_values_are_exact() {
+    for p in [F32, F64] {
+        for (name, x, want) in TRIG_SPECIAL {
             let got = p.compile(name).call(x);
             let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
             assert!(same, "{name}({x:e}) in {p:?} is {got:e}, not {want:e}");
