@@ -12,6 +12,8 @@
 //! forms then requantize those accumulators into the output type
 //! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
 
+mod depthwise;
+
 use super::conv::Conv;
 use super::gather::{axis_attr, product};
 use super::{InferCx, Inferred, Op, Operator};
@@ -21,8 +23,8 @@ use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
-    onnxc_dequantize, qconv_scratch_bytes, QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK,
-    MINIFLOAT_SATURATE,
+    onnxc_dequantize, qconv_scratch_bytes, qdepthwise_scratch_bytes, QDepthwiseParams, QMatMulParams, QOperand,
+    QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE,
 };
 
 /// The types the integer products take.
@@ -451,7 +453,12 @@ impl Operator for IntegerProduct {
     /// The i32 accumulators of the QLinear forms, then a convolution's
     /// im2col matrix.
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        self.problem(&types(cx)).map_or(0, |(problem, shape, _)| {
+        let t = types(cx);
+        let constant = |i: usize| cx.inputs.get(i).and_then(Option::as_ref).and_then(|i| i.value);
+        if let Some(p) = self.depthwise(&t, &constant) {
+            return qdepthwise_scratch_bytes(&p);
+        }
+        self.problem(&t).map_or(0, |(problem, shape, _)| {
             let [acc, columns] = self.scratch_parts(&problem, &shape);
             acc + columns
         })
@@ -460,6 +467,11 @@ impl Operator for IntegerProduct {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let owned = lower_types(cx);
         let t = borrowed(&owned);
+        let consts: Vec<Option<Tensor>> = (0..cx.input_count()).map(|i| cx.const_input(i).cloned()).collect();
+        if let Some(p) = self.depthwise(&t, &|i| consts.get(i).and_then(Option::as_ref)) {
+            let packed = depthwise::pack(&p, &|i| consts.get(i).and_then(Option::as_ref))?;
+            return lower_depthwise(cx, &p, &packed);
+        }
         let (problem, shape, requant) = self.problem(&t)?;
         let s = self.slots;
         let [acc_bytes, column_bytes] = self.scratch_parts(&problem, &shape);
@@ -498,7 +510,28 @@ impl Operator for IntegerProduct {
     }
 }
 
+/// One `onnxc_qdepthwise` call with the packed constants.
+fn lower_depthwise(cx: &mut Lower, p: &QDepthwiseParams, packed: &[u8]) -> Result<(), String> {
+    let (params, packed) = (cx.params(p)?, cx.data_bytes(packed)?);
+    let scratch = cx.reserve_scratch(qdepthwise_scratch_bytes(p))?;
+    let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+    cx.call_checked(kernels::onnxc_qdepthwise, (params, Ptr(x), Ptr(packed), Ptr(y), Ptr(scratch)))
+}
+
 impl IntegerProduct {
+    /// The depthwise kernel's params when this is a QLinearConv it takes
+    /// ([`depthwise`]), `constant(i)` giving input `i`'s value if known.
+    fn depthwise<'a>(
+        &self,
+        t: &[Option<(DType, &[usize])>],
+        constant: depthwise::Constant<'a>,
+    ) -> Option<QDepthwiseParams> {
+        let (conv, (x_dtype, x), (_, w)) = (self.conv.as_ref()?, t.first().copied()??, t.get(3).copied()??);
+        let p = conv.params(x, w).ok()?;
+        let present = |i: usize| t.get(i).is_some_and(Option::is_some);
+        depthwise::depthwise_params(self, &p, x_dtype, self.out_dtype(t), constant, &present)
+    }
+
     /// QLinearConv with `conv`'s window and groups: what `passes::fuse_qdq`
     /// makes of a quantized Conv.
     pub fn qlinear_conv(conv: Conv) -> IntegerProduct {
