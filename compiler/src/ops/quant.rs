@@ -11,6 +11,10 @@
 //! its im2col matrix in the node's scratch after the accumulators); the QLinear
 //! forms then requantize those accumulators into the output type
 //! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
+//! A depthwise QLinearConv with constant weights instead runs as one call
+//! that also requantizes (`depthwise`); the scaled MatMulInteger that
+//! `passes::fuse_qdq` makes converts its sums to f32 in place
+//! (`onnxc_scale_product`).
 
 mod depthwise;
 
@@ -24,7 +28,7 @@ use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
     onnxc_dequantize, qconv_scratch_bytes, qdepthwise_scratch_bytes, QDepthwiseParams, QMatMulParams, QOperand,
-    QuantParams, RequantParams, MAX_RANK, MINIFLOAT_SATURATE,
+    QuantParams, RequantParams, ScaleParams, MAX_RANK, MINIFLOAT_SATURATE,
 };
 
 /// The types the integer products take.
@@ -284,10 +288,14 @@ struct Slots {
     /// `(a_scale, b_scale, y_scale, y_zp)` of the QLinear forms.
     requant: Option<[usize; 4]>,
     bias: Option<usize>,
+    /// `(scale, bias)` of the scaled MatMulInteger: its f32 output is
+    /// `acc · scale (+ bias)`, each of one entry or one per column.
+    scaled: Option<[usize; 2]>,
 }
 
-const INTEGER: Slots = Slots { a: 0, b: 1, a_zp: 2, b_zp: 3, requant: None, bias: None };
-const QLINEAR: Slots = Slots { a: 0, b: 3, a_zp: 2, b_zp: 5, requant: Some([1, 4, 6, 7]), bias: Some(8) };
+const INTEGER: Slots = Slots { a: 0, b: 1, a_zp: 2, b_zp: 3, requant: None, bias: None, scaled: None };
+const QLINEAR: Slots = Slots { a: 0, b: 3, a_zp: 2, b_zp: 5, requant: Some([1, 4, 6, 7]), bias: Some(8), scaled: None };
+const SCALED: Slots = Slots { scaled: Some([4, 5]), ..INTEGER };
 
 /// MatMulInteger / QLinearMatMul (`conv: None`), ConvInteger / QLinearConv.
 #[derive(Clone, Debug)]
@@ -384,8 +392,30 @@ impl IntegerProduct {
     fn out_dtype(&self, t: &[Option<(DType, &[usize])>]) -> DType {
         match self.slots.requant {
             Some([.., y_zp]) => t.get(y_zp).copied().flatten().map_or(DType::U8, |(d, _)| d),
+            None if self.slots.scaled.is_some() => DType::F32,
             None => DType::I32,
         }
+    }
+
+    /// The scaled form's [`ScaleParams`] for the output `shape`, its scale
+    /// and bias checked (f32, one entry or one per column).
+    fn scale_params(&self, t: &[Option<(DType, &[usize])>], shape: &[usize]) -> Result<Option<ScaleParams>, String> {
+        let Some([scale, bias]) = self.slots.scaled else { return Ok(None) };
+        let cols = shape.last().copied().unwrap_or(1) as i64;
+        let entries = |i: usize, what: &str| -> Result<i64, String> {
+            let Some((dtype, s)) = t.get(i).copied().flatten() else { return Ok(0) };
+            let count = product(s)?;
+            if dtype != DType::F32 || count != 1 && count != cols {
+                return Err(format!("the {what} is {dtype}{s:?}, expected f32 of 1 or {cols} entries"));
+            }
+            Ok(count)
+        };
+        let (scale_len, bias_len) = (entries(scale, "scale")?, entries(bias, "bias")?);
+        if scale_len == 0 {
+            return Err("the scale is required".into());
+        }
+        let rows = product(shape)? / cols.max(1);
+        Ok(Some(ScaleParams { rows, cols, scale_len, bias_len }))
     }
 }
 
@@ -447,6 +477,7 @@ impl Operator for IntegerProduct {
             }
         }
         let (_, shape, _) = self.problem(&t)?;
+        self.scale_params(&t, &shape)?;
         Ok(vec![Inferred::new(self.out_dtype(&t), shape)])
     }
 
@@ -493,6 +524,11 @@ impl Operator for IntegerProduct {
                 )?;
             }
         }
+        if let (Some(p), Some([scale, bias])) = (self.scale_params(&t, &shape)?, s.scaled) {
+            let (params, y) = (cx.params(&p)?, cx.output_ptr(0)?);
+            let (scale, bias) = (cx.input_ptr(scale)?, cx.opt_input_ptr(bias));
+            return cx.call_checked(kernels::onnxc_scale_product, (params, Ptr(y), Ptr(scale), Ptr(bias)));
+        }
         let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant else {
             return Ok(());
         };
@@ -537,11 +573,26 @@ impl IntegerProduct {
     pub fn qlinear_conv(conv: Conv) -> IntegerProduct {
         IntegerProduct { op_name: "QLinearConv", slots: QLINEAR, conv: Some(conv) }
     }
+
+    pub fn matmul_integer() -> IntegerProduct {
+        IntegerProduct { op_name: "MatMulInteger", slots: INTEGER, conv: None }
+    }
+
+    pub fn is_matmul_integer(&self) -> bool {
+        self.slots == INTEGER && self.conv.is_none()
+    }
+
+    /// MatMulInteger `(A, B, a_zp, b_zp, scale[, bias])` with the f32
+    /// output `acc · scale (+ bias)`: what `passes::fuse_qdq` makes of
+    /// quantize_dynamic's MatMulInteger → Cast → Mul [→ Add].
+    pub fn scaled_matmul() -> IntegerProduct {
+        IntegerProduct { op_name: "ScaledMatMulInteger", slots: SCALED, conv: None }
+    }
 }
 
 pub fn import_integer(cx: &mut NodeImport) -> Result<Op, String> {
     let (op_name, slots, conv): (&'static str, Slots, bool) = match cx.op_type {
-        "MatMulInteger" => ("MatMulInteger", INTEGER, false),
+        "MatMulInteger" => return Ok(Op::IntegerProduct(IntegerProduct::matmul_integer())),
         "ConvInteger" => ("ConvInteger", INTEGER, true),
         "QLinearMatMul" => ("QLinearMatMul", Slots { bias: None, ..QLINEAR }, false),
         _ => ("QLinearConv", QLINEAR, true),

@@ -223,3 +223,31 @@ pub unsafe extern "C" fn onnxc_qdepthwise(
         None => crate::abi::STATUS_INVALID_PARAMS,
     }
 }
+
+/// Parameters of [`onnxc_scale_product`]: `rows x cols` accumulators, a
+/// scale of `scale_len` entries (1 or `cols`) and a bias of `bias_len` (0,
+/// 1 or `cols`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ScaleParams {
+    pub rows: i64,
+    pub cols: i64,
+    pub scale_len: i64,
+    pub bias_len: i64,
+}
+
+/// `y = f32(acc) · scale (+ bias)` in place over the i32 product in `y`:
+/// MatMulInteger's Cast, Mul and Add (`passes::fuse_qdq`).
+///
+/// # Safety
+/// `y` holds `rows · cols` i32s, `scale` and `bias` their entries (`bias`
+/// may be null when `bias_len` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_scale_product(
+    p: *const ScaleParams,
+    y: *mut u8,
+    scale: *const f32,
+    bias: *const f32,
+) -> i32 {
+    scale_product(p, y, scale, bias)
+}
