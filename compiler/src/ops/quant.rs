@@ -557,11 +557,7 @@ fn lower_depthwise(cx: &mut Lower, p: &QDepthwiseParams, packed: &[u8]) -> Resul
 impl IntegerProduct {
     /// The depthwise kernel's params when this is a QLinearConv it takes
     /// ([`depthwise`]), `constant(i)` giving input `i`'s value if known.
-    fn depthwise<'a>(
-        &self,
-        t: &[Option<(DType, &[usize])>],
-        constant: depthwise::Constant<'a>,
-    ) -> Option<QDepthwiseParams> {
+    fn depthwise(&self, t: &[Option<(DType, &[usize])>], constant: depthwise::Constant) -> Option<QDepthwiseParams> {
         let (conv, (x_dtype, x), (_, w)) = (self.conv.as_ref()?, t.first().copied()??, t.get(3).copied()??);
         let p = conv.params(x, w).ok()?;
         let present = |i: usize| t.get(i).is_some_and(Option::is_some);

@@ -52,7 +52,7 @@ pub(super) fn fuse_scaled_products(graph: &mut Graph) {
             reader.insert(*v, i);
         }
     }
-    let single = |v: ValueId| (uses.get(&v) == Some(&1)).then(|| reader.get(&v).copied()).flatten();
+    let single = |v: ValueId| reader.get(&v).copied().filter(|_| uses.get(&v) == Some(&1));
     let mut removed = vec![false; graph.nodes.len()];
     for product in 0..graph.nodes.len() {
         let Op::IntegerProduct(p) = &graph.nodes[product].op else { continue };
