@@ -51,6 +51,9 @@ pub use generic::normalize::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::prepacked::*;
+pub use generic::qdepthwise::{
+    pack_qdepthwise, qdepthwise_packed_bytes, qdepthwise_scratch_bytes, QDepthwiseWeights, MAX_TAPS,
+};
 pub use generic::qproduct::{integer_product, IntMatrix};
 pub use generic::quant::*;
 pub use generic::random::*;

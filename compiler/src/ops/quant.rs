@@ -11,6 +11,12 @@
 //! its im2col matrix in the node's scratch after the accumulators); the QLinear
 //! forms then requantize those accumulators into the output type
 //! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
+//! A depthwise QLinearConv with constant weights instead runs as one call
+//! that also requantizes (`depthwise`); the scaled MatMulInteger that
+//! `passes::fuse_qdq` makes converts its sums to f32 in place
+//! (`onnxc_scale_product`).
+
+mod depthwise;
 
 use super::conv::Conv;
 use super::gather::{axis_attr, product};
@@ -21,8 +27,8 @@ use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
-    onnxc_dequantize, qconv_scratch_bytes, QMatMulParams, QOperand, QuantParams, RequantParams, MAX_RANK,
-    MINIFLOAT_SATURATE,
+    onnxc_dequantize, qconv_scratch_bytes, qdepthwise_scratch_bytes, QDepthwiseParams, QMatMulParams, QOperand,
+    QuantParams, RequantParams, ScaleParams, MAX_RANK, MINIFLOAT_SATURATE,
 };
 
 /// The types the integer products take.
@@ -282,10 +288,14 @@ struct Slots {
     /// `(a_scale, b_scale, y_scale, y_zp)` of the QLinear forms.
     requant: Option<[usize; 4]>,
     bias: Option<usize>,
+    /// `(scale, bias)` of the scaled MatMulInteger: its f32 output is
+    /// `acc · scale (+ bias)`, each of one entry or one per column.
+    scaled: Option<[usize; 2]>,
 }
 
-const INTEGER: Slots = Slots { a: 0, b: 1, a_zp: 2, b_zp: 3, requant: None, bias: None };
-const QLINEAR: Slots = Slots { a: 0, b: 3, a_zp: 2, b_zp: 5, requant: Some([1, 4, 6, 7]), bias: Some(8) };
+const INTEGER: Slots = Slots { a: 0, b: 1, a_zp: 2, b_zp: 3, requant: None, bias: None, scaled: None };
+const QLINEAR: Slots = Slots { a: 0, b: 3, a_zp: 2, b_zp: 5, requant: Some([1, 4, 6, 7]), bias: Some(8), scaled: None };
+const SCALED: Slots = Slots { scaled: Some([4, 5]), ..INTEGER };
 
 /// MatMulInteger / QLinearMatMul (`conv: None`), ConvInteger / QLinearConv.
 #[derive(Clone, Debug)]
@@ -382,8 +392,30 @@ impl IntegerProduct {
     fn out_dtype(&self, t: &[Option<(DType, &[usize])>]) -> DType {
         match self.slots.requant {
             Some([.., y_zp]) => t.get(y_zp).copied().flatten().map_or(DType::U8, |(d, _)| d),
+            None if self.slots.scaled.is_some() => DType::F32,
             None => DType::I32,
         }
+    }
+
+    /// The scaled form's [`ScaleParams`] for the output `shape`, its scale
+    /// and bias checked (f32, one entry or one per column).
+    fn scale_params(&self, t: &[Option<(DType, &[usize])>], shape: &[usize]) -> Result<Option<ScaleParams>, String> {
+        let Some([scale, bias]) = self.slots.scaled else { return Ok(None) };
+        let cols = shape.last().copied().unwrap_or(1) as i64;
+        let entries = |i: usize, what: &str| -> Result<i64, String> {
+            let Some((dtype, s)) = t.get(i).copied().flatten() else { return Ok(0) };
+            let count = product(s)?;
+            if dtype != DType::F32 || count != 1 && count != cols {
+                return Err(format!("the {what} is {dtype}{s:?}, expected f32 of 1 or {cols} entries"));
+            }
+            Ok(count)
+        };
+        let (scale_len, bias_len) = (entries(scale, "scale")?, entries(bias, "bias")?);
+        if scale_len == 0 {
+            return Err("the scale is required".into());
+        }
+        let rows = product(shape)? / cols.max(1);
+        Ok(Some(ScaleParams { rows, cols, scale_len, bias_len }))
     }
 }
 
@@ -445,13 +477,19 @@ impl Operator for IntegerProduct {
             }
         }
         let (_, shape, _) = self.problem(&t)?;
+        self.scale_params(&t, &shape)?;
         Ok(vec![Inferred::new(self.out_dtype(&t), shape)])
     }
 
     /// The i32 accumulators of the QLinear forms, then a convolution's
     /// im2col matrix.
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
-        self.problem(&types(cx)).map_or(0, |(problem, shape, _)| {
+        let t = types(cx);
+        let constant = |i: usize| cx.inputs.get(i).and_then(Option::as_ref).and_then(|i| i.value);
+        if let Some(p) = self.depthwise(&t, &constant) {
+            return qdepthwise_scratch_bytes(&p);
+        }
+        self.problem(&t).map_or(0, |(problem, shape, _)| {
             let [acc, columns] = self.scratch_parts(&problem, &shape);
             acc + columns
         })
@@ -460,6 +498,11 @@ impl Operator for IntegerProduct {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let owned = lower_types(cx);
         let t = borrowed(&owned);
+        let consts: Vec<Option<Tensor>> = (0..cx.input_count()).map(|i| cx.const_input(i).cloned()).collect();
+        if let Some(p) = self.depthwise(&t, &|i| consts.get(i).and_then(Option::as_ref)) {
+            let packed = depthwise::pack(&p, &|i| consts.get(i).and_then(Option::as_ref))?;
+            return lower_depthwise(cx, &p, &packed);
+        }
         let (problem, shape, requant) = self.problem(&t)?;
         let s = self.slots;
         let [acc_bytes, column_bytes] = self.scratch_parts(&problem, &shape);
@@ -481,6 +524,11 @@ impl Operator for IntegerProduct {
                 )?;
             }
         }
+        if let (Some(p), Some([scale, bias])) = (self.scale_params(&t, &shape)?, s.scaled) {
+            let (params, y) = (cx.params(&p)?, cx.output_ptr(0)?);
+            let (scale, bias) = (cx.input_ptr(scale)?, cx.opt_input_ptr(bias));
+            return cx.call_checked(kernels::onnxc_scale_product, (params, Ptr(y), Ptr(scale), Ptr(bias)));
+        }
         let Some([a_scale, b_scale, y_scale, y_zp]) = s.requant else {
             return Ok(());
         };
@@ -498,17 +546,49 @@ impl Operator for IntegerProduct {
     }
 }
 
+/// One `onnxc_qdepthwise` call with the packed constants.
+fn lower_depthwise(cx: &mut Lower, p: &QDepthwiseParams, packed: &[u8]) -> Result<(), String> {
+    let (params, packed) = (cx.params(p)?, cx.data_bytes(packed)?);
+    let scratch = cx.reserve_scratch(qdepthwise_scratch_bytes(p))?;
+    let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+    cx.call_checked(kernels::onnxc_qdepthwise, (params, Ptr(x), Ptr(packed), Ptr(y), Ptr(scratch)))
+}
+
 impl IntegerProduct {
+    /// The depthwise kernel's params when this is a QLinearConv it takes
+    /// ([`depthwise`]), `constant(i)` giving input `i`'s value if known.
+    fn depthwise(&self, t: &[Option<(DType, &[usize])>], constant: depthwise::Constant) -> Option<QDepthwiseParams> {
+        let (conv, (x_dtype, x), (_, w)) = (self.conv.as_ref()?, t.first().copied()??, t.get(3).copied()??);
+        let p = conv.params(x, w).ok()?;
+        let present = |i: usize| t.get(i).is_some_and(Option::is_some);
+        depthwise::depthwise_params(self, &p, x_dtype, self.out_dtype(t), constant, &present)
+    }
+
     /// QLinearConv with `conv`'s window and groups: what `passes::fuse_qdq`
     /// makes of a quantized Conv.
     pub fn qlinear_conv(conv: Conv) -> IntegerProduct {
         IntegerProduct { op_name: "QLinearConv", slots: QLINEAR, conv: Some(conv) }
     }
+
+    pub fn matmul_integer() -> IntegerProduct {
+        IntegerProduct { op_name: "MatMulInteger", slots: INTEGER, conv: None }
+    }
+
+    pub fn is_matmul_integer(&self) -> bool {
+        self.slots == INTEGER && self.conv.is_none()
+    }
+
+    /// MatMulInteger `(A, B, a_zp, b_zp, scale[, bias])` with the f32
+    /// output `acc · scale (+ bias)`: what `passes::fuse_qdq` makes of
+    /// quantize_dynamic's MatMulInteger → Cast → Mul [→ Add].
+    pub fn scaled_matmul() -> IntegerProduct {
+        IntegerProduct { op_name: "ScaledMatMulInteger", slots: SCALED, conv: None }
+    }
 }
 
 pub fn import_integer(cx: &mut NodeImport) -> Result<Op, String> {
     let (op_name, slots, conv): (&'static str, Slots, bool) = match cx.op_type {
-        "MatMulInteger" => ("MatMulInteger", INTEGER, false),
+        "MatMulInteger" => return Ok(Op::IntegerProduct(IntegerProduct::matmul_integer())),
         "ConvInteger" => ("ConvInteger", INTEGER, true),
         "QLinearMatMul" => ("QLinearMatMul", Slots { bias: None, ..QLINEAR }, false),
         _ => ("QLinearConv", QLINEAR, true),

@@ -24,9 +24,14 @@
 //! lying within a few ulps of a rounding midpoint to the neighbouring
 //! integer, never further (`tests` check it on random data).
 //!
+//! quantize_dynamic's `MatMulInteger → Cast → Mul [→ Add]` chains become
+//! one scaled product, exactly (`dynamic`).
+//!
 //! Because inference leaves DequantizeLinear of constants unfolded (so this
 //! pass can see `W_q`), the pass then folds every DequantizeLinear left
 //! with constant inputs, in every mode.
+
+mod dynamic;
 
 use super::{eliminate_dead_nodes, producers, regions, use_counts};
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
@@ -38,6 +43,7 @@ use std::collections::HashMap;
 pub fn fuse_qdq(graph: &mut Graph, portable: bool) {
     if !portable {
         fuse_qdq_convs(graph);
+        dynamic::fuse_scaled_products(graph);
         eliminate_dead_nodes(graph);
     }
     fold_constant_dequantizes(graph);

@@ -2,6 +2,9 @@
 
 use crate::abi::conv::ConvParams;
 use crate::abi::MAX_RANK;
+use crate::generic::qdepthwise::qdepthwise_with;
+#[cfg(doc)]
+use crate::generic::qdepthwise::{pack_qdepthwise, qdepthwise_scratch_bytes};
 use crate::generic::quant::*;
 use crate::isa::ByteKernel;
 
@@ -169,4 +172,82 @@ pub unsafe extern "C" fn onnxc_requantize(
     y: *mut u8,
 ) -> i32 {
     requantize(p, acc, a_scale, b_scale, y_scale, y_zp, y)
+}
+
+/// Parameters of [`onnxc_qdepthwise`]: a 2-D depthwise QLinearConv (one
+/// input and one output channel per group) with equal strides along both
+/// axes, on 8-bit NCHW tensors (`generic::qdepthwise`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QDepthwiseParams {
+    pub batch: i64,
+    pub channels: i64,
+    pub in_h: i64,
+    pub in_w: i64,
+    pub out_h: i64,
+    pub out_w: i64,
+    pub kernel_h: i64,
+    pub kernel_w: i64,
+    pub stride: i64,
+    pub dilation_h: i64,
+    pub dilation_w: i64,
+    pub pad_top: i64,
+    pub pad_left: i64,
+    /// 1 when the input is i8, 0 for u8.
+    pub x_signed: i64,
+    /// The input's zero point, which padding reads as.
+    pub x_zero: i64,
+    /// The output's zero point and the range it saturates to: its type's,
+    /// or narrower for a fused Relu or Clip.
+    pub y_zero: i64,
+    pub y_min: i64,
+    pub y_max: i64,
+}
+
+/// `y = saturate(rint(acc · scale[c] + y_zero))` of the depthwise
+/// convolution whose weights, bias and scales [`pack_qdepthwise`] packed
+/// into `packed`; `scratch` holds [`qdepthwise_scratch_bytes`].
+///
+/// # Safety
+/// The pointers hold what `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qdepthwise(
+    p: *const QDepthwiseParams,
+    x: *const u8,
+    packed: *const u8,
+    y: *mut u8,
+    scratch: *mut u8,
+) -> i32 {
+    match p.as_ref() {
+        Some(p) => qdepthwise_with(ByteKernel::best(), p, x, packed, y, scratch),
+        None => crate::abi::STATUS_INVALID_PARAMS,
+    }
+}
+
+/// Parameters of [`onnxc_scale_product`]: `rows x cols` accumulators, a
+/// scale of `scale_len` entries (1 or `cols`) and a bias of `bias_len` (0,
+/// 1 or `cols`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ScaleParams {
+    pub rows: i64,
+    pub cols: i64,
+    pub scale_len: i64,
+    pub bias_len: i64,
+}
+
+/// `y = f32(acc) · scale (+ bias)` in place over the i32 product in `y`:
+/// MatMulInteger's Cast, Mul and Add (`passes::fuse_qdq`).
+///
+/// # Safety
+/// `y` holds `rows · cols` i32s, `scale` and `bias` their entries (`bias`
+/// may be null when `bias_len` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_scale_product(
+    p: *const ScaleParams,
+    y: *mut u8,
+    scale: *const f32,
+    bias: *const f32,
+) -> i32 {
+    scale_product(p, y, scale, bias)
 }

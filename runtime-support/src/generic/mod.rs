@@ -30,6 +30,7 @@ pub(crate) mod normalize_contiguous;
 pub mod packed;
 pub mod pool;
 pub mod prepacked;
+pub mod qdepthwise;
 pub mod qproduct;
 pub mod quant;
 pub mod random;

@@ -5,8 +5,9 @@
 //! The portable code of `crate::generic` asks here at each point where a
 //! SIMD kernel can take its place: the gemm drivers' micro-kernel, the
 //! plane kernels of depthwise convolution and pooling, the blocked and
-//! direct convolutions, the reorder's transposes, the 8-bit products and
-//! the recurrent layers' product over packed panels and LSTM cell.
+//! direct convolutions, the reorder's transposes, the 8-bit products, the
+//! depthwise QLinearConv's rows and the recurrent layers' product over
+//! packed panels and LSTM cell.
 //! A function here runs the level's kernel and says so (`true`, or
 //! `Some`), or leaves the work to the portable code where the level has
 //! none, so a level the CPU lacks never reaches a `#[target_feature]`
@@ -24,6 +25,7 @@ use crate::generic::elementwise::{run, Program};
 use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
+use crate::generic::qdepthwise::Channel;
 use crate::generic::rnn::lstm_lanes::LstmRow;
 use crate::generic::rnn::panels::Product;
 use crate::generic::small_groups::Group;
@@ -273,6 +275,26 @@ pub(crate) unsafe fn byte_product(
         }
         _ => {
             let _ = (m, k, n, a, a_flip, b, b_flip, raw);
+            return false;
+        }
+    }
+    true
+}
+
+/// One channel of the depthwise QLinearConv (`generic::qdepthwise`) by
+/// `kernel`'s row kernel; `false` (nothing done) for the portable one, a
+/// kernel the CPU lacks, or strides above 2.
+///
+/// # Safety
+/// As `x86_64::qdepthwise::rows_vnni`, without its CPU requirement.
+pub(crate) unsafe fn qdepthwise_rows(kernel: ByteKernel, ch: &Channel, out: *mut u8) -> bool {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        ByteKernel::Vnni if kernel.available() && ch.stride <= 2 => crate::x86_64::qdepthwise::rows_vnni(ch, out),
+        #[cfg(target_arch = "x86_64")]
+        ByteKernel::Avx2 if kernel.available() && ch.stride <= 2 => crate::x86_64::qdepthwise::rows_avx2(ch, out),
+        _ => {
+            let _ = (ch, out);
             return false;
         }
     }

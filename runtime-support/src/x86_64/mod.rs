@@ -18,6 +18,7 @@ pub(crate) mod direct_conv;
 pub(crate) mod math_lanes;
 mod plane;
 pub mod pool;
+pub(crate) mod qdepthwise;
 pub(crate) mod rnn;
 pub(crate) mod small_groups;
 mod tile;
