@@ -9,6 +9,7 @@
 //! - After `infer`, every value has a type with a known shape.
 
 pub mod attributes;
+pub mod dim_expr;
 pub mod dtype;
 mod print;
 pub mod shape;
