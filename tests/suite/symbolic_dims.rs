@@ -1,10 +1,11 @@
 //! Symbolic dims as a new user meets them: an input dim declared `-1`
 //! (taken as an anonymous symbol, with a warning), a graph output declared
 //! with a type but no shape (its shape inferred), `--dim` bounds, and what
-//! `onnxc info` says of the symbols — through the CLI.
+//! `onnxc info` says of the symbols and of the outputs' shapes as
+//! expressions of them (symbolic inference) — through the CLI.
 
 use crate::common::{onnxc_in, succeeded, write_model};
-use crate::models::{floats, model, node, value};
+use crate::models::{floats, int64s, int_attr, ints_attr, model, node, value};
 use onnx_proto::tensor_shape_proto::{dimension, Dimension};
 use onnx_proto::*;
 use prost::Message;
@@ -108,4 +109,71 @@ fn an_output_of_another_element_type_is_still_an_error() {
     let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
     assert!(!succeeded(&out));
     assert!(out.stderr.contains("graph output \"y\" is declared i64, but the graph computes f32"), "{}", out.stderr);
+}
+
+/// `x` is `[b, s, 8]` (`b`, `s` symbolic): a projection, then the
+/// attention-style reshape through a shape computed from `Shape(x)`:
+/// `[b, s, 2, 4]` transposed to `[b, 2, s, 4]`, a softmax, and `tail`
+/// (nodes after it, which may use the result).
+fn heads_model(tail: Vec<NodeProto>, output: &str) -> ModelProto {
+    let mut nodes = vec![
+        node("MatMul", "proj", &["x", "w"], &["p"]),
+        node("Add", "bias", &["p", "bias_v"], &["q"]),
+        node("Shape", "shape", &["q"], &["dims"]),
+        node("Gather", "batch", &["dims", "zero"], &["b"]),
+        node("Gather", "seq", &["dims", "one"], &["s"]),
+        node("Unsqueeze", "b1", &["b", "axes0"], &["b_1"]),
+        node("Unsqueeze", "s1", &["s", "axes0"], &["s_1"]),
+        node("Concat", "target", &["b_1", "s_1", "heads", "minus1"], &["new_shape"]),
+        node("Reshape", "split", &["q", "new_shape"], &["split_q"]),
+        node("Transpose", "t", &["split_q"], &["t_q"]),
+        node("Softmax", "sm", &["t_q"], &["y"]),
+    ];
+    nodes[7].attribute.push(int_attr("axis", 0));
+    nodes[9].attribute.push(ints_attr("perm", &[0, 2, 1, 3]));
+    nodes.extend(tail);
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 8]))], vec![raw_value(output, 1, None)]);
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("w", &[8, 8], &[0.5; 64]),
+        floats("bias_v", &[8], &[0.0; 8]),
+        int64s("zero", &[], &[0]),
+        int64s("one", &[], &[1]),
+        int64s("axes0", &[1], &[0]),
+        int64s("heads", &[1], &[2]),
+        int64s("minus1", &[1], &[-1]),
+    ];
+    m
+}
+
+fn info(m: &ModelProto, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", m);
+    let out = onnxc_in(dir.path(), &[&["info", "model.onnx"], args].concat());
+    assert!(succeeded(&out), "{}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn info_gives_output_shapes_as_expressions_of_the_symbols() {
+    let m = heads_model(Vec::new(), "y");
+    let out = info(&m, &["--dim", "d1=..512"]);
+    assert!(out.contains("symbol: d0, used by x axis 0; unbounded"), "{out}");
+    assert!(out.contains("symbol: d1, used by x axis 1; 1..512"), "{out}");
+    assert!(out.contains("symbolic output: y f32[d0,2,d1,4]"), "{out}");
+    // Binding one symbol leaves the other an expression.
+    let out = info(&m, &["--dim", "d0=3"]);
+    assert!(out.contains("symbolic output: y f32[3,2,d1,4]"), "{out}");
+    // Bound, the static path runs as ever.
+    let out = info(&m, &["--dim", "d0=3", "--dim", "d1=5"]);
+    assert!(!out.contains("symbolic output") && out.contains("workspace bytes:"), "{out}");
+}
+
+#[test]
+fn info_names_the_node_that_refuses_a_symbolic_dim() {
+    let mut reduce = node("ReduceSum", "sum", &["y", "axes0"], &["total"]);
+    reduce.attribute.push(int_attr("keepdims", 0));
+    let out = info(&heads_model(vec![reduce], "total"), &[]);
+    assert!(out.contains("\"sum\" (ReduceSum): ReduceSum cannot take a symbolic dim yet"), "{out}");
+    assert!(out.contains("give --dim d0=N --dim d1=N"), "{out}");
 }

@@ -2,6 +2,8 @@
 
 use crate::{LimitArgs, ShapeArgs};
 use onnxc::driver;
+use onnxc::infer::Bindings;
+use onnxc::limits::Limits;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::ExitCode;
@@ -53,7 +55,7 @@ pub fn check(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Resul
 }
 
 /// The symbolic dims of the graph's inputs that `bindings` leaves unbound.
-fn free_dims(graph: &onnxc::ir::Graph, bindings: &onnxc::infer::Bindings) -> BTreeSet<String> {
+fn free_dims(graph: &onnxc::ir::Graph, bindings: &Bindings) -> BTreeSet<String> {
     let unshaped = graph.inputs.iter().map(|&v| graph.value(v)).filter(|v| !bindings.shapes.contains_key(&v.name));
     let dims = unshaped.filter_map(|v| v.ty.as_ref()).flat_map(|ty| ty.shape.iter());
     dims.filter_map(|d| d.symbol().filter(|s| !bindings.dims.contains_key(*s)).map(str::to_string)).collect()
@@ -92,6 +94,11 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
     for line in symbol_lines(&graph, &bindings) {
         println!("{line}");
     }
+    if !free_dims(&graph, &bindings).is_empty() {
+        for line in symbolic_outputs(graph.clone(), &bindings, &limits) {
+            println!("{line}");
+        }
+    }
     match driver::finish_mir(model_path, graph, &bindings, &limits, false) {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
@@ -120,7 +127,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
 }
 
 /// Code and read-only data of the object for this machine, per op kind.
-fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc::limits::Limits) {
+fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &Limits) {
     let triple = target_lexicon::Triple::host();
     let f = match onnxc::emit::object(graph, plan, &triple, "model", false, limits) {
         Ok(object) => object.footprint,
@@ -150,7 +157,7 @@ fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc:
 /// One line per symbolic dim of the graph's inputs: the axes that use
 /// it and what `--dim` says of it (`symbol: seq, used by ids axis 1,
 /// mask axis 1; 1..512`).
-fn symbol_lines(graph: &onnxc::ir::Graph, bindings: &onnxc::infer::Bindings) -> Vec<String> {
+fn symbol_lines(graph: &onnxc::ir::Graph, bindings: &Bindings) -> Vec<String> {
     let mut uses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for v in graph.inputs.iter().map(|&v| graph.value(v)) {
         for (axis, d) in v.ty.iter().flat_map(|t| t.shape.iter()).enumerate() {
@@ -170,6 +177,24 @@ fn symbol_lines(graph: &onnxc::ir::Graph, bindings: &onnxc::infer::Bindings) -> 
             format!("symbol: {s}, used by {}; {bound}", axes.join(", "))
         })
         .collect()
+}
+
+/// With symbols left unbound: each graph output's shape as expressions of
+/// them (symbolic inference), or the node that first refused.
+fn symbolic_outputs(mut graph: onnxc::ir::Graph, bindings: &Bindings, limits: &Limits) -> Vec<String> {
+    let symbolic = Bindings { symbolic: true, ..bindings.clone() };
+    match onnxc::infer::infer(&mut graph, &symbolic, limits) {
+        Ok(()) => graph
+            .outputs
+            .iter()
+            .map(|&v| {
+                let value = graph.value(v);
+                let ty = value.ty.as_ref().map_or("(no tensor type)".to_string(), ToString::to_string);
+                format!("symbolic output: {} {ty}", value.name)
+            })
+            .collect(),
+        Err(e) => vec![format!("symbolic outputs: unknown, {}", e.messages.first().map_or("", String::as_str))],
+    }
 }
 
 fn describe(v: &onnx_proto::ValueInfoProto) -> String {

@@ -6,7 +6,7 @@
 //! TopK with a run-time K) stay unknown until the generated code computes
 //! them; their values get memory from the context's allocator.
 
-use super::dim_expr::DimExpr;
+use super::dim_expr::{DimExpr, SymbolFacts};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -139,6 +139,40 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         });
     }
     Some(out)
+}
+
+/// [`broadcast`] over dim expressions. Where one dim is symbolic and the
+/// other a constant other than 1, the result is the constant (the symbol
+/// is 1 or that constant); two different symbolic dims give their max
+/// (one is 1 or both are equal). `None` when constants disagree.
+pub fn broadcast_dims(a: &[DimExpr], b: &[DimExpr], facts: &SymbolFacts) -> Option<Vec<DimExpr>> {
+    let rank = a.len().max(b.len());
+    let one = DimExpr::constant(1);
+    let at = |s: &[DimExpr], i: usize| if i + s.len() >= rank { s[i + s.len() - rank].clone() } else { one.clone() };
+    (0..rank)
+        .map(|i| {
+            let (da, db) = (at(a, i), at(b, i));
+            match (da.as_const(), db.as_const()) {
+                _ if da == db => Some(da),
+                (Some(1), _) => Some(db),
+                (_, Some(1)) => Some(da),
+                (Some(_), Some(_)) => None,
+                (Some(_), None) => Some(da),
+                (None, Some(_)) => Some(db),
+                (None, None) => Some(da.maximum(&db, facts)),
+            }
+        })
+        .collect()
+}
+
+/// The number of elements of dims given as expressions; `None` on overflow.
+pub fn dims_product(dims: &[DimExpr]) -> Option<DimExpr> {
+    dims.iter().try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
+}
+
+/// Dims for messages, as a `Vec<usize>` prints: `[2, seq, 3]`.
+pub fn dims_text(dims: &[DimExpr]) -> String {
+    format!("[{}]", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
 }
 
 /// Element strides that read `shape` as if broadcast to `target` (stride 0

@@ -89,14 +89,24 @@ impl Inferred {
         Ok(Inferred::data_dependent(dtype, dims.collect::<Result<_, _>>()?))
     }
 
-    /// The output whose elements are `elements`: a constant when all
-    /// are, else symbolic elements.
-    pub fn of_elements(dtype: DType, elements: Vec<DimExpr>) -> Inferred {
-        let n = elements.len();
+    /// This output holding `elements`: symbolic ones, or when all are
+    /// constants (symbolic inference binding some symbols), the i64
+    /// constant they make.
+    pub fn with_elements(self, elements: Option<Vec<DimExpr>>) -> Inferred {
+        let Some(elements) = elements else { return self };
+        let count = crate::ir::shape::element_count(&self.shape);
         match elements.iter().map(DimExpr::as_const).collect::<Option<Vec<i64>>>() {
-            Some(values) if dtype == DType::I64 => Inferred::constant(Tensor::from_i64s(vec![n], &values)),
-            _ => Inferred { elements: Some(elements), ..Inferred::new(dtype, vec![n]) },
+            Some(values) if self.dtype == DType::I64 && self.runtime_shape.is_none() && count == Some(values.len()) => {
+                Inferred::constant(Tensor::from_i64s(self.shape, &values))
+            }
+            _ => Inferred { elements: Some(elements), ..self },
         }
+    }
+
+    /// The 1-D output whose elements are `elements`: an i64 constant when
+    /// all are constants, else symbolic elements.
+    pub fn of_elements(dtype: DType, elements: Vec<DimExpr>) -> Inferred {
+        Inferred::new(dtype, vec![elements.len()]).with_elements(Some(elements))
     }
 
     /// An output known at compile time.
@@ -207,6 +217,12 @@ impl<'a> InferCx<'a> {
             return Err(format!("input {i} is {}, expected integers", t.dtype));
         }
         Ok((0..t.len()).map(|k| DimExpr::constant(t.get_i64(k))).collect())
+    }
+
+    /// Input `i`'s elements when they are symbolic (then its value is not
+    /// known as a tensor).
+    pub fn symbolic_elements(&self, i: usize) -> Option<Vec<DimExpr>> {
+        self.exprs.get(i).and_then(Option::as_ref).and_then(|e| e.elements.clone())
     }
 
     pub fn facts(&self) -> &SymbolFacts {
