@@ -244,8 +244,9 @@ pub trait Operator: std::fmt::Debug {
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String>;
 
     /// True when [`Operator::infer`] computes over [`InferCx::dims`] (and
-    /// [`InferCx::elements`] for shape-like inputs), never reading
-    /// `shape` or `value` directly, so that it takes symbolic dims too.
+    /// [`InferCx::elements`] for shape-like inputs), never reading an
+    /// input's `shape` (constant inputs such as axes it may still read as
+    /// values), so that it takes symbolic dims too.
     /// Symbolic inference refuses a symbolic dim to the others.
     fn infers_symbolically(&self) -> bool {
         false
