@@ -20,7 +20,8 @@
 //!   matches its payload (without `type` at most one payload is set);
 //!   `ref_attr_name` only inside function bodies.
 //! - main-graph inputs (except initializer-backed ones) and outputs have a
-//!   type; tensor types have an element type and a shape.
+//!   type; tensor types have an element type, and inputs' a shape (an
+//!   output's shape, when not declared, is what inference gives).
 //! - functions: unique (domain, name, overload); no direct or indirect
 //!   recursion.
 //! - subgraphs nest at most `Limits::max_subgraph_depth` deep (deeper ones
@@ -530,7 +531,7 @@ impl Checker {
             }
             _ => {}
         }
-        if !shape {
+        if !shape && kind == "input" {
             self.push(place, CheckErrorKind::IoNoShape { kind, name });
         }
     }

@@ -47,8 +47,14 @@ pub fn load(path: &Path, limits: &Limits) -> Result<onnx_proto::ModelProto, Erro
 }
 
 /// Stage 3 only: the mid-IR before shapes are known.
+/// Prints import's warnings on stderr, naming the file.
 pub fn import(path: &Path, model: &onnx_proto::ModelProto, limits: &Limits) -> Result<Graph, Error> {
-    crate::import::import_model(model, limits).map_err(|errors| Error::Import { file: path.to_path_buf(), errors })
+    let graph = crate::import::import_model(model, limits)
+        .map_err(|errors| Error::Import { file: path.to_path_buf(), errors })?;
+    for warning in &graph.warnings {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
+    Ok(graph)
 }
 
 /// Stages 3–5: mid-IR with static shapes, constants folded, passes run

@@ -20,7 +20,8 @@ pub struct ShapeArgs {
     /// shapes: NAME=2x3,4 (NAME=[] for none); an empty optional: NAME=none
     #[arg(long = "shape", value_name = "NAME=AxBxC")]
     pub shapes: Vec<String>,
-    /// Bind a symbolic dim: SYM=N
+    /// Bind a symbolic dim: SYM=N specialises to N; SYM=LO..HI or
+    /// SYM=..HI bounds it (compiled code needs one size yet)
     #[arg(long = "dim", value_name = "SYM=N")]
     pub dims: Vec<String>,
 }

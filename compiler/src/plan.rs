@@ -155,6 +155,8 @@ pub fn infer_cx<'a>(
         output_count: node.outputs.len(),
         missing_values: Default::default(),
         max_fold_bytes: 0,
+        exprs: Vec::new(),
+        facts: None,
     }
 }
 

@@ -39,3 +39,4 @@ mod sklearn;
 mod snapshot;
 mod sparse;
 mod strings;
+mod symbolic_dims;

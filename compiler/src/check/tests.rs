@@ -525,19 +525,22 @@ fn main_io_needs_type() {
 }
 
 #[test]
-fn main_io_needs_elem_type_and_shape() {
+fn main_io_needs_elem_type_and_input_shape() {
     let mut m = relu_model();
     let g = m.graph.as_mut().unwrap();
     g.input[0].r#type = Some(tensor_type(DataType::Undefined, Some(&["2"])));
-    g.output[0].r#type = Some(tensor_type(DataType::Float, None));
+    g.output[0].r#type = Some(tensor_type(DataType::Undefined, None));
     let errs = errors(&m);
     assert_eq!(
         errs,
-        vec![
-            "graph \"main\": input \"x\" has no element type",
-            "graph \"main\": output \"y\" has no shape (rank unknown)"
-        ]
+        vec!["graph \"main\": input \"x\" has no element type", "graph \"main\": output \"y\" has no element type"]
     );
+    // An output's shape is inference's to give; an input's is not.
+    let mut m = relu_model();
+    m.graph.as_mut().unwrap().output[0].r#type = Some(tensor_type(DataType::Float, None));
+    check_model(&m, &Limits::default()).unwrap();
+    m.graph.as_mut().unwrap().input[0].r#type = Some(tensor_type(DataType::Float, None));
+    one_error(&m, &["graph \"main\": input \"x\" has no shape (rank unknown)"]);
     let mut m = relu_model();
     if let Some(type_proto::Value::TensorType(t)) =
         m.graph.as_mut().unwrap().input[0].r#type.as_mut().and_then(|t| t.value.as_mut())

@@ -2,14 +2,16 @@
 
 use crate::{LimitArgs, ShapeArgs};
 use onnxc::driver;
+use onnxc::infer::Bindings;
+use onnxc::limits::Limits;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Validates the model as `compile` would, up to shape inference, and
 /// lists every problem it finds (every unsupported operator at once).
-/// Symbolic dims that `--dim`/`--shape` leave unbound are checked at 1, and
-/// said so; shapes that need a binding `check` cannot guess (a sequence
+/// Symbolic dims that `--dim`/`--shape` leave unbound are checked at 1 (or
+/// the least size of their `--dim` range), and said so; shapes that need a binding `check` cannot guess (a sequence
 /// input's element shapes, a map's entry count) or an input's value (a
 /// Reshape whose shape is a graph input) are left unchecked, and said so:
 /// none of these is an error in the model.
@@ -24,14 +26,16 @@ pub fn check(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Resul
             return Ok(ExitCode::FAILURE);
         }
     };
-    let defaulted = free_dims(&graph, &bindings);
-    for sym in &defaulted {
-        bindings.dims.insert(sym.clone(), 1);
+    let defaulted: Vec<(String, i64)> =
+        free_dims(&graph, &bindings).into_iter().map(|s| (s.clone(), bindings.facts.get(&s).min)).collect();
+    for (sym, least) in &defaulted {
+        bindings.dims.insert(sym.clone(), usize::try_from(*least).unwrap_or(1));
     }
     let notes: Vec<String> = match driver::finish_mir(model_path, graph, &bindings, &limits, false) {
-        Ok(_) => {
-            defaulted.iter().map(|s| format!("dim \"{s}\" is unbound: checked at {s}=1 (give --dim {s}=N)")).collect()
-        }
+        Ok(_) => defaulted
+            .iter()
+            .map(|(s, least)| format!("dim \"{s}\" is unbound: checked at {s}={least} (give --dim {s}=N)"))
+            .collect(),
         Err(driver::Error::Infer { errors, .. }) if !errors.unbound_inputs.is_empty() => {
             errors.messages.iter().map(|m| format!("{m}; shapes not checked")).collect()
         }
@@ -51,14 +55,10 @@ pub fn check(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Resul
 }
 
 /// The symbolic dims of the graph's inputs that `bindings` leaves unbound.
-fn free_dims(graph: &onnxc::ir::Graph, bindings: &onnxc::infer::Bindings) -> BTreeSet<String> {
+fn free_dims(graph: &onnxc::ir::Graph, bindings: &Bindings) -> BTreeSet<String> {
     let unshaped = graph.inputs.iter().map(|&v| graph.value(v)).filter(|v| !bindings.shapes.contains_key(&v.name));
     let dims = unshaped.filter_map(|v| v.ty.as_ref()).flat_map(|ty| ty.shape.iter());
-    dims.filter_map(|d| match d {
-        onnxc::ir::Dim::Sym(s) if !bindings.dims.contains_key(s) => Some(s.clone()),
-        _ => None,
-    })
-    .collect()
+    dims.filter_map(|d| d.symbol().filter(|s| !bindings.dims.contains_key(*s)).map(str::to_string)).collect()
 }
 
 pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result<ExitCode, String> {
@@ -90,7 +90,16 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
         println!("parameters (initializer elements): {params}");
     }
     let bindings = super::bindings(shapes)?;
-    match driver::lower_to_mir(model_path, &model, &bindings, &limits, false) {
+    let graph = driver::import(model_path, &model, &limits).map_err(|e| e.to_string())?;
+    for line in symbol_lines(&graph, &bindings) {
+        println!("{line}");
+    }
+    if !free_dims(&graph, &bindings).is_empty() {
+        for line in symbolic_outputs(graph.clone(), &bindings, &limits) {
+            println!("{line}");
+        }
+    }
+    match driver::finish_mir(model_path, graph, &bindings, &limits, false) {
         Ok(graph) => {
             println!("macs: {}", macs(&graph));
             match driver::plan(model_path, &graph) {
@@ -118,7 +127,7 @@ pub fn info(model_path: &Path, shapes: &ShapeArgs, limits: &LimitArgs) -> Result
 }
 
 /// Code and read-only data of the object for this machine, per op kind.
-fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc::limits::Limits) {
+fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &Limits) {
     let triple = target_lexicon::Triple::host();
     let f = match onnxc::emit::object(graph, plan, &triple, "model", false, limits) {
         Ok(object) => object.footprint,
@@ -143,6 +152,49 @@ fn footprint(graph: &onnxc::ir::Graph, plan: &onnxc::plan::Plan, limits: &onnxc:
         println!("  {op}: {n} nodes, code {code} bytes, data {data} bytes{calls}");
     }
     println!("  (entry, output copies, exit): code {} bytes, data {} bytes", f.other_code, f.other_data);
+}
+
+/// One line per symbolic dim of the graph's inputs: the axes that use
+/// it and what `--dim` says of it (`symbol: seq, used by ids axis 1,
+/// mask axis 1; 1..512`).
+fn symbol_lines(graph: &onnxc::ir::Graph, bindings: &Bindings) -> Vec<String> {
+    let mut uses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for v in graph.inputs.iter().map(|&v| graph.value(v)) {
+        for (axis, d) in v.ty.iter().flat_map(|t| t.shape.iter()).enumerate() {
+            if let Some(s) = d.symbol() {
+                uses.entry(s).or_default().push(format!("{} axis {axis}", v.name));
+            }
+        }
+    }
+    uses.into_iter()
+        .map(|(s, axes)| {
+            let fact = bindings.facts.get(s);
+            let bound = match (bindings.dims.get(s), fact.max) {
+                (Some(n), _) => format!("{n} (--dim)"),
+                (None, Some(max)) => format!("{}..{max}", fact.min),
+                (None, None) => "unbounded".to_string(),
+            };
+            format!("symbol: {s}, used by {}; {bound}", axes.join(", "))
+        })
+        .collect()
+}
+
+/// With symbols left unbound: each graph output's shape as expressions of
+/// them (symbolic inference), or the node that first refused.
+fn symbolic_outputs(mut graph: onnxc::ir::Graph, bindings: &Bindings, limits: &Limits) -> Vec<String> {
+    let symbolic = Bindings { symbolic: true, ..bindings.clone() };
+    match onnxc::infer::infer(&mut graph, &symbolic, limits) {
+        Ok(()) => graph
+            .outputs
+            .iter()
+            .map(|&v| {
+                let value = graph.value(v);
+                let ty = value.ty.as_ref().map_or("(no tensor type)".to_string(), ToString::to_string);
+                format!("symbolic output: {} {ty}", value.name)
+            })
+            .collect(),
+        Err(e) => vec![format!("symbolic outputs: unknown, {}", e.messages.first().map_or("", String::as_str))],
+    }
 }
 
 fn describe(v: &onnx_proto::ValueInfoProto) -> String {

@@ -10,9 +10,10 @@ pub mod test;
 
 use crate::{LimitArgs, ShapeArgs};
 use onnxc::infer::{Bindings, CompositeShape};
+use onnxc::ir::dim_expr::SymbolFact;
 use onnxc::limits::Limits;
 
-/// Parses `--shape NAME=AxB` and `--dim SYM=N`.
+/// Parses `--shape NAME=AxB` and `--dim SYM=N` (or `SYM=LO..HI`, `SYM=..HI`).
 pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
     let mut b = Bindings::default();
     for s in &args.shapes {
@@ -39,11 +40,35 @@ pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
         };
     }
     for s in &args.dims {
-        let (name, n) = s.rsplit_once('=').ok_or_else(|| format!("--dim {s}: expected SYM=N"))?;
-        let n = n.parse::<usize>().map_err(|_| format!("--dim {s}: \"{n}\" is not a size"))?;
-        b.dims.insert(name.to_string(), n);
+        let (name, given) = s.rsplit_once('=').ok_or_else(|| format!("--dim {s}: expected SYM=N or SYM=LO..HI"))?;
+        match given.split_once("..") {
+            None => {
+                b.dims.insert(name.to_string(), dim_size(s, given)?);
+            }
+            Some((lo, hi)) => {
+                b.facts.declare(name, dim_range(s, lo, hi)?);
+            }
+        }
     }
     Ok(b)
+}
+
+fn dim_size(arg: &str, n: &str) -> Result<usize, String> {
+    n.parse::<usize>().map_err(|_| format!("--dim {arg}: \"{n}\" is not a size"))
+}
+
+/// `LO..HI` (`LO` empty: 1) as the symbol's bounds.
+fn dim_range(arg: &str, lo: &str, hi: &str) -> Result<SymbolFact, String> {
+    let bound = |n: &str| -> Result<i64, String> {
+        let n = dim_size(arg, n)?;
+        i64::try_from(n).map_err(|_| format!("--dim {arg}: {n} is too large"))
+    };
+    let min = if lo.is_empty() { 1 } else { bound(lo)? };
+    let max = bound(hi)?;
+    if min < 1 || max < min {
+        return Err(format!("--dim {arg}: a range of sizes needs 1 <= LO <= HI"));
+    }
+    Ok(SymbolFact { min, max: Some(max), multiple_of: 1 })
 }
 
 /// The default limits with the `--max-*` overrides applied.

@@ -12,6 +12,7 @@ pub mod attrs;
 pub mod sparse;
 pub mod tensor;
 
+use crate::ir::dim_expr::DimExpr;
 use crate::ir::{DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::control::Subgraph;
@@ -107,10 +108,14 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
     }
     imp.sparse_initializers(g, &mut scope, "");
     let runtime_inputs: Vec<&ValueInfoProto> = g.input.iter().filter(|i| !scope.contains_key(i.name())).collect();
+    let mut typed_inputs = Vec::new();
     for (k, input) in runtime_inputs.into_iter().enumerate() {
         let id = imp.graph.add_value(input.name(), None, ValueDef::Input(k));
         match port_type(input) {
-            Ok(Port::Tensor(ty)) => imp.graph.value_mut(id).ty = Some(ty),
+            Ok(Port::Tensor(ty)) => {
+                imp.graph.value_mut(id).ty = Some(ty);
+                typed_inputs.push((id, input));
+            }
             Ok(Port::Composite(ty)) => {
                 imp.graph.port_types.insert(id, ty);
             }
@@ -119,6 +124,7 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
         imp.graph.inputs.push(id);
         scope.insert(input.name().to_string(), id);
     }
+    imp.graph.warnings = name_unknown_dims(&mut imp.graph, &typed_inputs);
     for node in &g.node {
         imp.node(node, &mut scope, &opsets, &HashMap::new(), 0);
     }
@@ -128,8 +134,15 @@ pub fn import_model(model: &ModelProto, limits: &Limits) -> Result<Graph, Import
     for output in &g.output {
         match scope.get(output.name()) {
             Some(&id) => {
-                if let Ok(Port::Composite(ty)) = port_type(output) {
-                    imp.graph.port_types.insert(id, ty);
+                match port_type(output) {
+                    Ok(Port::Composite(ty)) => {
+                        imp.graph.port_types.insert(id, ty);
+                    }
+                    Ok(Port::Tensor(_)) | Err(_) => {
+                        if let Some(dtype) = declared_tensor_dtype(output) {
+                            imp.graph.output_dtypes.insert(id, dtype);
+                        }
+                    }
                 }
                 imp.graph.outputs.push(id)
             }
@@ -188,7 +201,7 @@ pub fn port_type(v: &ValueInfoProto) -> Result<Port, String> {
         return value_type(v).map(Port::Tensor);
     }
     let dtype = element_type(v, &t)?;
-    let shape = t.shape.as_ref().map(|s| dims(v, s)).transpose()?;
+    let shape = t.shape.as_ref().map(|s| dims(v, s));
     Ok(Port::Composite(crate::ir::CompositeType { optional, sequence, dtype, shape, map_key: None }))
 }
 
@@ -228,22 +241,80 @@ pub fn value_type(v: &ValueInfoProto) -> Result<TensorType, String> {
     };
     let dtype = element_type(v, t)?;
     let shape = t.shape.as_ref().ok_or_else(|| format!("value \"{}\" has no shape (rank unknown)", v.name()))?;
-    Ok(TensorType { dtype, shape: dims(v, shape)? })
+    Ok(TensorType { dtype, shape: dims(v, shape) })
 }
 
-fn dims(v: &ValueInfoProto, shape: &onnx_proto::TensorShapeProto) -> Result<Vec<Dim>, String> {
+/// The element type of a value declared as a tensor, whether or not it
+/// declares a shape.
+fn declared_tensor_dtype(v: &ValueInfoProto) -> Option<DType> {
+    use onnx_proto::type_proto::Value as T;
+    match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(T::TensorType(t)) => DType::from_onnx(t.elem_type()),
+        _ => None,
+    }
+}
+
+fn dims(v: &ValueInfoProto, shape: &onnx_proto::TensorShapeProto) -> Vec<Dim> {
     use onnx_proto::tensor_shape_proto::dimension::Value as D;
     shape
         .dim
         .iter()
         .enumerate()
         .map(|(i, d)| match &d.value {
-            Some(D::DimValue(n)) if *n >= 0 => Ok(Dim::Known(*n as usize)),
-            Some(D::DimValue(n)) => Err(format!("value \"{}\": dim {i} is negative ({n})", v.name())),
-            Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::Sym(p.clone())),
-            _ => Ok(Dim::Sym(format!("{}:{i}", v.name()))),
+            Some(D::DimValue(n)) if *n >= 0 => Dim::Known(*n as usize),
+            Some(D::DimValue(_)) => Dim::Sym(DimExpr::symbol(&unknown_dim_name(v.name(), i))),
+            Some(D::DimParam(p)) if !p.is_empty() => Dim::Sym(DimExpr::symbol(p)),
+            _ => Dim::Sym(DimExpr::symbol(&format!("{}:{i}", v.name()))),
         })
         .collect()
+}
+
+/// The symbol a dim declared negative stands for, before
+/// [`name_unknown_dims`] makes it unique.
+fn unknown_dim_name(value: &str, axis: usize) -> String {
+    format!("{value}_dim{axis}")
+}
+
+/// Some exporters write `dim_value: -1` for "unknown" (ONNX Runtime reads
+/// it so): each such dim of a graph input becomes a symbol of its own,
+/// bound like any other (`--dim x_dim0=3`, or from the actual inputs),
+/// named after its value and axis, with `_` appended while another dim
+/// already has that name. Returns one warning per such dim.
+fn name_unknown_dims(graph: &mut Graph, inputs: &[(ValueId, &ValueInfoProto)]) -> Vec<String> {
+    use onnx_proto::tensor_shape_proto::dimension::Value as D;
+    let declared = |v: &ValueInfoProto| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(onnx_proto::type_proto::Value::TensorType(t)) => t.shape.as_ref().map(|s| s.dim.clone()),
+        _ => None,
+    };
+    let mut taken: std::collections::HashSet<String> = inputs
+        .iter()
+        .filter_map(|(_, v)| declared(v))
+        .flatten()
+        .filter_map(|d| match d.value {
+            Some(D::DimParam(p)) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    for &(id, v) in inputs {
+        for (i, d) in declared(v).unwrap_or_default().iter().enumerate() {
+            let Some(D::DimValue(n @ ..=-1)) = d.value else { continue };
+            let mut sym = unknown_dim_name(v.name(), i);
+            while taken.contains(&sym) {
+                sym.push('_');
+            }
+            if let Some(dim) = graph.value_mut(id).ty.as_mut().and_then(|t| t.shape.get_mut(i)) {
+                *dim = Dim::Sym(DimExpr::symbol(&sym));
+            }
+            warnings.push(format!(
+                "input \"{}\" dim {i} is declared {n}: taken as the unknown dim \"{sym}\" (bind it with \
+                 --dim {sym}=N, or it is taken from the inputs given)",
+                v.name()
+            ));
+            taken.insert(sym);
+        }
+    }
+    warnings
 }
 
 impl<'m> Importer<'m> {

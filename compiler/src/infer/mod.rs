@@ -25,9 +25,10 @@
 
 pub mod expand;
 
+use crate::ir::dim_expr::SymbolFacts;
 use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
-use crate::ops::{InferCx, Inferred, InputInfo};
+use crate::ops::{InferCx, Inferred, InputExprs, InputInfo};
 use std::collections::{HashMap, HashSet};
 
 /// Largest graph input (in elements) that `run`/`test` turn into a
@@ -39,6 +40,16 @@ pub const MAX_SPECIALISED_ELEMENTS: usize = 4096;
 pub struct Bindings {
     /// `--dim SYM=N`
     pub dims: HashMap<String, usize>,
+    /// `--dim SYM=LO..HI`: the bounds of dims left symbolic. Code for
+    /// symbolic dims is not generated yet, so binding inputs refuses them
+    /// unless inference is `symbolic`.
+    pub facts: SymbolFacts,
+    /// Symbolic inference: dims `dims` and `shapes` leave unbound stay
+    /// symbols and shapes become expressions of them, through the
+    /// operators that infer over expressions
+    /// ([`crate::ops::Operator::infers_symbolically`]); the others refuse
+    /// a symbolic dim. Nothing is compiled from such a graph yet.
+    pub symbolic: bool,
     /// `--shape NAME=AxBxC`
     pub shapes: HashMap<String, Vec<usize>>,
     /// Sequence and optional inputs: their element shapes (and, for an
@@ -86,13 +97,15 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<
     let mut kept = Vec::with_capacity(nodes.len());
     let mut state = InferState {
         limits,
+        symbolic: bindings.symbolic.then_some(&bindings.facts),
         folding: FoldBudget { per_constant: limits.max_fold_bytes, left: limits.max_fold_total_bytes },
         unrolled: 0,
         expanding: 0,
     };
     infer_nodes(graph, nodes, &mut kept, &mut state)?;
     graph.nodes = kept;
-    let errors: Vec<String> = graph.outputs.iter().filter_map(|&v| check_output(graph, v).err()).collect();
+    let checks = |&v: &ValueId| check_output(graph, v).and_then(|()| check_output_dtype(graph, v)).err();
+    let errors: Vec<String> = graph.outputs.iter().filter_map(checks).collect();
     if !errors.is_empty() {
         return Err(InferError::new(errors));
     }
@@ -123,6 +136,18 @@ fn write_composite_outputs(graph: &mut Graph) {
         graph.port_types.insert(out, ty);
         graph.nodes.push(Node { name: format!("{name}/write"), op: op.into(), inputs, outputs: vec![out] });
         graph.outputs[k] = out;
+    }
+}
+
+/// A graph output declared a tensor has the element type it declares (its
+/// shape, declared or not, is what inference gives).
+fn check_output_dtype(graph: &Graph, v: ValueId) -> Result<(), String> {
+    let value = graph.value(v);
+    match (graph.output_dtypes.get(&v), &value.ty) {
+        (Some(&declared), Some(ty)) if ty.dtype != declared => {
+            Err(format!("graph output \"{}\" is declared {declared}, but the graph computes {}", value.name, ty.dtype))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -175,6 +200,8 @@ fn check_output(graph: &Graph, v: ValueId) -> Result<(), String> {
 /// it would fail on is no compile error: [`crate::ops::Operator::fails_on_constants`]).
 pub struct InferState<'l> {
     limits: &'l Limits,
+    /// Symbolic inference, with the facts about the symbols.
+    symbolic: Option<&'l SymbolFacts>,
     folding: FoldBudget,
     pub unrolled: usize,
     expanding: usize,
@@ -220,6 +247,9 @@ fn infer_node(graph: &mut Graph, node: Node, kept: &mut Vec<Node>, state: &mut I
     }
     let mut all_known = true;
     for (&out, r) in node.outputs.iter().zip(&results) {
+        if let Some(elements) = &r.elements {
+            graph.dim_values.insert(out, elements.clone());
+        }
         let value = graph.value_mut(out);
         value.ty = Some(r.tensor_type());
         match &r.value {
@@ -248,7 +278,11 @@ fn infer_node(graph: &mut Graph, node: Node, kept: &mut Vec<Node>, state: &mut I
 /// The operator's inference on `node`'s input types, and in code that runs
 /// whenever the model does, its compile-time failure on constant inputs.
 fn infer_outputs(graph: &Graph, node: &Node, kept: &[Node], state: &InferState) -> Result<Vec<Inferred>, InferError> {
-    let inputs = input_types(graph, node, kept)?;
+    let inputs = input_types(graph, node, kept, state.symbolic.is_some())?;
+    let exprs = match state.symbolic {
+        Some(_) => symbolic_inputs(graph, node, &inputs)?,
+        None => Vec::new(),
+    };
     let cx = InferCx {
         inputs: inputs
             .iter()
@@ -263,6 +297,8 @@ fn infer_outputs(graph: &Graph, node: &Node, kept: &[Node], state: &InferState) 
         output_count: node.outputs.len(),
         missing_values: Default::default(),
         max_fold_bytes: state.folding.limit(),
+        exprs,
+        facts: state.symbolic,
     };
     let outputs = node.op.infer(&cx).map_err(|e| {
         let missing: Vec<ValueId> =
@@ -271,18 +307,25 @@ fn infer_outputs(graph: &Graph, node: &Node, kept: &[Node], state: &InferState) 
         let messages = vec![format!("{}: {e}{}", node.label(), state.folding.note())];
         InferError { messages, wanted_inputs, ..InferError::default() }
     })?;
-    if state.expanding == 0 {
+    // Symbolic inference compiles nothing: no run fails.
+    if state.expanding == 0 && state.symbolic.is_none() {
         node.op.fails_on_constants(&cx).map_err(|e| InferError::new(vec![format!("{}: {e}", node.label())]))?;
     }
     Ok(outputs)
 }
 
-/// An input's element type, static shape and value id.
+/// An input's element type, static shape (empty when some dim is
+/// symbolic) and value id.
 type InputType = (DType, Vec<usize>, ValueId);
 
 /// Each present input's [`InputType`]; an error for an input of
-/// data-dependent or unknown shape.
-fn input_types(graph: &Graph, node: &Node, kept: &[Node]) -> Result<Vec<Option<InputType>>, InferError> {
+/// data-dependent or unknown shape (symbolic unless inference is).
+fn input_types(
+    graph: &Graph,
+    node: &Node,
+    kept: &[Node],
+    symbolic: bool,
+) -> Result<Vec<Option<InputType>>, InferError> {
     let mut inputs = Vec::with_capacity(node.inputs.len());
     for (i, input) in node.inputs.iter().enumerate() {
         let Some(v) = input else {
@@ -304,7 +347,11 @@ fn input_types(graph: &Graph, node: &Node, kept: &[Node]) -> Result<Vec<Option<I
                 ..InferError::default()
             });
         }
-        let Some((dtype, shape)) = value.ty.as_ref().and_then(|t| t.known_shape().map(|s| (t.dtype, s))) else {
+        let typed = value.ty.as_ref().and_then(|t| match t.known_shape() {
+            Some(shape) => Some((t.dtype, shape)),
+            None => symbolic.then(|| (t.dtype, Vec::new())),
+        });
+        let Some((dtype, shape)) = typed else {
             return Err(InferError::new(vec![format!(
                 "{}: input {i} \"{}\" has no known shape",
                 node.label(),
@@ -314,6 +361,47 @@ fn input_types(graph: &Graph, node: &Node, kept: &[Node]) -> Result<Vec<Option<I
         inputs.push(Some((dtype, shape, *v)));
     }
     Ok(inputs)
+}
+
+/// Symbolic inference: each present input's dims and symbolic elements;
+/// an error naming the node when an operator that cannot infer over
+/// expressions would get a symbolic dim or element.
+fn symbolic_inputs(
+    graph: &Graph,
+    node: &Node,
+    inputs: &[Option<InputType>],
+) -> Result<Vec<Option<InputExprs>>, InferError> {
+    let mut exprs = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        let Some((_, _, v)) = input else {
+            exprs.push(None);
+            continue;
+        };
+        let value = graph.value(*v);
+        let dims: Vec<_> = value.ty.iter().flat_map(|t| t.shape.iter()).filter_map(Dim::expr).collect();
+        let elements = graph.dim_values.get(v).cloned();
+        let mut symbols: Vec<String> = dims.iter().chain(elements.iter().flatten()).flat_map(|d| d.symbols()).collect();
+        symbols.sort();
+        symbols.dedup();
+        if !symbols.is_empty() && !node.op.infers_symbolically() {
+            let names = symbols.iter().map(|s| format!("--dim {s}=N")).collect::<Vec<_>>().join(" ");
+            return Err(InferError::new(vec![format!(
+                "{}: {} cannot take a symbolic dim yet (input {i} \"{}\" is {}{}): give {names}",
+                node.label(),
+                node.op.name(),
+                value.name,
+                value.ty.as_ref().map(ToString::to_string).unwrap_or_default(),
+                elements.as_ref().map(|e| format!(" holding {}", list(e))).unwrap_or_default(),
+            )]));
+        }
+        exprs.push(Some(InputExprs { dims, elements }));
+    }
+    Ok(exprs)
+}
+
+/// `[a,b,c]`, for messages.
+fn list(items: &[crate::ir::dim_expr::DimExpr]) -> String {
+    format!("[{}]", items.iter().map(ToString::to_string).collect::<Vec<_>>().join(","))
 }
 
 /// The shape-like graph inputs that `values` are computed from (through the
@@ -446,16 +534,14 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
             continue;
         }
         for (i, d) in ty.shape.iter_mut().enumerate() {
-            if let Dim::Sym(s) = d {
-                match bindings.dims.get(s.as_str()) {
-                    Some(&n) => *d = Dim::Known(n),
-                    None => {
-                        unbound.push(input);
-                        missing.push(format!(
-                            "input \"{}\" dim {i} \"{s}\" is unbound: give --dim {s}=N or --shape {}=...",
-                            value.name, value.name
-                        ));
-                    }
+            let Some(s) = d.symbol().map(str::to_string) else { continue };
+            match bind_symbol(bindings, &value.name, i, &s) {
+                SymbolBinding::Size(n) => *d = Dim::Known(n),
+                SymbolBinding::Kept => {}
+                SymbolBinding::Refused(message) => errors.push(message),
+                SymbolBinding::Unbound(message) => {
+                    unbound.push(input);
+                    missing.push(message);
                 }
             }
         }
@@ -465,6 +551,39 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
         (true, false) => Err(InferError { messages: missing, unbound_inputs: unbound, ..InferError::default() }),
         (false, _) => Err(InferError::new(errors.into_iter().chain(missing).collect())),
     }
+}
+
+/// What binding does with one symbolic dim of a graph input.
+enum SymbolBinding {
+    /// `--dim SYM=N` (or the actual input) gives its size.
+    Size(usize),
+    /// Symbolic inference keeps it.
+    Kept,
+    /// A range, where compiled code needs one size.
+    Refused(String),
+    Unbound(String),
+}
+
+/// How symbol `sym`, dim `axis` of graph input `input`, is bound.
+fn bind_symbol(bindings: &Bindings, input: &str, axis: usize, sym: &str) -> SymbolBinding {
+    if let Some(&n) = bindings.dims.get(sym) {
+        return SymbolBinding::Size(n);
+    }
+    if bindings.symbolic {
+        return SymbolBinding::Kept;
+    }
+    if bindings.facts.is_declared(sym) {
+        let bound = bindings.facts.get(sym);
+        let hi = bound.max.map(|m| m.to_string()).unwrap_or_default();
+        return SymbolBinding::Refused(format!(
+            "input \"{input}\" dim {axis} \"{sym}\" is given the range {}..{hi}, but code for symbolic dims is \
+             not generated yet: give one size, --dim {sym}=N",
+            bound.min
+        ));
+    }
+    SymbolBinding::Unbound(format!(
+        "input \"{input}\" dim {axis} \"{sym}\" is unbound: give --dim {sym}=N or --shape {input}=..."
+    ))
 }
 
 /// Makes map input `k` (`map(key, value)`, not in a sequence) a

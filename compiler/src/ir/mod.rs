@@ -9,6 +9,7 @@
 //! - After `infer`, every value has a type with a known shape.
 
 pub mod attributes;
+pub mod dim_expr;
 pub mod dtype;
 mod print;
 pub mod shape;
@@ -85,6 +86,17 @@ pub struct Graph {
     /// The declared types of graph inputs and outputs that are sequences
     /// or optionals (the others are tensors, typed by [`Value::ty`]).
     pub port_types: std::collections::HashMap<ValueId, CompositeType>,
+    /// The element types of graph outputs declared as tensors, which
+    /// `infer` checks the computed types against (a declared shape is not
+    /// needed: inference gives it).
+    pub output_dtypes: std::collections::HashMap<ValueId, DType>,
+    /// Symbolic inference only: the elements, as expressions, of the small
+    /// integer values computed from symbolic dims (Shape's output and what
+    /// computes on it). Empty after static inference.
+    pub dim_values: std::collections::HashMap<ValueId, Vec<dim_expr::DimExpr>>,
+    /// What import took in its stride and the user should hear of (a dim
+    /// declared negative, taken as a symbol); the driver prints them.
+    pub warnings: Vec<String>,
 }
 
 /// A sequence of tensors, an optional tensor, or an optional sequence of

@@ -1,15 +1,20 @@
-//! Shapes. A dim is a known size, a named symbol, or a data-dependent
-//! extent. Symbols are bound to sizes before inference (`--dim`, `--shape`,
-//! or the inputs given to `run`/`test`). Data-dependent dims (NonZero's
-//! count, TopK with a run-time K) stay unknown until the generated code
-//! computes them; their values get memory from the context's allocator.
+//! Shapes. A dim is a known size, a symbolic one (an expression over
+//! named symbols, [`DimExpr`]), or a data-dependent extent. Symbols are
+//! bound to sizes before inference (`--dim`, `--shape`, or the inputs given
+//! to `run`/`test`) unless inference is symbolic (`onnxc info`), which
+//! keeps them and infers expressions. Data-dependent dims (NonZero's count,
+//! TopK with a run-time K) stay unknown until the generated code computes
+//! them; their values get memory from the context's allocator.
 
+use super::dim_expr::{DimExpr, SymbolFacts};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
     Known(usize),
-    Sym(String),
+    /// Never a constant: a constant expression is `Known`
+    /// ([`Dim::from_expr`]).
+    Sym(DimExpr),
     /// Computed at run time from tensor data; `Some(n)` when it can never
     /// exceed `n`.
     Dynamic(Option<usize>),
@@ -19,6 +24,34 @@ pub enum Dim {
 pub struct TensorType {
     pub dtype: super::DType,
     pub shape: Vec<Dim>,
+}
+
+impl Dim {
+    /// The dim as an expression; `None` for a data-dependent one.
+    pub fn expr(&self) -> Option<DimExpr> {
+        match self {
+            Dim::Known(n) => Some(DimExpr::from(*n)),
+            Dim::Sym(e) => Some(e.clone()),
+            Dim::Dynamic(_) => None,
+        }
+    }
+
+    /// `Known` for a constant (`None` for a negative one), else `Sym`.
+    pub fn from_expr(e: DimExpr) -> Option<Dim> {
+        match e.as_const() {
+            Some(_) => e.as_size().map(Dim::Known),
+            None => Some(Dim::Sym(e)),
+        }
+    }
+
+    /// The symbol's name, for a dim that is one symbol (as graph inputs
+    /// declare them).
+    pub fn symbol(&self) -> Option<&str> {
+        match self {
+            Dim::Sym(e) => e.as_symbol(),
+            Dim::Known(_) | Dim::Dynamic(_) => None,
+        }
+    }
 }
 
 impl TensorType {
@@ -57,7 +90,7 @@ impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dim::Known(n) => write!(f, "{n}"),
-            Dim::Sym(s) => f.write_str(s),
+            Dim::Sym(e) => write!(f, "{e}"),
             Dim::Dynamic(Some(n)) => write!(f, "?<={n}"),
             Dim::Dynamic(None) => f.write_str("?"),
         }
@@ -106,6 +139,40 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         });
     }
     Some(out)
+}
+
+/// [`broadcast`] over dim expressions. Where one dim is symbolic and the
+/// other a constant other than 1, the result is the constant (the symbol
+/// is 1 or that constant); two different symbolic dims give their max
+/// (one is 1 or both are equal). `None` when constants disagree.
+pub fn broadcast_dims(a: &[DimExpr], b: &[DimExpr], facts: &SymbolFacts) -> Option<Vec<DimExpr>> {
+    let rank = a.len().max(b.len());
+    let one = DimExpr::constant(1);
+    let at = |s: &[DimExpr], i: usize| if i + s.len() >= rank { s[i + s.len() - rank].clone() } else { one.clone() };
+    (0..rank)
+        .map(|i| {
+            let (da, db) = (at(a, i), at(b, i));
+            match (da.as_const(), db.as_const()) {
+                _ if da == db => Some(da),
+                (Some(1), _) => Some(db),
+                (_, Some(1)) => Some(da),
+                (Some(_), Some(_)) => None,
+                (Some(_), None) => Some(da),
+                (None, Some(_)) => Some(db),
+                (None, None) => Some(da.maximum(&db, facts)),
+            }
+        })
+        .collect()
+}
+
+/// The number of elements of dims given as expressions; `None` on overflow.
+pub fn dims_product(dims: &[DimExpr]) -> Option<DimExpr> {
+    dims.iter().try_fold(DimExpr::constant(1), |acc, d| acc.checked_mul(d))
+}
+
+/// Dims for messages, as a `Vec<usize>` prints: `[2, seq, 3]`.
+pub fn dims_text(dims: &[DimExpr]) -> String {
+    format!("[{}]", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
 }
 
 /// Element strides that read `shape` as if broadcast to `target` (stride 0

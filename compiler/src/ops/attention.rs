@@ -84,6 +84,8 @@ fn infer_view(inputs: &LowerInputs) -> InferCx<'_> {
         output_count: 0,
         missing_values: Default::default(),
         max_fold_bytes: 0,
+        exprs: Vec::new(),
+        facts: None,
     }
 }
 

@@ -983,6 +983,8 @@ mod tests {
             output_count: 1,
             missing_values: Default::default(),
             max_fold_bytes: 0,
+            exprs: Vec::new(),
+            facts: None,
         };
         Ok(conv.infer(&cx)?.remove(0).shape)
     }

@@ -27,7 +27,8 @@ use super::{InferCx, Inferred, InputInfo, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{gather_loops, types, InstBuilder, IntCC, Lower, MemFlagsData};
 use crate::import::NodeImport;
-use crate::ir::shape::{element_count, normalize_axis};
+use crate::ir::dim_expr::DimExpr;
+use crate::ir::shape::{dims_product, element_count, normalize_axis};
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{ElementsParams, GatherParams, NdParams, OneHotParams, TopKParams, MAX_RANK};
 
@@ -125,6 +126,23 @@ impl Gather {
     }
 }
 
+/// `elements[indices]` for a 1-D input of symbolic elements (a shape) and
+/// constant indices, negative ones counting from the end.
+fn gather_elements(cx: &InferCx, elements: &[DimExpr]) -> Result<Vec<DimExpr>, String> {
+    let len = elements.len() as i64;
+    let indices = cx.const_input(1)?;
+    (0..indices.len())
+        .map(|k| {
+            let i = indices.get_i64(k);
+            let at = if i < 0 { i.saturating_add(len) } else { i };
+            usize::try_from(at)
+                .ok()
+                .and_then(|at| elements.get(at).cloned())
+                .ok_or_else(|| format!("index {i} is out of range for {len} elements"))
+        })
+        .collect()
+}
+
 impl Operator for Gather {
     fn name(&self) -> &'static str {
         if self.feature_extractor {
@@ -134,23 +152,30 @@ impl Operator for Gather {
         }
     }
 
+    /// Symbolic elements (of a shape) gather at constant indices too.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let data = cx.input(0)?;
-        let indices = cx.input(1)?;
-        index_bytes(indices.dtype, 1)?;
-        let axis = self.axis(data.shape.len())?;
-        let mut shape = data.shape[..axis].to_vec();
+        index_bytes(cx.input(1)?.dtype, 1)?;
+        let (dims, index_dims) = (cx.dims(0)?, cx.dims(1)?);
+        let overflow = || "element count overflows".to_string();
+        let axis = self.axis(dims.len())?;
+        let mut shape = dims[..axis].to_vec();
         if !self.feature_extractor {
-            shape.extend_from_slice(indices.shape);
-            shape.extend_from_slice(&data.shape[axis + 1..]);
+            shape.extend_from_slice(&index_dims);
+            shape.extend_from_slice(&dims[axis + 1..]);
         } else {
             if axis == 0 {
-                shape.push(1);
+                shape.push(DimExpr::constant(1));
             }
-            shape.push(indices.shape.iter().product());
+            shape.push(dims_product(&index_dims).ok_or_else(overflow)?);
         }
-        product(&shape)?;
-        Ok(vec![Inferred::new(data.dtype, shape)])
+        dims_product(&shape).ok_or_else(overflow)?;
+        let elements = cx.symbolic_elements(0).map(|e| gather_elements(cx, &e)).transpose()?;
+        Ok(vec![Inferred::of_dims(data.dtype, shape)?.with_elements(elements)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {

@@ -33,7 +33,8 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
-use crate::ir::shape::{broadcast, broadcast_strides};
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
+use crate::ir::shape::{broadcast, broadcast_dims, broadcast_strides, dims_text};
 use crate::ir::DType;
 use onnxc_runtime::abi::linalg::DetParams;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
@@ -151,8 +152,34 @@ impl Problem {
     }
 }
 
-/// The output shape and problem description of `A @ B`.
-fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), String> {
+/// The output dims of `A @ B`: 1-D operands promoted to matrices (their
+/// added dim dropped again), batch dims broadcast.
+fn matmul_dims(a: &[DimExpr], b: &[DimExpr], facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul inputs must have rank at least 1".into());
+    }
+    let one = DimExpr::constant(1);
+    let a2 = if a.len() == 1 { vec![one.clone(), a[0].clone()] } else { a.to_vec() };
+    let b2 = if b.len() == 1 { vec![b[0].clone(), one] } else { b.to_vec() };
+    let (m, k) = (&a2[a2.len() - 2], &a2[a2.len() - 1]);
+    let (kb, n) = (&b2[b2.len() - 2], &b2[b2.len() - 1]);
+    if k != kb {
+        return Err(format!("inner dims differ: A is {}, B is {} ({k} vs {kb})", dims_text(a), dims_text(b)));
+    }
+    let (a_batch, b_batch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+    let mut shape = broadcast_dims(a_batch, b_batch, facts)
+        .ok_or_else(|| format!("batch dims {} and {} do not broadcast", dims_text(a_batch), dims_text(b_batch)))?;
+    if a.len() > 1 {
+        shape.push(m.clone());
+    }
+    if b.len() > 1 {
+        shape.push(n.clone());
+    }
+    Ok(shape)
+}
+
+/// The problem description of `A @ B`, whose shapes [`matmul_dims`] accepted.
+fn matmul_problem(a: &[usize], b: &[usize]) -> Result<Problem, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul inputs must have rank at least 1".into());
     }
@@ -167,13 +194,6 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), Str
     let (a_batch, b_batch) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast(a_batch, b_batch)
         .ok_or_else(|| format!("batch dims {a_batch:?} and {b_batch:?} do not broadcast"))?;
-    let mut shape = batch.clone();
-    if a.len() > 1 {
-        shape.push(m);
-    }
-    if b.len() > 1 {
-        shape.push(n);
-    }
     let mat = |s: Vec<i64>, size: usize| -> Vec<i64> { s.iter().map(|&v| v * size as i64).collect() };
     let strides = vec![mat(broadcast_strides(a_batch, &batch), m * k), mat(broadcast_strides(b_batch, &batch), k * n)];
     let p = GemmParams {
@@ -188,7 +208,7 @@ fn matmul_problem(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, Problem), Str
         beta: 0.0,
         ..Default::default()
     };
-    Ok((shape, Problem::new(p, &batch, &strides)))
+    Ok(Problem::new(p, &batch, &strides))
 }
 
 impl Operator for MatMul {
@@ -197,17 +217,21 @@ impl Operator for MatMul {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        let a = cx.input(0)?;
         check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
-        let (shape, _) = matmul_problem(a.shape, b.shape)?;
-        Ok(vec![Inferred::new(a.dtype, shape)])
+        let shape = matmul_dims(&cx.dims(0)?, &cx.dims(1)?, cx.facts())?;
+        Ok(vec![Inferred::of_dims(a.dtype, shape)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
         let (_, b) = cx.input_type(1)?;
-        let (_, p) = matmul_problem(&a, &b)?;
+        let p = matmul_problem(&a, &b)?;
         emit_gemm(cx, dtype, &p, false)
     }
 
@@ -511,15 +535,15 @@ mod tests {
     /// B, or an A broadcast over the batch, keeps the batch.
     #[test]
     fn broadcast_b_folds_into_rows() {
-        let (_, p) = matmul_problem(&[1, 56, 56, 96], &[96, 384]).unwrap();
+        let p = matmul_problem(&[1, 56, 56, 96], &[96, 384]).unwrap();
         assert!(p.batch.is_empty());
         assert_eq!((p.matrix.m, p.matrix.n, p.matrix.k), (3136, 384, 96));
 
-        let (_, p) = matmul_problem(&[2, 3, 5, 4], &[3, 4, 7]).unwrap();
+        let p = matmul_problem(&[2, 3, 5, 4], &[3, 4, 7]).unwrap();
         assert_eq!(p.batch, [2, 3]);
         assert_eq!(p.matrix.m, 5);
 
-        let (_, p) = matmul_problem(&[5, 4], &[3, 4, 7]).unwrap();
+        let p = matmul_problem(&[5, 4], &[3, 4, 7]).unwrap();
         assert_eq!(p.batch, [3]);
         assert_eq!(p.matrix.m, 5);
     }
@@ -527,7 +551,7 @@ mod tests {
     /// Only the inner batch dims over which B stays put fold.
     #[test]
     fn outer_batched_b_keeps_its_dim() {
-        let (_, p) = matmul_problem(&[2, 3, 5, 4], &[2, 1, 4, 7]).unwrap();
+        let p = matmul_problem(&[2, 3, 5, 4], &[2, 1, 4, 7]).unwrap();
         assert_eq!(p.batch, [2]);
         assert_eq!((p.matrix.m, p.strides[0][0], p.strides[1][0]), (15, 60, 28));
     }

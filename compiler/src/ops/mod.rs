@@ -42,11 +42,14 @@ pub mod training;
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::attributes::Attribute;
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::{DType, Dim, Tensor, TensorType};
 
 /// What inference knows about one input of a node.
 pub struct InputInfo<'a> {
     pub dtype: DType,
+    /// The dims, when all are known; empty when some is symbolic (only
+    /// operators that infer over [`InferCx::dims`] see such inputs).
     pub shape: &'a [usize],
     /// The value, when it is known at compile time.
     pub value: Option<&'a Tensor>,
@@ -62,18 +65,59 @@ pub struct Inferred {
     /// Set by operators whose result is known from shapes alone (Shape, Size).
     pub value: Option<Tensor>,
     /// Set for outputs whose shape depends on tensor data (NonZero, ...):
-    /// the dims, some [`Dim::Dynamic`].
+    /// the dims, some [`Dim::Dynamic`]; in symbolic inference, for
+    /// outputs whose shape depends on symbols: some [`Dim::Sym`].
     pub runtime_shape: Option<Vec<Dim>>,
+    /// Symbolic inference: the elements of a small integer output as
+    /// expressions (Shape of a tensor of symbolic dims, and what computes
+    /// on it), when some is not a constant.
+    pub elements: Option<Vec<DimExpr>>,
 }
 
 impl Inferred {
     pub fn new(dtype: DType, shape: Vec<usize>) -> Inferred {
-        Inferred { dtype, shape, value: None, runtime_shape: None }
+        Inferred { dtype, shape, value: None, runtime_shape: None, elements: None }
+    }
+
+    /// An output of dims given as expressions: [`Inferred::new`] when
+    /// all are constants, else symbolic dims.
+    pub fn of_dims(dtype: DType, dims: Vec<DimExpr>) -> Result<Inferred, String> {
+        if let Some(shape) = dims.iter().map(DimExpr::as_size).collect::<Option<Vec<usize>>>() {
+            return Ok(Inferred::new(dtype, shape));
+        }
+        let dims = dims.into_iter().map(|d| Dim::from_expr(d.clone()).ok_or_else(|| format!("a dim is {d}")));
+        Ok(Inferred::data_dependent(dtype, dims.collect::<Result<_, _>>()?))
+    }
+
+    /// This output holding `elements`: symbolic ones, or when all are
+    /// constants (symbolic inference binding some symbols), the i64
+    /// constant they make.
+    pub fn with_elements(self, elements: Option<Vec<DimExpr>>) -> Inferred {
+        let Some(elements) = elements else { return self };
+        let count = crate::ir::shape::element_count(&self.shape);
+        match elements.iter().map(DimExpr::as_const).collect::<Option<Vec<i64>>>() {
+            Some(values) if self.dtype == DType::I64 && self.runtime_shape.is_none() && count == Some(values.len()) => {
+                Inferred::constant(Tensor::from_i64s(self.shape, &values))
+            }
+            _ => Inferred { elements: Some(elements), ..self },
+        }
+    }
+
+    /// The 1-D output whose elements are `elements`: an i64 constant when
+    /// all are constants, else symbolic elements.
+    pub fn of_elements(dtype: DType, elements: Vec<DimExpr>) -> Inferred {
+        Inferred::new(dtype, vec![elements.len()]).with_elements(Some(elements))
     }
 
     /// An output known at compile time.
     pub fn constant(value: Tensor) -> Inferred {
-        Inferred { dtype: value.dtype, shape: value.shape.clone(), value: Some(value), runtime_shape: None }
+        Inferred {
+            dtype: value.dtype,
+            shape: value.shape.clone(),
+            value: Some(value),
+            runtime_shape: None,
+            elements: None,
+        }
     }
 
     /// An output whose dims are computed at run time where `dims` says so.
@@ -85,7 +129,7 @@ impl Inferred {
                 Dim::Sym(_) | Dim::Dynamic(None) => 0,
             })
             .collect();
-        Inferred { dtype, shape, value: None, runtime_shape: Some(dims) }
+        Inferred { dtype, shape, value: None, runtime_shape: Some(dims), elements: None }
     }
 
     /// The most bytes the output can take (`None`: unbounded).
@@ -114,6 +158,21 @@ pub struct InferCx<'a> {
     /// Largest output an operator may compute into [`Inferred::value`]
     /// itself (0 outside `infer`: nothing is materialised).
     pub max_fold_bytes: usize,
+    /// Symbolic inference: each input's dims and symbolic elements (empty
+    /// otherwise: [`InferCx::dims`] reads `shape`, [`InferCx::elements`]
+    /// the constant value).
+    pub exprs: Vec<Option<InputExprs>>,
+    /// What is known of the symbols (`None`: that each is at least 1).
+    pub facts: Option<&'a SymbolFacts>,
+}
+
+/// An input as symbolic inference sees it.
+#[derive(Clone, Debug)]
+pub struct InputExprs {
+    pub dims: Vec<DimExpr>,
+    /// A small integer tensor's elements as expressions, when some is
+    /// symbolic (Shape's output and what computes on it).
+    pub elements: Option<Vec<DimExpr>>,
 }
 
 impl<'a> InferCx<'a> {
@@ -138,6 +197,38 @@ impl<'a> InferCx<'a> {
         }
     }
 
+    /// Input `i`'s dims as expressions (constants outside symbolic
+    /// inference): what operators that infer symbolically compute with.
+    pub fn dims(&self, i: usize) -> Result<Vec<DimExpr>, String> {
+        match self.exprs.get(i).and_then(Option::as_ref) {
+            Some(e) => Ok(e.dims.clone()),
+            None => Ok(self.input(i)?.shape.iter().map(|&d| DimExpr::from(d)).collect()),
+        }
+    }
+
+    /// The elements of integer input `i`, which must be known at compile
+    /// time, as expressions: symbolic ones, or the constant's.
+    pub fn elements(&self, i: usize) -> Result<Vec<DimExpr>, String> {
+        if let Some(elements) = self.exprs.get(i).and_then(Option::as_ref).and_then(|e| e.elements.clone()) {
+            return Ok(elements);
+        }
+        let t = self.const_input(i)?;
+        if !t.dtype.is_int() {
+            return Err(format!("input {i} is {}, expected integers", t.dtype));
+        }
+        Ok((0..t.len()).map(|k| DimExpr::constant(t.get_i64(k))).collect())
+    }
+
+    /// Input `i`'s elements when they are symbolic (then its value is not
+    /// known as a tensor).
+    pub fn symbolic_elements(&self, i: usize) -> Option<Vec<DimExpr>> {
+        self.exprs.get(i).and_then(Option::as_ref).and_then(|e| e.elements.clone())
+    }
+
+    pub fn facts(&self) -> &SymbolFacts {
+        self.facts.unwrap_or_else(|| SymbolFacts::none())
+    }
+
     fn missing(&self, i: usize) -> String {
         self.missing_values.borrow_mut().push(i);
         format!("input {i} must be a compile-time constant (data-dependent shapes are not supported yet)")
@@ -151,6 +242,15 @@ pub trait Operator: std::fmt::Debug {
 
     /// Output element types and shapes from the inputs'.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String>;
+
+    /// True when [`Operator::infer`] computes over [`InferCx::dims`] (and
+    /// [`InferCx::elements`] for shape-like inputs), never reading an
+    /// input's `shape` (constant inputs such as axes it may still read as
+    /// values), so that it takes symbolic dims too.
+    /// Symbolic inference refuses a symbolic dim to the others.
+    fn infers_symbolically(&self) -> bool {
+        false
+    }
 
     /// Emits code computing the outputs from the inputs.
     fn lower(&self, cx: &mut Lower) -> Result<(), String>;
@@ -363,6 +463,9 @@ impl Op {
     }
     pub fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
         self.inner().fails_on_constants(cx)
+    }
+    pub fn infers_symbolically(&self) -> bool {
+        self.inner().infers_symbolically()
     }
     pub fn attributes(&self) -> Vec<Attribute> {
         self.inner().attributes()

@@ -31,7 +31,10 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
-use crate::ir::shape::{broadcast, broadcast_strides, contiguous_strides, element_count, normalize_axis};
+use crate::ir::dim_expr::DimExpr;
+use crate::ir::shape::{
+    broadcast, broadcast_strides, contiguous_strides, dims_product, dims_text, element_count, normalize_axis,
+};
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{BroadcastParams, CopyParams, PadParams, MAX_RANK};
 
@@ -338,56 +341,34 @@ pub struct Reshape {
 }
 
 impl Reshape {
-    fn target(&self, cx: &InferCx, shape: &[usize]) -> Result<Vec<usize>, String> {
+    fn target(&self, cx: &InferCx, shape: &[DimExpr]) -> Result<Vec<DimExpr>, String> {
         let rank = shape.len();
+        let one = DimExpr::constant(1);
         match self.kind {
-            ViewKind::Reshape { allowzero } => {
-                let target = const_ints(cx, 1, "input 1 (shape)")?;
-                let total = count(shape, "input 0")?;
-                let mut out = Vec::with_capacity(target.len());
-                let mut infer_at = None;
-                for (i, &d) in target.iter().enumerate() {
-                    out.push(match d {
-                        -1 if infer_at.is_some() => return Err("shape has more than one -1".into()),
-                        -1 => {
-                            infer_at = Some(i);
-                            1
-                        }
-                        0 if !allowzero => *shape
-                            .get(i)
-                            .ok_or_else(|| format!("shape[{i}] is 0 (copy), but input 0 has rank {rank}"))?,
-                        d => dim_of(d, &format!("shape[{i}]"))?,
-                    });
-                }
-                let known = count(&out, "shape")?;
-                if let Some(i) = infer_at {
-                    if known == 0 || !total.is_multiple_of(known) {
-                        return Err(format!("cannot reshape {shape:?} ({total} elements) to {target:?}"));
-                    }
-                    out[i] = total / known;
-                } else if known != total {
-                    return Err(format!("cannot reshape {shape:?} ({total} elements) to {target:?}"));
-                }
-                Ok(out)
-            }
+            ViewKind::Reshape { allowzero } => reshape_target(cx, shape, allowzero),
             ViewKind::Flatten { axis } => {
                 let a = if axis < 0 { axis + rank as i64 } else { axis };
                 let a = usize::try_from(a)
                     .ok()
                     .filter(|&a| a <= rank)
                     .ok_or_else(|| format!("attribute \"axis\" {axis} is out of range for rank {rank}"))?;
-                Ok(vec![count(&shape[..a], "input 0")?, count(&shape[a..], "input 0")?])
+                let product = |dims: &[DimExpr]| dims_product(dims).ok_or("input 0: element count overflows");
+                Ok(vec![product(&shape[..a])?, product(&shape[a..])?])
             }
             ViewKind::Squeeze => match opt_const_ints(cx, 1, "axes")? {
-                None => Ok(shape.iter().copied().filter(|&d| d != 1).collect()),
+                None if shape.iter().any(|d| d.as_const().is_none()) => {
+                    Err(format!("cannot squeeze {} without axes: a symbolic dim may or may not be 1", dims_text(shape)))
+                }
+                None => Ok(shape.iter().filter(|&d| *d != one).cloned().collect()),
                 Some(axes) => {
                     let axes = axes_of(&axes, rank, "axes")?;
                     for &a in &axes {
-                        if shape[a] != 1 {
-                            return Err(format!("cannot squeeze axis {a} of size {} (shape {shape:?})", shape[a]));
+                        if shape[a] != one {
+                            let text = dims_text(shape);
+                            return Err(format!("cannot squeeze axis {a} of size {} (shape {text})", shape[a]));
                         }
                     }
-                    Ok(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect())
+                    Ok(shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d.clone()).collect())
                 }
             },
             ViewKind::Unsqueeze => {
@@ -398,15 +379,48 @@ impl Reshape {
                 (0..out_rank)
                     .map(|i| {
                         if axes.contains(&i) {
-                            Ok(1)
+                            Ok(one.clone())
                         } else {
-                            rest.next().copied().ok_or_else(|| "axes are inconsistent".to_string())
+                            rest.next().cloned().ok_or_else(|| "axes are inconsistent".to_string())
                         }
                     })
                     .collect()
             }
         }
     }
+}
+
+/// Reshape's output dims: input 1's entries, 0 copying input 0's dim (unless
+/// `allowzero`) and one -1 taking what the element count leaves, exactly
+/// divided (`b*s*768` over `b*64` is `12*s`).
+fn reshape_target(cx: &InferCx, shape: &[DimExpr], allowzero: bool) -> Result<Vec<DimExpr>, String> {
+    let target = cx.elements(1).map_err(|e| format!("input 1 (shape): {e}"))?;
+    let total = dims_product(shape).ok_or("input 0: element count overflows")?;
+    let mismatch = || format!("cannot reshape {} ({total} elements) to {}", dims_text(shape), dims_text(&target));
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer_at = None;
+    for (i, d) in target.iter().enumerate() {
+        out.push(match d.as_const() {
+            Some(-1) if infer_at.is_some() => return Err("shape has more than one -1".into()),
+            Some(-1) => {
+                infer_at = Some(i);
+                DimExpr::constant(1)
+            }
+            Some(0) if !allowzero => shape
+                .get(i)
+                .cloned()
+                .ok_or_else(|| format!("shape[{i}] is 0 (copy), but input 0 has rank {}", shape.len()))?,
+            Some(v) => DimExpr::from(dim_of(v, &format!("shape[{i}]"))?),
+            None => d.clone(),
+        });
+    }
+    let known = dims_product(&out).ok_or("shape: element count overflows")?;
+    match infer_at {
+        Some(i) => out[i] = total.div_exact(&known).ok_or_else(mismatch)?,
+        None if known != total => return Err(mismatch()),
+        None => {}
+    }
+    Ok(out)
 }
 
 impl Operator for Reshape {
@@ -419,10 +433,14 @@ impl Operator for Reshape {
         }
     }
 
+    /// Symbolic elements (a shape being built) keep their values.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let x = cx.input(0)?;
-        let shape = self.target(cx, x.shape)?;
-        Ok(vec![Inferred::new(x.dtype, shape)])
+        let shape = self.target(cx, &cx.dims(0)?)?;
+        Ok(vec![Inferred::of_dims(cx.input(0)?.dtype, shape)?.with_elements(cx.symbolic_elements(0))])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -502,10 +520,14 @@ impl Operator for Transpose {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let x = cx.input(0)?;
-        let perm = self.perm(x.shape.len())?;
-        let shape = perm.iter().map(|&p| x.shape[p]).collect();
-        Ok(vec![Inferred::new(x.dtype, shape)])
+        let dims = cx.dims(0)?;
+        let perm = self.perm(dims.len())?;
+        let shape = perm.iter().map(|&p| dims[p].clone()).collect();
+        Ok(vec![Inferred::of_dims(cx.input(0)?.dtype, shape)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -539,27 +561,39 @@ impl Operator for Concat {
         "Concat"
     }
 
+    /// Symbolic elements (a shape being built) concatenate too.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let first = cx.input(0)?;
-        let rank = first.shape.len();
+        let first_dims = cx.dims(0)?;
+        let rank = first_dims.len();
         let axis = axis_of(self.axis, rank, "attribute \"axis\"")?;
-        let mut shape = first.shape.to_vec();
-        shape[axis] = 0;
+        let mut shape = first_dims.clone();
+        shape[axis] = DimExpr::default();
         for i in 0..cx.inputs.len() {
-            let x = cx.input(i)?;
+            let (x, dims) = (cx.input(i)?, cx.dims(i)?);
             if x.dtype != first.dtype {
                 return Err(format!("input {i} has type {}, input 0 has {}", x.dtype, first.dtype));
             }
-            let same = x.shape.len() == rank && (0..rank).all(|d| d == axis || x.shape[d] == first.shape[d]);
+            let same = dims.len() == rank && (0..rank).all(|d| d == axis || dims[d] == first_dims[d]);
             if !same {
                 return Err(format!(
-                    "input {i} has shape {:?}, incompatible with input 0's {:?} along axis {axis}",
-                    x.shape, first.shape
+                    "input {i} has shape {}, incompatible with input 0's {} along axis {axis}",
+                    dims_text(&dims),
+                    dims_text(&first_dims)
                 ));
             }
-            shape[axis] += x.shape[axis];
+            shape[axis] = shape[axis].checked_add(&dims[axis]).ok_or("the output's dims overflow")?;
         }
-        Ok(vec![Inferred::new(first.dtype, shape)])
+        let symbolic = (0..cx.inputs.len()).any(|i| cx.symbolic_elements(i).is_some());
+        let elements = match symbolic {
+            true => Some((0..cx.inputs.len()).map(|i| cx.elements(i)).collect::<Result<Vec<_>, _>>()?.concat()),
+            false => None,
+        };
+        Ok(vec![Inferred::of_dims(first.dtype, shape)?.with_elements(elements)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -1142,14 +1176,18 @@ impl Operator for Shape {
         true
     }
 
+    /// A constant, or of a tensor with symbolic dims, their expressions.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let shape = cx.input(0)?.shape;
+        let shape = cx.dims(0)?;
         let r = shape.len() as i64;
         let clamp = |v: i64| (if v < 0 { v.saturating_add(r) } else { v }).clamp(0, r) as usize;
         let (start, end) = (clamp(self.start), clamp(self.end.unwrap_or(r)));
-        let dims: Vec<i64> = shape.get(start..end.max(start)).unwrap_or(&[]).iter().map(|&d| d as i64).collect();
-        let value = Tensor::from_i64s(vec![dims.len()], &dims);
-        Ok(vec![Inferred::constant(value)])
+        let dims = shape.get(start..end.max(start)).unwrap_or(&[]).to_vec();
+        Ok(vec![Inferred::of_elements(DType::I64, dims)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, _cx: &mut Lower) -> Result<(), String> {

@@ -90,8 +90,13 @@ impl Operator for Softmax {
         if !matches!(compute_type(x.dtype), DType::F32 | DType::F64) {
             return Err(format!("input 0 is {}, expected a float type", x.dtype));
         }
-        self.axis_for(x.shape.len())?;
-        Ok(vec![Inferred::new(x.dtype, x.shape.to_vec())])
+        let dims = cx.dims(0)?;
+        self.axis_for(dims.len())?;
+        Ok(vec![Inferred::of_dims(x.dtype, dims)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {

@@ -42,7 +42,8 @@ use super::fused::{Arg, Step};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::{types, InstBuilder, Lower, Value};
 use crate::import::NodeImport;
-use crate::ir::shape::{broadcast, broadcast_strides};
+use crate::ir::dim_expr::DimExpr;
+use crate::ir::shape::{broadcast_dims, broadcast_strides, dims_text};
 use crate::ir::DType;
 use broadcast_loop::fill_ones;
 use cast::scalar_type;
@@ -66,11 +67,12 @@ pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
 impl Elementwise {
     /// The shape operand `i` broadcasts as: its own, except for opset-6
     /// PRelu, whose 1-D slope (beyond a scalar) lines up with axis 1.
-    fn operand_shape(&self, i: usize, shape: &[usize], rank: usize) -> Vec<usize> {
+    /// `wide` says whether the operand's first dim is more than 1.
+    fn operand_shape<D: Clone + From<usize>>(&self, i: usize, shape: &[D], rank: usize, wide: bool) -> Vec<D> {
         match self.func {
-            Func::PRelu { per_channel: true } if i == 1 && shape.len() == 1 && shape[0] > 1 && rank > 2 => {
-                let mut s = vec![1; rank - 1];
-                s[0] = shape[0];
+            Func::PRelu { per_channel: true } if i == 1 && shape.len() == 1 && wide && rank > 2 => {
+                let mut s = vec![D::from(1); rank - 1];
+                s[0] = shape[0].clone();
                 s
             }
             _ => shape.to_vec(),
@@ -144,15 +146,17 @@ impl Elementwise {
     }
 
     /// The broadcast output shape (CastLike's input 1 gives only a type).
-    fn output_shape(&self, cx: &InferCx) -> Result<Vec<usize>, String> {
-        let present: Vec<_> = cx.inputs.iter().flatten().collect();
+    fn output_shape(&self, cx: &InferCx) -> Result<Vec<DimExpr>, String> {
+        let present: Vec<usize> = (0..cx.inputs.len()).filter(|&i| cx.opt_input(i).is_some()).collect();
         let shaping = if matches!(self.func, Func::CastLike { .. }) { &present[..1] } else { &present[..] };
-        let rank = cx.input(0)?.shape.len();
-        let mut shape: Vec<usize> = Vec::new();
-        for (i, input) in shaping.iter().enumerate() {
-            let operand = self.operand_shape(i, input.shape, rank);
-            shape = broadcast(&shape, &operand)
-                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", shape, input.shape))?;
+        let rank = cx.dims(0)?.len();
+        let mut shape: Vec<DimExpr> = Vec::new();
+        for (i, &input) in shaping.iter().enumerate() {
+            let dims = cx.dims(input)?;
+            let wide = dims.first().and_then(DimExpr::as_size).is_some_and(|d| d > 1);
+            let operand = self.operand_shape(i, &dims, rank, wide);
+            shape = broadcast_dims(&shape, &operand, cx.facts())
+                .ok_or_else(|| format!("shapes {} and {} do not broadcast", dims_text(&shape), dims_text(&dims)))?;
         }
         Ok(shape)
     }
@@ -177,11 +181,15 @@ impl Operator for Elementwise {
                 _ => first,
             },
         };
-        let mut outputs = vec![Inferred::new(dtype, shape.clone())];
+        let mut outputs = vec![Inferred::of_dims(dtype, shape.clone())?];
         if let (Func::Dropout { mask_is_bool }, true) = (self.func, cx.output_count > 1) {
-            outputs.push(Inferred::new(if mask_is_bool { DType::Bool } else { dtype }, shape));
+            outputs.push(Inferred::of_dims(if mask_is_bool { DType::Bool } else { dtype }, shape)?);
         }
         Ok(outputs)
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn fails_on_constants(&self, cx: &InferCx) -> Result<(), String> {
@@ -246,7 +254,7 @@ impl Operator for Elementwise {
         let mut operands = Vec::new();
         for i in (0..read).filter(|&i| cx.has_input(i)) {
             let (dtype, shape) = cx.input_type(i)?;
-            let shape = self.operand_shape(i, &shape, out_shape.len());
+            let shape = self.operand_shape(i, &shape, out_shape.len(), shape.first().is_some_and(|&d| d > 1));
             operands.push(Operand { index: i, dtype, strides: broadcast_strides(&shape, &out_shape) });
         }
         let in_dtype = scalar_type(cx.input_type(0)?.0);

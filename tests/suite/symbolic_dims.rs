@@ -1,0 +1,179 @@
+//! Symbolic dims as a new user meets them: an input dim declared `-1`
+//! (taken as an anonymous symbol, with a warning), a graph output declared
+//! with a type but no shape (its shape inferred), `--dim` bounds, and what
+//! `onnxc info` says of the symbols and of the outputs' shapes as
+//! expressions of them (symbolic inference) — through the CLI.
+
+use crate::common::{onnxc_in, succeeded, write_model};
+use crate::models::{floats, int64s, int_attr, ints_attr, model, node, value};
+use onnx_proto::tensor_shape_proto::{dimension, Dimension};
+use onnx_proto::*;
+use prost::Message;
+use std::path::Path;
+
+/// A tensor value of element type `elem_type` whose dims are written as
+/// given: negative values stay `dim_value`s (what some exporters write
+/// for "unknown"), `None` declares no shape at all.
+fn raw_value(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInfoProto {
+    let shape = dims.map(|d| TensorShapeProto {
+        dim: d.iter().map(|&n| Dimension { value: Some(dimension::Value::DimValue(n)), denotation: None }).collect(),
+    });
+    let tensor = type_proto::Tensor { elem_type: Some(elem_type), shape };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto { value: Some(type_proto::Value::TensorType(tensor)), denotation: None }),
+        ..Default::default()
+    }
+}
+
+/// `y = Relu(x)`, `x` declared `[-1, 3]` and `y` without a shape.
+fn relu_of_unknown_rows() -> ModelProto {
+    model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![raw_value("x", 1, Some(&[-1, 3]))],
+        vec![raw_value("y", 1, None)],
+    )
+}
+
+fn write_input(dir: &Path, file: &str, t: &TensorProto) {
+    std::fs::write(dir.join(file), t.encode_to_vec()).expect("write input");
+}
+
+fn read_output(path: &Path) -> TensorProto {
+    TensorProto::decode(std::fs::read(path).expect("output").as_slice()).expect("a TensorProto")
+}
+
+#[test]
+fn a_negative_dim_is_an_unknown_dim_bound_from_the_input() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &relu_of_unknown_rows());
+    write_input(dir.path(), "x.pb", &floats("x", &[2, 3], &[-1.0, 2.0, -3.0, 4.0, -5.0, 6.0]));
+
+    let out = onnxc_in(dir.path(), &["run", "model.onnx", "x.pb", "-o", "out"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "one warning for the one dim: {}", out.stderr);
+    assert!(warnings[0].contains("\"x\" dim 0") && warnings[0].contains("\"x_dim0\""), "{}", warnings[0]);
+    let y = read_output(&dir.path().join("out/output_0.pb"));
+    assert_eq!(y.dims, vec![2, 3]);
+
+    let compiled = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "x_dim0=4"]);
+    assert!(succeeded(&compiled), "{}", compiled.stderr);
+    let unbound = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
+    assert!(!succeeded(&unbound));
+    assert!(unbound.stderr.contains("--dim x_dim0=N"), "{}", unbound.stderr);
+}
+
+#[test]
+fn a_negative_dim_takes_a_name_no_other_dim_has() {
+    let x = raw_value("x", 1, Some(&[-1, 3]));
+    let y = value("y", Some(&[2, 3]));
+    // `a` names its dim "x_dim0" already: the unknown dim of `x` must not
+    // be bound together with it.
+    let mut a = value("a", Some(&[-1, 3]));
+    if let Some(type_proto::Value::TensorType(t)) = a.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.shape.as_mut().expect("a shape").dim[0].value = Some(dimension::Value::DimParam("x_dim0".into()));
+    }
+    let m = model(vec![node("Add", "add", &["x", "a"], &["y"])], vec![x, a], vec![y]);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "x_dim0=2"]);
+    assert!(!succeeded(&out));
+    assert!(out.stderr.contains("\"x_dim0_\""), "{}", out.stderr);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "x_dim0=2", "--dim", "x_dim0_=2"]);
+    assert!(succeeded(&out), "{}", out.stderr);
+}
+
+#[test]
+fn an_output_without_a_shape_takes_the_inferred_one_through_test() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let case = dir.path().join("test_relu_unknown");
+    std::fs::create_dir_all(case.join("test_data_set_0")).expect("case folder");
+    write_model(&case, "model.onnx", &relu_of_unknown_rows());
+    write_input(&case, "test_data_set_0/input_0.pb", &floats("x", &[1, 3], &[-1.0, 0.5, 2.0]));
+    write_input(&case, "test_data_set_0/output_0.pb", &floats("y", &[1, 3], &[0.0, 0.5, 2.0]));
+    let out = onnxc_in(dir.path(), &["test", "test_relu_unknown"]);
+    assert!(succeeded(&out), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("1 passed, 0 failed"), "{}", out.stdout);
+}
+
+#[test]
+fn an_output_of_another_element_type_is_still_an_error() {
+    let m = model(
+        vec![node("Relu", "relu", &["x"], &["y"])],
+        vec![value("x", Some(&[2, 3]))],
+        vec![raw_value("y", 7, None)],
+    );
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o"]);
+    assert!(!succeeded(&out));
+    assert!(out.stderr.contains("graph output \"y\" is declared i64, but the graph computes f32"), "{}", out.stderr);
+}
+
+/// `x` is `[b, s, 8]` (`b`, `s` symbolic): a projection, then the
+/// attention-style reshape through a shape computed from `Shape(x)`:
+/// `[b, s, 2, 4]` transposed to `[b, 2, s, 4]`, a softmax, and `tail`
+/// (nodes after it, which may use the result).
+fn heads_model(tail: Vec<NodeProto>, output: &str) -> ModelProto {
+    let mut nodes = vec![
+        node("MatMul", "proj", &["x", "w"], &["p"]),
+        node("Add", "bias", &["p", "bias_v"], &["q"]),
+        node("Shape", "shape", &["q"], &["dims"]),
+        node("Gather", "batch", &["dims", "zero"], &["b"]),
+        node("Gather", "seq", &["dims", "one"], &["s"]),
+        node("Unsqueeze", "b1", &["b", "axes0"], &["b_1"]),
+        node("Unsqueeze", "s1", &["s", "axes0"], &["s_1"]),
+        node("Concat", "target", &["b_1", "s_1", "heads", "minus1"], &["new_shape"]),
+        node("Reshape", "split", &["q", "new_shape"], &["split_q"]),
+        node("Transpose", "t", &["split_q"], &["t_q"]),
+        node("Softmax", "sm", &["t_q"], &["y"]),
+    ];
+    nodes[7].attribute.push(int_attr("axis", 0));
+    nodes[9].attribute.push(ints_attr("perm", &[0, 2, 1, 3]));
+    nodes.extend(tail);
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 8]))], vec![raw_value(output, 1, None)]);
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("w", &[8, 8], &[0.5; 64]),
+        floats("bias_v", &[8], &[0.0; 8]),
+        int64s("zero", &[], &[0]),
+        int64s("one", &[], &[1]),
+        int64s("axes0", &[1], &[0]),
+        int64s("heads", &[1], &[2]),
+        int64s("minus1", &[1], &[-1]),
+    ];
+    m
+}
+
+fn info(m: &ModelProto, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", m);
+    let out = onnxc_in(dir.path(), &[&["info", "model.onnx"], args].concat());
+    assert!(succeeded(&out), "{}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn info_gives_output_shapes_as_expressions_of_the_symbols() {
+    let m = heads_model(Vec::new(), "y");
+    let out = info(&m, &["--dim", "d1=..512"]);
+    assert!(out.contains("symbol: d0, used by x axis 0; unbounded"), "{out}");
+    assert!(out.contains("symbol: d1, used by x axis 1; 1..512"), "{out}");
+    assert!(out.contains("symbolic output: y f32[d0,2,d1,4]"), "{out}");
+    // Binding one symbol leaves the other an expression.
+    let out = info(&m, &["--dim", "d0=3"]);
+    assert!(out.contains("symbolic output: y f32[3,2,d1,4]"), "{out}");
+    // Bound, the static path runs as ever.
+    let out = info(&m, &["--dim", "d0=3", "--dim", "d1=5"]);
+    assert!(!out.contains("symbolic output") && out.contains("workspace bytes:"), "{out}");
+}
+
+#[test]
+fn info_names_the_node_that_refuses_a_symbolic_dim() {
+    let mut reduce = node("ReduceSum", "sum", &["y", "axes0"], &["total"]);
+    reduce.attribute.push(int_attr("keepdims", 0));
+    let out = info(&heads_model(vec![reduce], "total"), &[]);
+    assert!(out.contains("\"sum\" (ReduceSum): ReduceSum cannot take a symbolic dim yet"), "{out}");
+    assert!(out.contains("give --dim d0=N --dim d1=N"), "{out}");
+}
