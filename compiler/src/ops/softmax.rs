@@ -19,7 +19,7 @@
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::DType;
@@ -137,16 +137,8 @@ impl Softmax {
     /// maximum, one for the sum of `exp(x - max)` (Softmax stores each
     /// exponential on the way), then one pass writing the result.
     fn lower_portable(&self, cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<(), String> {
-        let (size, ty) = (dtype.size() as i64, clif_type(dtype));
-        let flags = MemFlagsData::trusted();
-        let row = len as i64 * inner as i64 * size;
-        let positions = [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])];
-        let along = [Level::new(len, vec![inner as i64 * size, inner as i64 * size])];
-        let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
-        let constant = |cx: &mut Lower, v: f64| match dtype {
-            DType::F64 => cx.ins().f64const(v),
-            _ => cx.ins().f32const(v as f32),
-        };
+        let Rows { ty, flags, positions, along, ptrs } = Rows::new(cx, dtype, [outer, len, inner])?;
+        let constant = |cx: &mut Lower, v: f64| float_const(cx, dtype, v);
         let exp = |cx: &mut Lower, v: Value| {
             crate::codegen::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
         };
@@ -188,6 +180,39 @@ impl Softmax {
     }
 }
 
+/// The loops of a portable row operator over `[outer, len, inner]`
+/// (input 0 read, output 0 written): each `(outer, inner)` position, and
+/// the `len` elements of its row.
+struct Rows {
+    ty: Type,
+    flags: MemFlagsData,
+    positions: [Level; 2],
+    along: [Level; 1],
+    ptrs: [Value; 2],
+}
+
+impl Rows {
+    fn new(cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<Rows, String> {
+        let size = dtype.size() as i64;
+        let row = len as i64 * inner as i64 * size;
+        Ok(Rows {
+            ty: clif_type(dtype),
+            flags: MemFlagsData::trusted(),
+            positions: [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])],
+            along: [Level::new(len, vec![inner as i64 * size, inner as i64 * size])],
+            ptrs: [cx.input_ptr(0)?, cx.output_ptr(0)?],
+        })
+    }
+}
+
+/// `v` as a constant of the float type `dtype`.
+fn float_const(cx: &mut Lower, dtype: DType, v: f64) -> Value {
+    match dtype {
+        DType::F64 => cx.ins().f64const(v),
+        _ => cx.ins().f32const(v as f32),
+    }
+}
+
 /// Portable Hardmax: per `(outer, inner)` position, one fold for the first
 /// index of the maximum (from the first element, with a strict compare, as
 /// the kernel does: a leading NaN wins), then one pass writing 1 there and
@@ -196,16 +221,7 @@ fn lower_hardmax_portable(cx: &mut Lower, dtype: DType, [outer, len, inner]: [us
     if len == 0 {
         return Ok(());
     }
-    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
-    let flags = MemFlagsData::trusted();
-    let row = len as i64 * inner as i64 * size;
-    let positions = [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])];
-    let along = [Level::new(len, vec![inner as i64 * size, inner as i64 * size])];
-    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
-    let constant = |cx: &mut Lower, v: f64| match dtype {
-        DType::F64 => cx.ins().f64const(v),
-        _ => cx.ins().f32const(v as f32),
-    };
+    let Rows { ty, flags, positions, along, ptrs } = Rows::new(cx, dtype, [outer, len, inner])?;
     cx.nest(&positions, &ptrs, &mut |cx, _, base| {
         let first = cx.ins().load(ty, flags, base[0], 0);
         let start = cx.iconst(0);
@@ -214,7 +230,7 @@ fn lower_hardmax_portable(cx: &mut Lower, dtype: DType, [outer, len, inner]: [us
             let above = cx.ins().fcmp(FloatCC::GreaterThan, v, acc[0]);
             Ok(vec![cx.ins().select(above, v, acc[0]), cx.ins().select(above, index[0], acc[1])])
         })?;
-        let (zero, one) = (constant(cx, 0.0), constant(cx, 1.0));
+        let (zero, one) = (float_const(cx, dtype, 0.0), float_const(cx, dtype, 1.0));
         cx.nest(&along, base, &mut |cx, index, at| {
             let chosen = cx.ins().icmp(IntCC::Equal, index[0], found[1]);
             let y = cx.ins().select(chosen, one, zero);

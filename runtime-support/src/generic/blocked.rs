@@ -479,6 +479,23 @@ pub(crate) mod tests {
         );
     }
 
+    /// `out_len` floats of `onnxc_conv_f32(p)` on NCHW `x` (the reference
+    /// of the blocked kernels' tests); `bias` and `residual` may be null.
+    pub(crate) fn nchw_conv(
+        p: &ConvParams,
+        x: &[f32],
+        w: &[f32],
+        bias: *const f32,
+        residual: *const f32,
+        out_len: usize,
+    ) -> Vec<f32> {
+        let mut y = vec![0.0; out_len];
+        let mut scratch = vec![0.0; crate::generic::conv::conv_scratch_elems(p)];
+        let (x, w, out, scratch) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr());
+        assert_eq!(unsafe { onnxc_conv_f32(p, x, w, bias, residual, out, scratch, null()) }, STATUS_OK);
+        y
+    }
+
     /// Every case through the NCHW kernel and through the blocked one
     /// (reordered in and out), with each epilogue, serial and threaded.
     #[test]
@@ -553,21 +570,7 @@ pub(crate) mod tests {
                 let p = ConvParams { activation, act_a: 0.1, act_b: 0.6, residual: fused, ..p };
                 let bias = if biased { bias.as_ptr() } else { null() };
                 let r = if fused == 1 { (residual.as_ptr(), rb.as_ptr()) } else { (null(), null()) };
-                let mut want = vec![0.0; out_len];
-                let mut scratch = vec![0.0; crate::generic::conv::conv_scratch_elems(&p)];
-                let status = unsafe {
-                    onnxc_conv_f32(
-                        &p,
-                        x.as_ptr(),
-                        w.as_ptr(),
-                        bias,
-                        r.0,
-                        want.as_mut_ptr(),
-                        scratch.as_mut_ptr(),
-                        null(),
-                    )
-                };
-                assert_eq!(status, STATUS_OK);
+                let want = nchw_conv(&p, &x, &w, bias, r.0, out_len);
                 let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
                 let mut outputs = Vec::new();
                 for parallel in [null(), &threaded as *const Parallel] {

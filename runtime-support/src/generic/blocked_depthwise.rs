@@ -270,13 +270,11 @@ mod tests {
     use super::*;
     use crate::abi::blocked::{onnxc_conv_blocked_f32, onnxc_pack_conv_weights_blocked_f32};
     use crate::abi::conv::{
-        onnxc_conv_f32, EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU,
-        EPILOGUE_SILU,
+        EPILOGUE_CLIP, EPILOGUE_HARD_SWISH, EPILOGUE_LEAKY_RELU, EPILOGUE_NONE, EPILOGUE_RELU, EPILOGUE_SILU,
     };
     use crate::abi::STATUS_OK;
-    use crate::generic::blocked::tests::{blocked, params, unblocked, Case};
+    use crate::generic::blocked::tests::{blocked, nchw_conv, params, unblocked, Case};
     use crate::generic::blocked::{conv_blocked_weights_elems, conv_takes_blocked};
-    use crate::generic::conv::conv_scratch_elems;
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas};
     use core::ptr::null;
     use std::vec;
@@ -332,10 +330,7 @@ mod tests {
                 let p = ConvParams { activation, act_a: 0.1, act_b: 0.6, residual: fused, ..p };
                 let bias = if biased { bias.as_ptr() } else { null() };
                 let r = if fused == 1 { (residual.as_ptr(), rb.as_ptr()) } else { (null(), null()) };
-                let mut want = vec![0.0; out_len];
-                let mut scratch = vec![0.0; conv_scratch_elems(&p)];
-                let (x, w, y, scratch) = (x.as_ptr(), w.as_ptr(), want.as_mut_ptr(), scratch.as_mut_ptr());
-                assert_eq!(unsafe { onnxc_conv_f32(&p, x, w, bias, r.0, y, scratch, null()) }, STATUS_OK);
+                let want = nchw_conv(&p, &x, &w, bias, r.0, out_len);
                 // Through the C entry point (the best level), serial and threaded.
                 let mut outputs = Vec::new();
                 for parallel in [null(), &threaded as *const Parallel] {
