@@ -555,19 +555,58 @@ use super::conv_activation::VectorActivation;
 use pointwise::{pointwise_end, RunEnd};
 use stem::{stem_end, StemEnd};
 
+/// A blocked output vector's epilogue, `activation((sums + bias) + residual)`.
+#[derive(Clone, Copy)]
+pub(super) struct Epilogue {
+    /// The activation when it is a select (`TileActivation::None` when it
+    /// is a [`VectorActivation`]), else `None` (then the portable epilogue
+    /// finishes each vector).
+    pub activation: Option<TileActivation>,
+    /// The activation when it is not a select but the vectors have it:
+    /// applied after the select-free epilogue.
+    pub vector_activation: Option<VectorActivation>,
+}
+
+impl Epilogue {
+    pub(super) fn of(p: &ConvParams) -> Epilogue {
+        let vector_activation = VectorActivation::of(p);
+        let activation = if vector_activation.is_some() { Some(TileActivation::None) } else { tile_activation(p) };
+        Epilogue { activation, vector_activation }
+    }
+
+    /// Stores the sums `v` of output block `mb` at float `at` of `o`, finished.
+    ///
+    /// # Safety
+    /// As the blocked convolution `p` of `o`; the CPU has AVX2 and FMA.
+    #[inline(always)]
+    pub(super) unsafe fn finish(&self, p: &ConvParams, o: &BlockedOperands, mb: usize, at: usize, mut v: __m256) {
+        let Some(activation) = self.activation else {
+            let mut sums = [0.0f32; BLOCK];
+            _mm256_storeu_ps(sums.as_mut_ptr(), v);
+            finish_vector(p, o.bias, o.residual, at, mb, &sums, core::slice::from_raw_parts_mut(o.y.add(at), BLOCK));
+            return;
+        };
+        if !o.bias.is_null() {
+            v = _mm256_add_ps(v, _mm256_loadu_ps(o.bias.add(mb * BLOCK)));
+        }
+        if !o.residual.is_null() {
+            v = _mm256_add_ps(v, _mm256_loadu_ps(o.residual.add(at)));
+        }
+        v = activate(activation, v);
+        if let Some(vector_activation) = self.vector_activation {
+            v = vector_activation.apply(v);
+        }
+        _mm256_storeu_ps(o.y.add(at), v);
+    }
+}
+
 /// One call's convolution, shared by its tasks.
 struct Job<'a> {
     p: &'a ConvParams,
     s: &'a BlockedShape,
     o: BlockedOperands,
     strides: Strides,
-    /// The epilogue's activation when it is a select (`None` when it is
-    /// a [`VectorActivation`]), else `None` (then the portable epilogue
-    /// finishes each vector).
-    activation: Option<TileActivation>,
-    /// The epilogue's activation when it is not a select but the vectors
-    /// have it: applied after the select-free epilogue.
-    vector_activation: Option<VectorActivation>,
+    epilogue: Epilogue,
     /// Whether the AVX-512 tiles (6 pixels × 4 blocks) run, else the AVX2 ones.
     wide: bool,
     /// Floats between the input's pixels.
@@ -840,40 +879,15 @@ impl Job<'_> {
 
     /// Stores the sums `v` of output block `mb` at float `at`, finished.
     #[inline(always)]
-    unsafe fn finish(&self, mb: usize, at: usize, mut v: __m256) {
-        let o = &self.o;
-        let Some(activation) = self.activation else {
-            let mut sums = [0.0f32; BLOCK];
-            _mm256_storeu_ps(sums.as_mut_ptr(), v);
-            finish_vector(
-                self.p,
-                o.bias,
-                o.residual,
-                at,
-                mb,
-                &sums,
-                core::slice::from_raw_parts_mut(o.y.add(at), BLOCK),
-            );
-            return;
-        };
-        if !o.bias.is_null() {
-            v = _mm256_add_ps(v, _mm256_loadu_ps(o.bias.add(mb * BLOCK)));
-        }
-        if !o.residual.is_null() {
-            v = _mm256_add_ps(v, _mm256_loadu_ps(o.residual.add(at)));
-        }
-        v = activate(activation, v);
-        if let Some(vector_activation) = self.vector_activation {
-            v = vector_activation.apply(v);
-        }
-        _mm256_storeu_ps(o.y.add(at), v);
+    unsafe fn finish(&self, mb: usize, at: usize, v: __m256) {
+        self.epilogue.finish(self.p, &self.o, mb, at, v)
     }
 
     /// The [`VectorActivation`] (if any) on the `pixels` pixels from `y` of
     /// `blocks` output blocks, which a run has just stored.
     #[inline(always)]
     unsafe fn finish_run(&self, y: *mut f32, blocks: usize, pixels: usize) {
-        let Some(vector_activation) = self.vector_activation else {
+        let Some(vector_activation) = self.epilogue.vector_activation else {
             return;
         };
         let block_step = self.s.out_h * self.s.out_w * BLOCK;
@@ -896,8 +910,8 @@ pub(crate) unsafe fn conv(
     parallel: *const Parallel,
     kernel: Isa,
 ) {
-    let vector_activation = VectorActivation::of(p);
-    let activation = if vector_activation.is_some() { Some(TileActivation::None) } else { tile_activation(p) };
+    let epilogue = Epilogue::of(p);
+    let activation = epilogue.activation;
     // An NCHW input's pixels are consecutive floats, its channels planes apart.
     let pixel_step = if s.nchw_input { 1 } else { BLOCK };
     let strides = Strides {
@@ -923,19 +937,7 @@ pub(crate) unsafe fn conv(
         && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
     let run_end = pointwise_end(s, &o, activation, wide);
     let stem_end = stem_end(s, &o, activation, wide);
-    let job = Job {
-        p,
-        s,
-        o,
-        strides,
-        activation,
-        vector_activation,
-        wide,
-        pixel_step,
-        groups_per_tile: per_tile,
-        run_end,
-        stem_end,
-    };
+    let job = Job { p, s, o, strides, epilogue, wide, pixel_step, groups_per_tile: per_tile, run_end, stem_end };
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
     // What a task's part of an image is made of: a pointwise layer's full
     // tiles (its pixels run on across rows, so a part cuts no tile), else

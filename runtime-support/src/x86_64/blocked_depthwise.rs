@@ -8,12 +8,9 @@
 //! is cut into tiles of near-equal length (a 14-pixel row is two of 7, not
 //! 8 and 6): the shortest tile sets the row's pace.
 
-use super::avx2::activate;
-use super::conv_activation::VectorActivation;
+use super::blocked_conv::Epilogue;
 use crate::generic::blocked::BLOCK;
 use crate::generic::blocked_depthwise::{Band, RowTaps};
-use crate::generic::conv::tile_activation;
-use crate::generic::prepacked::TileActivation;
 use core::arch::x86_64::*;
 
 /// Pixels of the longest tile: 8 accumulators, a weight vector and the
@@ -29,7 +26,7 @@ macro_rules! band_kernel {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $name(band: &Band) {
-            let finish = Finish::of(band);
+            let finish = Epilogue::of(band.p);
             let copy = |src: *const f32, dst: *mut f32, vectors: usize| {
                 for i in 0..vectors {
                     _mm256_store_ps(dst.add(i * BLOCK), _mm256_loadu_ps(src.add(i * BLOCK)));
@@ -68,32 +65,9 @@ band_kernel!(
     "avx2,fma"
 );
 
-/// The epilogue of every vector of a band.
-struct Finish {
-    bias: Option<__m256>,
-    residual: *const f32,
-    vector: Option<VectorActivation>,
-    clamp: TileActivation,
-}
-
-impl Finish {
-    #[inline(always)]
-    unsafe fn of(band: &Band) -> Finish {
-        let bias = band.o.bias;
-        Finish {
-            bias: (!bias.is_null()).then(|| _mm256_loadu_ps(bias.add(band.block * BLOCK))),
-            residual: band.o.residual,
-            vector: VectorActivation::of(band.p),
-            // The blocked convolution leaves Sigmoid, Tanh and SiLU to a
-            // pass of their own; the rest are a select or a VectorActivation.
-            clamp: tile_activation(band.p).unwrap_or(TileActivation::None),
-        }
-    }
-}
-
 /// Output row `oy` of the band in tiles of near-equal length.
 #[inline(always)]
-unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Finish, oy: usize, taps: &RowTaps) {
+unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Epilogue, oy: usize, taps: &RowTaps) {
     let width = band.cols.len();
     let tiles = width.div_ceil(TILE);
     let mut ox = band.cols.start;
@@ -117,7 +91,7 @@ unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Finish, oy: usize
 #[inline(always)]
 unsafe fn tile<const P: usize, const STRIDE: usize>(
     band: &Band,
-    finish: &Finish,
+    finish: &Epilogue,
     taps: &RowTaps,
     oy: usize,
     ox: usize,
@@ -137,18 +111,6 @@ unsafe fn tile<const P: usize, const STRIDE: usize>(
     }
     let at = band.output(oy, ox);
     for (t, &sum) in sums.iter().enumerate() {
-        let at = at + t * BLOCK;
-        let mut v = sum;
-        if let Some(bias) = finish.bias {
-            v = _mm256_add_ps(v, bias);
-        }
-        if !finish.residual.is_null() {
-            v = _mm256_add_ps(v, _mm256_loadu_ps(finish.residual.add(at)));
-        }
-        v = match finish.vector {
-            Some(vector) => vector.apply(v),
-            None => activate(finish.clamp, v),
-        };
-        _mm256_storeu_ps(band.o.y.add(at), v);
+        finish.finish(band.p, &band.o, band.block, at + t * BLOCK, sum);
     }
 }
