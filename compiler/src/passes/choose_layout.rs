@@ -35,8 +35,9 @@
 //! inverted-residual block runs blocked from end to end), without a
 //! prologue, when the code calls kernels; between them, 2-D max/average pools (global ones too: the
 //! reorder after is of one pixel), Concats along the
-//! channels and elementwise nodes (inputs of the output's shape or
-//! scalars) carry blocked values. A group never spans a guarded or
+//! channels and elementwise nodes (inputs of the output's shape, per
+//! channel, as a squeeze-excite block's scale, or scalars) carry blocked
+//! values. A group never spans a guarded or
 //! repeated range's marker. Runs after the rewrites that fuse into Conv
 //! and before `pack_conv_weights` and `fuse_elementwise`.
 
@@ -245,15 +246,15 @@ fn role(
         Op::Elementwise(_) if node.outputs.iter().skip(1).all(|v| !uses.contains_key(v)) => {
             let shape = graph.concrete(node.outputs[0]).filter(|(d, _)| *d == DType::F32)?.1;
             blocked_shape(&shape)?;
-            // Each input is f32 of the output's shape (read blocked, and
-            // reordered by the f32 kernels) or a scalar.
+            // Each input is f32 of the output's shape or per channel (read
+            // blocked, and reordered by the f32 kernels), or a scalar.
             let fits = |slot: usize| match node.inputs[slot] {
-                Some(v) => graph
-                    .concrete(v)
-                    .is_some_and(|(d, s)| (d == DType::F32 && s == shape) || s.iter().product::<usize>() == 1),
+                Some(v) => graph.concrete(v).is_some_and(|(d, s)| {
+                    (d == DType::F32 && read_blocked(&s, &shape)) || s.iter().product::<usize>() == 1
+                }),
                 None => true,
             };
-            (f32_shape(0)? == shape && (0..node.inputs.len()).all(fits)).then_some(Role::Carrier)
+            (0..node.inputs.len()).all(fits).then_some(Role::Carrier)
         }
         Op::Concat(concat) => {
             let shapes: Option<Vec<Vec<usize>>> = (0..node.inputs.len()).map(f32_shape).collect();
@@ -279,12 +280,22 @@ fn blocked_slots(graph: &Graph, node: &Node) -> Vec<usize> {
         }
         Op::Pool(_) => vec![0],
         Op::Elementwise(_) => {
-            let shape = graph.concrete(node.outputs[0]).map(|t| t.1);
-            let full = |v: Option<ValueId>| v.and_then(|v| graph.concrete(v)).map(|t| t.1) == shape;
-            (0..node.inputs.len()).filter(|&slot| full(node.inputs[slot])).collect()
+            let Some((_, shape)) = graph.concrete(node.outputs[0]) else { return Vec::new() };
+            let blocked =
+                |v: Option<ValueId>| v.and_then(|v| graph.concrete(v)).is_some_and(|t| read_blocked(&t.1, &shape));
+            (0..node.inputs.len()).filter(|&slot| blocked(node.inputs[slot])).collect()
         }
         _ => (0..node.inputs.len()).collect(),
     }
+}
+
+/// Whether an elementwise node of output `shape` reads an input of shape
+/// `input` blocked: one of the output's shape, or one value per channel
+/// (`[N or 1, C, 1, 1]`, a squeeze-excite block's scale), which blocked is
+/// `[N or 1, C/8, 1, 1, 8]` and broadcasts over the blocked output alike.
+fn read_blocked(input: &[usize], shape: &[usize]) -> bool {
+    let per_channel = |n: usize, c: usize| matches!(*shape, [sn, sc, _, _] if (n == 1 || n == sn) && c == sc);
+    input == shape || matches!(*input, [n, c, 1, 1] if c > 1 && per_channel(n, c))
 }
 
 /// The values in node `i`'s blocked slots.
@@ -545,6 +556,43 @@ mod tests {
         assert_eq!(ops, ["ToBlocked", "Conv", "GlobalAveragePool", "FromBlocked"]);
         assert!(matches!(&g.nodes[2].op, Op::Pool(Pool { blocked: true, .. })));
         assert_eq!(g.concrete(g.nodes[3].inputs[0].expect("pooled")).map(|t| t.1), Some(vec![1, 2, 1, 1, 8]));
+        assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
+    }
+
+    /// x → conv a (8 → 16, 3×3) → squeeze-excite (GlobalAveragePool, 1×1
+    /// conv, Sigmoid, then Mul of the scale `[1, 16, 1, 1]` and a's map) →
+    /// conv c (16 → 8) → y: the scale is read blocked, per channel, so the
+    /// block runs blocked from end to end.
+    #[test]
+    fn a_squeeze_excite_scale_keeps_the_block_blocked() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
+        g.inputs.push(x);
+        let a = conv(&mut g, "a", x, [8, 16], 3);
+        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        let kind = PoolKind::Average { count_include_pad: false };
+        let pool = Pool { op_type: "GlobalAveragePool", kind, global: true, window, blocked: false };
+        let squeezed = value(&mut g, "squeezed", &[1, 16, 1, 1], ValueDef::Computed);
+        push(&mut g, "pool", pool, &[a], squeezed);
+        let weights: Vec<f32> = (0..16 * 16).map(|i| (i as f32 * 0.13).sin()).collect();
+        let w = constant(&mut g, "fc.w", &[16, 16, 1, 1], &weights);
+        let excited = value(&mut g, "excited", &[1, 16, 1, 1], ValueDef::Computed);
+        push_conv(&mut g, &[0; 4], 1, squeezed, w, excited);
+        let scale = value(&mut g, "scale", &[1, 16, 1, 1], ValueDef::Computed);
+        push(&mut g, "sigmoid", Elementwise { op_type: "Sigmoid", func: Func::Sigmoid }, &[excited], scale);
+        let scaled = value(&mut g, "scaled", &[1, 16, 5, 5], ValueDef::Computed);
+        push(&mut g, "mul", Elementwise { op_type: "Mul", func: Func::Mul }, &[scale, a], scaled);
+        let y = conv(&mut g, "c", scaled, [16, 8], 1);
+        g.outputs.push(y);
+
+        let reference = g.clone();
+        choose_layout(&mut g);
+        assert_eq!(super::super::verify(&g), Ok(()));
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["ToBlocked", "Conv", "GlobalAveragePool", "Conv", "Sigmoid", "Mul", "Conv", "FromBlocked"]);
+        let mul = &g.nodes[5];
+        assert_eq!(mul.inputs[0], Some(g.nodes[4].outputs[0]), "the scale comes blocked from the Sigmoid");
+        assert_eq!(g.concrete(mul.inputs[0].expect("scale")).map(|t| t.1), Some(vec![1, 2, 1, 1, 8]));
         assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
     }
 

@@ -13,6 +13,14 @@
 //! bits) as the body: [`MathLanes`] guarantees the same results in every
 //! lane width, so a value does not depend on where it sits in its row or
 //! on the machine's vector width.
+//!
+//! A row is the innermost dims merged as far as every operand walks them
+//! alike: contiguously, as one constant, or repeating a short contiguous
+//! pattern (a per-channel operand of the blocked layout, `[N, C/8, 1, 1,
+//! 8]` against `[N, C/8, H, W, 8]`: a row of `H·W·8`, not `H·W` rows of 8,
+//! whose walk would cost more than their arithmetic). A repeating operand
+//! is written out once per row into a tile-long copy that every tile of
+//! the row reads.
 
 use super::vector_math::{self as math, MathLanes};
 use super::{advance, to_isize};
@@ -30,6 +38,51 @@ pub struct Program<'p> {
     start: usize,
     dims: &'p [i64],
     strides: &'p [[i64; MAX_RANK]; PROGRAM_OPERANDS],
+    /// How many innermost dims make one row, and how each operand walks it.
+    row_dims: usize,
+    walks: [Walk; PROGRAM_OPERANDS],
+}
+
+/// How an operand's elements follow one row of the output.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Walk {
+    /// One element per output element, consecutive.
+    Contiguous,
+    /// One element for the whole row.
+    Constant,
+    /// Its first `period` consecutive elements over and over; `period`
+    /// divides [`TILE`].
+    Periodic(usize),
+}
+
+/// The innermost dims of `dims` that merge into one row, and how each
+/// operand walks that row: a dim joins while every operand either steps
+/// across it by the row so far (contiguous), or stands still on it
+/// (constant, or repeating the row so far).
+fn fold_row(dims: &[i64], strides: &[[i64; MAX_RANK]; PROGRAM_OPERANDS]) -> (usize, [Walk; PROGRAM_OPERANDS]) {
+    let Some(last) = dims.len().checked_sub(1) else { return (0, [Walk::Constant; PROGRAM_OPERANDS]) };
+    let mut walks = strides.map(|s| if s[last] == 1 { Walk::Contiguous } else { Walk::Constant });
+    let mut row = dims[last];
+    let mut row_dims = 1;
+    for d in (0..last).rev() {
+        let joined = |walk: Walk, stride: i64| match walk {
+            _ if dims[d] == 1 => Some(walk),
+            Walk::Contiguous if stride == row => Some(walk),
+            Walk::Contiguous if stride == 0 && row > 0 && TILE.is_multiple_of(row as usize) => {
+                Some(Walk::Periodic(row as usize))
+            }
+            Walk::Constant | Walk::Periodic(_) if stride == 0 => Some(walk),
+            _ => None,
+        };
+        let next: [Option<Walk>; PROGRAM_OPERANDS] = core::array::from_fn(|k| joined(walks[k], strides[k][d]));
+        if next.contains(&None) {
+            break;
+        }
+        walks = next.map(|w| w.unwrap_or(Walk::Constant));
+        row *= dims[d];
+        row_dims += 1;
+    }
+    (row_dims, walks)
 }
 
 /// Outputs of at least this many elements are split over tasks when the
@@ -78,12 +131,11 @@ impl<'p> Program<'p> {
             |s: &ProgramStep| s.operand == OPERAND_IMMEDIATE || (0..PROGRAM_OPERANDS as i32).contains(&s.operand);
         let steps_ok = steps.iter().all(|s| known_step(s.op) && (!is_binary(s.op) || operand_ok(s)));
         let innermost_ok = rank == 0 || p.strides.iter().all(|s| matches!(s[rank - 1], 0 | 1));
-        (dims.iter().all(|&d| d >= 0) && steps_ok && innermost_ok).then_some(Program {
-            steps,
-            start,
-            dims,
-            strides: &p.strides,
-        })
+        if !(dims.iter().all(|&d| d >= 0) && steps_ok && innermost_ok) {
+            return None;
+        }
+        let (row_dims, walks) = fold_row(dims, &p.strides);
+        Some(Program { steps, start, dims, strides: &p.strides, row_dims, walks })
     }
 }
 
@@ -109,18 +161,15 @@ pub unsafe fn run<V: MathLanes>(
     operands: [*const f32; PROGRAM_OPERANDS],
     span: Range<usize>,
 ) {
-    let rank = program.dims.len();
     if span.is_empty() {
         return;
     }
-    let (outer, row) = match rank {
-        0 => (&program.dims[..0], 1),
-        _ => (&program.dims[..rank - 1], program.dims[rank - 1] as usize),
-    };
+    let outer_rank = program.dims.len() - program.row_dims;
+    let (outer, row) = program.dims.split_at(outer_rank);
+    let row = row.iter().map(|&n| n as usize).product::<usize>();
     let outer: [usize; MAX_RANK] = core::array::from_fn(|d| outer.get(d).map_or(1, |&n| n as usize));
-    let outer = &outer[..rank.saturating_sub(1)];
+    let outer = &outer[..outer_rank];
     let strides: [[isize; MAX_RANK]; PROGRAM_OPERANDS] = program.strides.map(|s| to_isize(&s));
-    let inner: [bool; PROGRAM_OPERANDS] = program.strides.map(|s| rank > 0 && s[rank - 1] == 1);
     let mut index = [0usize; MAX_RANK];
     let mut rest = span.start / row;
     for d in (0..outer.len()).rev() {
@@ -134,10 +183,19 @@ pub unsafe fn run<V: MathLanes>(
     let mut tiles = Tiles { value: [0.0; TILE], padded: [[0.0; TILE]; PROGRAM_OPERANDS] };
     loop {
         let len = (row - skip).min(span.end - written);
+        let mut repeated = [false; PROGRAM_OPERANDS];
         let rows: [Source; PROGRAM_OPERANDS] = core::array::from_fn(|k| {
-            Source::of(operands[k], offsets[k] + (skip as isize) * inner[k] as isize, inner[k])
+            Source::of(operands[k], offsets[k], program.walks[k], skip).unwrap_or_else(|| {
+                let Walk::Periodic(period) = program.walks[k] else {
+                    unreachable!("only periodic walks have no source")
+                };
+                let copy = &mut tiles.padded[k];
+                repeat_pattern::<V>(copy, operands[k].offset(offsets[k]), period, skip % period, len);
+                repeated[k] = true;
+                Source::Row(copy.as_ptr())
+            })
         });
-        run_row::<V>(program, rows, &mut tiles, y.add(written), len);
+        run_row::<V>(program, rows, repeated, &mut tiles, y.add(written), len);
         written += len;
         skip = 0;
         let strides: [&[isize]; PROGRAM_OPERANDS] = core::array::from_fn(|k| &strides[k][..outer.len()]);
@@ -157,14 +215,38 @@ enum Source {
 }
 
 impl Source {
-    /// Operand `base` at element `offset`: its row, or its one element when
-    /// it is constant along the row (a null, unused operand stays unread).
-    unsafe fn of(base: *const f32, offset: isize, contiguous: bool) -> Source {
-        match (base.is_null(), contiguous) {
-            (true, _) => Source::Value(0.0),
-            (false, true) => Source::Row(base.offset(offset)),
-            (false, false) => Source::Value(*base.offset(offset)),
+    /// Operand `base` from element `offset` when it walks the row by `walk`
+    /// from the row's element `skip` (a null, unused operand stays unread),
+    /// or `None` for a periodic walk, which [`repeat_pattern`] serves.
+    unsafe fn of(base: *const f32, offset: isize, walk: Walk, skip: usize) -> Option<Source> {
+        match walk {
+            _ if base.is_null() => Some(Source::Value(0.0)),
+            Walk::Contiguous => Some(Source::Row(base.offset(offset + skip as isize))),
+            Walk::Constant => Some(Source::Value(*base.offset(offset))),
+            Walk::Periodic(_) => None,
         }
+    }
+}
+
+/// Writes the pattern of `period` elements at `pattern`, from its element
+/// `phase` on, over and over into `copy`, as far as a row of `len`
+/// elements reads it in one tile of vectors `V`.
+unsafe fn repeat_pattern<V: MathLanes>(
+    copy: &mut [f32; TILE],
+    pattern: *const f32,
+    period: usize,
+    phase: usize,
+    len: usize,
+) {
+    let filled = len.next_multiple_of(V::LANES).min(TILE).max(period);
+    let pattern = core::slice::from_raw_parts(pattern, period);
+    copy[..period - phase].copy_from_slice(&pattern[phase..]);
+    copy[period - phase..period].copy_from_slice(&pattern[..phase]);
+    let mut done = period;
+    while done < filled {
+        let more = done.min(filled - done);
+        copy.copy_within(..more, done);
+        done += more;
     }
 }
 
@@ -176,12 +258,15 @@ struct Tiles {
 
 /// One row of `len` elements, tile by tile; a tile whose length is not a
 /// whole number of vectors runs on zero-padded copies of its operands.
+/// A `repeated` operand's row is one tile that every tile reads (its
+/// copy in `tiles`, already as long as any tile of the row).
 /// A whole tile's last step stores straight to `y`, so a one-step program
 /// reads its operand and writes its result in one pass.
 #[inline(always)]
 unsafe fn run_row<V: MathLanes>(
     program: &Program,
     rows: [Source; PROGRAM_OPERANDS],
+    repeated: [bool; PROGRAM_OPERANDS],
     tiles: &mut Tiles,
     y: *mut f32,
     len: usize,
@@ -190,13 +275,14 @@ unsafe fn run_row<V: MathLanes>(
     while done < len {
         let count = (len - done).min(TILE);
         let lanes = count.next_multiple_of(V::LANES);
-        let mut tile = rows.map(|s| match s {
-            Source::Row(p) => Source::Row(p.add(done)),
-            value => value,
+        let mut tile: [Source; PROGRAM_OPERANDS] = core::array::from_fn(|k| match rows[k] {
+            Source::Row(p) if !repeated[k] => Source::Row(p.add(done)),
+            source => source,
         });
         if lanes != count {
-            for (source, copy) in tile.iter_mut().zip(tiles.padded.iter_mut()) {
-                if let Source::Row(p) = *source {
+            let copies = tile.iter_mut().zip(tiles.padded.iter_mut()).zip(repeated);
+            for ((source, copy), repeated) in copies {
+                if let (Source::Row(p), false) = (*source, repeated) {
                     copy[..count].copy_from_slice(core::slice::from_raw_parts(p, count));
                     copy[count..lanes].fill(0.0);
                     *source = Source::Row(copy.as_ptr());
@@ -455,6 +541,60 @@ mod tests {
                 assert_eq!(yi, want, "{} at {i}", level.name());
             }
         }
+    }
+
+    /// `x[n, cb, h, w, c] · s[n, cb, 0, 0, c] + b[cb]`, the blocked layout's
+    /// per-channel scale: the pattern of 8 repeats along rows of `h·w·8`
+    /// (several tiles and a tail), also when spans start inside a row.
+    #[test]
+    fn per_channel_operands_of_the_blocked_layout_repeat_along_the_row() {
+        let dims = [2i64, 3, 5, 9, 8];
+        let len = dims.iter().product::<i64>() as usize;
+        let x = rand_vec(len, 6);
+        let (scale, bias) = (rand_vec(2 * 3 * 8, 7), [0.25f32, -0.5, 1.5]);
+        let steps = [step(STEP_MUL, 1, 0.0, 0.0), step(STEP_ADD, 2, 0.0, 0.0), step(STEP_TANH, 0, 0.0, 0.0)];
+        let p = params(&dims, &[&[1080, 360, 72, 8, 1], &[24, 8, 0, 0, 1], &[0, 1, 0, 0, 0]], &steps);
+        let program = Program::checked(&p).expect("valid");
+        assert_eq!((program.row_dims, program.walks[1]), (3, Walk::Periodic(8)));
+        let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+        let ptrs = core::array::from_fn(|k| {
+            [x.as_ptr(), scale.as_ptr(), bias.as_ptr()].get(k).copied().unwrap_or(core::ptr::null())
+        });
+        for level in testable_isas() {
+            let y = run_at(level, &p, &[&x, &scale, &bias], len);
+            for (i, &yi) in y.iter().enumerate() {
+                let (n, cb, c) = (i / 1080, i / 360 % 3, i % 8);
+                let v = crate::generic::vector_math::Scalar(x[i] * scale[n * 24 + cb * 8 + c] + bias[cb]);
+                // SAFETY: the one-lane functions are plain arithmetic.
+                let want = unsafe { math::tanh(v) }.0;
+                assert_eq!(yi.to_bits(), want.to_bits(), "{} at {i}", level.name());
+            }
+            let mut split = vec![f32::NAN; len];
+            let status = with_level(level, || unsafe { run_program(&p, split.as_mut_ptr(), ptrs, &threaded) });
+            assert_eq!(status, STATUS_OK);
+            assert!(split.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: split differs", level.name());
+        }
+    }
+
+    /// Dims merge into a row only while every operand walks them alike.
+    #[test]
+    fn rows_fold_while_operands_walk_alike() {
+        let strides = |rows: &[&[i64]]| {
+            let mut s = [[0i64; MAX_RANK]; PROGRAM_OPERANDS];
+            for (k, r) in rows.iter().enumerate() {
+                s[k][..r.len()].copy_from_slice(r);
+            }
+            s
+        };
+        // Contiguous twice: one row of 12.
+        assert_eq!(fold_row(&[3, 4], &strides(&[&[4, 1], &[0, 0]])).0, 2);
+        // A pattern longer than a tile cannot repeat from a tile-long copy.
+        let (dims, long) = ([3i64, 512], strides(&[&[512, 1], &[0, 1]]));
+        assert_eq!(fold_row(&dims, &long).0, 1);
+        // A per-row constant that changes from row to row stops the fold.
+        assert_eq!(fold_row(&[3, 4], &strides(&[&[4, 1], &[1, 0]])).0, 1);
+        // Rank 0: an empty row.
+        assert_eq!(fold_row(&[], &strides(&[])).0, 0);
     }
 
     #[test]
