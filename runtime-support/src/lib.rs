@@ -54,6 +54,7 @@ pub use generic::prepacked::*;
 pub use generic::qdepthwise::{
     pack_qdepthwise, qdepthwise_packed_bytes, qdepthwise_scratch_bytes, QDepthwiseWeights, MAX_TAPS,
 };
+pub use generic::qelementwise::{QBINARY_ADD, QBINARY_MUL};
 pub use generic::qproduct::{integer_product, IntMatrix};
 pub use generic::quant::*;
 pub use generic::random::*;

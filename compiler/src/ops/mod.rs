@@ -392,6 +392,8 @@ ops! {
     Linear(quant::Linear),
     DynamicQuantize(quant::DynamicQuantize),
     IntegerProduct(quant::IntegerProduct),
+    QLinearBinary(quant::QLinearBinary),
+    QLinearLookup(quant::QLinearLookup),
     Compress(select::Compress),
     Unique(select::Unique),
     NonMaxSuppression(select::NonMaxSuppression),

@@ -14,9 +14,14 @@
 //! A depthwise QLinearConv with constant weights instead runs as one call
 //! that also requantizes (`depthwise`); the scaled MatMulInteger that
 //! `passes::fuse_qdq` makes converts its sums to f32 in place
-//! (`onnxc_scale_product`).
+//! (`onnxc_scale_product`). QLinearAdd, QLinearMul and QLinearLookup,
+//! which that pass makes of elementwise QDQ groups, are in `elementwise`.
 
 mod depthwise;
+mod elementwise;
+
+pub(crate) use elementwise::binary_layout;
+pub use elementwise::{QLinearBinary, QLinearLookup};
 
 use super::conv::Conv;
 use super::gather::{axis_attr, product};

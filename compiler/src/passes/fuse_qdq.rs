@@ -24,6 +24,12 @@
 //! lying within a few ulps of a rounding midpoint to the neighbouring
 //! integer, never further (`tests` check it on random data).
 //!
+//! Elementwise groups (Add, Mul, and unary functions as tables) become
+//! QLinearAdd, QLinearMul and QLinearLookup, exactly (`elementwise`).
+//!
+//! Data movement between equal quantizations stays on the bytes, exactly
+//! (`movement`).
+//!
 //! quantize_dynamic's `MatMulInteger → Cast → Mul [→ Add]` chains become
 //! one scaled product, exactly (`dynamic`).
 //!
@@ -32,6 +38,8 @@
 //! with constant inputs, in every mode.
 
 mod dynamic;
+mod elementwise;
+mod movement;
 
 use super::{eliminate_dead_nodes, producers, regions, use_counts};
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
@@ -43,6 +51,8 @@ use std::collections::HashMap;
 pub fn fuse_qdq(graph: &mut Graph, portable: bool) {
     if !portable {
         fuse_qdq_convs(graph);
+        elementwise::fuse_elementwise_groups(graph);
+        movement::fuse_data_movement(graph);
         dynamic::fuse_scaled_products(graph);
         eliminate_dead_nodes(graph);
     }
@@ -250,7 +260,7 @@ mod tests {
         y_dtype: DType,
     }
 
-    fn bytes(len: usize, seed: u32) -> Vec<u8> {
+    pub(super) fn bytes(len: usize, seed: u32) -> Vec<u8> {
         let mut s = seed.wrapping_mul(2_654_435_761) | 1;
         (0..len)
             .map(|_| {

@@ -346,6 +346,8 @@ macro_rules! kernel_list {
     onnxc_requantize(*const RequantParams, *const i32, *const u8, *const u8, *const u8, *const u8, *mut u8) -> i32;
     onnxc_qdepthwise(*const QDepthwiseParams, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_scale_product(*const ScaleParams, *mut u8, *const f32, *const f32) -> i32;
+    onnxc_qbinary(*const QBinaryParams, *const u8, *const u8, *mut u8) -> i32;
+    onnxc_qlookup(*const u8, i64, *const u8, *mut u8) -> i32;
     onnxc_broadcast_dims(*const BroadcastParams, *const i64, *mut i64) -> i32;
     onnxc_broadcast(*const BroadcastParams, *const i64, *const u8, *mut u8) -> i32;
     onnxc_trilu(*const TriluParams, *const u8, *const i64, *mut u8) -> i32;

@@ -5,6 +5,7 @@ use crate::abi::MAX_RANK;
 use crate::generic::qdepthwise::qdepthwise_with;
 #[cfg(doc)]
 use crate::generic::qdepthwise::{pack_qdepthwise, qdepthwise_scratch_bytes};
+use crate::generic::qelementwise::{qbinary, qlookup};
 use crate::generic::quant::*;
 use crate::isa::ByteKernel;
 
@@ -250,4 +251,49 @@ pub unsafe extern "C" fn onnxc_scale_product(
     bias: *const f32,
 ) -> i32 {
     scale_product(p, y, scale, bias)
+}
+
+/// One 8-bit operand or result of [`onnxc_qbinary`]: its type (u8 or i8),
+/// per-tensor zero point and f32 scale (held widened, exactly).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QuantizedSide {
+    pub dtype: i64,
+    pub zero: i64,
+    pub scale: f64,
+}
+
+/// Parameters of [`onnxc_qbinary`]: `rows x inner` elements of A and Y;
+/// B has one element per row when `b_per_row` is 1, else one per element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QBinaryParams {
+    /// `QBINARY_ADD` or `QBINARY_MUL`.
+    pub op: i64,
+    pub rows: i64,
+    pub inner: i64,
+    pub b_per_row: i64,
+    pub a: QuantizedSide,
+    pub b: QuantizedSide,
+    pub y: QuantizedSide,
+}
+
+/// QLinearAdd / QLinearMul: `y = quantize(dequantize(a) op dequantize(b))`
+/// with the f32 operations of the QDQ group (`generic::qelementwise`).
+///
+/// # Safety
+/// The pointers hold what `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qbinary(p: *const QBinaryParams, a: *const u8, b: *const u8, y: *mut u8) -> i32 {
+    qbinary(p, a, b, y)
+}
+
+/// `y[i] = table[x[i]]` for `n` bytes: an 8-bit elementwise function as
+/// the 256-entry table the compiler computed.
+///
+/// # Safety
+/// `table` holds 256 bytes, `x` and `y` `n`.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qlookup(table: *const u8, n: i64, x: *const u8, y: *mut u8) -> i32 {
+    qlookup(table, n, x, y)
 }

@@ -31,6 +31,7 @@ pub mod packed;
 pub mod pool;
 pub mod prepacked;
 pub mod qdepthwise;
+pub mod qelementwise;
 pub mod qproduct;
 pub mod quant;
 pub mod random;

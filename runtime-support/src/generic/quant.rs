@@ -44,7 +44,7 @@ pub(crate) unsafe fn load_int(p: *const u8, i: usize, dtype: i64) -> Option<i32>
 }
 
 /// The range of a quantized integer type.
-fn int_range(dtype: i64) -> Option<(f64, f64)> {
+pub(crate) fn int_range(dtype: i64) -> Option<(f64, f64)> {
     Some(match dtype {
         ELEM_U8 => (0.0, 255.0),
         ELEM_I8 => (-128.0, 127.0),
@@ -193,7 +193,7 @@ fn byte_rows(p: &QuantParams) -> Option<ByteRows> {
 /// them with a gather per vector; the closure takes them by value and
 /// computes both sides of the NaN select), and `as i32` (Rust's saturating
 /// conversion went lane by lane).
-fn quantize_byte_row(x: &[f32], scale: f32, zero: f64, (lo, hi): (f64, f64), out: &mut [u8]) {
+pub(crate) fn quantize_byte_row(x: &[f32], scale: f32, zero: f64, (lo, hi): (f64, f64), out: &mut [u8]) {
     const ROUNDER_F32: f32 = 12_582_912.0; // 1.5 * 2^23
     let (below, above) = ((lo - zero - 1.0) as f32, (hi - zero + 1.0) as f32);
     let (zero, lo, hi) = (zero as f32, lo as f32, hi as f32);
@@ -213,7 +213,7 @@ fn quantize_byte_row(x: &[f32], scale: f32, zero: f64, (lo, hi): (f64, f64), out
 /// DequantizeLinear of one u8 (or `signed` i8) run to f32: `(x - zero) ·
 /// scale` in f32, as the element loop computes it, compiled for the
 /// widest vectors.
-fn dequantize_byte_row(x: &[u8], signed: bool, zero: f32, scale: f32, out: &mut [f32]) {
+pub(crate) fn dequantize_byte_row(x: &[u8], signed: bool, zero: f32, scale: f32, out: &mut [f32]) {
     crate::isa::with_widest_vectors(
         #[inline(always)]
         move || {
@@ -483,14 +483,19 @@ pub unsafe fn qconv_with(
             let columns = IntMatrix { data: cols, dtype: xq.dtype, zp: x_zp, zp_indexed: false, zp_first: 0 };
             let out = acc.add((n * cout + g * mg) * s.out_size);
             integer_product(kernel, [mg, kdim, s.out_size], weights, columns, out);
-            if bias.is_null() {
+            if bias.is_null() || s.out_size == 0 {
                 continue;
             }
-            for r in 0..mg {
-                let b = *bias.add(g * mg + r);
-                let row = core::slice::from_raw_parts_mut(out.add(r * s.out_size), s.out_size);
-                row.iter_mut().for_each(|v| *v = v.wrapping_add(b));
-            }
+            let bias = core::slice::from_raw_parts(bias.add(g * mg), mg);
+            let sums = core::slice::from_raw_parts_mut(out, mg * s.out_size);
+            crate::isa::with_widest_vectors(
+                #[inline(always)]
+                move || {
+                    for (row, &b) in sums.chunks_exact_mut(s.out_size).zip(bias) {
+                        row.iter_mut().for_each(|v| *v = v.wrapping_add(b));
+                    }
+                },
+            );
         }
     }
     STATUS_OK
