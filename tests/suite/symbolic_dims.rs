@@ -280,3 +280,38 @@ fn info_follows_a_transformers_shape_arithmetic() {
     let out = info(&encoder_model(), &[]);
     assert!(out.contains("min(16,d1)"), "{out}");
 }
+
+/// `x` is `[d0, d1, 4]` (steps, batch): an LSTM whose initial state is
+/// made, as exporters do, by ConstantOfShape from the batch size read off
+/// `Shape(x)`.
+fn lstm_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Shape", "shape", &["x"], &["dims"]),
+        node("Gather", "batch", &["dims", "one"], &["b"]),
+        node("Unsqueeze", "b1", &["b", "axes0"], &["b_1"]),
+        node("Concat", "state_dims", &["one_1", "b_1", "hidden"], &["sd"]),
+        node("ConstantOfShape", "zeros", &["sd"], &["h0"]),
+        node("LSTM", "lstm", &["x", "w", "r", "", "", "h0", "h0"], &["y", "h"]),
+    ];
+    nodes[3].attribute.push(int_attr("axis", 0));
+    nodes[5].attribute.push(int_attr("hidden_size", 4));
+    let outputs = ["y", "h"].map(|o| raw_value(o, 1, None));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 4]))], outputs.to_vec());
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("w", &[1, 16, 4], &[0.1; 64]),
+        floats("r", &[1, 16, 4], &[0.1; 64]),
+        int64s("one", &[], &[1]),
+        int64s("one_1", &[1], &[1]),
+        int64s("hidden", &[1], &[4]),
+        int64s("axes0", &[1], &[0]),
+    ];
+    m
+}
+
+#[test]
+fn info_gives_an_rnns_outputs_over_its_steps_and_batch() {
+    let out = info(&lstm_model(), &[]);
+    assert!(out.contains("symbolic output: y f32[d0,1,d1,4]"), "{out}");
+    assert!(out.contains("symbolic output: h f32[1,d1,4]"), "{out}");
+}

@@ -183,7 +183,7 @@ impl Window {
 
     /// Checks the rank and the kernel; gives the strides, dilations and
     /// pads for `r` spatial dims (defaults filled in).
-    fn lists(&self, r: usize, kernel: &[usize]) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>), String> {
+    fn lists(&self, r: usize, kernel: &[usize]) -> Result<WindowLists, String> {
         if r == 0 || r > MAX_SPATIAL_RANK {
             return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
         }
@@ -293,6 +293,10 @@ impl Window {
         }
     }
 }
+
+/// A window's strides, dilations and pads (`[begin..., end...]`), defaults
+/// filled in.
+type WindowLists = (Vec<usize>, Vec<usize>, Vec<usize>);
 
 /// The extent of spatial dim `d`'s window: kernel `k` at dilation `dil`.
 fn window_span(d: usize, k: usize, dil: usize) -> Result<usize, String> {
@@ -494,7 +498,7 @@ impl Conv {
             return Err(format!("weights have shape {w:?}, expected rank {rank} like the input"));
         }
         let (m, cg, g) = (w[0], w[1], self.group);
-        if c % g != 0 || m % g != 0 || cg.checked_mul(g) != Some(c) {
+        if !c.is_multiple_of(g) || !m.is_multiple_of(g) || cg.checked_mul(g) != Some(c) {
             return Err(format!("channels do not match: input has {c}, weights {m}x{cg}, group {g}"));
         }
         let kernel = &w[2..];
@@ -982,7 +986,7 @@ impl ConvKernel for ConvTranspose {
     /// - pads` over the expressions.
     fn symbolic_output(&self, x: &[DimExpr], w: &[usize], _facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
         let (r, c, g) = (x.len() - 2, x[1].as_size().ok_or("the input channels must be known")?, self.group);
-        if w.len() != x.len() || w[0] != c || c % g != 0 {
+        if w.len() != x.len() || w[0] != c || !c.is_multiple_of(g) {
             return Err(format!("channels do not match: input has {c}, weights {w:?}, group {g}"));
         }
         let out_channels = window_size(w[1].checked_mul(g), || format!("weights {w:?} with group {g}"))?;
