@@ -171,9 +171,147 @@ fn info_gives_output_shapes_as_expressions_of_the_symbols() {
 
 #[test]
 fn info_names_the_node_that_refuses_a_symbolic_dim() {
-    let mut reduce = node("ReduceSum", "sum", &["y", "axes0"], &["total"]);
-    reduce.attribute.push(int_attr("keepdims", 0));
-    let out = info(&heads_model(vec![reduce], "total"), &[]);
-    assert!(out.contains("\"sum\" (ReduceSum): ReduceSum cannot take a symbolic dim yet"), "{out}");
+    let mut d2s = node("DepthToSpace", "d2s", &["y"], &["total"]);
+    d2s.attribute.push(int_attr("blocksize", 1));
+    let out = info(&heads_model(vec![d2s], "total"), &[]);
+    assert!(out.contains("\"d2s\" (DepthToSpace): DepthToSpace cannot take a symbolic dim yet"), "{out}");
     assert!(out.contains("give --dim d0=N --dim d1=N"), "{out}");
+}
+
+/// `x` is `[d0, 3, d2, d3]`: a CNN's operators, each inferred over the
+/// symbolic batch, height and width — Conv (stride 2), BatchNormalization,
+/// MaxPool (ceil_mode), ArgMax, GlobalAveragePool, Flatten, Gemm.
+fn cnn_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Conv", "conv", &["x", "w", "b"], &["c"]),
+        node("BatchNormalization", "bn", &["c", "gamma", "beta", "mean", "var"], &["n"]),
+        node("MaxPool", "pool", &["n"], &["p"]),
+        node("ArgMax", "arg", &["p"], &["where"]),
+        node("GlobalAveragePool", "gap", &["p"], &["g"]),
+        node("Flatten", "flat", &["g"], &["f"]),
+        node("Gemm", "fc", &["f", "fc_w", "fc_b"], &["y"]),
+    ];
+    nodes[0].attribute.extend([ints_attr("strides", &[2, 2]), ints_attr("pads", &[1, 1, 1, 1])]);
+    nodes[2].attribute.extend([ints_attr("kernel_shape", &[3, 3]), ints_attr("strides", &[2, 2])]);
+    nodes[2].attribute.push(int_attr("ceil_mode", 1));
+    nodes[3].attribute.push(int_attr("axis", 1));
+    nodes[6].attribute.push(int_attr("transB", 1));
+    let outputs = ["p", "where", "y"].map(|o| raw_value(o, if o == "where" { 7 } else { 1 }, None));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, 3, -1, -1]))], outputs.to_vec());
+    let g = m.graph.as_mut().expect("a graph");
+    let stat = |name: &str| floats(name, &[4], &[1.0; 4]);
+    g.initializer = vec![
+        floats("w", &[4, 3, 3, 3], &[0.1; 108]),
+        floats("b", &[4], &[0.0; 4]),
+        stat("gamma"),
+        stat("beta"),
+        stat("mean"),
+        stat("var"),
+        floats("fc_w", &[10, 4], &[0.1; 40]),
+        floats("fc_b", &[10], &[0.0; 10]),
+    ];
+    m
+}
+
+#[test]
+fn info_gives_a_cnns_outputs_as_floor_and_ceil_divisions_of_the_image_size() {
+    let out = info(&cnn_model(), &[]);
+    // Conv: (h + 2 - 3) / 2 + 1 = (h+1)/2; MaxPool with ceil_mode:
+    // ceil(((h+1)/2 - 3) / 2) + 1 = (h+1)/4, capped at ceil(((h+1)/2) / 2)
+    // (always the larger, which interval arithmetic does not see).
+    let pooled = |d: &str| format!("min(({d}+1)/4,(({d}+1)/2+1)/2)");
+    let (h, w) = (pooled("d2"), pooled("d3"));
+    assert!(out.contains(&format!("symbolic output: p f32[d0,4,{h},{w}]")), "{out}");
+    assert!(out.contains(&format!("symbolic output: where i64[d0,1,{h},{w}]")), "{out}");
+    assert!(out.contains("symbolic output: y f32[d0,10]"), "{out}");
+    // Bound, the same shapes are numbers: 15 → 8 → 4.
+    let out = info(&cnn_model(), &["--dim", "d0=2", "--dim", "d2=15", "--dim", "d3=16"]);
+    assert!(!out.contains("symbolic output") && out.contains("workspace bytes:"), "{out}");
+}
+
+/// `x` is `[d0, d1, 8]`: a transformer's shape arithmetic — position
+/// embeddings sliced to the sequence length (Shape → Gather → Unsqueeze →
+/// Slice), LayerNormalization, a mask made by ConstantOfShape and
+/// broadcast by Expand, a Split into two heads and a ReduceMean.
+fn encoder_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Shape", "shape", &["x"], &["dims"]),
+        node("Gather", "seq", &["dims", "one"], &["s"]),
+        node("Unsqueeze", "s1", &["s", "axes0"], &["s_1"]),
+        node("Slice", "positions", &["table", "zero_1", "s_1", "axes0"], &["pos"]),
+        node("Add", "embed", &["x", "pos"], &["e"]),
+        node("LayerNormalization", "norm", &["e", "gamma", "beta"], &["n"]),
+        node("Slice", "batch_seq", &["dims", "zero_1", "two_1"], &["bs"]),
+        node("ConstantOfShape", "mask", &["bs"], &["m"]),
+        node("Unsqueeze", "m1", &["m", "axes2"], &["m_1"]),
+        node("Expand", "wide", &["m_1", "dims"], &["mask"]),
+        node("Mul", "masked", &["n", "mask"], &["h"]),
+        node("Split", "heads", &["h"], &["h0", "h1"]),
+        node("ReduceMean", "mean", &["h1"], &["r"]),
+    ];
+    nodes[5].attribute.push(int_attr("axis", -1));
+    nodes[11].attribute.push(int_attr("axis", -1));
+    nodes[12].attribute.extend([ints_attr("axes", &[2]), int_attr("keepdims", 0)]);
+    let outputs = ["h0", "r"].map(|o| raw_value(o, 1, None));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 8]))], outputs.to_vec());
+    let g = m.graph.as_mut().expect("a graph");
+    let table: Vec<f32> = (0..128).map(|i| i as f32 / 128.0).collect();
+    g.initializer = vec![
+        floats("table", &[16, 8], &table),
+        floats("gamma", &[8], &[1.0; 8]),
+        floats("beta", &[8], &[0.0; 8]),
+        int64s("one", &[], &[1]),
+        int64s("zero_1", &[1], &[0]),
+        int64s("two_1", &[1], &[2]),
+        int64s("axes0", &[1], &[0]),
+        int64s("axes2", &[1], &[2]),
+    ];
+    m
+}
+
+#[test]
+fn info_follows_a_transformers_shape_arithmetic() {
+    // The table has 16 positions: a sequence bounded by 16 slices it to
+    // the sequence length.
+    let out = info(&encoder_model(), &["--dim", "d1=..16"]);
+    assert!(out.contains("symbolic output: h0 f32[d0,d1,4]"), "{out}");
+    assert!(out.contains("symbolic output: r f32[d0,d1]"), "{out}");
+    // Unbounded, the slice is as long as the shorter of the two.
+    let out = info(&encoder_model(), &[]);
+    assert!(out.contains("min(16,d1)"), "{out}");
+}
+
+/// `x` is `[d0, d1, 4]` (steps, batch): an LSTM whose initial state is
+/// made, as exporters do, by ConstantOfShape from the batch size read off
+/// `Shape(x)`.
+fn lstm_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Shape", "shape", &["x"], &["dims"]),
+        node("Gather", "batch", &["dims", "one"], &["b"]),
+        node("Unsqueeze", "b1", &["b", "axes0"], &["b_1"]),
+        node("Concat", "state_dims", &["one_1", "b_1", "hidden"], &["sd"]),
+        node("ConstantOfShape", "zeros", &["sd"], &["h0"]),
+        node("LSTM", "lstm", &["x", "w", "r", "", "", "h0", "h0"], &["y", "h"]),
+    ];
+    nodes[3].attribute.push(int_attr("axis", 0));
+    nodes[5].attribute.push(int_attr("hidden_size", 4));
+    let outputs = ["y", "h"].map(|o| raw_value(o, 1, None));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 4]))], outputs.to_vec());
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("w", &[1, 16, 4], &[0.1; 64]),
+        floats("r", &[1, 16, 4], &[0.1; 64]),
+        int64s("one", &[], &[1]),
+        int64s("one_1", &[1], &[1]),
+        int64s("hidden", &[1], &[4]),
+        int64s("axes0", &[1], &[0]),
+    ];
+    m
+}
+
+#[test]
+fn info_gives_an_rnns_outputs_over_its_steps_and_batch() {
+    let out = info(&lstm_model(), &[]);
+    assert!(out.contains("symbolic output: y f32[d0,1,d1,4]"), "{out}");
+    assert!(out.contains("symbolic output: h f32[1,d1,4]"), "{out}");
 }

@@ -326,6 +326,11 @@ impl DimExpr {
         Some(DimExpr { terms })
     }
 
+    /// Whether the facts show the value is never negative.
+    pub fn is_nonnegative(&self, facts: &SymbolFacts) -> bool {
+        self.range(facts).lo.is_some_and(|l| l >= 0)
+    }
+
     pub fn minimum(&self, o: &DimExpr, facts: &SymbolFacts) -> DimExpr {
         self.extremum(o, facts, true)
     }

@@ -43,6 +43,8 @@ use crate::codegen::kernels::{self, Ptr, Ref};
 use crate::codegen::{Lower, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
+use crate::ir::shape::dims_text;
 use crate::ir::{DType, Tensor, ValueId};
 use onnxc_runtime::{
     conv_blocked_scratch_elems, conv_scratch_elems, conv_transpose_scratch_elems, deform_conv_scratch_elems,
@@ -137,18 +139,7 @@ impl Window {
     /// kernel shape: from the attribute or, for Conv, from W).
     pub fn resolve(&self, input: &[usize], kernel: &[usize]) -> Result<Geometry, String> {
         let r = input.len();
-        if r == 0 || r > MAX_SPATIAL_RANK {
-            return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
-        }
-        if kernel.len() != r {
-            return Err(format!("kernel has {} dims, the input {r} spatial dims", kernel.len()));
-        }
-        if let Some(&k) = kernel.iter().find(|&&k| k == 0) {
-            return Err(format!("kernel dim {k} must be at least 1"));
-        }
-        let strides = list_or("strides", &self.strides, r, 1)?;
-        let dilations = list_or("dilations", &self.dilations, r, 1)?;
-        let pads = list_or("pads", &self.pads, 2 * r, 0)?;
+        let (strides, dilations, pads) = self.lists(r, kernel)?;
         let mut g = Geometry {
             out: Vec::with_capacity(r),
             kernel: kernel.to_vec(),
@@ -167,6 +158,92 @@ impl Window {
         Ok(g)
     }
 
+    /// The output's spatial dims for `input` spatial dims given as
+    /// expressions: a constant dim as [`Window::resolve`] gives it, a
+    /// symbolic one as the same arithmetic over expressions
+    /// ([`Window::symbolic_dim`]).
+    pub fn output_dims(
+        &self,
+        input: &[DimExpr],
+        kernel: &[usize],
+        facts: &SymbolFacts,
+    ) -> Result<Vec<DimExpr>, String> {
+        let r = input.len();
+        let (strides, dilations, pads) = self.lists(r, kernel)?;
+        (0..r)
+            .map(|d| {
+                let (window, pads) = ((kernel[d], strides[d], dilations[d]), (pads[d], pads[r + d]));
+                match input[d].as_size() {
+                    Some(x) => Ok(DimExpr::from(self.resolve_dim(d, x, window, pads)?.0)),
+                    None => self.symbolic_dim(d, &input[d], window, pads, facts),
+                }
+            })
+            .collect()
+    }
+
+    /// Checks the rank and the kernel; gives the strides, dilations and
+    /// pads for `r` spatial dims (defaults filled in).
+    fn lists(&self, r: usize, kernel: &[usize]) -> Result<WindowLists, String> {
+        if r == 0 || r > MAX_SPATIAL_RANK {
+            return Err(format!("{r} spatial dims; 1 to {MAX_SPATIAL_RANK} are supported"));
+        }
+        if kernel.len() != r {
+            return Err(format!("kernel has {} dims, the input {r} spatial dims", kernel.len()));
+        }
+        if let Some(&k) = kernel.iter().find(|&&k| k == 0) {
+            return Err(format!("kernel dim {k} must be at least 1"));
+        }
+        let strides = list_or("strides", &self.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.dilations, r, 1)?;
+        let pads = list_or("pads", &self.pads, 2 * r, 0)?;
+        Ok((strides, dilations, pads))
+    }
+
+    /// [`Window::resolve_dim`]'s output size for a symbolic input size `x`:
+    /// `(x + pads - span) / stride + 1`, rounded down, or up under
+    /// `ceil_mode` and then capped so that the last window starts inside
+    /// the input or the begin padding (`ceil((x + pb) / stride)`), which
+    /// one cap does when the end padding is below the window span (an
+    /// error otherwise). A size too small for the window gives a run-time
+    /// shape error, not this one.
+    fn symbolic_dim(
+        &self,
+        d: usize,
+        x: &DimExpr,
+        (k, s, dil): (usize, usize, usize),
+        (pb, pe): (usize, usize),
+        facts: &SymbolFacts,
+    ) -> Result<DimExpr, String> {
+        let span = window_span(d, k, dil)?;
+        let overflow = || format!("spatial dim {d}: the output size of an input of {x} overflows");
+        let s = i64::try_from(s).map_err(|_| overflow())?;
+        let one = DimExpr::constant(1);
+        let out = match self.auto_pad {
+            AutoPad::SameUpper | AutoPad::SameLower => x.div_ceil(s, facts),
+            AutoPad::Valid => {
+                x.checked_sub(&DimExpr::from(span)).and_then(|r| r.div_floor(s, facts)?.checked_add(&one))
+            }
+            AutoPad::NotSet => {
+                let begin = x.checked_add(&DimExpr::from(pb)).ok_or_else(overflow)?;
+                let room = begin.checked_add(&DimExpr::from(pe)).and_then(|p| p.checked_sub(&DimExpr::from(span)));
+                match self.ceil_mode {
+                    false => room.and_then(|r| r.div_floor(s, facts)?.checked_add(&one)),
+                    true if pe < span => room
+                        .and_then(|r| r.div_ceil(s, facts)?.checked_add(&one))
+                        .zip(begin.div_ceil(s, facts))
+                        .map(|(out, cap)| out.minimum(&cap, facts)),
+                    true => {
+                        return Err(format!(
+                            "spatial dim {d}: ceil_mode with an end padding of {pe}, not below the window of \
+                             {span}, is not inferred over a symbolic dim yet"
+                        ))
+                    }
+                }
+            }
+        };
+        out.ok_or_else(overflow)
+    }
+
     /// Spatial dim `d` of size `x` under `(kernel, stride, dilation)` and
     /// the `pads` attribute's `(begin, end)`: the output size and the
     /// padding `auto_pad` makes of them.
@@ -177,9 +254,7 @@ impl Window {
         (k, s, dil): (usize, usize, usize),
         (pb, pe): (usize, usize),
     ) -> Result<(usize, usize, usize), String> {
-        let span = window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
-            format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
-        })?;
+        let span = window_span(d, k, dil)?;
         window_size(x.checked_add(span), || format!("spatial dim {d}: input {x} with a window of {span}"))?;
         match self.auto_pad {
             AutoPad::NotSet => {
@@ -217,6 +292,17 @@ impl Window {
             }
         }
     }
+}
+
+/// A window's strides, dilations and pads (`[begin..., end...]`), defaults
+/// filled in.
+type WindowLists = (Vec<usize>, Vec<usize>, Vec<usize>);
+
+/// The extent of spatial dim `d`'s window: kernel `k` at dilation `dil`.
+fn window_span(d: usize, k: usize, dil: usize) -> Result<usize, String> {
+    window_size((k - 1).checked_mul(dil).and_then(|v| v.checked_add(1)), || {
+        format!("spatial dim {d}: kernel {k} with dilation {dil} (attribute \"dilations\")")
+    })
 }
 
 /// Window arithmetic on sizes a model declares (attributes, shapes): the
@@ -381,22 +467,9 @@ impl Conv {
         if x.len() < 3 {
             return Err(format!("input 0 has shape {x:?}, expected [N, C, spatial...] with at least one spatial dim"));
         }
-        if w.len() != x.len() {
-            return Err(format!("weights have shape {w:?}, expected rank {} like the input", x.len()));
-        }
         let (n, c) = (x[0], x[1]);
-        let (m, cg) = (w[0], w[1]);
-        let g = self.group;
-        if c % g != 0 || m % g != 0 || cg.checked_mul(g) != Some(c) {
-            return Err(format!("channels do not match: input has {c}, weights {m}x{cg}, group {g}"));
-        }
-        let kernel = &w[2..];
-        if !self.window.kernel_shape.is_empty() && self.window.kernel_shape != kernel {
-            return Err(format!(
-                "attribute \"kernel_shape\" is {:?}, the weights' kernel is {kernel:?}",
-                self.window.kernel_shape
-            ));
-        }
+        let kernel = self.check_weights(x.len(), c, w)?;
+        let (m, g) = (w[0], self.group);
         let geo = self.window.resolve(&x[2..], kernel)?;
         Ok(ConvParams {
             batch: n as i64,
@@ -416,6 +489,26 @@ impl Conv {
             residual: self.fused.residual.is_some() as i64,
             packed_weights: self.layout.packed_weights().is_some() as i64,
         })
+    }
+
+    /// Checks W against an input of rank `rank` and `c` channels; gives
+    /// the kernel's spatial dims.
+    fn check_weights<'w>(&self, rank: usize, c: usize, w: &'w [usize]) -> Result<&'w [usize], String> {
+        if w.len() != rank {
+            return Err(format!("weights have shape {w:?}, expected rank {rank} like the input"));
+        }
+        let (m, cg, g) = (w[0], w[1], self.group);
+        if !c.is_multiple_of(g) || !m.is_multiple_of(g) || cg.checked_mul(g) != Some(c) {
+            return Err(format!("channels do not match: input has {c}, weights {m}x{cg}, group {g}"));
+        }
+        let kernel = &w[2..];
+        if !self.window.kernel_shape.is_empty() && self.window.kernel_shape != kernel {
+            return Err(format!(
+                "attribute \"kernel_shape\" is {:?}, the weights' kernel is {kernel:?}",
+                self.window.kernel_shape
+            ));
+        }
+        Ok(kernel)
     }
 
     pub(crate) fn output_shape(p: &ConvParams) -> Vec<usize> {
@@ -453,6 +546,9 @@ trait ConvKernel {
     /// ([`crate::codegen::window_loops`], [`crate::codegen::conv_transpose_loops`]).
     fn lower_portable(&self, cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String>;
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String>;
+    /// The output dims for input dims `x` of which some is symbolic (its
+    /// channels known) and weights of shape `w`.
+    fn symbolic_output(&self, x: &[DimExpr], w: &[usize], facts: &SymbolFacts) -> Result<Vec<DimExpr>, String>;
     fn scratch_elems(p: &ConvParams) -> usize;
 
     fn infer_conv(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
@@ -462,6 +558,10 @@ trait ConvKernel {
         }
         if w.dtype != x.dtype {
             return Err(format!("weights are {}, expected {}", w.dtype, x.dtype));
+        }
+        let dims = cx.dims(0)?;
+        if dims.iter().any(|d| d.as_size().is_none()) {
+            return self.infer_symbolic_conv(cx, &dims);
         }
         let p = self.conv_params(x.shape, w.shape)?;
         if let Some(b) = cx.opt_input(2) {
@@ -478,6 +578,25 @@ trait ConvKernel {
         }
         self.fused().check_inputs(cx, &p, &shape)?;
         Ok(vec![Inferred::new(x.dtype, shape)])
+    }
+
+    /// Symbolic inference: the output dims as expressions of input 0's
+    /// (before any pass, so nothing is fused or blocked yet).
+    fn infer_symbolic_conv(&self, cx: &InferCx, dims: &[DimExpr]) -> Result<Vec<Inferred>, String> {
+        if self.is_blocked() || self.fused() != Fused::default() {
+            return Err("a fused or blocked convolution is not inferred over symbolic dims".into());
+        }
+        if dims.len() < 3 || dims[1].as_size().is_none() {
+            return Err(format!("input 0 is {}, expected [N, C, spatial...] with C known", dims_text(dims)));
+        }
+        let (x, w) = (cx.input(0)?, cx.input(1)?);
+        let shape = self.symbolic_output(dims, w.shape, cx.facts())?;
+        if let Some(b) = cx.opt_input(2) {
+            if b.dtype != x.dtype || cx.dims(2)? != shape[1..2] {
+                return Err(format!("bias is {}{:?}, expected {}[{}]", b.dtype, b.shape, x.dtype, shape[1]));
+            }
+        }
+        Ok(vec![Inferred::of_dims(x.dtype, shape)?])
     }
 
     fn conv_scratch_bytes(&self, cx: &InferCx) -> usize {
@@ -550,6 +669,9 @@ macro_rules! conv_operator {
             fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
                 self.infer_conv(cx)
             }
+            fn infers_symbolically(&self) -> bool {
+                true
+            }
             fn scratch_bytes(&self, cx: &InferCx) -> usize {
                 self.conv_scratch_bytes(cx)
             }
@@ -590,6 +712,12 @@ impl ConvKernel for Conv {
     }
     fn is_blocked(&self) -> bool {
         self.layout.is_blocked()
+    }
+    fn symbolic_output(&self, x: &[DimExpr], w: &[usize], facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
+        let c = x[1].as_size().ok_or("the input channels must be known")?;
+        let kernel = self.check_weights(x.len(), c, w)?;
+        let out = self.window.output_dims(&x[2..], kernel, facts)?;
+        Ok([x[0].clone(), DimExpr::from(w[0])].into_iter().chain(out).collect())
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_scratch_elems(p)
@@ -852,6 +980,45 @@ impl ConvKernel for ConvTranspose {
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         self.params(x, w)
+    }
+    /// `output_shape` as given, `in * stride` for SAME_*, else
+    /// `stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1
+    /// - pads` over the expressions.
+    fn symbolic_output(&self, x: &[DimExpr], w: &[usize], _facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
+        let (r, c, g) = (x.len() - 2, x[1].as_size().ok_or("the input channels must be known")?, self.group);
+        if w.len() != x.len() || w[0] != c || !c.is_multiple_of(g) {
+            return Err(format!("channels do not match: input has {c}, weights {w:?}, group {g}"));
+        }
+        let out_channels = window_size(w[1].checked_mul(g), || format!("weights {w:?} with group {g}"))?;
+        let head = [x[0].clone(), DimExpr::from(out_channels)];
+        match self.output_shape.len() {
+            0 => {}
+            len if len == r || len == r + 2 => {
+                let spatial = self.output_shape[len - r..].iter().map(|&d| DimExpr::from(d));
+                return Ok(head.into_iter().chain(spatial).collect());
+            }
+            len => return Err(format!("attribute \"output_shape\" has {len} values, expected {r}")),
+        }
+        let strides = list_or("strides", &self.window.strides, r, 1)?;
+        let dilations = list_or("dilations", &self.window.dilations, r, 1)?;
+        let out_pad = list_or("output_padding", &self.output_padding, r, 0)?;
+        let pads = match self.window.auto_pad {
+            AutoPad::Valid | AutoPad::SameUpper | AutoPad::SameLower => vec![0; 2 * r],
+            AutoPad::NotSet => list_or("pads", &self.window.pads, 2 * r, 0)?,
+        };
+        let same = matches!(self.window.auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
+        let spatial = (0..r).map(|d| {
+            let stride = i64::try_from(strides[d]).ok()?;
+            if same {
+                return x[2 + d].checked_scale(stride);
+            }
+            let span = i64::try_from(window_span(d, w[2 + d], dilations[d]).ok()?).ok()?;
+            let fixed = span.checked_add(i64::try_from(out_pad[d]).ok()?)?.checked_sub(stride)?;
+            let padding = i64::try_from(pads[d].checked_add(pads[r + d])?).ok()?;
+            x[2 + d].checked_scale(stride)?.checked_add(&DimExpr::constant(fixed.checked_sub(padding)?))
+        });
+        let spatial = spatial.collect::<Option<Vec<_>>>().ok_or("the output size overflows")?;
+        Ok(head.into_iter().chain(spatial).collect())
     }
     fn scratch_elems(p: &ConvParams) -> usize {
         conv_transpose_scratch_elems(p)

@@ -304,6 +304,33 @@ impl Gemm {
     }
 }
 
+impl Gemm {
+    /// Symbolic inference: `[M, N]` for A and B dims of which some is
+    /// symbolic, C broadcasting to it.
+    fn symbolic_dims(
+        &self,
+        [a, b]: &[Vec<DimExpr>; 2],
+        c: Option<&[DimExpr]>,
+        facts: &SymbolFacts,
+    ) -> Result<Vec<DimExpr>, String> {
+        let ([a0, a1], [b0, b1]) = (&a[..], &b[..]) else {
+            return Err(format!("A and B must be matrices, got {} and {}", dims_text(a), dims_text(b)));
+        };
+        let (m, k) = if self.trans_a { (a1, a0) } else { (a0, a1) };
+        let (kb, n) = if self.trans_b { (b1, b0) } else { (b0, b1) };
+        if k != kb {
+            return Err(format!("inner dims differ: A' is {m}x{k}, B' is {kb}x{n}"));
+        }
+        let out = vec![m.clone(), n.clone()];
+        if let Some(c) = c {
+            if c.len() > 2 || broadcast_dims(c, &out, facts).as_ref() != Some(&out) {
+                return Err(format!("C is {}, which does not broadcast to {}", dims_text(c), dims_text(&out)));
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Operator for Gemm {
     fn name(&self) -> &'static str {
         "Gemm"
@@ -324,9 +351,18 @@ impl Operator for Gemm {
                 }
             }
         }
+        let dims = [cx.dims(0)?, cx.dims(1)?];
+        if dims.iter().flatten().any(|d| d.as_size().is_none()) {
+            let c = c.map(|_| cx.dims(2)).transpose()?;
+            return Ok(vec![Inferred::of_dims(a.dtype, self.symbolic_dims(&dims, c.as_deref(), cx.facts())?)?]);
+        }
         let p = self.problem(a.shape, b.shape, c.map(|c| c.shape))?;
         let (m, n) = (p.matrix.m as usize, p.matrix.n as usize);
         Ok(vec![Inferred::new(a.dtype, vec![m, n])])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {

@@ -50,22 +50,37 @@ use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::norm_loops::{self, NormTensors};
 use crate::codegen::{InstBuilder, Lower};
 use crate::import::NodeImport;
+use crate::ir::dim_expr::DimExpr;
 use crate::ir::DType;
 use onnxc_runtime::{
     normalize_scratch_bytes, BatchNormParams, LrnParams, NormParams, MAX_RANK, MINIFLOAT_SATURATE, NORM_L1, NORM_L2,
     NORM_MVN, NORM_RMS, NORM_STANDARD,
 };
 
-/// `(N, C, prod(D))` of an `[N, C, D...]` float input.
-fn split_nc(cx: &InferCx) -> Result<(usize, usize, usize), String> {
+/// Checks that input 0, of shape `shape`, is an `[N, C, D...]` float
+/// tensor.
+fn split_nc(cx: &InferCx, shape: &[usize]) -> Result<(), String> {
     let x = cx.input(0)?;
     if !x.dtype.is_float() {
         return Err(format!("element type {} is not supported", x.dtype));
     }
-    match x.shape {
-        [n, c, rest @ ..] => Ok((*n, *c, rest.iter().product())),
-        _ => Err(format!("input 0 has shape {:?}, expected [N, C, ...]", x.shape)),
+    match shape {
+        [_, _, ..] => Ok(()),
+        _ => Err(format!("input 0 has shape {shape:?}, expected [N, C, ...]")),
     }
+}
+
+/// The shape the checks of a normalisation see for input dims `dims`:
+/// each symbolic dim as 1, which is sound where the checks only count
+/// such a dim or broadcast over it (a 1 broadcasts as any size does, and
+/// a scale of another size fails against it as against a symbol); the
+/// `known` first dims must be constants (the channels, which statistics
+/// and groups are checked against).
+fn symbols_as_one(dims: &[DimExpr], known: usize) -> Result<Vec<usize>, String> {
+    if let Some(i) = dims.iter().take(known).skip(1).position(|d| d.as_size().is_none()) {
+        return Err(format!("dim {} of input 0 is {}, which must be known", i + 1, dims[i + 1]));
+    }
+    Ok(dims.iter().map(|d| d.as_size().unwrap_or(1)).collect())
 }
 
 #[derive(Clone, Debug)]
@@ -142,7 +157,9 @@ impl Operator for BatchNorm {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        split_nc(cx)?;
+        let dims = cx.dims(0)?;
+        let x_shape = symbols_as_one(&dims, if self.spatial { 2 } else { dims.len() })?;
+        split_nc(cx, &x_shape)?;
         let x = cx.input(0)?;
         let stats = cx.input(1)?.shape;
         let compute = compute_type(x.dtype);
@@ -160,12 +177,16 @@ impl Operator for BatchNorm {
                 return Err(format!("input {} ({name}) has shape {:?}, scale has {stats:?}", i + 1, t.shape));
             }
         }
-        self.params(x.shape, stats)?;
-        let mut out = vec![Inferred::new(x.dtype, x.shape.to_vec())];
+        self.params(&x_shape, stats)?;
+        let mut out = vec![Inferred::of_dims(x.dtype, dims)?];
         for i in 1..cx.output_count {
             out.push(Inferred::new(cx.input(2 + i)?.dtype, stats.to_vec()));
         }
         Ok(out)
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -242,9 +263,13 @@ impl Operator for Lrn {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        split_nc(cx)?;
-        let x = cx.input(0)?;
-        Ok(vec![Inferred::new(x.dtype, x.shape.to_vec())])
+        let dims = cx.dims(0)?;
+        split_nc(cx, &symbols_as_one(&dims, 2)?)?;
+        Ok(vec![Inferred::of_dims(cx.input(0)?.dtype, dims)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -453,12 +478,12 @@ impl Normalize {
     }
 
     /// The statistics' shape as LayerNormalization outputs it.
-    fn stat_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+    fn stat_shape(&self, x: &[DimExpr]) -> Result<Vec<DimExpr>, String> {
         let axis = match self.kind {
             NormKind::Layer { axis } => norm_axis(axis, x.len(), "axis")?,
             _ => x.len(),
         };
-        Ok(x.iter().enumerate().map(|(d, &v)| if d < axis { v } else { 1 }).collect())
+        Ok(x.iter().enumerate().map(|(d, v)| if d < axis { v.clone() } else { DimExpr::constant(1) }).collect())
     }
 
     fn params(
@@ -556,6 +581,9 @@ impl Operator for Normalize {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
+        let dims = cx.dims(0)?;
+        let grouped = matches!(self.kind, NormKind::Instance | NormKind::Group { .. });
+        let x_shape = symbols_as_one(&dims, if grouped { 2 } else { 0 })?;
         let scale = if self.has_scale() { Some(cx.input(1)?) } else { None };
         let bias = if self.has_bias() { cx.opt_input(2) } else { None };
         for (i, t) in [(0, Some(x)), (1, scale), (2, bias)] {
@@ -565,12 +593,16 @@ impl Operator for Normalize {
                 }
             }
         }
-        self.params((x.dtype, x.shape), scale.map(|t| (t.dtype, t.shape)), bias.map(|t| (t.dtype, t.shape)))?;
-        let mut out = vec![Inferred::new(x.dtype, x.shape.to_vec())];
+        self.params((x.dtype, &x_shape), scale.map(|t| (t.dtype, t.shape)), bias.map(|t| (t.dtype, t.shape)))?;
+        let mut out = vec![Inferred::of_dims(x.dtype, dims.clone())?];
         for _ in 1..cx.output_count {
-            out.push(Inferred::new(self.stat_dtype, self.stat_shape(x.shape)?));
+            out.push(Inferred::of_dims(self.stat_dtype, self.stat_shape(&dims)?)?);
         }
         Ok(out)
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {

@@ -37,6 +37,8 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::{clif_type, InstBuilder, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
+use crate::ir::shape::dims_text;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
     PoolParams, RoiParams, UnpoolParams, MAX_RANK, MAX_SPATIAL_RANK, POOL_AVERAGE, POOL_LP, POOL_MAX, ROI_AVG, ROI_MAX,
@@ -124,13 +126,34 @@ impl Pool {
                 pads_end: vec![0; r],
             });
         }
+        self.effective_window().resolve(spatial, &self.window.kernel_shape)
+    }
+
+    /// The window, without `ceil_mode` under `auto_pad`: the reference
+    /// ignores it there; so do we.
+    fn effective_window(&self) -> std::borrow::Cow<'_, Window> {
         if self.window.ceil_mode && self.window.auto_pad != AutoPad::NotSet {
-            // The reference ignores ceil_mode with auto_pad; so do we.
             let mut w = self.window.clone();
             w.ceil_mode = false;
-            return w.resolve(spatial, &self.window.kernel_shape);
+            return std::borrow::Cow::Owned(w);
         }
-        self.window.resolve(spatial, &self.window.kernel_shape)
+        std::borrow::Cow::Borrowed(&self.window)
+    }
+
+    /// Symbolic inference: the output dims for input dims of which some
+    /// is symbolic (not blocked: passes have not run).
+    fn symbolic_output(&self, x: &[DimExpr], facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
+        if x.len() < 2 || (!self.global && x.len() < 3) {
+            return Err(format!("input 0 is {}, expected [N, C, spatial...]", dims_text(x)));
+        }
+        if self.blocked {
+            return Err("a blocked pool is not inferred over symbolic dims".into());
+        }
+        let spatial = match self.global {
+            true => vec![DimExpr::constant(1); x.len() - 2],
+            false => self.effective_window().output_dims(&x[2..], &self.window.kernel_shape, facts)?,
+        };
+        Ok(x[..2].iter().cloned().chain(spatial).collect())
     }
 
     /// The kernel parameters for input shape `x` (blocked when the pool is).
@@ -182,6 +205,15 @@ impl Operator for Pool {
         if !x.dtype.is_float() && !self.via_f32(x.dtype) {
             return Err(format!("element type {} is not supported", x.dtype));
         }
+        let dims = cx.dims(0)?;
+        if dims.iter().any(|d| d.as_size().is_none()) {
+            let shape = self.symbolic_output(&dims, cx.facts())?;
+            let mut out = vec![Inferred::of_dims(x.dtype, shape.clone())?];
+            if cx.output_count > 1 {
+                out.push(Inferred::of_dims(DType::I64, shape)?);
+            }
+            return Ok(out);
+        }
         let p = self.params(x.shape)?;
         let r = p.spatial_rank as usize;
         let (n, c) = (p.batch as usize, p.channels as usize);
@@ -197,6 +229,10 @@ impl Operator for Pool {
             out.push(Inferred::new(DType::I64, shape));
         }
         Ok(out)
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {

@@ -31,6 +31,7 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Kernel, Ptr, Ref, I32};
 use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
+use crate::ir::dim_expr::DimExpr;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::abi::reduce::{self as k, ArgReduceParams, ReduceParams};
@@ -190,18 +191,22 @@ impl Operator for Reduce {
         if reduce_kernel(compute_type(x.dtype)).is_none() && !inline_reduce_supported(self.kind, x.dtype, false) {
             return Err(format!("{} of {} is not supported yet", self.op_type, x.dtype));
         }
-        let reduced = self.reduced_axes(self.axes_input(cx)?, x.shape.len())?;
-        let shape = x
-            .shape
-            .iter()
+        let dims = cx.dims(0)?;
+        let reduced = self.reduced_axes(self.axes_input(cx)?, dims.len())?;
+        let shape = dims
+            .into_iter()
             .zip(&reduced)
-            .filter_map(|(&d, &r)| match (r, self.keepdims) {
+            .filter_map(|(d, &r)| match (r, self.keepdims) {
                 (false, _) => Some(d),
-                (true, true) => Some(1),
+                (true, true) => Some(DimExpr::constant(1)),
                 (true, false) => None,
             })
             .collect();
-        Ok(vec![Inferred::new(x.dtype, shape)])
+        Ok(vec![Inferred::of_dims(x.dtype, shape)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -275,11 +280,11 @@ pub fn import_arg(cx: &mut NodeImport) -> Result<Op, String> {
 }
 
 impl ArgReduce {
-    fn axis_for(&self, shape: &[usize]) -> Result<usize, String> {
+    fn axis_for(&self, shape: &[DimExpr]) -> Result<usize, String> {
         let axis = normalize_axis(self.axis, shape.len()).ok_or_else(|| {
             format!("attribute \"axis\" is {}, out of range for an input of rank {}", self.axis, shape.len())
         })?;
-        if shape.get(axis) == Some(&0) {
+        if shape.get(axis).and_then(DimExpr::as_const) == Some(0) {
             return Err(format!("axis {axis} has size 0: the arg-reduction is undefined"));
         }
         Ok(axis)
@@ -299,19 +304,23 @@ impl Operator for ArgReduce {
         if !(x.dtype.is_float() || x.dtype.is_int()) {
             return Err(format!("{} of {} is not supported yet", self.name(), x.dtype));
         }
-        let axis = self.axis_for(x.shape)?;
-        let mut shape = x.shape.to_vec();
+        let mut shape = cx.dims(0)?;
+        let axis = self.axis_for(&shape)?;
         if self.keepdims {
-            shape[axis] = 1;
+            shape[axis] = DimExpr::constant(1);
         } else {
             shape.remove(axis);
         }
-        Ok(vec![Inferred::new(DType::I64, shape)])
+        Ok(vec![Inferred::of_dims(DType::I64, shape)?])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let axis = self.axis_for(&shape)?;
+        let axis = self.axis_for(&shape.iter().map(|&d| DimExpr::from(d)).collect::<Vec<_>>())?;
         let (outer, len, inner) = split_at_axis(&shape, axis, false);
         if dtype != DType::F32 || cx.portable() {
             return self.lower_inline(cx, dtype, outer, len, inner);

@@ -36,6 +36,8 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, Ref, I64};
 use crate::codegen::{resize_loops, InstBuilder, Lower, MemFlagsData};
 use crate::import::NodeImport;
+use crate::ir::dim_expr::DimExpr;
+use crate::ir::shape::dims_text;
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::abi::resize::*;
 use onnxc_runtime::generic::resize::{resize_apply_sizing, resize_scratch_bytes};
@@ -262,6 +264,30 @@ impl Resize {
         self.params(x.shape, roi, value(2)?, value(3)?)
     }
 
+    /// Symbolic inference: input dims `dims`, some symbolic, resized by
+    /// constant whole-number scales (upsampling by 2, as detectors do):
+    /// `floor(dim * scale)` is then `dim * scale` exactly. Other scales,
+    /// and sizes, are not inferred over symbolic dims yet.
+    fn symbolic_dims(&self, cx: &InferCx, mut dims: Vec<DimExpr>) -> Result<Vec<DimExpr>, String> {
+        if self.coord_mode == COORD_TF_CROP_AND_RESIZE {
+            return Err("tf_crop_and_resize is not inferred over symbolic dims yet".into());
+        }
+        let shape = dims_text(&dims);
+        let unsupported = || format!("{} over {shape} needs constant whole-number scales", self.op_name);
+        let scales = cx.opt_input(2).and_then(|t| t.value).filter(|t| !t.is_empty()).ok_or_else(unsupported)?;
+        let axes = self.axes(dims.len())?;
+        if scales.len() != axes.len() {
+            return Err(format!("input scales has {} values, expected {}", scales.len(), axes.len()));
+        }
+        for (i, &a) in axes.iter().enumerate() {
+            let scale = scales.get_f64(i);
+            let whole = (scale >= 1.0 && scale.fract() == 0.0 && scale <= i64::MAX as f64).then_some(scale as i64);
+            let scaled = whole.and_then(|k| dims[a].checked_scale(k)).ok_or_else(unsupported)?;
+            dims[a] = scaled;
+        }
+        Ok(dims)
+    }
+
     /// The run-time scales (input 2) or sizes (input 3): whichever is given
     /// and not empty, when it is not a constant.
     fn run_time_sizing_input(&self, inputs: [Option<(bool, &[usize])>; 2]) -> Option<usize> {
@@ -310,6 +336,10 @@ impl Operator for Resize {
         if !x.dtype.is_float() {
             return Err(format!("input 0 is {}, only float types are supported yet", x.dtype));
         }
+        let dims = cx.dims(0)?;
+        if dims.iter().any(|d| d.as_size().is_none()) {
+            return Ok(vec![Inferred::of_dims(x.dtype, self.symbolic_dims(cx, dims)?)?]);
+        }
         if let Some(i) = self.run_time_sizing_input(sizing_inputs(cx)) {
             let (given, axes) = (cx.input(i)?, self.axes(x.shape.len())?);
             let want = if i == 2 { DType::F32 } else { DType::I64 };
@@ -330,6 +360,10 @@ impl Operator for Resize {
         let p = self.params_from(cx)?;
         let out = p.out_dims[..x.shape.len()].iter().map(|&d| d as usize).collect();
         Ok(vec![Inferred::new(x.dtype, out)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {

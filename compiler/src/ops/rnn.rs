@@ -26,6 +26,8 @@ use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::rnn_loops::{self, RnnTensors};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
+use crate::ir::dim_expr::DimExpr;
+use crate::ir::shape::dims_text;
 use crate::ir::DType;
 use onnxc_runtime::abi::rnn::{self as k, RnnParams, RNN_ACTS};
 use onnxc_runtime::rnn_scratch_elems;
@@ -251,18 +253,55 @@ impl Rnn {
         self.dims(&shapes)
     }
 
-    fn output_shapes(&self, d: &Dims) -> Vec<Vec<usize>> {
-        let y = if self.batch_major {
-            vec![d.batch, d.seq, d.dirs, d.hidden]
-        } else {
-            vec![d.seq, d.dirs, d.batch, d.hidden]
-        };
-        let state = if self.batch_major { vec![d.batch, d.dirs, d.hidden] } else { vec![d.dirs, d.batch, d.hidden] };
-        let mut out = vec![y, state.clone()];
+    /// Y's shape, then the states' (`seq` and `batch` sizes or, in
+    /// symbolic inference, expressions).
+    fn output_shapes<T: Clone>(&self, seq: T, batch: T, dirs: T, hidden: T) -> Vec<Vec<T>> {
+        let (b, d, h) = (batch.clone(), dirs.clone(), hidden.clone());
+        let y = if self.batch_major { vec![b, seq, d, h] } else { vec![seq, d, b, h] };
+        let mut out = vec![y, self.state_shape(batch, dirs, hidden)];
         if self.kind == RnnKind::Lstm {
-            out.push(state);
+            out.push(out[1].clone());
         }
         out
+    }
+
+    fn state_shape<T>(&self, batch: T, dirs: T, hidden: T) -> Vec<T> {
+        if self.batch_major {
+            vec![batch, dirs, hidden]
+        } else {
+            vec![dirs, batch, hidden]
+        }
+    }
+
+    /// Symbolic inference: the outputs for an X of symbolic steps or
+    /// batch. The weights are checked by [`Rnn::dims`] against an X of
+    /// one step and one batch row; the inputs sized by the batch
+    /// (sequence_lens, initial_h, initial_c) against the expressions.
+    fn infer_symbolic(&self, cx: &InferCx, x: &[DimExpr]) -> Result<Vec<Vec<DimExpr>>, String> {
+        let [a, b, input] = x else {
+            return Err(format!("input X must have rank 3, got {}", dims_text(x)));
+        };
+        let input = input.as_size().ok_or_else(|| format!("input X's feature dim {input} must be known"))?;
+        let (seq, batch) = if self.batch_major { (b, a) } else { (a, b) };
+        let mut shapes: Vec<Option<&[usize]>> = cx.inputs.iter().map(|i| i.as_ref().map(|i| i.shape)).collect();
+        let one_step = [1, 1, input];
+        shapes[0] = Some(&one_step);
+        for slot in shapes.iter_mut().skip(4).take(3) {
+            *slot = None;
+        }
+        let d = self.dims(&shapes)?;
+        let (dirs, hidden) = (DimExpr::from(d.dirs), DimExpr::from(d.hidden));
+        let state = self.state_shape(batch.clone(), dirs.clone(), hidden.clone());
+        let lstm = self.kind == RnnKind::Lstm;
+        let expected =
+            [(4, "sequence_lens", vec![batch.clone()]), (5, "initial_h", state.clone()), (6, "initial_c", state)];
+        for (i, name, want) in expected.into_iter().filter(|&(i, ..)| i != 6 || lstm) {
+            if cx.opt_input(i).is_some() && cx.dims(i)? != want {
+                let got = cx.dims(i)?;
+                return Err(format!("input {name} is {}, expected {}", dims_text(&got), dims_text(&want)));
+            }
+        }
+        Ok(self.output_shapes(seq.clone(), batch.clone(), dirs, hidden))
     }
 
     /// The kernel's params for the node's input shapes.
@@ -330,8 +369,18 @@ impl Operator for Rnn {
         if cx.output_count > self.kind.outputs() {
             return Err(format!("{} has at most {} outputs", self.name(), self.kind.outputs()));
         }
+        let x_dims = cx.dims(0)?;
+        if x_dims.iter().any(|d| d.as_size().is_none()) {
+            let shapes = self.infer_symbolic(cx, &x_dims)?;
+            return shapes.into_iter().take(cx.output_count).map(|s| Inferred::of_dims(x.dtype, s)).collect();
+        }
         let d = self.infer_dims(cx)?;
-        Ok(self.output_shapes(&d).into_iter().take(cx.output_count).map(|s| Inferred::new(x.dtype, s)).collect())
+        let shapes = self.output_shapes(d.seq, d.batch, d.dirs, d.hidden);
+        Ok(shapes.into_iter().take(cx.output_count).map(|s| Inferred::new(x.dtype, s)).collect())
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {

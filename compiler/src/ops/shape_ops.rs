@@ -31,9 +31,10 @@ use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
 use crate::codegen::{pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
-use crate::ir::dim_expr::DimExpr;
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::shape::{
-    broadcast, broadcast_strides, contiguous_strides, dims_product, dims_text, element_count, normalize_axis,
+    broadcast, broadcast_dims, broadcast_strides, contiguous_strides, dims_product, dims_text, element_count,
+    normalize_axis,
 };
 use crate::ir::{DType, Dim, Tensor};
 use onnxc_runtime::{BroadcastParams, CopyParams, PadParams, MAX_RANK};
@@ -635,6 +636,17 @@ pub struct Split {
 }
 
 impl Split {
+    /// [`Split::sizes`] into equal parts of a symbolic axis length `dim`:
+    /// `ceil(dim / n)` each, the last what is left.
+    fn symbolic_sizes(&self, dim: &DimExpr, outputs: usize, facts: &SymbolFacts) -> Result<Vec<DimExpr>, String> {
+        let n = self.num_outputs.unwrap_or(outputs);
+        let overflow = || format!("axis length {dim} cannot be split into {n} parts");
+        let parts = i64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(overflow)?;
+        let chunk = dim.div_ceil(parts, facts).ok_or_else(overflow)?;
+        let last = chunk.checked_scale(parts - 1).and_then(|c| dim.checked_sub(&c)).ok_or_else(overflow)?;
+        Ok(std::iter::repeat_n(chunk, n - 1).chain([last]).collect())
+    }
+
     /// Sizes of the parts along the axis.
     fn sizes(&self, dim: usize, split: Option<Vec<i64>>, outputs: usize) -> Result<Vec<usize>, String> {
         if let Some(split) = split {
@@ -670,19 +682,28 @@ impl Operator for Split {
         "Split"
     }
 
+    /// Over a symbolic axis, only into equal parts (no split sizes).
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let x = cx.input(0)?;
-        let axis = axis_of(self.axis, x.shape.len(), "attribute \"axis\"")?;
+        let (x, dims) = (cx.input(0)?, cx.dims(0)?);
+        let axis = axis_of(self.axis, dims.len(), "attribute \"axis\"")?;
         let split = opt_const_ints(cx, 1, "input 1 (split)")?;
-        let sizes = self.sizes(x.shape[axis], split, cx.output_count)?;
-        Ok(sizes
+        let sizes = match dims[axis].as_size() {
+            Some(dim) => self.sizes(dim, split, cx.output_count)?.into_iter().map(DimExpr::from).collect(),
+            None if split.is_some() => return Err(format!("split sizes over axis {axis} of {}", dims_text(&dims))),
+            None => self.symbolic_sizes(&dims[axis], cx.output_count, cx.facts())?,
+        };
+        sizes
             .into_iter()
             .map(|s| {
-                let mut shape = x.shape.to_vec();
+                let mut shape = dims.clone();
                 shape[axis] = s;
-                Inferred::new(x.dtype, shape)
+                Inferred::of_dims(x.dtype, shape)
             })
-            .collect())
+            .collect()
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -749,19 +770,37 @@ fn slice_dims(
     steps: Option<Vec<i64>>,
 ) -> Result<SliceDims, String> {
     let rank = shape.len();
-    if starts.len() != ends.len() {
-        return Err(format!("starts has {} entries, ends has {}", starts.len(), ends.len()));
+    let (axes, steps) = slice_axes(rank, starts.len(), ends.len(), axes, steps)?;
+    let mut d = SliceDims { start: vec![0; rank], step: vec![1; rank], len: shape.to_vec() };
+    for (k, &a) in axes.iter().enumerate() {
+        let (start, len) = slice_range(shape[a] as i64, starts[k], ends[k], steps[k]);
+        d.start[a] = start;
+        d.step[a] = steps[k];
+        d.len[a] = len as usize;
+    }
+    Ok(d)
+}
+
+/// The sliced axes and their steps (1 by default, never 0), checked
+/// against the counts of starts and ends and the rank.
+fn slice_axes(
+    rank: usize,
+    starts: usize,
+    ends: usize,
+    axes: Option<Vec<i64>>,
+    steps: Option<Vec<i64>>,
+) -> Result<(Vec<usize>, Vec<i64>), String> {
+    if starts != ends {
+        return Err(format!("starts has {starts} entries, ends has {ends}"));
     }
     let axes = match axes {
         Some(a) => axes_of(&a, rank, "axes")?,
-        None => (0..starts.len()).collect(),
+        None => (0..starts).collect(),
     };
-    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
-    if axes.len() != starts.len() || steps.len() != starts.len() {
+    let steps = steps.unwrap_or_else(|| vec![1; starts]);
+    if axes.len() != starts || steps.len() != starts {
         return Err(format!(
-            "starts, ends, axes and steps must have the same length ({}, {}, {}, {})",
-            starts.len(),
-            ends.len(),
+            "starts, ends, axes and steps must have the same length ({starts}, {ends}, {}, {})",
             axes.len(),
             steps.len()
         ));
@@ -769,26 +808,93 @@ fn slice_dims(
     if axes.len() > rank {
         return Err(format!("{} axes given for rank {rank}", axes.len()));
     }
-    let mut d = SliceDims { start: vec![0; rank], step: vec![1; rank], len: shape.to_vec() };
-    for (k, &a) in axes.iter().enumerate() {
-        let (dim, step) = (shape[a] as i64, steps[k]);
-        if step == 0 {
-            return Err(format!("steps[{k}] is 0"));
-        }
-        let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-        let (start, end) = (wrap(starts[k]), wrap(ends[k]));
-        let (start, end) = if step > 0 || dim == 0 {
-            (start.clamp(0, dim), end.clamp(0, dim))
-        } else {
-            (start.clamp(0, dim - 1), end.clamp(-1, dim - 1))
-        };
-        let span = if step > 0 { end - start } else { start - end };
-        let len = if span <= 0 { 0 } else { (span - 1) / step.saturating_abs() + 1 };
-        d.start[a] = if len == 0 { 0 } else { start };
-        d.step[a] = step;
-        d.len[a] = len as usize;
+    if let Some(k) = steps.iter().position(|&s| s == 0) {
+        return Err(format!("steps[{k}] is 0"));
     }
-    Ok(d)
+    Ok((axes, steps))
+}
+
+/// One axis of length `dim` sliced from `start` to `end` by `step` (not
+/// 0), with the spec's wrapping and clamping: the first element and the
+/// length.
+fn slice_range(dim: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
+    let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+    let (start, end) = (wrap(start), wrap(end));
+    let (start, end) = if step > 0 || dim == 0 {
+        (start.clamp(0, dim), end.clamp(0, dim))
+    } else {
+        (start.clamp(0, dim - 1), end.clamp(-1, dim - 1))
+    };
+    let span = if step > 0 { end - start } else { start - end };
+    let len = if span <= 0 { 0 } else { (span - 1) / step.saturating_abs() + 1 };
+    (if len == 0 { 0 } else { start }, len)
+}
+
+/// Ends at or past this are "to the end" whatever the dim (exporters
+/// write `i64::MAX`), so over a symbolic dim they are the dim.
+const SLICE_TO_END: i64 = i64::MAX / 2;
+
+/// Shape elements (`what`'s) as dims: an error for one that may be
+/// negative.
+fn nonnegative_dims(elements: Vec<DimExpr>, facts: &SymbolFacts, what: &str) -> Result<Vec<DimExpr>, String> {
+    match elements.iter().position(|e| !e.is_nonnegative(facts)) {
+        Some(i) => Err(format!("{what}[{i}] is {}, which may be negative", elements[i])),
+        None => Ok(elements),
+    }
+}
+
+/// Symbolic inference of Slice: the output dims as expressions, and for
+/// a 1-D input of symbolic elements (a shape being cut) the elements
+/// kept. A symbolic axis (its dim, start or end) is sliced with a
+/// positive step only: `clamp(start) .. clamp(end)` over the facts.
+fn symbolic_slice(cx: &InferCx) -> Result<Inferred, String> {
+    let mut dims = cx.dims(0)?;
+    let (starts, ends) = (cx.elements(1)?, cx.elements(2)?);
+    let (axes, steps) = slice_axes(
+        dims.len(),
+        starts.len(),
+        ends.len(),
+        opt_const_ints(cx, 3, "input 3 (axes)")?,
+        opt_const_ints(cx, 4, "input 4 (steps)")?,
+    )?;
+    let facts = cx.facts();
+    let mut kept = Vec::with_capacity(axes.len());
+    for (k, &a) in axes.iter().enumerate() {
+        let (dim, step) = (&dims[a], steps[k]);
+        let (start, len) = match (dim.as_const(), starts[k].as_const(), ends[k].as_const()) {
+            (Some(d), Some(s), Some(e)) => {
+                let (s, l) = slice_range(d, s, e, step);
+                (DimExpr::constant(s), DimExpr::constant(l))
+            }
+            _ if step < 0 => return Err(format!("axis {a}: a negative step over a symbolic dim is not inferred yet")),
+            _ => {
+                let overflow = || format!("axis {a}: the sliced length overflows");
+                let wrap = |v: &DimExpr| match v.as_const() {
+                    Some(c) if c >= SLICE_TO_END => Some(dim.clone()),
+                    Some(c) if c < 0 => dim.checked_add(v),
+                    _ => Some(v.clone()),
+                };
+                let clamp = |v: &DimExpr| Some(wrap(v)?.maximum(&DimExpr::default(), facts).minimum(dim, facts));
+                let (start, end) = clamp(&starts[k]).zip(clamp(&ends[k])).ok_or_else(overflow)?;
+                let len = end.checked_sub(&start).and_then(|l| l.div_ceil(step, facts)).ok_or_else(overflow)?;
+                (start, len.maximum(&DimExpr::default(), facts))
+            }
+        };
+        kept.push((start, step, len.clone()));
+        dims[a] = len;
+    }
+    let dtype = cx.input(0)?.dtype;
+    let Some(elements) = cx.symbolic_elements(0) else { return Inferred::of_dims(dtype, dims) };
+    let [(start, step, len)] = &kept[..] else {
+        return Err("symbolic elements are sliced along their one axis".into());
+    };
+    let (Some(start), Some(len)) = (start.as_const(), len.as_const()) else {
+        return Err(format!("the elements {} are sliced at a symbolic position", dims_text(&elements)));
+    };
+    let at =
+        |i: i64| start.checked_add(i.checked_mul(*step)?).and_then(|p| elements.get(usize::try_from(p).ok()?).cloned());
+    let picked = (0..len).map(at).collect::<Option<Vec<_>>>().ok_or("the slice leaves the elements")?;
+    Ok(Inferred::of_elements(dtype, picked))
 }
 
 impl Operator for Slice {
@@ -797,6 +903,10 @@ impl Operator for Slice {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        let symbolic_dims = cx.dims(0)?.iter().any(|d| d.as_size().is_none());
+        if symbolic_dims || (0..3).any(|i| cx.symbolic_elements(i).is_some()) {
+            return Ok(vec![symbolic_slice(cx)?]);
+        }
         let x = cx.input(0)?;
         let d = slice_dims(
             x.shape,
@@ -806,6 +916,10 @@ impl Operator for Slice {
             opt_const_ints(cx, 4, "input 4 (steps)")?,
         )?;
         Ok(vec![Inferred::new(x.dtype, d.len)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
@@ -853,6 +967,14 @@ impl Operator for Expand {
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
         let x = cx.input(0)?;
+        let dims = cx.dims(0)?;
+        if dims.iter().any(|d| d.as_size().is_none()) || cx.symbolic_elements(1).is_some() {
+            let target = nonnegative_dims(cx.elements(1)?, cx.facts(), "shape")?;
+            let shape = broadcast_dims(&dims, &target, cx.facts()).ok_or_else(|| {
+                format!("input 0 of shape {} does not broadcast with {}", dims_text(&dims), dims_text(&target))
+            })?;
+            return Ok(vec![Inferred::of_dims(x.dtype, shape)?]);
+        }
         if cx.input(1)?.value.is_none() {
             return run_time_broadcast(cx, false);
         }
@@ -864,6 +986,10 @@ impl Operator for Expand {
         let shape = broadcast(x.shape, &target)
             .ok_or_else(|| format!("input 0 of shape {:?} does not broadcast with {target:?}", x.shape))?;
         Ok(vec![Inferred::new(x.dtype, shape)])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn scratch_bytes(&self, cx: &InferCx) -> usize {
@@ -1251,7 +1377,11 @@ impl Operator for ConstantOfShape {
         "ConstantOfShape"
     }
 
+    /// A shape of symbolic elements gives symbolic dims.
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
+        if let Some(dims) = cx.symbolic_elements(0) {
+            return Ok(vec![Inferred::of_dims(self.value.dtype, nonnegative_dims(dims, cx.facts(), "shape")?)?]);
+        }
         let shape = const_ints(cx, 0, "input 0 (shape)")?
             .iter()
             .enumerate()
@@ -1260,6 +1390,10 @@ impl Operator for ConstantOfShape {
         let n = count(&shape, "output")?;
         let v = &self.value;
         Ok(vec![maybe_known(cx, v.dtype, shape, || v.data.repeat(n))])
+    }
+
+    fn infers_symbolically(&self) -> bool {
+        true
     }
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
