@@ -529,6 +529,16 @@ mod tests {
         assert_runs_alike(&reference, &g, &[1, 8, 5, 5]);
     }
 
+    /// Appends `name = GlobalAveragePool(x)`, `[1, channels, 1, 1]`.
+    fn global_average_pool(g: &mut Graph, name: &str, x: ValueId, channels: usize) -> ValueId {
+        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
+        let kind = PoolKind::Average { count_include_pad: false };
+        let pool = Pool { op_type: "GlobalAveragePool", kind, global: true, window, blocked: false };
+        let pooled = value(g, name, &[1, channels, 1, 1], ValueDef::Computed);
+        push(g, "pool", pool, &[x], pooled);
+        pooled
+    }
+
     /// x → conv a (8 → 16, 3×3) → GlobalAveragePool → y: the pool runs
     /// blocked, so the reorder out is of one pixel, not of the conv's map.
     #[test]
@@ -537,16 +547,7 @@ mod tests {
         let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
         g.inputs.push(x);
         let a = conv(&mut g, "a", x, [8, 16], 3);
-        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let pool = Pool {
-            op_type: "GlobalAveragePool",
-            kind: PoolKind::Average { count_include_pad: false },
-            global: true,
-            window,
-            blocked: false,
-        };
-        let y = value(&mut g, "y", &[1, 16, 1, 1], ValueDef::Computed);
-        push(&mut g, "pool", pool, &[a], y);
+        let y = global_average_pool(&mut g, "y", a, 16);
         g.outputs.push(y);
 
         let reference = g.clone();
@@ -569,11 +570,7 @@ mod tests {
         let x = value(&mut g, "x", &[1, 8, 5, 5], ValueDef::Input(0));
         g.inputs.push(x);
         let a = conv(&mut g, "a", x, [8, 16], 3);
-        let window = Window::parse(&crate::import::attrs::Attrs::new(&[])).expect("defaults");
-        let kind = PoolKind::Average { count_include_pad: false };
-        let pool = Pool { op_type: "GlobalAveragePool", kind, global: true, window, blocked: false };
-        let squeezed = value(&mut g, "squeezed", &[1, 16, 1, 1], ValueDef::Computed);
-        push(&mut g, "pool", pool, &[a], squeezed);
+        let squeezed = global_average_pool(&mut g, "squeezed", a, 16);
         let weights: Vec<f32> = (0..16 * 16).map(|i| (i as f32 * 0.13).sin()).collect();
         let w = constant(&mut g, "fc.w", &[16, 16, 1, 1], &weights);
         let excited = value(&mut g, "excited", &[1, 16, 1, 1], ValueDef::Computed);

@@ -74,11 +74,14 @@ fn fold_row(dims: &[i64], strides: &[[i64; MAX_RANK]; PROGRAM_OPERANDS]) -> (usi
             Walk::Constant | Walk::Periodic(_) if stride == 0 => Some(walk),
             _ => None,
         };
-        let next: [Option<Walk>; PROGRAM_OPERANDS] = core::array::from_fn(|k| joined(walks[k], strides[k][d]));
-        if next.contains(&None) {
-            break;
+        let mut next = walks;
+        for (k, walk) in next.iter_mut().enumerate() {
+            match joined(walks[k], strides[k][d]) {
+                Some(joined) => *walk = joined,
+                None => return (row_dims, walks),
+            }
         }
-        walks = next.map(|w| w.unwrap_or(Walk::Constant));
+        walks = next;
         row *= dims[d];
         row_dims += 1;
     }

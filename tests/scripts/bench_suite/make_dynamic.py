@@ -14,14 +14,7 @@ folders are kept (delete one to remake it).
 
 import argparse
 import sys
-import zlib
 from pathlib import Path
-
-import numpy as np
-import onnx
-import onnxruntime as ort
-import torch
-from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_suite as suite  # noqa: E402
@@ -43,39 +36,6 @@ DYNAMIC = {
 }
 
 
-def make(name, out_dir):
-    factory, specs = suite.CATALOGUE[name]
-    seed = zlib.crc32(name.encode())
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    net = factory()
-    suite.calibrate_batchnorms(net, specs, rng)
-    net.eval()
-    inputs = [suite.make_input(shape, kind, rng) for _, shape, kind in specs]
-    folder = out_dir / name
-    (folder / "test_data_set_0").mkdir(parents=True, exist_ok=True)
-    model_path = folder / "model.onnx"
-    with torch.no_grad():
-        torch.onnx.export(
-            net,
-            tuple(torch.from_numpy(x) for x in inputs),
-            str(model_path),
-            input_names=[n for n, _, _ in specs],
-            dynamic_axes=DYNAMIC[name],
-            opset_version=17,
-            dynamo=False,
-        )
-    onnx.checker.check_model(str(model_path), full_check=True)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-    outputs = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), inputs)})
-    for k, (port, x) in enumerate(zip(session.get_inputs(), inputs)):
-        (folder / f"test_data_set_0/input_{k}.pb").write_bytes(numpy_helper.from_array(x, port.name).SerializeToString())
-    for k, (port, y) in enumerate(zip(session.get_outputs(), outputs)):
-        (folder / f"test_data_set_0/output_{k}.pb").write_bytes(numpy_helper.from_array(y, port.name).SerializeToString())
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path)
@@ -88,7 +48,7 @@ def main():
         if (args.out_dir / name / "test_data_set_0/output_0.pb").exists():
             continue
         print(f"making {name}", flush=True)
-        make(name, args.out_dir)
+        suite.make(name, args.out_dir, DYNAMIC[name])
 
 
 if __name__ == "__main__":

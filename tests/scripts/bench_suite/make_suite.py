@@ -136,7 +136,8 @@ def calibrate_batchnorms(net, specs, rng):
         net(*batch)
 
 
-def make(name, out_dir):
+def make(name, out_dir, dynamic_axes=None):
+    """Exports CATALOGUE[name] into out_dir/name; `dynamic_axes` (torch.onnx's) leaves the named dims open."""
     factory, specs = CATALOGUE[name]
     seed = zlib.crc32(name.encode())
     torch.manual_seed(seed)
@@ -154,6 +155,7 @@ def make(name, out_dir):
             tuple(torch.from_numpy(x) for x in inputs),
             str(model_path),
             input_names=[n for n, _, _ in specs],
+            dynamic_axes=dynamic_axes,
             opset_version=17,
             dynamo=False,
         )
