@@ -1,5 +1,9 @@
 //! `onnxc run` and `onnxc bench`: compile for this machine (JIT) and call
-//! the model on inputs from files, or on generated ones for timing.
+//! the model on inputs from files, or on generated ones for timing. With
+//! `--portable` both run the code cross-target objects run, without the
+//! kernel library, so `bench --portable` against plain `bench` on this
+//! host (whose 128-bit vectors match NEON's) is the per-model proxy for
+//! how far portable code is from the kernels.
 
 use crate::{LimitArgs, ShapeArgs};
 use onnxc::host::call::{Datum, IoKind};
@@ -59,6 +63,10 @@ pub struct BenchArgs {
     /// default: the best this CPU has), to time a slower level's kernels
     #[arg(long)]
     pub isa: Option<String>,
+    /// Time the portable code (no kernel-library calls, what cross-target
+    /// objects run) on this machine, against the kernel path's time
+    #[arg(long)]
+    pub portable: bool,
 }
 
 /// Reads the value files `paths`, the k-th as what the graph declares
@@ -136,14 +144,14 @@ fn bench_graph(a: &BenchArgs, limits: &Limits) -> Result<(Graph, Option<Vec<Datu
     let model = driver::load(&a.model, limits).map_err(|e| e.to_string())?;
     if a.inputs.is_empty() {
         let bindings = super::bindings(&a.shapes)?;
-        let graph = driver::lower_to_mir(&a.model, &model, &bindings, limits, false).map_err(|e| e.to_string())?;
+        let graph = driver::lower_to_mir(&a.model, &model, &bindings, limits, a.portable).map_err(|e| e.to_string())?;
         return Ok((graph, None));
     }
     let graph = driver::import(&a.model, &model, limits).map_err(|e| e.to_string())?;
     let given = read_values(&graph, &a.inputs, false)?;
     let (data, bindings) = match_inputs(&graph, given)?;
-    let (graph, data) =
-        driver::finish_mir_for_inputs(&a.model, graph, data, &bindings, limits, false).map_err(|e| e.to_string())?;
+    let (graph, data) = driver::finish_mir_for_inputs(&a.model, graph, data, &bindings, limits, a.portable)
+        .map_err(|e| e.to_string())?;
     Ok((graph, Some(data)))
 }
 
@@ -191,6 +199,9 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
     if let Some(name) = &a.isa {
         limit_isa(name)?;
     }
+    if a.portable && a.profile {
+        return Err("--profile times the kernel path's nodes; it does not combine with --portable yet".into());
+    }
     let limits = super::limits(&a.limits)?;
     let (graph, given) = bench_graph(a, &limits)?;
     let plan = driver::plan(&a.model, &graph).map_err(|e| e.to_string())?;
@@ -198,7 +209,7 @@ pub fn bench(a: &BenchArgs) -> Result<ExitCode, String> {
         onnxc::jit::compile_profiled(&graph, &plan, &limits)
             .map_err(|error| driver::Error::Codegen { file: a.model.clone(), error }.to_string())?
     } else {
-        driver::jit(&a.model, &graph, &plan, false, &limits).map_err(|e| e.to_string())?
+        driver::jit(&a.model, &graph, &plan, a.portable, &limits).map_err(|e| e.to_string())?
     };
     let inputs = match given {
         Some(inputs) => inputs,

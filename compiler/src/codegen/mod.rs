@@ -26,8 +26,10 @@ pub mod conv_transpose_loops;
 pub mod cumulative_loops;
 mod footprint;
 pub mod gather_loops;
+pub mod grid_sample_loops;
 pub mod half_floats;
 pub mod kernels;
+pub mod minifloats;
 mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
@@ -35,7 +37,10 @@ pub mod pad_loops;
 mod portable_layers_tests;
 #[cfg(test)]
 mod portable_loops_tests;
+#[cfg(test)]
+mod portable_quant_tests;
 pub mod portable_math;
+pub mod quant_loops;
 pub mod resize_loops;
 pub mod rnn_loops;
 pub mod scatter_loops;

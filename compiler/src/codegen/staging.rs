@@ -25,7 +25,8 @@
 //! tensors for every other operator.
 //!
 //! In portable mode f16/bf16 convert by [`half_floats`]' instruction
-//! sequences instead of the kernels (packed types stay kernel-only).
+//! sequences instead of the kernels, and packed tensors a byte at a time
+//! in a loop (float4 by [`minifloats`]), with the kernels' rules.
 //!
 //! f64 needs no staging: it has kernels of its own (`codegen::kernels::by_dtype`
 //! picks the `_f32` or `_f64` form). Nor does float8: elementwise code
@@ -33,9 +34,10 @@
 //! `saturate` and `round_mode`).
 
 use crate::codegen::kernels::{self, Kernel, Ptr, I32, I64};
-use crate::codegen::{half_floats, types, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{half_floats, minifloats, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::ir::DType;
 use crate::ops::{InferCx, Operator};
+use onnxc_runtime::MINIFLOAT_SATURATE;
 
 /// The type `dtype` is staged as for `op`, when it is staged.
 fn staged_type(op: &dyn Operator, dtype: DType) -> Option<DType> {
@@ -126,7 +128,7 @@ enum Direction {
 
 /// Converts a staged tensor: by a buffer conversion kernel
 /// (`onnxc_{widen,narrow}_f32`, `onnxc_{unpack,pack}`), or in portable mode
-/// for f16/bf16 by [`half_floats`] in a loop.
+/// by loops of instructions.
 fn convert(
     cx: &mut Lower,
     direction: Direction,
@@ -138,6 +140,9 @@ fn convert(
     let count = shape.iter().product::<usize>();
     if cx.portable() && matches!(dtype, DType::F16 | DType::BF16) {
         return convert_halves(cx, direction, dtype, src, dst, count);
+    }
+    if cx.portable() && dtype.is_packed() {
+        return convert_packed(cx, direction, dtype, src, dst, count);
     }
     let (widen, narrow) = conversion_kernels(dtype);
     let kernel = if direction == Direction::Widen { widen } else { narrow };
@@ -169,4 +174,79 @@ fn convert_halves(
         }
         Ok(())
     })
+}
+
+/// `count` packed elements to their i32 (f32 for float4) copies or back, a
+/// byte of two or four elements at a time, then the last, partly filled
+/// byte (its padding zero).
+fn convert_packed(
+    cx: &mut Lower,
+    direction: Direction,
+    dtype: DType,
+    src: Value,
+    dst: Value,
+    count: usize,
+) -> Result<(), String> {
+    let per_byte = 8 / dtype.bits();
+    let (packed, wide) = if direction == Direction::Widen { (src, dst) } else { (dst, src) };
+    let full = count / per_byte;
+    let wide_step = (4 * per_byte) as i64;
+    cx.nest(&[Level::new(full, vec![1, wide_step])], &[packed, wide], &mut |cx, _, at| {
+        convert_byte(cx, direction, dtype, at[0], at[1], per_byte)
+    })?;
+    let rest = count % per_byte;
+    if rest > 0 {
+        let last = cx.ins().iadd_imm_s(packed, full as i64);
+        let last_wide = cx.ins().iadd_imm_s(wide, full as i64 * wide_step);
+        convert_byte(cx, direction, dtype, last, last_wide, rest)?;
+    }
+    Ok(())
+}
+
+/// The first `n` elements of the packed byte at `byte` to or from the
+/// four-byte elements at `wide`: signed integers sign-extend, float4
+/// widens exactly and narrows saturating, the others keep their low bits
+/// (as `onnxc_unpack` and `onnxc_pack` do).
+fn convert_byte(
+    cx: &mut Lower,
+    direction: Direction,
+    dtype: DType,
+    byte: Value,
+    wide: Value,
+    n: usize,
+) -> Result<(), String> {
+    let flags = MemFlagsData::trusted();
+    let bits = dtype.bits() as i64;
+    let mask = (1 << bits) - 1;
+    if direction == Direction::Widen {
+        let packed = cx.ins().uload8(types::I32, flags, byte, 0);
+        for j in 0..n as i64 {
+            let raw = cx.ins().ushr_imm_u(packed, j * bits);
+            let raw = cx.ins().band_imm_u(raw, mask);
+            let element = match dtype {
+                DType::F4E2M1 => minifloats::widen(cx.b, dtype, raw)?,
+                DType::I4 | DType::I2 => {
+                    let top = cx.ins().ishl_imm_u(raw, 32 - bits);
+                    cx.ins().sshr_imm_u(top, 32 - bits)
+                }
+                _ => raw,
+            };
+            cx.ins().store(flags, element, wide, (4 * j) as i32);
+        }
+    } else {
+        let mut packed = cx.ins().iconst(types::I32, 0);
+        for j in 0..n as i64 {
+            let element = if dtype == DType::F4E2M1 {
+                let x = cx.ins().load(types::F32, flags, wide, (4 * j) as i32);
+                minifloats::narrow(cx.b, dtype, x, MINIFLOAT_SATURATE)?
+            } else {
+                cx.ins().load(types::I32, flags, wide, (4 * j) as i32)
+            };
+            let low = cx.ins().band_imm_u(element, mask);
+            let placed = cx.ins().ishl_imm_u(low, j * bits);
+            packed = cx.ins().bor(packed, placed);
+        }
+        cx.ins().istore8(flags, packed, byte, 0);
+    }
+    Ok(())
 }

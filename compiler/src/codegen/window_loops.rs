@@ -1,5 +1,5 @@
 //! Portable-mode lowerings of the sliding-window operators, Conv and
-//! MaxPool/AveragePool (GlobalAveragePool/GlobalMaxPool included): direct
+//! MaxPool/AveragePool/LpPool (their Global forms included): direct
 //! loop nests instead of the kernels' im2col + gemm and window walks.
 //!
 //! Both are one [`Lower::nest`] over the output positions and, per output
@@ -11,12 +11,12 @@
 //! input). The same parameter blocks the kernels take describe the
 //! geometry, so the two paths cannot disagree on shapes.
 
-use crate::codegen::{clif_type, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
+use crate::codegen::{clif_type, portable_math, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
 use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
 use onnxc_runtime::abi::conv::ConvParams;
-use onnxc_runtime::abi::pool::{PoolParams, POOL_AVERAGE, POOL_MAX};
+use onnxc_runtime::abi::pool::{PoolParams, POOL_LP, POOL_MAX};
 
 /// The spatial geometry shared by Conv and the pools.
 struct Geometry {
@@ -234,14 +234,13 @@ fn activation_function(cx: &mut Lower, dtype: DType, activation: Activation, v: 
     })
 }
 
-/// MaxPool (without the indices output) and AveragePool: per output
-/// element, a fold of the maximum (the first inside tap always taken, as
-/// the kernel does) or of the sum with the count of inside taps and of
-/// taps inside the explicitly padded input (`count_include_pad`).
+/// MaxPool (without the indices output), AveragePool and LpPool: per
+/// output element, a fold of the maximum (the first inside tap always
+/// taken, as the kernel does), of the sum with the count of inside taps
+/// and of taps inside the explicitly padded input (`count_include_pad`),
+/// or of the sum of `|x|^p` (its `p`-th root stored, both powers in the
+/// data's type as the kernel takes them).
 pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> {
-    if p.kind != POOL_MAX && p.kind != POOL_AVERAGE {
-        return Err("LpPool has no portable lowering yet".into());
-    }
     let g = geometry(p.spatial_rank, &p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations, &p.pads_begin);
     let pads_end = &p.pads_end[..g.input.len()];
     let (size, ty) = (dtype.size() as i64, clif_type(dtype));
@@ -252,7 +251,7 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
     let mut levels = vec![Level::new((p.batch * p.channels) as usize, vec![in_size * size, out_size * size])];
     levels.extend(g.output_levels(|s| vec![0, s * size]));
     let window = g.kernel_levels(1, None);
-    let is_max = p.kind == POOL_MAX;
+    let (is_max, is_lp) = (p.kind == POOL_MAX, p.kind == POOL_LP);
     cx.nest(&levels, &ptrs, &mut |cx, index, at| {
         let starts = g.starts(cx, &index[1..]);
         let zero = float_const(cx, ty, 0.0);
@@ -273,7 +272,14 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
                 let take = cx.ins().band(take, inside);
                 return Ok(vec![cx.ins().select(take, v, acc[0]), seen]);
             }
-            let added = cx.ins().fadd(acc[0], v);
+            let term = if is_lp {
+                let magnitude = cx.ins().fabs(v);
+                let p_norm = float_const(cx, ty, p.p_norm);
+                portable_math::apply_binary(cx.b, "pow", dtype, magnitude, p_norm).ok_or("no portable pow")?
+            } else {
+                v
+            };
+            let added = cx.ins().fadd(acc[0], term);
             let sum = cx.ins().select(inside, added, acc[0]);
             // Inside the padded input: -pad_begin <= pos < in + pad_end.
             let mut padded = cx.ins().iconst(crate::codegen::types::I8, 1);
@@ -291,6 +297,10 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
         })?;
         let y = if is_max {
             acc[0]
+        } else if is_lp {
+            let inverse = if dtype == DType::F64 { 1.0 / p.p_norm } else { (1.0 / p.p_norm as f32) as f64 };
+            let root = float_const(cx, ty, inverse);
+            portable_math::apply_binary(cx.b, "pow", dtype, acc[0], root).ok_or("no portable pow")?
         } else {
             let n = if p.count_include_pad != 0 { acc[2] } else { acc[1] };
             let n = cx.ins().fcvt_from_uint(ty, n);

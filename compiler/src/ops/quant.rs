@@ -16,6 +16,8 @@
 //! `passes::fuse_qdq` makes converts its sums to f32 in place
 //! (`onnxc_scale_product`). QLinearAdd, QLinearMul and QLinearLookup,
 //! which that pass makes of elementwise QDQ groups, are in `elementwise`.
+//! Portable mode lowers Quantize/DequantizeLinear (over the same
+//! `QuantParams`) and DynamicQuantizeLinear by `codegen::quant_loops`.
 
 mod depthwise;
 mod elementwise;
@@ -27,6 +29,7 @@ use super::conv::Conv;
 use super::gather::{axis_attr, product};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
+use crate::codegen::quant_loops::{lower_dynamic_quantize, lower_linear, LinearTypes};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
@@ -195,7 +198,11 @@ impl Operator for Linear {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (x, scale) = (cx.input_type(0)?, cx.input_type(1)?);
         let zp = cx.input_type(2).ok().map(|(d, _)| d);
-        let (p, _) = self.params((x.0, &x.1), (scale.0, &scale.1), zp)?;
+        let (p, y_dtype) = self.params((x.0, &x.1), (scale.0, &scale.1), zp)?;
+        if cx.portable() {
+            let element_types = LinearTypes { x: x.0, y: y_dtype, scale: scale.0, zero_point: zp };
+            return lower_linear(cx, self.quantize, &p, &element_types);
+        }
         let params = cx.params(&p)?;
         let (x, scale, zero_point) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.opt_input_ptr(2)));
         let y = Ptr(cx.output_ptr(0)?);
@@ -266,6 +273,9 @@ impl Operator for DynamicQuantize {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (_, shape) = cx.input_type(0)?;
+        if cx.portable() {
+            return lower_dynamic_quantize(cx, shape.iter().product());
+        }
         let n = I64(cx.iconst(product(&shape)?));
         let x = Ptr(cx.input_ptr(0)?);
         let (y, scale, zero_point) = (Ptr(cx.output_ptr(0)?), Ptr(cx.output_ptr(1)?), Ptr(cx.output_ptr(2)?));

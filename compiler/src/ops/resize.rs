@@ -29,7 +29,8 @@
 //! Everything lowers to kernels of `runtime-support/src/generic/resize.rs`
 //! whose params (per-axis sizes, scales, roi) follow the ONNX reference; in
 //! portable mode a Resize of constant sizes runs the loop nests of
-//! [`crate::codegen::resize_loops`] over the same params.
+//! [`crate::codegen::resize_loops`] over the same params, and GridSample
+//! those of [`crate::codegen::grid_sample_loops`].
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
@@ -482,6 +483,9 @@ impl Operator for GridSample {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, x_shape) = cx.input_type(0)?;
         let p = self.params(&x_shape, &cx.input_type(1)?.1)?;
+        if cx.portable() {
+            return crate::codegen::grid_sample_loops::grid_sample(cx, dtype, &p);
+        }
         let params = cx.params(&p)?;
         let (x, grid, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
         cx.call_checked(

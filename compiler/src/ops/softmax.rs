@@ -106,7 +106,10 @@ impl Operator for Softmax {
         if cx.portable() {
             return match self.kind {
                 SoftmaxKind::Hardmax => lower_hardmax_portable(cx, dtype, [outer, len, inner]),
-                _ => self.lower_portable(cx, dtype, [outer, len, inner]),
+                kind => {
+                    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+                    lower_softmax_portable(cx, kind == SoftmaxKind::LogSoftmax, dtype, [outer, len, inner], ptrs)
+                }
             };
         }
         let p = SoftmaxParams {
@@ -132,56 +135,61 @@ impl Operator for Softmax {
     }
 }
 
-impl Softmax {
-    /// Portable mode: per `(outer, inner)` position, one fold for the
-    /// maximum, one for the sum of `exp(x - max)` (Softmax stores each
-    /// exponential on the way), then one pass writing the result.
-    fn lower_portable(&self, cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<(), String> {
-        let Rows { ty, flags, positions, along, ptrs } = Rows::new(cx, dtype, [outer, len, inner])?;
-        let constant = |cx: &mut Lower, v: f64| float_const(cx, dtype, v);
-        let exp = |cx: &mut Lower, v: Value| {
-            crate::codegen::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
+/// Portable Softmax or LogSoftmax (`log_softmax`) of the `[outer, len,
+/// inner]` tensor at `ptrs[0]` into `ptrs[1]` (SoftmaxCrossEntropyLoss's
+/// log-probabilities too): per `(outer, inner)` position, one fold for the
+/// maximum, one for the sum of `exp(x - max)` (Softmax stores each
+/// exponential on the way), then one pass writing the result.
+pub fn lower_softmax_portable(
+    cx: &mut Lower,
+    log_softmax: bool,
+    dtype: DType,
+    [outer, len, inner]: [usize; 3],
+    ptrs: [Value; 2],
+) -> Result<(), String> {
+    let Rows { ty, flags, positions, along, ptrs } = Rows::new(dtype, [outer, len, inner], ptrs);
+    let constant = |cx: &mut Lower, v: f64| float_const(cx, dtype, v);
+    let exp = |cx: &mut Lower, v: Value| {
+        crate::codegen::portable_math::apply(cx.b, "exp", dtype, v).ok_or_else(|| "no portable exp".to_string())
+    };
+    cx.nest(&positions, &ptrs, &mut |cx, _, base| {
+        let lowest = constant(cx, f64::NEG_INFINITY);
+        let max = cx.fold_nest(&along, base, &[lowest], &mut |cx, _, at, acc| {
+            let v = cx.ins().load(ty, flags, at[0], 0);
+            Ok(vec![cx.ins().fmax(acc[0], v)])
+        })?[0];
+        let zero = constant(cx, 0.0);
+        let sum = cx.fold_nest(&along, base, &[zero], &mut |cx, _, at, acc| {
+            let v = cx.ins().load(ty, flags, at[0], 0);
+            let shifted = cx.ins().fsub(v, max);
+            let e = exp(cx, shifted)?;
+            if !log_softmax {
+                cx.ins().store(flags, e, at[1], 0);
+            }
+            Ok(vec![cx.ins().fadd(acc[0], e)])
+        })?[0];
+        let log_sum = if log_softmax {
+            crate::codegen::portable_math::apply(cx.b, "log", dtype, sum).ok_or("no portable log")?
+        } else {
+            sum
         };
-        let log_softmax = self.kind == SoftmaxKind::LogSoftmax;
-        cx.nest(&positions, &ptrs, &mut |cx, _, base| {
-            let lowest = constant(cx, f64::NEG_INFINITY);
-            let max = cx.fold_nest(&along, base, &[lowest], &mut |cx, _, at, acc| {
-                let v = cx.ins().load(ty, flags, at[0], 0);
-                Ok(vec![cx.ins().fmax(acc[0], v)])
-            })?[0];
-            let zero = constant(cx, 0.0);
-            let sum = cx.fold_nest(&along, base, &[zero], &mut |cx, _, at, acc| {
+        cx.nest(&along, base, &mut |cx, _, at| {
+            let y = if log_softmax {
                 let v = cx.ins().load(ty, flags, at[0], 0);
                 let shifted = cx.ins().fsub(v, max);
-                let e = exp(cx, shifted)?;
-                if !log_softmax {
-                    cx.ins().store(flags, e, at[1], 0);
-                }
-                Ok(vec![cx.ins().fadd(acc[0], e)])
-            })?[0];
-            let log_sum = if log_softmax {
-                crate::codegen::portable_math::apply(cx.b, "log", dtype, sum).ok_or("no portable log")?
+                cx.ins().fsub(shifted, log_sum)
             } else {
-                sum
+                let e = cx.ins().load(ty, flags, at[1], 0);
+                cx.ins().fdiv(e, sum)
             };
-            cx.nest(&along, base, &mut |cx, _, at| {
-                let y = if log_softmax {
-                    let v = cx.ins().load(ty, flags, at[0], 0);
-                    let shifted = cx.ins().fsub(v, max);
-                    cx.ins().fsub(shifted, log_sum)
-                } else {
-                    let e = cx.ins().load(ty, flags, at[1], 0);
-                    cx.ins().fdiv(e, sum)
-                };
-                cx.ins().store(flags, y, at[1], 0);
-                Ok(())
-            })
+            cx.ins().store(flags, y, at[1], 0);
+            Ok(())
         })
-    }
+    })
 }
 
 /// The loops of a portable row operator over `[outer, len, inner]`
-/// (input 0 read, output 0 written): each `(outer, inner)` position, and
+/// (`ptrs[0]` read, `ptrs[1]` written): each `(outer, inner)` position, and
 /// the `len` elements of its row.
 struct Rows {
     ty: Type,
@@ -192,21 +200,21 @@ struct Rows {
 }
 
 impl Rows {
-    fn new(cx: &mut Lower, dtype: DType, [outer, len, inner]: [usize; 3]) -> Result<Rows, String> {
+    fn new(dtype: DType, [outer, len, inner]: [usize; 3], ptrs: [Value; 2]) -> Rows {
         let size = dtype.size() as i64;
         let row = len as i64 * inner as i64 * size;
-        Ok(Rows {
+        Rows {
             ty: clif_type(dtype),
             flags: MemFlagsData::trusted(),
             positions: [Level::new(outer, vec![row, row]), Level::new(inner, vec![size, size])],
             along: [Level::new(len, vec![inner as i64 * size, inner as i64 * size])],
-            ptrs: [cx.input_ptr(0)?, cx.output_ptr(0)?],
-        })
+            ptrs,
+        }
     }
 }
 
 /// `v` as a constant of the float type `dtype`.
-fn float_const(cx: &mut Lower, dtype: DType, v: f64) -> Value {
+pub(super) fn float_const(cx: &mut Lower, dtype: DType, v: f64) -> Value {
     match dtype {
         DType::F64 => cx.ins().f64const(v),
         _ => cx.ins().f32const(v as f32),
@@ -221,7 +229,8 @@ fn lower_hardmax_portable(cx: &mut Lower, dtype: DType, [outer, len, inner]: [us
     if len == 0 {
         return Ok(());
     }
-    let Rows { ty, flags, positions, along, ptrs } = Rows::new(cx, dtype, [outer, len, inner])?;
+    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
+    let Rows { ty, flags, positions, along, ptrs } = Rows::new(dtype, [outer, len, inner], ptrs);
     cx.nest(&positions, &ptrs, &mut |cx, _, base| {
         let first = cx.ins().load(ty, flags, base[0], 0);
         let start = cx.iconst(0);

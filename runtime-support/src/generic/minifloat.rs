@@ -26,8 +26,8 @@ use crate::abi::{ELEM_F4E2M1, ELEM_F8E4M3FN, ELEM_F8E4M3FNUZ, ELEM_F8E5M2, ELEM_
 const ROUND_MASK: i64 = 6;
 
 /// How the values beyond the largest finite one are encoded.
-#[derive(Clone, Copy, PartialEq)]
-enum Specials {
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Specials {
     /// E4M3FN: no infinity; NaN is every bit of exponent and mantissa set.
     NanOnly,
     /// E5M2: IEEE-like infinity and NaNs.
@@ -38,19 +38,21 @@ enum Specials {
     None,
 }
 
-/// A sign/exponent/mantissa format of at most 8 bits.
-#[derive(Clone, Copy)]
-struct Format {
-    man_bits: u32,
-    bias: i32,
+/// A sign/exponent/mantissa format of at most 8 bits (the compiler's
+/// portable conversions encode the same rules from it).
+#[derive(Clone, Copy, Debug)]
+pub struct Format {
+    pub man_bits: u32,
+    pub bias: i32,
     /// Bit pattern of the largest finite magnitude.
-    max: u32,
+    pub max: u32,
     /// The sign bit.
-    sign: u32,
-    specials: Specials,
+    pub sign: u32,
+    pub specials: Specials,
 }
 
-fn format(elem: i64) -> Option<Format> {
+/// The format of element code `elem`, `None` for E8M0 and other codes.
+pub fn minifloat_format(elem: i64) -> Option<Format> {
     let f = |man_bits, bias, max, sign, specials| Format { man_bits, bias, max, sign, specials };
     Some(match elem {
         ELEM_F8E4M3FN => f(3, 7, 0x7e, 0x80, Specials::NanOnly),
@@ -64,7 +66,7 @@ fn format(elem: i64) -> Option<Format> {
 
 /// True for the element codes this module converts.
 pub fn is_minifloat_elem(elem: i64) -> bool {
-    elem == ELEM_F8E8M0 || format(elem).is_some()
+    elem == ELEM_F8E8M0 || minifloat_format(elem).is_some()
 }
 
 /// `2^k` for `k` in the normal f32 range.
@@ -83,7 +85,7 @@ pub(crate) fn minifloat_to_f32(bits: i32, elem: i64) -> f32 {
             e => f32::from_bits(e << 23),
         };
     }
-    let Some(f) = format(elem) else {
+    let Some(f) = minifloat_format(elem) else {
         return f32::NAN;
     };
     let bits = bits & (f.sign | (f.sign - 1));
@@ -136,7 +138,7 @@ pub(crate) fn f64_to_minifloat(x: f64, elem: i64, mode: i64) -> i32 {
     if elem == ELEM_F8E8M0 {
         return to_e8m0(x, saturate, mode & ROUND_MASK) as i32;
     }
-    let Some(f) = format(elem) else {
+    let Some(f) = minifloat_format(elem) else {
         return 0;
     };
     let sign = if x.is_sign_negative() { f.sign } else { 0 };
@@ -260,9 +262,9 @@ mod tests {
             let largest = finite.iter().fold(0f32, |m, &v| m.max(v));
             let positive_min = finite.iter().filter(|&&v| v > 0.0).fold(f32::INFINITY, |m, &v| m.min(v));
             assert_eq!((largest, positive_min), (max, tiny), "format {elem}");
-            assert_eq!(onnxc_minifloat_to_f32(1 << format(elem).unwrap().man_bits, elem), normal);
+            assert_eq!(onnxc_minifloat_to_f32(1 << minifloat_format(elem).unwrap().man_bits, elem), normal);
             // Negation flips the sign bit, except for FNUZ's NaN.
-            let sign = format(elem).unwrap().sign as i32;
+            let sign = minifloat_format(elem).unwrap().sign as i32;
             for c in 1..sign {
                 let (p, n) = (values[c as usize], values[(c | sign) as usize]);
                 if p.is_nan() {
@@ -304,7 +306,7 @@ mod tests {
             };
         }
         let c = best.expect("every format has a zero").1;
-        let f = format(elem).unwrap();
+        let f = minifloat_format(elem).unwrap();
         if onnxc_minifloat_to_f32(c, elem) != 0.0 {
             c
         } else if x.is_sign_negative() && f.specials != Specials::Fnuz {
@@ -323,7 +325,7 @@ mod tests {
     fn narrowing_rounds_to_the_nearest_even_code() {
         let mut state = 7u64;
         for elem in FLOAT8.into_iter().chain([ELEM_F4E2M1]) {
-            let f = format(elem).unwrap();
+            let f = minifloat_format(elem).unwrap();
             let max = onnxc_minifloat_to_f32(f.max as i32, elem) as f64;
             let mut samples: Vec<f64> = Vec::new();
             // Every value, every midpoint between neighbours, and just
@@ -352,7 +354,7 @@ mod tests {
     #[test]
     fn zeros_keep_their_sign_except_in_fnuz() {
         for elem in FLOAT8.into_iter().chain([ELEM_F4E2M1]) {
-            let f = format(elem).unwrap();
+            let f = minifloat_format(elem).unwrap();
             assert_eq!(onnxc_f32_to_minifloat(0.0, elem, SAT), 0);
             let neg = onnxc_f32_to_minifloat(-0.0, elem, SAT);
             let tiny = onnxc_f32_to_minifloat(-1e-30, elem, SAT);

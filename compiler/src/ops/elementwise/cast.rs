@@ -2,11 +2,11 @@
 //! (Identity, Dropout, BitCast), and the conversions every elementwise
 //! loop makes: f16, bf16 and float8 widened to f32 on load ([`widen`]) and
 //! rounded on store ([`narrow`]); in portable mode f16 and bf16 by
-//! [`crate::codegen::half_floats`].
+//! [`crate::codegen::half_floats`], float8 by [`crate::codegen::minifloats`].
 
 use super::{Func, Operands};
 use crate::codegen::kernels::{self, F32, F64, I32, I64};
-use crate::codegen::{clif_type, half_floats, types, FloatCC, InstBuilder, IntCC, Lower, Value};
+use crate::codegen::{clif_type, half_floats, minifloats, types, FloatCC, InstBuilder, IntCC, Lower, Value};
 use crate::ir::DType;
 
 /// Identity, Dropout, BitCast: the operand itself.
@@ -48,6 +48,9 @@ pub fn scalar_type(dtype: DType) -> DType {
 pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> {
     if dtype.is_minifloat() {
         let bits = I32(cx.ins().uextend(types::I32, raw));
+        if cx.portable() {
+            return minifloats::widen(cx.b, dtype, bits.0);
+        }
         let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
         return cx.call(kernels::onnxc_minifloat_to_f32, (bits, elem));
     }
@@ -68,6 +71,10 @@ pub fn widen(cx: &mut Lower, raw: Value, dtype: DType) -> Result<Value, String> 
 pub fn narrow(cx: &mut Lower, value: Value, dtype: DType, mode: i64) -> Result<Value, String> {
     if dtype.is_minifloat() {
         let double = cx.b.func.dfg.value_type(value) == types::F64;
+        if cx.portable() {
+            let bits = minifloats::narrow(cx.b, dtype, value, mode)?;
+            return Ok(cx.ins().ireduce(types::I8, bits));
+        }
         let elem = I64(cx.ins().iconst(types::I64, dtype.onnx_code() as i64));
         let mode = I64(cx.ins().iconst(types::I64, mode));
         let bits = if double {
