@@ -631,6 +631,59 @@ pub(crate) mod tests {
         }
     }
 
+    /// Pointwise layers whose runs end in every way (pairs of full-width
+    /// tiles, an odd tile left, a tail of pairs or a moved-back tile, block
+    /// groups of 4 and fewer) get the same bits from every SIMD tile set,
+    /// with each epilogue the runs have, serial and threaded.
+    #[test]
+    fn pointwise_runs_give_a_pixel_the_same_bits_in_every_tile_set() {
+        let cases: [Case; 4] = [
+            (16, 64, [14, 13], [1, 1], 1, 1, [0, 0]),
+            (24, 32, [7, 11], [1, 1], 1, 1, [0, 0]),
+            (8, 96, [9, 9], [1, 1], 1, 1, [0, 0]),
+            (32, 48, [3, 17], [1, 1], 1, 1, [0, 0]),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            let (cin, cout) = (case.0, case.1);
+            let pixels = case.2[0] * case.2[1];
+            let x = blocked(&rand_vec(2 * cin * pixels, 40 + i as u64), 2, cin);
+            let w = rand_vec(cout * cin, 50 + i as u64);
+            let bias = rand_vec(cout, 60 + i as u64);
+            let residual = rand_vec(2 * cout * pixels, 70 + i as u64);
+            for (activation, fused) in [(EPILOGUE_NONE, 0), (EPILOGUE_CLIP, 1), (EPILOGUE_RELU, 1)] {
+                let p = ConvParams { activation, act_a: -0.5, act_b: 0.7, residual: fused, ..params(case) };
+                let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
+                assert_eq!(
+                    unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) },
+                    STATUS_OK
+                );
+                let s = BlockedShape::of(&p).expect("blocked");
+                let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+                let mut outputs = Vec::new();
+                for kernel in crate::generic::test_util::testable_isas().into_iter().filter(|&k| k != Isa::Generic) {
+                    for parallel in [null(), &threaded as *const Parallel] {
+                        let mut y = vec![f32::NAN; 2 * cout * pixels];
+                        let residual = if fused == 1 { residual.as_ptr() } else { null() };
+                        let o = BlockedOperands {
+                            x: x.as_ptr(),
+                            w: packed.as_ptr(),
+                            bias: bias.as_ptr(),
+                            residual,
+                            y: y.as_mut_ptr(),
+                        };
+                        assert!(unsafe { blocked_conv(kernel, &p, &s, o, null_mut(), parallel) }, "case {i}");
+                        outputs.push((kernel, y));
+                    }
+                }
+                for (kernel, y) in &outputs[1..] {
+                    assert!(y.iter().all(|v| !v.is_nan()), "case {i}, {kernel:?}: an output left unwritten");
+                    let same = y.iter().zip(&outputs[0].1).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "case {i}, {kernel:?}: bits differ from {:?}'s", outputs[0].0);
+                }
+            }
+        }
+    }
+
     #[test]
     fn only_single_group_2d_convolutions_of_whole_blocks_or_images_are_taken() {
         let p = params(&(16, 8, [5, 5], [3, 3], 1, 1, [1, 1]));

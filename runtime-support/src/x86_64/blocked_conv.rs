@@ -5,11 +5,12 @@
 //! weight vector per block is loaded and each pixel's input is one
 //! broadcast, so a tile's outputs are whole-vector stores. Two tile sets:
 //! 4 pixels × 3 blocks in the 16 registers of AVX2, and, where AVX-512 is
-//! there, 6 pixels × 4 blocks in its 32 (still ymm: the weights' layout is
-//! the same, and on the AMD cores we measure a zmm FMA does no more work
-//! than two ymm ones). The wider tile loads a third fewer weights and
-//! broadcasts per FMA: most layers stream their weights from L2 once per
-//! tile.
+//! there, 6 pixels × 4 blocks in its 32 (still ymm: on Zen 4 a zmm FMA
+//! does no more work than two ymm ones). The wider tile loads a third
+//! fewer weights and broadcasts per FMA: most layers stream their weights
+//! from L2 once per tile. Pointwise runs of four-block groups go at zmm
+//! width ([`full_width`]), which cores with 512-bit units (Zen 5, Intel's
+//! server cores) run twice as fast.
 //!
 //! Padding is never materialised. Output pixels are grouped by the kernel
 //! taps that fall inside the input (the same rows and columns of the
@@ -548,6 +549,7 @@ macro_rules! run_tiles_4x2 {
     };
 }
 
+mod full_width;
 mod pointwise;
 mod stem;
 

@@ -6,10 +6,12 @@
 //! pointer set-up and an epilogue through memory per tile. The last one
 //! to four pixels of a run go in two-pixel tiles (AVX-512, four blocks);
 //! every tile sums a pixel in the same order, so the bits do not depend
-//! on how a run is cut. With AVX-512, stride-2 layers (ResNet's
-//! downsampling 1×1 convolutions) run too, a row at a time, their four-
-//! block groups in tiles reading every other input pixel.
+//! on how a run is cut. With AVX-512, a run of four-block tiles goes two
+//! tiles at a time in [`full_width`]'s zmm tiles, and stride-2 layers
+//! (ResNet's downsampling 1×1 convolutions) run too, a row at a time,
+//! their four-block groups in tiles reading every other input pixel.
 
+use super::full_width::{self, full_width_tiles};
 use super::{block_group, tile_shape, Job, Place, TileActivation};
 use crate::generic::blocked::{BlockedOperands, BlockedShape, BLOCK};
 use core::arch::x86_64::*;
@@ -292,6 +294,14 @@ impl Job<'_> {
             (_, 2, 2, _) => pointwise2x4s2(x, w, w_block, in_block, y, tiles, &end),
             (_, 2, _, _) => pointwise6x4s2(x, w, w_block, in_block, y, tiles, &end),
             (true, _, 2, _) => pointwise2x4(x, w, w_block, in_block, y, tiles, &end),
+            (true, 1, 6, 4) if tiles >= 2 => {
+                let pairs = tiles / 2;
+                full_width_tiles(x, w, w_block, in_block, y, pairs, &full_width::run_end(&end, pixels));
+                if tiles % 2 == 1 {
+                    let done = pairs * full_width::PIXELS * BLOCK;
+                    pointwise6x4(x.add(done), w, w_block, in_block, y.add(done), 1, &end);
+                }
+            }
             (true, _, _, 4) => pointwise6x4(x, w, w_block, in_block, y, tiles, &end),
             (true, _, _, 3) => pointwise6x3(x, w, w_block, in_block, y, tiles, &end),
             (true, _, _, _) => pointwise6x2(x, w, w_block, in_block, y, tiles, &end),
