@@ -7,6 +7,12 @@
 //! FMA units busy where a pixel's own chain of taps is latency-bound. A row
 //! is cut into tiles of near-equal length (a 14-pixel row is two of 7, not
 //! 8 and 6): the shortest tile sets the row's pace.
+//!
+//! With AVX-512 and column stride 1, a zmm register holds two neighbouring
+//! pixels of a block (consecutive in the ring), so a tile is up to 16
+//! pixels in 8 registers and each tap's weight vector is duplicated into
+//! both halves: on cores with 512-bit units that halves the FMAs. A pixel
+//! sums its taps in the same order either way, so its bits are the same.
 
 use super::blocked_conv::Epilogue;
 use crate::generic::blocked::BLOCK;
@@ -22,7 +28,7 @@ const TILE: usize = 8;
 /// with its target features (a closure of a plain function would call each
 /// intrinsic out of line).
 macro_rules! band_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $stride_one_rows:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $name(band: &Band) {
@@ -39,7 +45,7 @@ macro_rules! band_kernel {
             };
             // `takes` admits column strides 1 and 2 only.
             if band.s.strides[1] == 1 {
-                band.run(copy, zero, |oy, taps| row_tiles::<1>(band, &finish, oy, taps))
+                band.run(copy, zero, |oy, taps| $stride_one_rows(band, &finish, oy, taps))
             } else {
                 band.run(copy, zero, |oy, taps| row_tiles::<2>(band, &finish, oy, taps))
             }
@@ -48,12 +54,14 @@ macro_rules! band_kernel {
 }
 
 band_kernel!(
-    /// [`Band::run_portable`]'s result in ymm tiles, with AVX-512's encodings.
+    /// [`Band::run_portable`]'s result in zmm tiles of pixel pairs at column
+    /// stride 1, else in ymm tiles with AVX-512's encodings.
     ///
     /// # Safety
     /// As `Band::run_portable`; the CPU supports AVX-512F and VL.
     band_avx512,
-    "avx512f,avx512vl,avx2,fma"
+    "avx512f,avx512vl,avx2,fma",
+    pair_row_tiles
 );
 
 band_kernel!(
@@ -62,7 +70,8 @@ band_kernel!(
     /// # Safety
     /// As `Band::run_portable`; the CPU supports AVX2 and FMA.
     band_avx2,
-    "avx2,fma"
+    "avx2,fma",
+    stride_one_row_tiles
 );
 
 /// Output row `oy` of the band in tiles of near-equal length.
@@ -84,6 +93,79 @@ unsafe fn row_tiles<const STRIDE: usize>(band: &Band, finish: &Epilogue, oy: usi
             _ => tile::<TILE, STRIDE>(band, finish, taps, oy, ox),
         }
         ox += len;
+    }
+}
+
+/// [`row_tiles`] at column stride 1 (AVX2's ymm tiles).
+#[inline(always)]
+unsafe fn stride_one_row_tiles(band: &Band, finish: &Epilogue, oy: usize, taps: &RowTaps) {
+    row_tiles::<1>(band, finish, oy, taps)
+}
+
+/// Output row `oy` (column stride 1) in tiles of near-equal length of up
+/// to [`PAIR_TILE`] pixels, two to a zmm register.
+#[inline(always)]
+unsafe fn pair_row_tiles(band: &Band, finish: &Epilogue, oy: usize, taps: &RowTaps) {
+    let width = band.cols.len();
+    let tiles = width.div_ceil(PAIR_TILE);
+    let mut ox = band.cols.start;
+    for k in 0..tiles {
+        let len = width / tiles + usize::from(k < width % tiles);
+        let odd = len % 2 == 1;
+        match len / 2 {
+            0 => tile::<1, 1>(band, finish, taps, oy, ox),
+            1 => pair_tile::<1>(band, finish, taps, (oy, ox), odd),
+            2 => pair_tile::<2>(band, finish, taps, (oy, ox), odd),
+            3 => pair_tile::<3>(band, finish, taps, (oy, ox), odd),
+            4 => pair_tile::<4>(band, finish, taps, (oy, ox), odd),
+            5 => pair_tile::<5>(band, finish, taps, (oy, ox), odd),
+            6 => pair_tile::<6>(band, finish, taps, (oy, ox), odd),
+            7 => pair_tile::<7>(band, finish, taps, (oy, ox), odd),
+            _ => pair_tile::<8>(band, finish, taps, (oy, ox), false),
+        }
+        ox += len;
+    }
+}
+
+/// Pixels of the longest tile of pixel pairs: 8 zmm accumulators.
+const PAIR_TILE: usize = 16;
+
+/// Pixels `ox..ox + 2 * PAIRS` of output row `oy` (column stride 1) in
+/// zmm pairs, and the pixel after them in a ymm register when `odd`.
+#[inline(always)]
+unsafe fn pair_tile<const PAIRS: usize>(
+    band: &Band,
+    finish: &Epilogue,
+    taps: &RowTaps,
+    (oy, ox): (usize, usize),
+    odd: bool,
+) {
+    let (kw, dilation) = (band.s.kernel[1], band.s.dilations[1]);
+    let column = band.column(ox);
+    let mut pairs = [_mm512_setzero_ps(); PAIRS];
+    let mut last = _mm256_setzero_ps();
+    for (k, &input) in taps.rows[..taps.count].iter().enumerate() {
+        let weights = band.weights(taps.first + k);
+        for kx in 0..kw {
+            let w = _mm256_loadu_ps(weights.add(kx * BLOCK));
+            let both = _mm512_shuffle_f32x4::<0x44>(_mm512_castps256_ps512(w), _mm512_castps256_ps512(w));
+            let x = input.add(column + kx * dilation * BLOCK);
+            for (t, sum) in pairs.iter_mut().enumerate() {
+                *sum = _mm512_fmadd_ps(_mm512_loadu_ps(x.add(2 * t * BLOCK)), both, *sum);
+            }
+            if odd {
+                last = _mm256_fmadd_ps(_mm256_load_ps(x.add(2 * PAIRS * BLOCK)), w, last);
+            }
+        }
+    }
+    let at = band.output(oy, ox);
+    for (t, &sum) in pairs.iter().enumerate() {
+        let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(sum)));
+        finish.finish(band.p, &band.o, band.block, at + 2 * t * BLOCK, _mm512_castps512_ps256(sum));
+        finish.finish(band.p, &band.o, band.block, at + (2 * t + 1) * BLOCK, upper);
+    }
+    if odd {
+        finish.finish(band.p, &band.o, band.block, at + 2 * PAIRS * BLOCK, last);
     }
 }
 
