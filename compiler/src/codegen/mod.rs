@@ -37,9 +37,9 @@ pub mod pad_loops;
 mod portable_layers_tests;
 #[cfg(test)]
 mod portable_loops_tests;
+pub mod portable_math;
 #[cfg(test)]
 mod portable_quant_tests;
-pub mod portable_math;
 pub mod quant_loops;
 pub mod resize_loops;
 pub mod rnn_loops;

@@ -38,9 +38,9 @@ fn codes(dtype: DType, shape: &[usize], codes: impl Fn(usize) -> u8) -> Tensor {
                 return codes(b);
             }
             let bits = dtype.bits();
-            (0..per_byte).filter(|j| b * per_byte + j < n).fold(0u8, |byte, j| {
-                byte | (codes(b * per_byte + j) & ((1 << bits) - 1) as u8) << (j * bits)
-            })
+            (0..per_byte)
+                .filter(|j| b * per_byte + j < n)
+                .fold(0u8, |byte, j| byte | (codes(b * per_byte + j) & ((1 << bits) - 1) as u8) << (j * bits))
         })
         .collect();
     Tensor::from_bytes(dtype, shape.to_vec(), data).expect("tensor")

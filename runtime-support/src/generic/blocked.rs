@@ -504,11 +504,12 @@ pub(crate) mod tests {
         // the last four have stem runs in both tile sets (every block
         // group of a run's sizes), with columns left over, an odd channel
         // alone, a dilation.
-        // Seven run as Winograd: the seventh (a 7×7 map) and the last six,
-        // the last two as F(4×4, 3×3), the others as F(2×2, 3×3) (odd
-        // sides: tiles cut by the map's edge; the fourth last splits its
-        // output channels in two groups).
-        let cases: [Case; 25] = [
+        // Nine run as Winograd: the seventh (a 7×7 map) and the last eight,
+        // the third and fourth last as F(4×4, 3×3), the others as F(2×2,
+        // 3×3) (odd sides: tiles cut by the map's edge; the sixth last
+        // splits its output channels in two groups); the last two are
+        // unpadded (a map padded by a node of its own).
+        let cases: [Case; 27] = [
             (8, 24, [9, 11], [3, 3], 1, 1, [1, 1]),
             (16, 64, [14, 13], [1, 1], 2, 1, [0, 0]),
             (8, 32, [28, 28], [1, 1], 2, 1, [0, 0]),
@@ -534,6 +535,8 @@ pub(crate) mod tests {
             (16, 128, [16, 8], [3, 3], 1, 1, [1, 1]),
             (16, 24, [25, 23], [3, 3], 1, 1, [1, 1]),
             (24, 16, [30, 29], [3, 3], 1, 1, [1, 1]),
+            (16, 24, [14, 15], [3, 3], 1, 1, [0, 0]),
+            (16, 16, [34, 35], [3, 3], 1, 1, [0, 0]),
         ];
         for (i, case) in cases.iter().enumerate() {
             let p = params(case);

@@ -74,16 +74,18 @@ const MIN_GROUP_BLOCKS: usize = 8;
 const MAX_TASKS: usize = 4;
 
 /// Whether the blocked convolution `p` runs as Winograd: a blocked 3×3
-/// layer of stride 1 and dilation 1 that keeps the map's size (padding
-/// 1), with at least 16 input and output channels, on a map of enough
-/// tiles of one of the [`SIDES`].
+/// layer of stride 1 and dilation 1 that keeps the map's size (padded by
+/// one) or is unpadded (its padding a node of its own, as a reflection
+/// Pad before it), with at least 16 input and output channels, on a map
+/// of enough tiles of one of the [`SIDES`].
 pub fn conv_takes_winograd(p: &ConvParams) -> bool {
     let Some(s) = BlockedShape::of(p) else { return false };
+    let same = s.pads == [1, 1] && [s.out_h, s.out_w] == [s.in_h, s.in_w];
+    let valid = s.pads == [0, 0] && s.in_h > 2 && s.in_w > 2 && [s.out_h, s.out_w] == [s.in_h - 2, s.in_w - 2];
     s.kernel == [3, 3]
         && s.strides == [1, 1]
         && s.dilations == [1, 1]
-        && s.pads == [1, 1]
-        && [s.out_h, s.out_w] == [s.in_h, s.in_w]
+        && (same || valid)
         && !s.nchw_input
         && !s.depthwise
         && s.in_channels >= 2 * BLOCK
@@ -452,7 +454,8 @@ unsafe fn finish_lanes(o: &BlockedOperands, at: usize, ob: usize, activation: La
 
 /// The `(T+2)×(T+2)` input patch of tile `(ty, tx)` in one channel block
 /// `x` (`[in_h][in_w][8]`) into `patch` (`(T+2)r + q`), rows and columns
-/// from `T·ty - 1` and `T·tx - 1`; taps outside the map stay zero.
+/// from `T·ty - pad` and `T·tx - pad` (pad 1 or 0); taps outside the map
+/// stay zero.
 #[inline(always)]
 unsafe fn input_patch<const T: usize>(
     s: &BlockedShape,
@@ -462,9 +465,10 @@ unsafe fn input_patch<const T: usize>(
     patch: &mut [Lanes; MAX_XI],
 ) {
     let n = T + 2;
-    let (top, left) = ((T * ty).wrapping_sub(1), (T * tx).wrapping_sub(1));
+    let [pad_top, pad_left] = s.pads;
+    let (top, left) = ((T * ty).wrapping_sub(pad_top), (T * tx).wrapping_sub(pad_left));
     let load = |iy: usize, ix: usize| *(x.add((iy * s.in_w + ix) * BLOCK) as *const Lanes);
-    if ty > 0 && tx > 0 && top + n <= s.in_h && left + n <= s.in_w {
+    if T * ty >= pad_top && T * tx >= pad_left && top + n <= s.in_h && left + n <= s.in_w {
         // Inside the map: no tap to test.
         for r in 0..n {
             for q in 0..n {
