@@ -169,8 +169,11 @@ pub(crate) unsafe fn blocked_conv(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if kernel != Isa::Generic && kernel.available() {
+        use crate::x86_64::blocked_conv::gathered;
         if crate::generic::winograd::conv_takes_winograd(p) {
             crate::x86_64::blocked_conv::winograd(p, s, o, scratch, parallel, kernel);
+        } else if kernel == Isa::Avx512 && !scratch.is_null() && gathered::takes(p, s) {
+            gathered::conv(p, s, o, scratch, parallel);
         } else {
             crate::x86_64::blocked_conv::conv(p, s, o, parallel, kernel);
         }

@@ -550,6 +550,7 @@ macro_rules! run_tiles_4x2 {
 }
 
 mod full_width;
+pub(crate) mod gathered;
 mod pointwise;
 mod stem;
 
@@ -654,6 +655,34 @@ fn tile_shape(wide: bool) -> (usize, usize) {
 #[inline(always)]
 unsafe fn halves<const B: usize>([even, odd]: [[__m256; B]; 2]) -> [[__m256; B]; 1] {
     [core::array::from_fn(|j| _mm256_add_ps(even[j], odd[j]))]
+}
+
+impl<'a> Job<'a> {
+    /// The job of convolution `p` (shape `s`) with the AVX-512 tiles
+    /// (`wide`) or AVX2's, its input blocks `plane` floats apart.
+    fn new(p: &'a ConvParams, s: &'a BlockedShape, o: BlockedOperands, wide: bool, plane: usize) -> Job<'a> {
+        let epilogue = Epilogue::of(p);
+        let pixel_step = if s.nchw_input { 1 } else { BLOCK };
+        let strides = Strides {
+            tap_row: s.dilations[0] * s.in_w * pixel_step,
+            tap_col: s.dilations[1] * pixel_step,
+            in_block: plane,
+            w_tap: s.in_channels * BLOCK,
+            kernel_w: s.kernel[1],
+            nchw_input: usize::from(s.nchw_input),
+            steps: if s.nchw_input { s.in_channels / 2 } else { s.in_blocks },
+            odd_channel: if s.nchw_input { s.in_channels % 2 } else { 0 },
+            // A block step moves the pointers a block, an NCHW channel a plane
+            // (the odd channel left last does not move them).
+            next_tap: (s.dilations[1] * pixel_step * 4) as isize
+                - (if s.nchw_input { s.in_channels / 2 * 2 } else { s.in_blocks } * plane * 4) as isize,
+        };
+        let groups_per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES
+            && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
+        let run_end = pointwise_end(s, &o, epilogue.activation, wide, plane);
+        let stem_end = stem_end(s, &o, epilogue.activation, wide);
+        Job { p, s, o, strides, epilogue, wide, pixel_step, groups_per_tile, run_end, stem_end }
+    }
 }
 
 impl Job<'_> {
@@ -912,34 +941,14 @@ pub(crate) unsafe fn conv(
     parallel: *const Parallel,
     kernel: Isa,
 ) {
-    let epilogue = Epilogue::of(p);
-    let activation = epilogue.activation;
+    let wide = kernel == Isa::Avx512;
     // An NCHW input's pixels are consecutive floats, its channels planes apart.
     let pixel_step = if s.nchw_input { 1 } else { BLOCK };
-    let strides = Strides {
-        tap_row: s.dilations[0] * s.in_w * pixel_step,
-        tap_col: s.dilations[1] * pixel_step,
-        in_block: s.in_h * s.in_w * pixel_step,
-        w_tap: s.in_channels * BLOCK,
-        kernel_w: s.kernel[1],
-        nchw_input: usize::from(s.nchw_input),
-        steps: if s.nchw_input { s.in_channels / 2 } else { s.in_blocks },
-        odd_channel: if s.nchw_input { s.in_channels % 2 } else { 0 },
-        // A block step moves the pointers a block, an NCHW channel a plane
-        // (the odd channel left last does not move them).
-        next_tap: (s.dilations[1] * pixel_step * 4) as isize
-            - (if s.nchw_input { s.in_channels / 2 * 2 } else { s.in_blocks } * s.in_h * s.in_w * pixel_step * 4)
-                as isize,
-    };
-    let wide = kernel == Isa::Avx512;
+    let job = Job::new(p, s, o, wide, s.in_h * s.in_w * pixel_step);
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
     let groups = s.out_blocks.div_ceil(tile_shape(wide).1);
-    let per_tile = s.out_blocks * s.weights_per_block() * 4 <= GROUPS_PER_TILE_WEIGHT_BYTES
-        && s.out_blocks <= GROUPS_PER_TILE_MAX_BLOCKS;
-    let run_end = pointwise_end(s, &o, activation, wide);
-    let stem_end = stem_end(s, &o, activation, wide);
-    let job = Job { p, s, o, strides, epilogue, wide, pixel_step, groups_per_tile: per_tile, run_end, stem_end };
+    let per_tile = job.groups_per_tile;
     let (group_tasks, task_groups) = if per_tile { (1, groups) } else { (groups, 1) };
     // What a task's part of an image is made of: a pointwise layer's full
     // tiles (its pixels run on across rows, so a part cuts no tile), else

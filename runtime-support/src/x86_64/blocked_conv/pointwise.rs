@@ -41,6 +41,17 @@ pub(super) struct RunEnd {
     pub(super) hi: f32,
 }
 
+/// The clamp a run's epilogue applies for `activation` (1 and its
+/// bounds, or 0) when the asm has it: no activation or a clamp with
+/// `lo <= hi`.
+pub(super) fn run_clamp(activation: Option<TileActivation>) -> Option<(usize, f32, f32)> {
+    match activation? {
+        TileActivation::None => Some((0, 0.0, 0.0)),
+        TileActivation::Clamp { lo, hi } if lo <= hi => Some((1, lo, hi)),
+        _ => None,
+    }
+}
+
 impl RunEnd {
     /// The end of `s`'s runs whose loops take `steps`, `x_back` and
     /// `w_back` (in bytes), when the epilogue is one the asm has: no
@@ -51,11 +62,7 @@ impl RunEnd {
         activation: Option<TileActivation>,
         (steps, x_back, w_back): (usize, isize, usize),
     ) -> Option<RunEnd> {
-        let (clamp, lo, hi) = match activation? {
-            TileActivation::None => (0, 0.0, 0.0),
-            TileActivation::Clamp { lo, hi } if lo <= hi => (1, lo, hi),
-            _ => return None,
-        };
+        let (clamp, lo, hi) = run_clamp(activation)?;
         Some(RunEnd {
             steps,
             x_back,
@@ -177,12 +184,14 @@ const RUN_INPUT_BYTES: usize = 16 * 1024;
 
 /// The end of `s`'s pointwise runs when it has them: 1×1, stride 1,
 /// unpadded, a blocked input (a tile's pixels are then consecutive in the
-/// input and the output), and no activation or a clamp with `lo <= hi`.
+/// input and the output) whose blocks are `plane` floats apart, and no
+/// activation or a clamp with `lo <= hi`.
 pub(super) fn pointwise_end(
     s: &BlockedShape,
     o: &BlockedOperands,
     activation: Option<TileActivation>,
     wide: bool,
+    plane: usize,
 ) -> Option<RunEnd> {
     let pixels = tile_shape(wide).0;
     let stride = s.strides[0];
@@ -201,7 +210,7 @@ pub(super) fn pointwise_end(
     if !pointwise {
         return None;
     }
-    let input_block = s.in_h * s.in_w * BLOCK * 4;
+    let input_block = plane * 4;
     let x_back = (s.in_blocks * input_block - pixels * BLOCK * 4 * stride) as isize;
     RunEnd::new(s, o, activation, (s.in_blocks, x_back, s.in_blocks * BLOCK * BLOCK * 4))
 }
@@ -282,7 +291,8 @@ impl Job<'_> {
         let (s, o) = (self.s, &self.o);
         let stride = s.strides[1];
         let (oy, ox) = (start / s.out_w, start % s.out_w);
-        let x = o.x.add(n * s.in_image() + (oy * stride * s.in_w + ox * stride) * BLOCK);
+        // Wrapping: a gathered chunk's input pointer stands for pixel 0 of the map.
+        let x = o.x.wrapping_add(n * s.in_image() + (oy * stride * s.in_w + ox * stride) * BLOCK);
         let w = o.w.add(mb * s.weights_per_block());
         let y = o.y.add(n * s.out_image() + (mb * s.out_h * s.out_w + start) * BLOCK);
         let end = RunEnd {
