@@ -21,7 +21,8 @@ pub struct ShapeArgs {
     #[arg(long = "shape", value_name = "NAME=AxBxC")]
     pub shapes: Vec<String>,
     /// Bind a symbolic dim: SYM=N specialises to N; SYM=LO..HI or
-    /// SYM=..HI bounds it (compiled code needs one size yet)
+    /// SYM=..HI bounds it, SYM=LO..HI%K also makes it a multiple of K
+    /// (compiled code needs one size yet)
     #[arg(long = "dim", value_name = "SYM=N")]
     pub dims: Vec<String>,
 }

@@ -315,3 +315,86 @@ fn info_gives_an_rnns_outputs_over_its_steps_and_batch() {
     assert!(out.contains("symbolic output: y f32[d0,1,d1,4]"), "{out}");
     assert!(out.contains("symbolic output: h f32[1,d1,4]"), "{out}");
 }
+
+/// `x` is `[d0, d1, 8]`: shape arithmetic as exporters write it. `y` is a
+/// class token `[1, 1, 8]` expanded to the batch through a target made by
+/// `Where(Equal(t, -1), 1, t)` over `t = [d0, -1, -1]` (ViT's) and
+/// concatenated before `x`; `z` is `x` reshaped to `[d0, d1*8/2, 2]`
+/// through Mul and Div on the sequence length.
+fn shape_arithmetic_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Shape", "shape", &["x"], &["dims"]),
+        node("Gather", "batch", &["dims", "zero"], &["b"]),
+        node("Unsqueeze", "b1", &["b", "axes0"], &["b_1"]),
+        node("Concat", "target", &["b_1", "minus1", "minus1"], &["t"]),
+        node("Equal", "unknown", &["t", "minus1"], &["is_unknown"]),
+        node("Where", "filled", &["is_unknown", "one_1", "t"], &["t_filled"]),
+        node("Expand", "tokens", &["token", "t_filled"], &["tok"]),
+        node("Concat", "with_token", &["tok", "x"], &["y"]),
+        node("Gather", "seq", &["dims", "one"], &["s"]),
+        node("Mul", "flat", &["s", "eight"], &["s8"]),
+        node("Div", "half", &["s8", "two"], &["s4"]),
+        node("Unsqueeze", "s1", &["s4", "axes0"], &["s4_1"]),
+        node("Concat", "z_target", &["b_1", "s4_1", "two_1"], &["zt"]),
+        node("Reshape", "pairs", &["x", "zt"], &["z"]),
+    ];
+    nodes[3].attribute.push(int_attr("axis", 0));
+    nodes[7].attribute.push(int_attr("axis", 1));
+    nodes[12].attribute.push(int_attr("axis", 0));
+    let outputs = ["y", "z"].map(|o| raw_value(o, 1, None));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, -1, 8]))], outputs.to_vec());
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("token", &[1, 1, 8], &[0.5; 8]),
+        int64s("zero", &[], &[0]),
+        int64s("one", &[], &[1]),
+        int64s("two", &[], &[2]),
+        int64s("eight", &[], &[8]),
+        int64s("axes0", &[1], &[0]),
+        int64s("minus1", &[1], &[-1]),
+        int64s("one_1", &[1], &[1]),
+        int64s("two_1", &[1], &[2]),
+    ];
+    m
+}
+
+#[test]
+fn info_computes_on_shape_elements_with_arithmetic_equal_and_where() {
+    let out = info(&shape_arithmetic_model(), &[]);
+    assert!(out.contains("symbolic output: y f32[d0,d1+1,8]"), "{out}");
+    assert!(out.contains("symbolic output: z f32[d0,4*d1,2]"), "{out}");
+}
+
+/// `x` is `[d0, 3, d2, d3]`: a detector's neck. Two stride-2 Convs, the
+/// second's output upsampled by 2 and concatenated with the first's:
+/// `2*ceil(ceil(h/2)/2)` against `ceil(h/2)`, equal only for even
+/// `ceil(h/2)`.
+fn upsample_concat_model() -> ModelProto {
+    let mut nodes = vec![
+        node("Conv", "down1", &["x", "w1"], &["c1"]),
+        node("Conv", "down2", &["c1", "w2"], &["c2"]),
+        node("Resize", "up", &["c2", "", "scales"], &["u"]),
+        node("Concat", "join", &["u", "c1"], &["y"]),
+    ];
+    for n in &mut nodes[..2] {
+        n.attribute.extend([ints_attr("strides", &[2, 2]), ints_attr("pads", &[1, 1, 1, 1])]);
+    }
+    nodes[3].attribute.push(int_attr("axis", 1));
+    let mut m = model(nodes, vec![value("x", Some(&[-1, 3, -1, -1]))], vec![raw_value("y", 1, None)]);
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer = vec![
+        floats("w1", &[4, 3, 3, 3], &[0.1; 108]),
+        floats("w2", &[4, 4, 3, 3], &[0.1; 144]),
+        floats("scales", &[4], &[1.0, 1.0, 2.0, 2.0]),
+    ];
+    m
+}
+
+#[test]
+fn a_divisibility_fact_joins_an_upsampled_map_with_its_skip() {
+    let out = info(&upsample_concat_model(), &[]);
+    assert!(out.contains("incompatible") && !out.contains("symbolic output: y"), "{out}");
+    let out = info(&upsample_concat_model(), &["--dim", "d2=..64%4", "--dim", "d3=..64%4"]);
+    assert!(out.contains("symbol: d2, used by x axis 2; 4..64%4"), "{out}");
+    assert!(out.contains("symbolic output: y f32[d0,8,2*(d2/4),2*(d3/4)]"), "{out}");
+}

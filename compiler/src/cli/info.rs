@@ -171,6 +171,7 @@ fn symbol_lines(graph: &onnxc::ir::Graph, bindings: &Bindings) -> Vec<String> {
             let fact = bindings.facts.get(s);
             let bound = match (bindings.dims.get(s), fact.max) {
                 (Some(n), _) => format!("{n} (--dim)"),
+                (None, Some(max)) if fact.multiple_of > 1 => format!("{}..{max}%{}", fact.min, fact.multiple_of),
                 (None, Some(max)) => format!("{}..{max}", fact.min),
                 (None, None) => "unbounded".to_string(),
             };

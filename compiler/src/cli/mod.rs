@@ -13,7 +13,8 @@ use onnxc::infer::{Bindings, CompositeShape};
 use onnxc::ir::dim_expr::SymbolFact;
 use onnxc::limits::Limits;
 
-/// Parses `--shape NAME=AxB` and `--dim SYM=N` (or `SYM=LO..HI`, `SYM=..HI`).
+/// Parses `--shape NAME=AxB` and `--dim SYM=N` (or `SYM=LO..HI`, `SYM=..HI`,
+/// `SYM=LO..HI%K`).
 pub fn bindings(args: &ShapeArgs) -> Result<Bindings, String> {
     let mut b = Bindings::default();
     for s in &args.shapes {
@@ -57,18 +58,26 @@ fn dim_size(arg: &str, n: &str) -> Result<usize, String> {
     n.parse::<usize>().map_err(|_| format!("--dim {arg}: \"{n}\" is not a size"))
 }
 
-/// `LO..HI` (`LO` empty: 1) as the symbol's bounds.
+/// `LO..HI` (`LO` empty: 1) as the symbol's bounds, `LO..HI%K` a
+/// multiple of `K` in them.
 fn dim_range(arg: &str, lo: &str, hi: &str) -> Result<SymbolFact, String> {
+    let (hi, multiple_of) = match hi.split_once('%') {
+        None => (hi, 1),
+        Some((hi, k)) => (hi, dim_size(arg, k)?.try_into().map_err(|_| format!("--dim {arg}: {k} is too large"))?),
+    };
+    if multiple_of < 1 {
+        return Err(format!("--dim {arg}: a divisor must be at least 1"));
+    }
     let bound = |n: &str| -> Result<i64, String> {
         let n = dim_size(arg, n)?;
         i64::try_from(n).map_err(|_| format!("--dim {arg}: {n} is too large"))
     };
     let min = if lo.is_empty() { 1 } else { bound(lo)? };
     let max = bound(hi)?;
-    if min < 1 || max < min {
-        return Err(format!("--dim {arg}: a range of sizes needs 1 <= LO <= HI"));
+    if min < 1 || max < min || ((min - 1) / multiple_of + 1).checked_mul(multiple_of).is_none_or(|m| m > max) {
+        return Err(format!("--dim {arg}: a range of sizes needs 1 <= LO <= HI, with a multiple of K in it"));
     }
-    Ok(SymbolFact { min, max: Some(max), multiple_of: 1 })
+    Ok(SymbolFact { min, max: Some(max), multiple_of })
 }
 
 /// The default limits with the `--max-*` overrides applied.

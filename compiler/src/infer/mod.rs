@@ -25,7 +25,7 @@
 
 pub mod expand;
 
-use crate::ir::dim_expr::SymbolFacts;
+use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::{Composite, DType, Dim, Graph, Node, TensorType, ValueDef, ValueId};
 use crate::limits::Limits;
 use crate::ops::{InferCx, Inferred, InputExprs, InputInfo};
@@ -537,7 +537,10 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
             let Some(s) = d.symbol().map(str::to_string) else { continue };
             match bind_symbol(bindings, &value.name, i, &s) {
                 SymbolBinding::Size(n) => *d = Dim::Known(n),
-                SymbolBinding::Kept => {}
+                SymbolBinding::Kept => match DimExpr::symbol_with_facts(&s, &bindings.facts).and_then(Dim::from_expr) {
+                    Some(e) => *d = e,
+                    None => errors.push(format!("input \"{}\" dim {i} \"{s}\": its divisor is too large", value.name)),
+                },
                 SymbolBinding::Refused(message) => errors.push(message),
                 SymbolBinding::Unbound(message) => {
                     unbound.push(input);

@@ -82,9 +82,13 @@ impl SymbolFacts {
         &NONE
     }
 
-    /// Declares `name`'s range (its lower bound raised to 1) and divisor.
+    /// Declares `name`'s range (its lower bound raised to 1, then to a
+    /// multiple of the divisor) and divisor.
     pub fn declare(&mut self, name: &str, fact: SymbolFact) {
-        let fact = SymbolFact { min: fact.min.max(1), multiple_of: fact.multiple_of.max(1), ..fact };
+        let multiple_of = fact.multiple_of.max(1);
+        let min = fact.min.max(1);
+        let min = min.checked_add(multiple_of - 1).map_or(min, |m| m / multiple_of * multiple_of);
+        let fact = SymbolFact { min, multiple_of, ..fact };
         self.facts.insert(name.to_string(), fact);
     }
 
@@ -329,6 +333,27 @@ impl DimExpr {
     /// Whether the facts show the value is never negative.
     pub fn is_nonnegative(&self, facts: &SymbolFacts) -> bool {
         self.range(facts).lo.is_some_and(|l| l >= 0)
+    }
+
+    /// Whether the two are equal for every value of the symbols the facts
+    /// allow: `Some(true)` when they are the same expression, `Some(false)`
+    /// when their difference's range excludes 0, `None` when undecided.
+    pub fn known_equal(&self, o: &DimExpr, facts: &SymbolFacts) -> Option<bool> {
+        let gap = self.checked_sub(o)?.range(facts);
+        match gap {
+            Interval { lo: Some(0), hi: Some(0) } => Some(true),
+            _ if gap.lo.is_some_and(|l| l > 0) || gap.hi.is_some_and(|h| h < 0) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Symbol `name` as the facts shape it: `m*floor(name/m)` when it is
+    /// known a multiple of `m > 1`, so that arithmetic over the atom
+    /// `floor(name/m)` sees the factor (`(m*k+1)/2` is `(m/2)*k`) and
+    /// two exact divisions of it compare equal.
+    pub fn symbol_with_facts(name: &str, facts: &SymbolFacts) -> Option<DimExpr> {
+        let m = facts.get(name).multiple_of;
+        DimExpr::symbol(name).div_floor(m, facts)?.checked_scale(m)
     }
 
     pub fn minimum(&self, o: &DimExpr, facts: &SymbolFacts) -> DimExpr {

@@ -140,3 +140,31 @@ fn display_reads_as_arithmetic() {
     assert_eq!(mul(&c(3), &n.div_floor(2, &f).unwrap()).to_string(), "3*(seq/2)");
     assert_eq!(n.maximum(&m, &f).to_string(), "max(m,seq)");
 }
+
+#[test]
+fn known_equal_decides_by_the_facts() {
+    let n = s("n");
+    assert_eq!(n.known_equal(&n, &none()), Some(true));
+    assert_eq!(n.known_equal(&c(-1), &none()), Some(false));
+    assert_eq!(n.known_equal(&c(4), &none()), None);
+    assert_eq!(n.known_equal(&c(4), &bound("n", 5, None)), Some(false));
+}
+
+#[test]
+fn a_multiple_symbol_keeps_its_factor_through_ceil_divisions() {
+    let mut f = SymbolFacts::default();
+    f.declare("h", SymbolFact { min: 1, max: Some(640), multiple_of: 32 });
+    assert_eq!(f.get("h").min, 32);
+    let h = DimExpr::symbol_with_facts("h", &f).unwrap();
+    assert_eq!(h.eval(&at(&[("h", 320)])), Some(320));
+    // Four stride-2 ceil divisions, then one more and doubled: the two agree.
+    let mut four = h.clone();
+    for _ in 0..4 {
+        four = four.div_ceil(2, &f).unwrap();
+    }
+    let doubled = four.div_ceil(2, &f).unwrap().checked_scale(2).unwrap();
+    assert_eq!(four, doubled);
+    // Without the fact they differ (an odd size makes them differ).
+    let plain = s("h").div_ceil(16, &none()).unwrap();
+    assert_ne!(plain, plain.div_ceil(2, &none()).unwrap().checked_scale(2).unwrap());
+}

@@ -29,6 +29,7 @@ mod cast;
 mod compare;
 mod epilogue;
 mod program;
+mod shape_elements;
 mod table;
 mod transcendental;
 
@@ -181,7 +182,8 @@ impl Operator for Elementwise {
                 _ => first,
             },
         };
-        let mut outputs = vec![Inferred::of_dims(dtype, shape.clone())?];
+        let first_output = Inferred::of_dims(dtype, shape.clone())?;
+        let mut outputs = vec![shape_elements::with_symbolic_elements(self.func, cx, first_output)];
         if let (Func::Dropout { mask_is_bool }, true) = (self.func, cx.output_count > 1) {
             outputs.push(Inferred::of_dims(if mask_is_bool { DType::Bool } else { dtype }, shape)?);
         }
