@@ -8,7 +8,8 @@
 //!   zero points, like a convolution's weights) by u8 B (a per-tensor zero
 //!   point, like its input), corrections included, for 1024^3 and the
 //!   conv-shaped 64x576x3136 (ResNet-50 layer1 3x3: M = output channels,
-//!   K = input channels x taps, N = output pixels).
+//!   K = input channels x taps, N = output pixels), and the few-pixel
+//!   512x4608x49 (ResNet-18 layer4 3x3), where columns are scarce.
 //! * `qlinearconv/<kernel>/resnet-3x3`: that layer as QLinearConv does it,
 //!   u8 input 1x64x56x56 padded by 1, i8 weights 64x64x3x3 with per-channel
 //!   zero points, i32 bias: im2col, product, bias ([`qconv_with`]), then
@@ -32,7 +33,7 @@ use cpu_time::ThreadCpuTime;
 type Crit = Criterion<ThreadCpuTime>;
 
 /// (M, K, N).
-const SHAPES: &[(usize, usize, usize)] = &[(1024, 1024, 1024), (64, 576, 3136)];
+const SHAPES: &[(usize, usize, usize)] = &[(1024, 1024, 1024), (64, 576, 3136), (512, 4608, 49)];
 
 fn rand_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut s = seed;

@@ -220,8 +220,9 @@ pub(crate) mod tests {
 
     #[test]
     fn every_kernel_matches_the_reference_on_random_data() {
-        // Row tails (ROWS = 4), column tails (16) and depth tails (4, 256),
-        // the correction chunk of 256 columns, and a single element.
+        // Row tails (VNNI's groups of 8, 4, 2 and 1 rows, AVX2's 4), column
+        // tails (16) and depth tails (4, 256), the correction chunk of 256
+        // columns, and a single element.
         for &(m, k, n) in
             &[(1, 1, 1), (5, 3, 17), (9, 259, 33), (4, 512, 16), (7, 6, 40), (3, 1, 300), (6, 513, 7), (17, 64, 31)]
         {

@@ -11,8 +11,7 @@
 //! by [`DEPTH`] rows at a time into an 8 KiB stack buffer, four depth steps
 //! per lane, zero-padded, so the kernel needs no scratch memory and never
 //! reads past either operand. Each A quad broadcast feeds two `vpdpbusd`
-//! (32 columns), and [`ROWS`] rows give eight independent sums to cover
-//! the instruction's latency.
+//! (32 columns), and [`ROWS`] rows share each load of packed B.
 
 use core::arch::x86_64::*;
 
@@ -20,8 +19,10 @@ use core::arch::x86_64::*;
 const COLS: usize = 32;
 /// Depth of one packed B slice (32 x 256 bytes on the stack).
 const DEPTH: usize = 256;
-/// Rows sharing each packed B load.
-const ROWS: usize = 4;
+/// Rows sharing each packed B load: sixteen independent sums, enough to
+/// cover `vpdpbusd`'s latency at two per cycle (four rows' eight were
+/// latency-bound), in 16 of the 32 zmm registers.
+const ROWS: usize = 8;
 
 /// Writes `raw` (`m x n`, row-major) = `(a ^ a_flip) · (b ^ b_flip)` for
 /// `a` `m x k` and `b` `k x n`, both row-major bytes; `a` is then read as
@@ -61,13 +62,13 @@ pub unsafe fn product_u8i8(
             let mut r = 0;
             while r < m {
                 let out = raw.add(r * n + c0);
-                match m - r {
+                // Tails by halving groups: 8, then 4, 2, 1 rows.
+                r += match m - r {
                     1 => block.rows::<1>(r * k, out, n),
-                    2 => block.rows::<2>(r * k, out, n),
-                    3 => block.rows::<3>(r * k, out, n),
+                    2 | 3 => block.rows::<2>(r * k, out, n),
+                    4..ROWS => block.rows::<{ ROWS / 2 }>(r * k, out, n),
                     _ => block.rows::<ROWS>(r * k, out, n),
-                }
-                r += ROWS;
+                };
             }
         }
     }
@@ -88,9 +89,10 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    /// `R` rows starting at A offset `row` into `out` (row stride `n`).
+    /// `R` rows starting at A offset `row` into `out` (row stride `n`);
+    /// returns `R`.
     #[inline(always)]
-    unsafe fn rows<const R: usize>(&self, row: usize, out: *mut i32, n: usize) {
+    unsafe fn rows<const R: usize>(&self, row: usize, out: *mut i32, n: usize) -> usize {
         let flips = _mm512_set1_epi8(self.a_flip as i8);
         let mut acc = [[_mm512_setzero_si512(); 2]; R];
         if self.accumulate {
@@ -115,6 +117,7 @@ impl Block<'_> {
                 _mm512_mask_storeu_epi32(out.add(i * n + 16 * h), self.masks[h], *sum);
             }
         }
+        R
     }
 }
 
