@@ -91,8 +91,9 @@ pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
 pub(crate) const GATHER_SLOTS: usize = 4;
 /// Most floats of a chunk of gathered windows (256 KiB, within L2).
 const GATHER_CHUNK_FLOATS: usize = 64 * 1024;
-/// Pixels of the tiles that gathered windows run in.
-const GATHER_TILE_PIXELS: usize = 12;
+/// Pixels of the AVX-512 full-width pointwise tile, which gathered windows
+/// run in (`x86_64::blocked_conv::full_width`).
+pub(crate) const FULL_WIDTH_TILE_PIXELS: usize = 12;
 
 /// Output pixels per chunk when the AVX-512 kernels run `s` on gathered
 /// windows (`x86_64::blocked_conv::gathered`), or `None` for a layer they
@@ -105,11 +106,11 @@ const GATHER_TILE_PIXELS: usize = 12;
 pub(crate) fn gathered_chunk(s: &BlockedShape) -> Option<usize> {
     let pixels = s.out_h * s.out_w;
     let dense = !s.depthwise && !s.nchw_input && s.kernel != [1, 1] && s.dilations == [1, 1];
-    if !dense || s.out_blocks < 4 || 2 * pixels < GATHER_TILE_PIXELS {
+    if !dense || s.out_blocks < 4 || 2 * pixels < FULL_WIDTH_TILE_PIXELS {
         return None;
     }
-    let tiles = GATHER_CHUNK_FLOATS / s.window() / GATHER_TILE_PIXELS;
-    let chunk = (tiles * GATHER_TILE_PIXELS).min(pixels);
+    let tiles = GATHER_CHUNK_FLOATS / s.window() / FULL_WIDTH_TILE_PIXELS;
+    let chunk = (tiles * FULL_WIDTH_TILE_PIXELS).min(pixels);
     (tiles >= GATHER_MIN_TILES || chunk == pixels).then_some(chunk).filter(|&c| c > 0)
 }
 

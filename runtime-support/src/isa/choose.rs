@@ -172,8 +172,8 @@ pub(crate) unsafe fn blocked_conv(
         use crate::x86_64::blocked_conv::gathered;
         if crate::generic::winograd::conv_takes_winograd(p) {
             crate::x86_64::blocked_conv::winograd(p, s, o, scratch, parallel, kernel);
-        } else if kernel == Isa::Avx512 && !scratch.is_null() && gathered::takes(p, s) {
-            gathered::conv(p, s, o, scratch, parallel);
+        } else if let Some(chunk) = gathered::chunk(p, s).filter(|_| kernel == Isa::Avx512 && !scratch.is_null()) {
+            gathered::conv(p, s, o, scratch, parallel, chunk);
         } else {
             crate::x86_64::blocked_conv::conv(p, s, o, parallel, kernel);
         }

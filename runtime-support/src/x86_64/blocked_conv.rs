@@ -659,10 +659,13 @@ unsafe fn halves<const B: usize>([even, odd]: [[__m256; B]; 2]) -> [[__m256; B];
 
 impl<'a> Job<'a> {
     /// The job of convolution `p` (shape `s`) with the AVX-512 tiles
-    /// (`wide`) or AVX2's, its input blocks `plane` floats apart.
-    fn new(p: &'a ConvParams, s: &'a BlockedShape, o: BlockedOperands, wide: bool, plane: usize) -> Job<'a> {
+    /// (`wide`) or AVX2's, its input blocks `plane` floats apart (by
+    /// default a map's: gathered windows are closer).
+    fn new(p: &'a ConvParams, s: &'a BlockedShape, o: BlockedOperands, wide: bool, plane: Option<usize>) -> Job<'a> {
         let epilogue = Epilogue::of(p);
+        // An NCHW input's pixels are consecutive floats, its channels planes apart.
         let pixel_step = if s.nchw_input { 1 } else { BLOCK };
+        let plane = plane.unwrap_or(s.in_h * s.in_w * pixel_step);
         let strides = Strides {
             tap_row: s.dilations[0] * s.in_w * pixel_step,
             tap_col: s.dilations[1] * pixel_step,
@@ -942,9 +945,7 @@ pub(crate) unsafe fn conv(
     kernel: Isa,
 ) {
     let wide = kernel == Isa::Avx512;
-    // An NCHW input's pixels are consecutive floats, its channels planes apart.
-    let pixel_step = if s.nchw_input { 1 } else { BLOCK };
-    let job = Job::new(p, s, o, wide, s.in_h * s.in_w * pixel_step);
+    let job = Job::new(p, s, o, wide, None);
     // Tasks: block groups (all in one when each tile walks them), their
     // rows split when there are threads.
     let groups = s.out_blocks.div_ceil(tile_shape(wide).1);

@@ -19,8 +19,8 @@
 use super::pointwise::RunEnd;
 use core::arch::x86_64::*;
 
-/// Pixels of a full-width tile.
-pub(super) const PIXELS: usize = 12;
+/// Pixels of a full-width tile (the asm below lists them).
+pub(super) const PIXELS: usize = crate::generic::blocked::FULL_WIDTH_TILE_PIXELS;
 
 /// One input channel's step: the weights of blocks 0-1 into `zmm0` and
 /// 2-3 into `zmm1` at byte `$wo` of each block's panel, then each pixel's

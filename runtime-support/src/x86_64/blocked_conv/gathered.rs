@@ -21,16 +21,17 @@ use crate::parallel::{share, Parallel};
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-/// Whether [`conv`] takes `p` (shape `s`): a layer whose windows are
-/// gathered, with an epilogue the pointwise runs have (no activation, a
-/// clamp, or an activation applied to the stored outputs).
-pub(crate) fn takes(p: &ConvParams, s: &BlockedShape) -> bool {
-    gathered_chunk(s).is_some() && run_clamp(Epilogue::of(p).activation).is_some()
+/// The output pixels per chunk when [`conv`] takes `p` (shape `s`): a
+/// layer whose windows are gathered ([`gathered_chunk`]), with an epilogue
+/// the pointwise runs have (no activation, a clamp, or an activation
+/// applied to the stored outputs).
+pub(crate) fn chunk(p: &ConvParams, s: &BlockedShape) -> Option<usize> {
+    gathered_chunk(s).filter(|_| run_clamp(Epilogue::of(p).activation).is_some())
 }
 
-/// The convolution `p` (shape `s`, which [`takes`] accepted) on gathered
-/// windows: chunks of output pixels, each task gathering into its own of
-/// the [`GATHER_SLOTS`] chunks of `scratch`.
+/// The convolution `p` (shape `s`) on gathered windows in chunks of
+/// `chunk` output pixels (as [`chunk`] gave them), each task gathering
+/// into its own of the [`GATHER_SLOTS`] chunks of `scratch`.
 ///
 /// # Safety
 /// As [`super::conv`]; `scratch` holds
@@ -42,8 +43,8 @@ pub(crate) unsafe fn conv(
     o: BlockedOperands,
     scratch: *mut f32,
     parallel: *const Parallel,
+    chunk: usize,
 ) {
-    let Some(chunk) = gathered_chunk(s) else { return };
     let pixels = s.out_h * s.out_w;
     // Chunks of near-equal size: each at least half a tile (the runs' least).
     let chunks = pixels.div_ceil(chunk);
@@ -93,7 +94,8 @@ unsafe fn run_chunk(
         residual: offset(o.residual),
         y: o.y.add(n * s.out_image()),
     };
-    let job = Job::new(p, &pointwise, operands, true, pixels.len() * BLOCK);
+    let job = Job::new(p, &pointwise, operands, true, Some(pixels.len() * BLOCK));
+    // [`chunk`] took only epilogues the runs have: there is a run end.
     let Some(end) = job.run_end else { return };
     let groups = s.out_blocks.div_ceil(tile_shape(true).1);
     job.pointwise(0, 0..groups, pixels, &end);
