@@ -27,7 +27,9 @@
 //! large strided copy (Transpose, Slice, Concat...) its outermost
 //! dimension; an elementwise program (`generic::elementwise`) spans of
 //! its output; the plain gemm (`generic::gemm_batched`, MatMul and Gemm)
-//! its batches or its columns.
+//! its batches or its columns; a recurrent layer (`generic::rnn`) its
+//! input projection's columns, its directions, or a single direction's
+//! recurrent product at each step.
 
 /// `void (*task)(void *env, size_t index)`: one task of a parallel loop.
 pub type TaskFn = unsafe extern "C" fn(env: *mut u8, index: usize);

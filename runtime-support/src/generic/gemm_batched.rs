@@ -35,6 +35,19 @@ const PARALLEL_MACS: usize = 1 << 20;
 /// Most tasks one call is cut into.
 const TASKS: usize = 8;
 
+/// Tasks a product of `macs` multiply-adds is cut into: one without a
+/// threaded hook or below [`PARALLEL_MACS`], else one per half of it, at
+/// most [`TASKS`].
+///
+/// # Safety
+/// `parallel` is null or a valid hook.
+pub(crate) unsafe fn product_tasks(macs: usize, parallel: *const Parallel) -> usize {
+    match Parallel::is_threaded(parallel) {
+        true => (macs / (PARALLEL_MACS / 2)).clamp(1, TASKS),
+        false => 1,
+    }
+}
+
 /// [`crate::abi::gemm::onnxc_gemm_f32`] with a chosen implementation.
 ///
 /// # Safety
@@ -127,10 +140,7 @@ impl Split {
         let granule = sgemm_tile_columns(kernel);
         let macs = batches.count.saturating_mul(m).saturating_mul(n).saturating_mul(k);
         // SAFETY: the caller passes a null or valid hook.
-        let tasks = match unsafe { Parallel::is_threaded(parallel) } {
-            true => (macs / (PARALLEL_MACS / 2)).clamp(1, TASKS),
-            false => 1,
-        };
+        let tasks = unsafe { product_tasks(macs, parallel) };
         let (batch_parts, column_parts) = match batches.count >= tasks {
             true => (tasks, 1),
             false => (batches.count, tasks.div_ceil(batches.count).min(n.div_ceil(granule))),

@@ -27,9 +27,13 @@
 //! or past a row's sequence length leaves its state alone and writes zeros
 //! to Y (a reverse direction therefore starts at a row's own last step).
 //!
-//! The two directions of a bidirectional layer are independent: with a
-//! threaded [`Parallel`] hook they run as two tasks, each on its own
-//! state areas, with the bits of running them in turn.
+//! With a threaded [`Parallel`] hook, the input projection is cut into
+//! column ranges (at the gemm's tile width, so each output is summed as
+//! in one piece). The two directions of a bidirectional layer are
+//! independent and run as two tasks, each on its own state areas; a
+//! single direction instead cuts each step's recurrent product into
+//! ranges of panels (at batch 1 a step streams all of R, and two cores
+//! stream it from two caches). The bits are those of the serial run.
 //!
 //! Scratch ([`rnn_scratch_elems`] elements of the tensors' type):
 //! `gx [T*B, D*G*H]`, the folded biases `[D*G*H]`, the GRU reset bias
@@ -44,14 +48,24 @@ pub(crate) mod panels;
 mod tests;
 
 use super::gemm::{MatMut, MatRef};
+use super::gemm_batched::product_tasks;
 use super::real::Real;
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::isa::with_widest_vectors;
-use crate::parallel::Parallel;
+use crate::parallel::{share, Parallel};
 use cells::{Activation, Cell, GateMath};
 use core::slice::{from_raw_parts, from_raw_parts_mut};
-use panels::{pack_parts, panels_elems, Panels, Product};
+use panels::{pack_parts, panels_elems, Panels, Product, PANEL};
+
+/// Multiply-adds of a step's recurrent product per task, when there are
+/// threads: R in half-MiB pieces, enough streaming to pay for a fork and
+/// join each step, and small enough that 256 units (1 MiB of R, an L2)
+/// split in two, each half staying in its core's cache.
+const STEP_TASK_MACS: usize = 1 << 17;
+
+/// Most tasks one step's product is cut into.
+const STEP_TASKS: usize = 8;
 
 /// The checked sizes of one call.
 #[derive(Clone, Copy)]
@@ -280,9 +294,11 @@ pub(crate) unsafe fn rnn<T: GateMath>(
     let io = Io { x, w, r, b, init_h, init_c, peep, y, y_h, y_c, lens };
     let work = Work::carve(&s, scratch);
     fold_biases(&s, &io, &work);
-    project_inputs(&s, &io, &work);
+    project_inputs(&s, &io, &work, parallel);
     // The directions are independent: two tasks when there are threads.
-    Parallel::for_each(parallel, s.dirs, |d| run_direction(p, &s, &io, &work.direction(&s, d), d));
+    // One direction lends the threads to its steps' products instead.
+    let steps_parallel = if s.dirs == 1 { parallel } else { core::ptr::null() };
+    Parallel::for_each(parallel, s.dirs, |d| run_direction(p, &s, &io, &work.direction(&s, d), d, steps_parallel));
     STATUS_OK
 }
 
@@ -303,21 +319,45 @@ unsafe fn fold_biases<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
     }
 }
 
-/// `gx = X·Wᵀ + bias` for every step, batch row and direction: one gemm.
-unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
-    let width = s.gx_width();
-    let x = MatRef { ptr: io.x, rs: s.input as isize, cs: 1 };
-    let w_t = MatRef { ptr: io.w, rs: 1, cs: s.input as isize };
-    let bias = MatRef { ptr: work.bias as *const T, rs: 0, cs: 1 };
-    let gx = MatMut { ptr: work.gx, rs: width as isize, cs: 1 };
-    T::gemm(s.seq * s.batch, width, s.input, T::ONE, x, w_t, T::ONE, Some(bias), gx);
+/// `gx = X·Wᵀ + bias` for every step, batch row and direction: one gemm,
+/// cut into column ranges when there are threads and it is large.
+unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, parallel: *const Parallel) {
+    let (rows, width, depth) = (s.seq * s.batch, s.gx_width(), s.input);
+    let granule = T::gemm_column_granule().unwrap_or(width).max(1);
+    let granules = width.div_ceil(granule);
+    let macs = rows.saturating_mul(width).saturating_mul(depth);
+    let tasks = product_tasks(macs, parallel).min(granules);
+    Parallel::for_each(parallel, tasks, |task| {
+        let part = share(granules, tasks, task);
+        let (first, end) = (part.start * granule, (part.end * granule).min(width));
+        let x = MatRef { ptr: io.x, rs: depth as isize, cs: 1 };
+        let w_t = MatRef { ptr: io.w.add(first * depth), rs: 1, cs: depth as isize };
+        let bias = MatRef { ptr: work.bias.add(first) as *const T, rs: 0, cs: 1 };
+        let gx = MatMut { ptr: work.gx.add(first), rs: width as isize, cs: 1 };
+        T::gemm(rows, end - first, depth, T::ONE, x, w_t, T::ONE, Some(bias), gx);
+    });
 }
 
 /// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row
 /// and product part `part` (`first`, `cols`), where `a` holds `H`-wide
-/// rows and `out` rows `G*H` apart.
-unsafe fn recurrent_product<T: GateMath>(s: &Shape, dir: &Direction<T>, part: usize, a: *const T, out: *mut T) {
-    T::recurrent_product(&Product { panels: dir.parts[part], rows: s.batch, a, out, out_stride: s.gate_width() });
+/// rows and `out` rows `G*H` apart; with threads, ranges of its panels
+/// as tasks once each holds [`STEP_TASK_MACS`].
+unsafe fn recurrent_product<T: GateMath>(
+    s: &Shape,
+    dir: &Direction<T>,
+    part: usize,
+    a: *const T,
+    out: *mut T,
+    parallel: *const Parallel,
+) {
+    let q = Product { panels: dir.parts[part], rows: s.batch, a, out, out_stride: s.gate_width() };
+    let panels = q.panel_count();
+    let macs = (panels * PANEL).saturating_mul(q.panels.depth).saturating_mul(q.rows);
+    let tasks = match Parallel::is_threaded(parallel) {
+        true => (macs / STEP_TASK_MACS).clamp(1, panels.clamp(1, STEP_TASKS)),
+        false => 1,
+    };
+    Parallel::for_each(parallel, tasks, |task| T::recurrent_product(&q.of_panels(share(panels, tasks, task))));
 }
 
 /// One direction: where it starts, its R in panels and its cells.
@@ -361,13 +401,20 @@ impl<T: GateMath> Direction<'_, T> {
 }
 
 /// Runs direction `d` through the sequence, from its initial states to
-/// its final ones.
-unsafe fn run_direction<T: GateMath>(p: &RnnParams, s: &Shape, io: &Io<T>, work: &Work<T>, d: usize) {
+/// its final ones, its steps' products split over `parallel`'s threads.
+unsafe fn run_direction<T: GateMath>(
+    p: &RnnParams,
+    s: &Shape,
+    io: &Io<T>,
+    work: &Work<T>,
+    d: usize,
+    parallel: *const Parallel,
+) {
     let dir = Direction::new(p, s, io, work, d);
     load_states(s, io, work, d);
     for n in 0..s.seq {
         let tt = if dir.backwards { s.seq - 1 - n } else { n };
-        step(s, io, work, &dir, tt);
+        step(s, io, work, &dir, tt, parallel);
         write_step(s, io, work, d, tt);
     }
     store_states(s, io, work, d);
@@ -379,12 +426,19 @@ unsafe fn active<T>(io: &Io<T>, b: usize, tt: usize) -> bool {
 }
 
 /// Step `tt` of every batch row: the recurrent products and the cells.
-unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Direction<T>, tt: usize) {
+unsafe fn step<T: GateMath>(
+    s: &Shape,
+    io: &Io<T>,
+    work: &Work<T>,
+    dir: &Direction<T>,
+    tt: usize,
+    parallel: *const Parallel,
+) {
     let h = s.hidden;
     let cell = &dir.cell;
     let rows = Rows { s, io, work, d: dir.index, tt };
     let reset_first = s.resets_first();
-    recurrent_product(s, dir, 0, work.h, work.gh);
+    recurrent_product(s, dir, 0, work.h, work.gh, parallel);
     match s.kind {
         RNN_SIMPLE => rows.each(
             #[inline(always)]
@@ -405,7 +459,7 @@ unsafe fn step<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, dir: &Directi
                 },
             );
             if reset_first {
-                recurrent_product(s, dir, 1, work.reset, work.gh.add(2 * h));
+                recurrent_product(s, dir, 1, work.reset, work.gh.add(2 * h), parallel);
             }
             rows.each(
                 #[inline(always)]

@@ -27,6 +27,7 @@
 
 use super::super::real::Real;
 use crate::generic::vector_math::MathLanes;
+use core::ops::Range;
 
 /// Gate columns of one panel.
 pub const PANEL: usize = 64;
@@ -84,6 +85,22 @@ impl<T> Product<T> {
     /// Where panel `p` starts.
     unsafe fn panel(&self, p: usize) -> *const T {
         self.panels.ptr.add(p * PANEL * self.panels.depth)
+    }
+
+    /// Panels in the part.
+    pub(crate) fn panel_count(&self) -> usize {
+        self.panels.cols.div_ceil(PANEL)
+    }
+
+    /// The product of panels `range` alone: their columns of `out`.
+    ///
+    /// # Safety
+    /// `range` lies within the part's panels.
+    pub(crate) unsafe fn of_panels(&self, range: Range<usize>) -> Product<T> {
+        let first = range.start * PANEL;
+        let cols = (range.end * PANEL).min(self.panels.cols).saturating_sub(first);
+        let panels = Panels { ptr: self.panel(range.start), cols, depth: self.panels.depth };
+        Product { panels, rows: self.rows, a: self.a, out: self.out.add(first), out_stride: self.out_stride }
     }
 }
 

@@ -300,6 +300,23 @@ fn lstm_matches_reference() {
     check_every_direction(RNN_LSTM, [4, 3, 3, 9], |c| c.p.input_forget = 1);
 }
 
+/// Layers big enough that, with threads, the input projection is cut
+/// into column ranges and a single direction's step products into panel
+/// ranges (520 units: a ragged last panel; GRU's two parts cut apart):
+/// [`check`] holds the threaded bits to the serial ones. The weights are
+/// scaled by 1/√fan-in, as trained layers are, so the gates do not sit
+/// at the f32 sums' rounding against the f64 reference.
+#[test]
+fn large_layers_split_over_tasks() {
+    for kind in [RNN_LSTM, RNN_GRU] {
+        let mut case = Case::new(kind, [3, 2, 600, 520], 1);
+        for (weights, fan_in) in [(&mut case.w, 600f32), (&mut case.r, 520.0)] {
+            weights.iter_mut().for_each(|v| *v /= fan_in.sqrt());
+        }
+        check(&case);
+    }
+}
+
 #[test]
 fn gru_matches_reference() {
     for linear_before_reset in [0, 1] {
