@@ -189,6 +189,7 @@ fn conv_transpose_matches_the_kernel() {
             group: case.group,
             output_padding: case.output_padding,
             output_shape: Vec::new(),
+            packed_weights: None,
         };
         one_node(&mut g, Op::ConvTranspose(op), vec![Some(x), Some(w), Some(b)], y);
         agree(&g, &[data(case.x), data(case.w), data(&bias_shape)], &format!("{:?}", case.x));

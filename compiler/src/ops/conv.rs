@@ -822,6 +822,9 @@ pub struct ConvTranspose {
     pub group: usize,
     pub output_padding: Vec<usize>,
     pub output_shape: Vec<usize>,
+    /// The logical weight shape, when input 1 holds the weights packed by
+    /// `onnxc_pack_conv_transpose_weights_f32` (`passes::pack_conv_weights`).
+    pub packed_weights: Option<Vec<usize>>,
 }
 
 /// A count attribute (`group`, `offset_group`): default 1, at least 1.
@@ -847,11 +850,14 @@ pub fn import_conv_transpose(cx: &mut NodeImport) -> Result<Op, String> {
         group: parse_count(cx, "group")?,
         output_padding: nonneg_list(&cx.attrs, "output_padding")?,
         output_shape: nonneg_list(&cx.attrs, "output_shape")?,
+        packed_weights: None,
     }))
 }
 
 impl ConvTranspose {
-    fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
+    /// The kernel's params for input `x` and weights `w` in the ONNX
+    /// layout (`packed_weights` 0).
+    pub fn params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
         if x.len() < 3 || w.len() != x.len() {
             return Err(format!("input {x:?} and weights {w:?}: expected [N, C, D...] and [C, M/group, k...]"));
         }
@@ -971,15 +977,16 @@ impl ConvTranspose {
 
 impl ConvKernel for ConvTranspose {
     fn call_kernel(&self, cx: &mut Lower, dtype: DType, o: ConvOperands) -> Result<(), String> {
-        let y = Ptr(cx.output_ptr(0)?);
+        let (y, parallel) = (Ptr(cx.output_ptr(0)?), cx.parallel_ptr());
         let kernel = kernels::by_dtype(kernels::onnxc_conv_transpose_f32, kernels::onnxc_conv_transpose_f64, dtype);
-        cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, y, o.scratch))
+        cx.call_checked(kernel, (o.params, o.x, o.w, o.bias, y, o.scratch, parallel))
     }
     fn lower_portable(&self, cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
         crate::codegen::conv_transpose_loops::conv_transpose(cx, dtype, p)
     }
     fn conv_params(&self, x: &[usize], w: &[usize]) -> Result<ConvParams, String> {
-        self.params(x, w)
+        let p = self.params(x, self.packed_weights.as_deref().unwrap_or(w))?;
+        Ok(ConvParams { packed_weights: self.packed_weights.is_some() as i64, ..p })
     }
     /// `output_shape` as given, `in * stride` for SAME_*, else
     /// `stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1

@@ -119,10 +119,12 @@ pub unsafe extern "C" fn onnxc_pack_conv_weights_f32(p: *const ConvParams, w: *c
 }
 
 /// Transposed convolution: input `[batch, in_channels, in_spatial...]`,
-/// weights `[in_channels, out_channels/group, kernel...]`, output `[batch,
-/// out_channels, out_spatial...]` (`out_spatial` and `pads_begin` resolved
-/// by the caller; pads may be negative). `bias` may be null; `scratch`
-/// holds [`conv_transpose_scratch_elems`] floats.
+/// weights `[in_channels, out_channels/group, kernel...]` (or, with
+/// `packed_weights` 1, as [`onnxc_pack_conv_transpose_weights_f32`] packs
+/// them), output `[batch, out_channels, out_spatial...]` (`out_spatial`
+/// and `pads_begin` resolved by the caller; pads may be negative). `bias`
+/// may be null; `scratch` holds [`conv_transpose_scratch_elems`] floats;
+/// `parallel` (may be null) lends threads, with the same bits on any count.
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     p: *const ConvParams,
@@ -131,11 +133,15 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f32(
     bias: *const f32,
     y: *mut f32,
     scratch: *mut f32,
+    parallel: *const Parallel,
 ) -> i32 {
-    conv_transpose(p, x, w, bias, y, scratch)
+    match p.as_ref().map(|p| p.packed_weights) {
+        Some(1) => conv_transpose(p, x, Packed(w), bias, y, scratch, parallel),
+        _ => conv_transpose(p, x, Unpacked(w), bias, y, scratch, parallel),
+    }
 }
 
-/// [`onnxc_conv_transpose_f32`] for `f64`.
+/// [`onnxc_conv_transpose_f32`] for `f64` (weights in the ONNX layout).
 #[no_mangle]
 pub unsafe extern "C" fn onnxc_conv_transpose_f64(
     p: *const ConvParams,
@@ -144,8 +150,23 @@ pub unsafe extern "C" fn onnxc_conv_transpose_f64(
     bias: *const f64,
     y: *mut f64,
     scratch: *mut f64,
+    parallel: *const Parallel,
 ) -> i32 {
-    conv_transpose(p, x, w, bias, y, scratch)
+    conv_transpose(p, x, Unpacked(w), bias, y, scratch, parallel)
+}
+
+/// Packs ConvTranspose weights `[in_channels, out_channels/group,
+/// kernel...]` for [`onnxc_conv_transpose_f32`] with `packed_weights` 1:
+/// group after group, `W_g^T` (`[out/group * taps, in/group]`) as gemm A
+/// panels. `dst` holds [`conv_transpose_packed_weights_elems`] floats. The
+/// compiler calls this at compile time on constant weights.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_pack_conv_transpose_weights_f32(
+    p: *const ConvParams,
+    w: *const f32,
+    dst: *mut f32,
+) -> i32 {
+    pack_conv_transpose_weights_f32(p, w, dst)
 }
 
 /// ONNX Col2Im: `col [batch, in_channels * prod(kernel), prod(in_spatial)]`

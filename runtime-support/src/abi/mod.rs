@@ -321,8 +321,8 @@ macro_rules! kernel_list {
     onnxc_swiglu(*const SwigluParams, *const u8, *const u8, *mut u8) -> i32;
     onnxc_causal_conv_with_state(*const CausalConvParams, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_linear_attention(*const LinearAttentionParams, *const u8, *const u8, *const u8, *const u8, *const u8, *const u8, *mut u8, *mut u8, *mut f32) -> i32;
-    onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;
-    onnxc_conv_transpose_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64) -> i32;
+    onnxc_conv_transpose_f32(*const ConvParams, *const f32, *const f32, *const f32, *mut f32, *mut f32, *const Parallel) -> i32;
+    onnxc_conv_transpose_f64(*const ConvParams, *const f64, *const f64, *const f64, *mut f64, *mut f64, *const Parallel) -> i32;
     onnxc_col2im_f32(*const ConvParams, *const f32, *mut f32) -> i32;
     onnxc_col2im_f64(*const ConvParams, *const f64, *mut f64) -> i32;
     onnxc_deform_conv_f32(*const DeformConvParams, *const f32, *const f32, *const f32, *const f32, *const f32, *mut f32, *mut f32) -> i32;

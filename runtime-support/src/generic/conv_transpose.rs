@@ -13,17 +13,38 @@
 //! computes each grid row's landing range once, so its inner loop has no
 //! bounds test and, for unit strides, vectorises.
 //!
+//! Constant f32 weights are packed at compile time
+//! ([`pack_conv_transpose_weights_f32`]) unless the products run
+//! transposed ([`few_positions`]): `W_g^T` of each group as the pre-packed
+//! gemm's A panels, as a Conv's weights are. Then the product is
+//! [`sgemm_prepacked`] on the input as it lies (a generator's layers are
+//! 1x1 convolutions with `M/group * taps` output channels, a gemm of 33
+//! million multiply-adds each in dcgan), split over threads like a Conv's;
+//! unpacked weights split the plain gemm by columns ([`gemm_by_columns`]).
+//! col2im splits its output channels over threads, each channel scattered
+//! in the same order whichever task runs it, so the bits do not depend on
+//! the thread count.
+//!
 //! Every kernel is generic over the compute type; f32 and f64 are exported
 //! (the gemm is the SIMD one for f32, the portable blocked one for f64).
 
 use super::conv::ConvShape;
 use super::gemm::{GemmElem, MatMut, MatRef};
+use super::gemm_batched::gemm_by_columns;
 use super::pool::{window_fits, MAX_SPATIAL_RANK};
+use super::prepacked::{pack_a, packed_a_len, sgemm_prepacked};
 use super::real::Real;
 use super::{checked_rank, product, to_usize};
 use crate::abi::conv::*;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
+use crate::parallel::{share, Parallel};
 use core::ops::Range;
+
+/// Scatter-adds of col2im per task when there are threads (tens of
+/// microseconds of work, against a fork and join).
+const COL2IM_TASK_ADDS: usize = 1 << 17;
+/// Most tasks col2im is cut into.
+const COL2IM_TASKS: usize = 8;
 
 /// Validation of the transposed direction: like [`validate`], but the
 /// padding may be negative (an output larger than the natural one) and the
@@ -70,6 +91,40 @@ pub fn conv_transpose_scratch_elems(p: &ConvParams) -> usize {
     validate_transposed(p).map_or(0, |s| s.m_per_group * s.taps * s.in_size)
 }
 
+/// Whether [`onnxc_conv_transpose_f32`] runs these params faster on packed
+/// weights: valid, and not [`few_positions`] (then the weights are the
+/// large operand, and the gemm streams them along their rows as they lie).
+pub fn conv_transpose_takes_packed_weights(p: &ConvParams) -> bool {
+    validate_transposed(p).is_some_and(|s| !few_positions(&s))
+}
+
+/// Floats of the weights packed by [`onnxc_pack_conv_transpose_weights_f32`]
+/// for `p` (0 for params it refuses).
+pub fn conv_transpose_packed_weights_elems(p: &ConvParams) -> usize {
+    match validate_transposed(p) {
+        Some(s) if !few_positions(&s) => p.group as usize * packed_a_len(s.m_per_group * s.taps, s.c_per_group),
+        _ => 0,
+    }
+}
+
+/// Does the work of [`onnxc_pack_conv_transpose_weights_f32`]: each group's
+/// `W_g^T` (`[M/group * taps, C/group]`) as pre-packed gemm A panels.
+pub(crate) unsafe fn pack_conv_transpose_weights_f32(p: *const ConvParams, w: *const f32, dst: *mut f32) -> i32 {
+    let Some(p) = p.as_ref() else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let Some(s) = validate_transposed(p).filter(|s| !few_positions(s)) else {
+        return STATUS_INVALID_PARAMS;
+    };
+    let rows = s.m_per_group * s.taps;
+    let per_group = packed_a_len(rows, s.c_per_group);
+    for g in 0..p.group as usize {
+        let w_t = MatRef { ptr: w.add(g * s.c_per_group * rows), rs: 1, cs: rows as isize };
+        pack_a(rows, s.c_per_group, w_t, dst.add(g * per_group));
+    }
+    STATUS_OK
+}
+
 /// The grid positions `i` in `0..len` that land inside `0..out` at
 /// `i * step + first` (`step >= 1`).
 fn landing_inside(len: usize, out: usize, first: isize, step: isize) -> Range<usize> {
@@ -81,12 +136,18 @@ fn landing_inside(len: usize, out: usize, first: isize, step: isize) -> Range<us
 
 /// The column matrix col2im reads: element (row `r`, grid position `i`)
 /// at `ptr + r * row_stride + i * position_stride`.
-#[derive(Clone, Copy)]
-struct Columns<T> {
+pub(crate) struct Columns<T> {
     ptr: *const T,
     row_stride: usize,
     position_stride: usize,
 }
+
+impl<T> Clone for Columns<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Columns<T> {}
 
 /// `y[i * step + first] += row[i]` for the `i < len` that land inside
 /// `y[..out]`, `row` a grid row of `col`: contiguous (and vectorised) for
@@ -119,11 +180,11 @@ unsafe fn add_row<T: Real>(
     }
 }
 
-/// Scatter-adds `channels` column blocks (row `c * taps + tap` of `col`,
-/// over the grid positions) into the images `y[c][out position]`: grid
-/// position `i` and tap `k` land on `i * stride + k * dilation - pad_begin`
-/// in every dim, if that is inside.
-unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: Columns<T>, y: *mut T) {
+/// Scatter-adds the column blocks of `channels` (row `c * taps + tap` of
+/// `col`, over the grid positions) into the images `y[c][out position]`:
+/// grid position `i` and tap `k` land on `i * stride + k * dilation -
+/// pad_begin` in every dim, if that is inside.
+unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: Range<usize>, col: Columns<T>, y: *mut T) {
     let r = s.rank;
     let grid = to_usize(&p.in_spatial);
     let out = to_usize(&p.out_spatial);
@@ -135,7 +196,7 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: C
         st *= out[d] as isize;
     }
     let last = r - 1;
-    for c in 0..channels {
+    for c in channels {
         let yc = y.add(c * s.out_size);
         let mut k = [0usize; MAX_RANK];
         for tap in 0..s.taps {
@@ -177,13 +238,16 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: usize, col: C
     }
 }
 
-pub(crate) unsafe fn conv_transpose<T: GemmElem>(
+/// The transposed convolution, its columns from `weights`: in the ONNX
+/// layout ([`Unpacked`], any type) or packed ([`Packed`], f32).
+pub(crate) unsafe fn conv_transpose<T: Real, W: Weights<T>>(
     p: *const ConvParams,
     x: *const T,
-    w: *const T,
+    weights: W,
     bias: *const T,
     y: *mut T,
     scratch: *mut T,
+    parallel: *const Parallel,
 ) -> i32 {
     let Some(p) = p.as_ref() else {
         return STATUS_INVALID_PARAMS;
@@ -191,26 +255,99 @@ pub(crate) unsafe fn conv_transpose<T: GemmElem>(
     let Some(s) = validate_transposed(p) else {
         return STATUS_INVALID_PARAMS;
     };
+    if p.packed_weights != W::PACKED as i64 {
+        return STATUS_INVALID_PARAMS;
+    }
     let (cin, cout) = (p.in_channels as usize, p.out_channels as usize);
-    let batch = p.batch as usize;
-    for i in 0..batch * cout {
-        let b = if bias.is_null() { T::ZERO } else { *bias.add(i % cout) };
-        for j in 0..s.out_size {
-            *y.add(i * s.out_size + j) = b;
-        }
-    }
-    if s.out_size == 0 || s.in_size == 0 || s.m_per_group == 0 {
-        return STATUS_OK;
-    }
-    for n in 0..batch {
+    let empty = s.out_size == 0 || s.in_size == 0 || s.m_per_group == 0;
+    for n in 0..p.batch as usize {
         for g in 0..p.group as usize {
             let xg = x.add((n * cin + g * s.c_per_group) * s.in_size);
-            let col = columns(&s, xg, w.add(g * s.c_per_group * s.m_per_group * s.taps), scratch);
             let yg = y.add((n * cout + g * s.m_per_group) * s.out_size);
-            col2im(p, &s, s.m_per_group, col, yg);
+            let col = (!empty).then(|| weights.columns(&s, g, xg, scratch, parallel));
+            let tasks = col2im_tasks(&s, parallel);
+            Parallel::for_each(parallel, tasks, |task| {
+                let channels = share(s.m_per_group, tasks, task);
+                for c in channels.clone() {
+                    let b = if bias.is_null() { T::ZERO } else { *bias.add(g * s.m_per_group + c) };
+                    core::slice::from_raw_parts_mut(yg.add(c * s.out_size), s.out_size).fill(b);
+                }
+                if let Some(col) = col {
+                    col2im(p, &s, channels, col, yg);
+                }
+            });
         }
     }
     STATUS_OK
+}
+
+/// Tasks col2im of one group is cut into: ranges of its output channels.
+unsafe fn col2im_tasks(s: &ConvShape, parallel: *const Parallel) -> usize {
+    let adds = s.m_per_group.saturating_mul(s.taps).saturating_mul(s.in_size);
+    match Parallel::is_threaded(parallel) {
+        true => (adds / COL2IM_TASK_ADDS).clamp(1, s.m_per_group.clamp(1, COL2IM_TASKS)),
+        false => 1,
+    }
+}
+
+/// Where a group's columns `W_g^T X_g` come from.
+pub(crate) trait Weights<T> {
+    /// Whether these are the packed weights (`ConvParams::packed_weights`).
+    const PACKED: bool;
+    /// The columns of group `g` (input `xg`) in `scratch`.
+    ///
+    /// # Safety
+    /// The params' shapes hold for the weights, `xg` and `scratch`.
+    unsafe fn columns(
+        &self,
+        s: &ConvShape,
+        g: usize,
+        xg: *const T,
+        scratch: *mut T,
+        parallel: *const Parallel,
+    ) -> Columns<T>;
+}
+
+/// Weights in the ONNX layout, `[C, M/group, k...]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Unpacked<T>(pub(crate) *const T);
+
+impl<T: GemmElem> Weights<T> for Unpacked<T> {
+    const PACKED: bool = false;
+    unsafe fn columns(
+        &self,
+        s: &ConvShape,
+        g: usize,
+        xg: *const T,
+        scratch: *mut T,
+        par: *const Parallel,
+    ) -> Columns<T> {
+        columns(s, xg, self.0.add(g * s.c_per_group * s.m_per_group * s.taps), scratch, par)
+    }
+}
+
+/// f32 weights packed by [`pack_conv_transpose_weights_f32`]: the
+/// pre-packed gemm on the input as it lies, split over the threads.
+#[derive(Clone, Copy)]
+pub(crate) struct Packed(pub(crate) *const f32);
+
+impl Weights<f32> for Packed {
+    const PACKED: bool = true;
+    unsafe fn columns(
+        &self,
+        s: &ConvShape,
+        g: usize,
+        xg: *const f32,
+        scratch: *mut f32,
+        parallel: *const Parallel,
+    ) -> Columns<f32> {
+        let (rows, positions, k) = (s.m_per_group * s.taps, s.in_size, s.c_per_group);
+        let a = self.0.add(g * packed_a_len(rows, k));
+        let input = MatRef { ptr: xg, rs: positions as isize, cs: 1 };
+        let col = MatMut { ptr: scratch, rs: positions as isize, cs: 1 };
+        sgemm_prepacked(rows, positions, k, a, &input, col, &|_: usize, _: usize, _: &mut [f32]| {}, parallel);
+        Columns { ptr: scratch, row_stride: positions, position_stride: 1 }
+    }
 }
 
 /// The gemm runs transposed when the input positions are this many times
@@ -218,7 +355,14 @@ pub(crate) unsafe fn conv_transpose<T: GemmElem>(
 /// col2im's strided reads of the columns are few. dcgan's 4x4 layer (16
 /// positions, 4096 rows) takes 6.3 -> 1.2 ms; its 16x16 layer (256
 /// positions, 1024 rows) 1.05 -> 1.5 ms when transposed, so it is not.
+/// Packed weights would be read across their rows there too (0.6 -> 0.8 ms
+/// on the 4x4 layer), so such params keep them unpacked.
 const FEW_POSITIONS: usize = 16;
+
+/// Whether group products of `s` run transposed ([`FEW_POSITIONS`]).
+fn few_positions(s: &ConvShape) -> bool {
+    s.in_size.saturating_mul(FEW_POSITIONS) <= s.m_per_group * s.taps
+}
 
 /// `m`'s transpose (the same elements).
 fn transposed<T>(m: MatRef<T>) -> MatRef<T> {
@@ -226,20 +370,26 @@ fn transposed<T>(m: MatRef<T>) -> MatRef<T> {
 }
 
 /// The columns of one group, `W_g^T X_g` (`W_g` is `[C/group, rows]`, `X_g`
-/// `[C/group, in]`), in `scratch`. With [`FEW_POSITIONS`] the gemm runs
-/// transposed, `X_g^T W_g`, so that the weights, the large operand, are
-/// read along their rows.
-unsafe fn columns<T: GemmElem>(s: &ConvShape, xg: *const T, wg: *const T, scratch: *mut T) -> Columns<T> {
+/// `[C/group, in]`), in `scratch`, cut into column ranges over `parallel`.
+/// With [`few_positions`] the gemm runs transposed, `X_g^T W_g`, so that
+/// the weights, the large operand, are read along their rows.
+unsafe fn columns<T: GemmElem>(
+    s: &ConvShape,
+    xg: *const T,
+    wg: *const T,
+    scratch: *mut T,
+    parallel: *const Parallel,
+) -> Columns<T> {
     let (rows, positions, k) = (s.m_per_group * s.taps, s.in_size, s.c_per_group);
     let weights = MatRef { ptr: wg, rs: rows as isize, cs: 1 };
     let input = MatRef { ptr: xg, rs: positions as isize, cs: 1 };
-    if positions.saturating_mul(FEW_POSITIONS) <= rows {
+    if few_positions(s) {
         let col = MatMut { ptr: scratch, rs: rows as isize, cs: 1 };
-        T::gemm(positions, rows, k, T::ONE, transposed(input), weights, T::ZERO, None, col);
+        gemm_by_columns((positions, rows, k), T::ONE, transposed(input), weights, T::ZERO, None, col, parallel);
         return Columns { ptr: scratch, row_stride: 1, position_stride: rows };
     }
     let col = MatMut { ptr: scratch, rs: positions as isize, cs: 1 };
-    T::gemm(rows, positions, k, T::ONE, transposed(weights), input, T::ZERO, None, col);
+    gemm_by_columns((rows, positions, k), T::ONE, transposed(weights), input, T::ZERO, None, col, parallel);
     Columns { ptr: scratch, row_stride: positions, position_stride: 1 }
 }
 
@@ -263,7 +413,7 @@ pub(crate) unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T,
     }
     for n in 0..p.batch as usize {
         let col = Columns { ptr: col.add(n * c * s.taps * s.in_size), row_stride: s.in_size, position_stride: 1 };
-        col2im(p, &s, c, col, y.add(n * c * s.out_size));
+        col2im(p, &s, 0..c, col, y.add(n * c * s.out_size));
     }
     STATUS_OK
 }
@@ -272,7 +422,7 @@ pub(crate) unsafe fn col2im_kernel<T: Real>(p: *const ConvParams, col: *const T,
 mod tests {
     extern crate std;
     use super::*;
-    use crate::generic::test_util::{assert_close, rand_vec, unravel};
+    use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas, unravel, with_level};
     use std::vec;
     use std::vec::Vec;
 
@@ -363,29 +513,19 @@ mod tests {
                 p.pads_begin[d] = pad;
             }
             let in_n: i64 = ins.iter().product();
-            let out_n: i64 = outs.iter().product();
             let taps: i64 = k.iter().product();
             let x = rand_vec((2 * cin * in_n) as usize, 1);
             let w = rand_vec((cin * mpg * taps) as usize, 2);
             let bias = rand_vec((mpg * group) as usize, 3);
-            let mut scratch = vec![f32::NAN; conv_transpose_scratch_elems(&p)];
-            let mut y = vec![f32::NAN; (2 * mpg * group * out_n) as usize];
-            let st = unsafe {
-                onnxc_conv_transpose_f32(
-                    &p,
-                    x.as_ptr(),
-                    w.as_ptr(),
-                    bias.as_ptr(),
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr(),
-                )
-            };
-            assert_eq!(st, STATUS_OK);
+            let y = run_f32(&p, &x, &w, &bias, &Parallel::SERIAL);
             let want = reference_transposed(&p, &x, &w, Some(&bias));
             assert_close(&y, &want, 1e-4);
+            if conv_transpose_takes_packed_weights(&p) {
+                assert_close(&run_packed(&p, &x, &w, &bias, &Parallel::SERIAL), &want, 1e-4);
+            }
             let wide = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();
             let (x64, w64, b64) = (wide(&x), wide(&w), wide(&bias));
-            let mut scratch64 = vec![f64::NAN; scratch.len()];
+            let mut scratch64 = vec![f64::NAN; conv_transpose_scratch_elems(&p)];
             let mut y64 = vec![f64::NAN; y.len()];
             let st = unsafe {
                 onnxc_conv_transpose_f64(
@@ -395,10 +535,86 @@ mod tests {
                     b64.as_ptr(),
                     y64.as_mut_ptr(),
                     scratch64.as_mut_ptr(),
+                    core::ptr::null(),
                 )
             };
             assert_eq!(st, STATUS_OK);
             assert_close(&y64.iter().map(|&v| v as f32).collect::<Vec<_>>(), &want, 1e-6);
+        }
+    }
+
+    /// `onnxc_conv_transpose_f32` on weights in the ONNX layout.
+    fn run_f32(p: &ConvParams, x: &[f32], w: &[f32], bias: &[f32], parallel: &Parallel) -> Vec<f32> {
+        run_kernel(p, x, w, bias, parallel)
+    }
+
+    /// `onnxc_conv_transpose_f32` on the weights packed as the compiler
+    /// packs a constant.
+    fn run_packed(p: &ConvParams, x: &[f32], w: &[f32], bias: &[f32], parallel: &Parallel) -> Vec<f32> {
+        let mut packed = vec![f32::NAN; conv_transpose_packed_weights_elems(p)];
+        let st = unsafe { onnxc_pack_conv_transpose_weights_f32(p, w.as_ptr(), packed.as_mut_ptr()) };
+        assert_eq!(st, STATUS_OK);
+        run_kernel(&ConvParams { packed_weights: 1, ..*p }, x, &packed, bias, parallel)
+    }
+
+    fn run_kernel(p: &ConvParams, x: &[f32], w: &[f32], bias: &[f32], parallel: &Parallel) -> Vec<f32> {
+        let out: i64 = p.out_spatial[..p.spatial_rank as usize].iter().product();
+        let mut scratch = vec![f32::NAN; conv_transpose_scratch_elems(p)];
+        let mut y = vec![f32::NAN; (p.batch * p.out_channels * out) as usize];
+        let st = unsafe {
+            onnxc_conv_transpose_f32(
+                p,
+                x.as_ptr(),
+                w.as_ptr(),
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr(),
+                parallel,
+            )
+        };
+        assert_eq!(st, STATUS_OK);
+        y
+    }
+
+    /// A generator's layer: 4x4 kernel, stride 2, pad 1, two groups, from
+    /// `size`² positions.
+    fn generator_layer(in_channels: i64, out_channels: i64, size: i64) -> ConvParams {
+        let mut p = ConvParams { batch: 2, in_channels, out_channels, group: 2, spatial_rank: 2, ..Default::default() };
+        p.in_spatial[..2].fill(size);
+        p.out_spatial[..2].fill(2 * size);
+        p.kernel[..2].fill(4);
+        p.strides[..2].fill(2);
+        p.dilations[..2].fill(1);
+        p.pads_begin[..2].fill(1);
+        p
+    }
+
+    /// Generator layers large enough that with threads the gemm (packed,
+    /// or plain and transposed for 4x4 positions) and col2im split: the
+    /// same bits as serial, at every level.
+    #[test]
+    fn large_layers_split_over_tasks() {
+        let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (p, packed) in [(generator_layer(96, 80, 24), true), (generator_layer(256, 128, 4), false)] {
+            assert_eq!(conv_transpose_takes_packed_weights(&p), packed);
+            let s = validate_transposed(&p).expect("valid");
+            assert!(!packed || unsafe { col2im_tasks(&s, &threaded) } > 1);
+            let in_size = (p.in_spatial[0] * p.in_spatial[1]) as usize;
+            let x = rand_vec(2 * p.in_channels as usize * in_size, 4);
+            let w = rand_vec(p.in_channels as usize * s.m_per_group * 16, 5);
+            let bias = rand_vec(p.out_channels as usize, 6);
+            let want = reference_transposed(&p, &x, &w, Some(&bias));
+            for isa in testable_isas() {
+                with_level(isa, || {
+                    let run = if packed { run_packed } else { run_f32 };
+                    let serial = run(&p, &x, &w, &bias, &Parallel::SERIAL);
+                    assert_close(&serial, &want, 1e-4);
+                    assert_eq!(bits(&run(&p, &x, &w, &bias, &threaded)), bits(&serial), "{}", isa.name());
+                    let plain = run_f32(&p, &x, &w, &bias, &Parallel::SERIAL);
+                    assert_eq!(bits(&run_f32(&p, &x, &w, &bias, &threaded)), bits(&plain), "{}", isa.name());
+                });
+            }
         }
     }
 }

@@ -94,6 +94,13 @@ pub trait GemmElem: Real {
         y: MatMut<Self>,
     );
 
+    /// The column multiple at which [`GemmElem::gemm`] can be cut into
+    /// parts that compute each output as the whole product does (its
+    /// tile width), or `None` where that is not known: no cut.
+    fn column_granule() -> Option<usize> {
+        None
+    }
+
     /// Depthwise 2-D channel planes `planes` by a SIMD kernel, then
     /// `finish(plane, output)` on each; false (nothing written) when there
     /// is none for these params.
@@ -127,6 +134,10 @@ impl GemmElem for f32 {
         y: MatMut,
     ) {
         sgemm(m, n, k, alpha, a, b, beta, c, y)
+    }
+
+    fn column_granule() -> Option<usize> {
+        Some(crate::isa::choose::sgemm_tile_columns(crate::isa::Isa::best()))
     }
 
     #[inline(always)]

@@ -18,7 +18,7 @@
 //! by one tile in the same order whatever its neighbours, and the few-rows
 //! path groups columns in fours, which every tile width keeps.
 
-use super::gemm::{MatMut, MatRef, GEMM_MAX_BATCH_RANK};
+use super::gemm::{GemmElem, MatMut, MatRef, GEMM_MAX_BATCH_RANK};
 use super::{to_isize, to_usize};
 use crate::abi::gemm::GemmParams;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -46,6 +46,40 @@ pub(crate) unsafe fn product_tasks(macs: usize, parallel: *const Parallel) -> us
         true => (macs / (PARALLEL_MACS / 2)).clamp(1, TASKS),
         false => 1,
     }
+}
+
+/// `y = alpha * a * b + beta * c` ([`GemmElem::gemm`]) cut into column
+/// ranges at the type's [`GemmElem::column_granule`] over `parallel`'s
+/// threads when it is large enough ([`product_tasks`]): each part
+/// computes its outputs as the whole product does, so the bits are the
+/// serial ones.
+///
+/// # Safety
+/// As [`GemmElem::gemm`]; `parallel` is null or a valid hook.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_by_columns<T: GemmElem>(
+    (m, n, k): (usize, usize, usize),
+    alpha: T,
+    a: MatRef<T>,
+    b: MatRef<T>,
+    beta: T,
+    c: Option<MatRef<T>>,
+    y: MatMut<T>,
+    parallel: *const Parallel,
+) {
+    let granule = T::column_granule().unwrap_or(n).max(1);
+    let granules = n.div_ceil(granule);
+    let macs = m.saturating_mul(n).saturating_mul(k);
+    let tasks = product_tasks(macs, parallel).min(granules.max(1));
+    Parallel::for_each(parallel, tasks, |task| {
+        let part = share(granules, tasks, task);
+        let (first, end) = (part.start * granule, (part.end * granule).min(n));
+        let shift = first as isize;
+        let b = MatRef { ptr: b.ptr.wrapping_offset(shift * b.cs), ..b };
+        let c = c.map(|c| MatRef { ptr: c.ptr.wrapping_offset(shift * c.cs), ..c });
+        let y = MatMut { ptr: y.ptr.wrapping_offset(shift * y.cs), ..y };
+        T::gemm(m, end - first, k, alpha, a, b, beta, c, y);
+    });
 }
 
 /// [`crate::abi::gemm::onnxc_gemm_f32`] with a chosen implementation.

@@ -20,7 +20,7 @@ use super::lstm_lanes::LstmRow;
 use super::panels::{product, Product};
 use crate::abi::rnn::*;
 use crate::generic::vector_math::{Sigmoid, Tanh};
-use crate::isa::choose::{lstm_cell, map_in_place, recurrent_product, sgemm_tile_columns};
+use crate::isa::choose::{lstm_cell, map_in_place, recurrent_product};
 use crate::isa::{with_widest_vectors, Isa};
 
 /// The compute types of the recurrent kernel: a gemm, the product over
@@ -47,13 +47,6 @@ pub trait GateMath: GemmElem {
     unsafe fn lstm_in_lanes(row: &LstmRow<Self>) -> bool {
         let _ = row;
         false
-    }
-
-    /// The column multiple at which [`GemmElem::gemm`] can be cut into
-    /// parts that compute each output as the whole product does (its
-    /// tile width), or `None` where that is not known: no cut.
-    fn gemm_column_granule() -> Option<usize> {
-        None
     }
 
     /// `x = 1 / (1 + e^-x)` for each element.
@@ -85,10 +78,6 @@ impl GateMath for f32 {
     #[inline(always)]
     unsafe fn lstm_in_lanes(row: &LstmRow<f32>) -> bool {
         lstm_cell(Isa::best(), row)
-    }
-
-    fn gemm_column_granule() -> Option<usize> {
-        Some(sgemm_tile_columns(Isa::best()))
     }
 
     #[inline(always)]

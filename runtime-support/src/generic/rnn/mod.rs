@@ -48,7 +48,7 @@ pub(crate) mod panels;
 mod tests;
 
 use super::gemm::{MatMut, MatRef};
-use super::gemm_batched::product_tasks;
+use super::gemm_batched::gemm_by_columns;
 use super::real::Real;
 use crate::abi::rnn::*;
 use crate::abi::{STATUS_INDEX_OUT_OF_RANGE, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -323,19 +323,11 @@ unsafe fn fold_biases<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>) {
 /// cut into column ranges when there are threads and it is large.
 unsafe fn project_inputs<T: GateMath>(s: &Shape, io: &Io<T>, work: &Work<T>, parallel: *const Parallel) {
     let (rows, width, depth) = (s.seq * s.batch, s.gx_width(), s.input);
-    let granule = T::gemm_column_granule().unwrap_or(width).max(1);
-    let granules = width.div_ceil(granule);
-    let macs = rows.saturating_mul(width).saturating_mul(depth);
-    let tasks = product_tasks(macs, parallel).min(granules);
-    Parallel::for_each(parallel, tasks, |task| {
-        let part = share(granules, tasks, task);
-        let (first, end) = (part.start * granule, (part.end * granule).min(width));
-        let x = MatRef { ptr: io.x, rs: depth as isize, cs: 1 };
-        let w_t = MatRef { ptr: io.w.add(first * depth), rs: 1, cs: depth as isize };
-        let bias = MatRef { ptr: work.bias.add(first) as *const T, rs: 0, cs: 1 };
-        let gx = MatMut { ptr: work.gx.add(first), rs: width as isize, cs: 1 };
-        T::gemm(rows, end - first, depth, T::ONE, x, w_t, T::ONE, Some(bias), gx);
-    });
+    let x = MatRef { ptr: io.x, rs: depth as isize, cs: 1 };
+    let w_t = MatRef { ptr: io.w, rs: 1, cs: depth as isize };
+    let bias = MatRef { ptr: work.bias as *const T, rs: 0, cs: 1 };
+    let gx = MatMut { ptr: work.gx, rs: width as isize, cs: 1 };
+    gemm_by_columns((rows, width, depth), T::ONE, x, w_t, T::ONE, Some(bias), gx, parallel);
 }
 
 /// `out[b][..cols] = a[b]·R[first..first + cols]ᵀ` for every batch row
