@@ -51,8 +51,9 @@ pub use generic::normalize::*;
 pub use generic::packed::*;
 pub use generic::pool::*;
 pub use generic::prepacked::*;
+pub use generic::qconv_packed::{pack_qconv, qconv_packed_bytes, qconv_packed_scratch_bytes};
 pub use generic::qdepthwise::{
-    pack_qdepthwise, qdepthwise_packed_bytes, qdepthwise_scratch_bytes, QDepthwiseWeights, MAX_TAPS,
+    pack_qdepthwise, qdepthwise_packed_bytes, qdepthwise_scratch_bytes, QConvConstants, MAX_TAPS,
 };
 pub use generic::qelementwise::{QBINARY_ADD, QBINARY_MUL};
 pub use generic::qproduct::{integer_product, IntMatrix};

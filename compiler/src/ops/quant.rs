@@ -11,8 +11,9 @@
 //! its im2col matrix in the node's scratch after the accumulators); the QLinear
 //! forms then requantize those accumulators into the output type
 //! (`onnxc_requantize`). Kernels: `runtime-support/src/generic/quant.rs`.
-//! A depthwise QLinearConv with constant weights instead runs as one call
-//! that also requantizes (`depthwise`); the scaled MatMulInteger that
+//! A QLinearConv of 8-bit types with constant weights instead runs as one
+//! call that also requantizes, its constants packed at compile time:
+//! `depthwise`, else `packed` (dense); the scaled MatMulInteger that
 //! `passes::fuse_qdq` makes converts its sums to f32 in place
 //! (`onnxc_scale_product`). QLinearAdd, QLinearMul and QLinearLookup,
 //! which that pass makes of elementwise QDQ groups, are in `elementwise`.
@@ -21,6 +22,7 @@
 
 mod depthwise;
 mod elementwise;
+mod packed;
 
 pub(crate) use elementwise::binary_layout;
 pub use elementwise::{QLinearBinary, QLinearLookup};
@@ -35,8 +37,8 @@ use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
 use crate::ir::{DType, Tensor};
 use onnxc_runtime::{
-    onnxc_dequantize, qconv_scratch_bytes, qdepthwise_scratch_bytes, QDepthwiseParams, QMatMulParams, QOperand,
-    QuantParams, RequantParams, ScaleParams, MAX_RANK, MINIFLOAT_SATURATE,
+    onnxc_dequantize, qconv_packed_scratch_bytes, qconv_scratch_bytes, qdepthwise_scratch_bytes, QConvPackedParams,
+    QDepthwiseParams, QMatMulParams, QOperand, QuantParams, RequantParams, ScaleParams, MAX_RANK, MINIFLOAT_SATURATE,
 };
 
 /// The types the integer products take.
@@ -504,6 +506,9 @@ impl Operator for IntegerProduct {
         if let Some(p) = self.depthwise(&t, &constant) {
             return qdepthwise_scratch_bytes(&p);
         }
+        if let Some(p) = self.packed(&t, &constant) {
+            return qconv_packed_scratch_bytes(&p);
+        }
         self.problem(&t).map_or(0, |(problem, shape, _)| {
             let [acc, columns] = self.scratch_parts(&problem, &shape);
             acc + columns
@@ -517,6 +522,10 @@ impl Operator for IntegerProduct {
         if let Some(p) = self.depthwise(&t, &|i| consts.get(i).and_then(Option::as_ref)) {
             let packed = depthwise::pack(&p, &|i| consts.get(i).and_then(Option::as_ref))?;
             return lower_depthwise(cx, &p, &packed);
+        }
+        if let Some(p) = self.packed(&t, &|i| consts.get(i).and_then(Option::as_ref)) {
+            let packed = packed::pack(&p, &|i| consts.get(i).and_then(Option::as_ref))?;
+            return lower_packed(cx, &p, &packed);
         }
         let (problem, shape, requant) = self.problem(&t)?;
         let s = self.slots;
@@ -569,7 +578,27 @@ fn lower_depthwise(cx: &mut Lower, p: &QDepthwiseParams, packed: &[u8]) -> Resul
     cx.call_checked(kernels::onnxc_qdepthwise, (params, Ptr(x), Ptr(packed), Ptr(y), Ptr(scratch)))
 }
 
+/// One `onnxc_qconv_packed` call with the packed constants.
+fn lower_packed(cx: &mut Lower, p: &QConvPackedParams, packed: &[u8]) -> Result<(), String> {
+    let (params, packed) = (cx.params(p)?, cx.data_bytes(packed)?);
+    let scratch = cx.reserve_scratch(qconv_packed_scratch_bytes(p))?;
+    let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+    cx.call_checked(kernels::onnxc_qconv_packed, (params, Ptr(x), Ptr(packed), Ptr(y), Ptr(scratch)))
+}
+
 impl IntegerProduct {
+    /// The dense kernel's params when this is a QLinearConv it takes and the
+    /// depthwise one does not ([`packed`]).
+    fn packed(&self, t: &[Option<(DType, &[usize])>], constant: depthwise::Constant) -> Option<QConvPackedParams> {
+        if self.slots != QLINEAR || self.depthwise(t, constant).is_some() {
+            return None;
+        }
+        let (conv, (x_dtype, x), (_, w)) = (self.conv.as_ref()?, t.first().copied()??, t.get(3).copied()??);
+        let p = conv.params(x, w).ok()?;
+        let present = |i: usize| t.get(i).is_some_and(Option::is_some);
+        packed::packed_params(&p, x_dtype, self.out_dtype(t), constant, &present)
+    }
+
     /// The depthwise kernel's params when this is a QLinearConv it takes
     /// ([`depthwise`]), `constant(i)` giving input `i`'s value if known.
     fn depthwise(&self, t: &[Option<(DType, &[usize])>], constant: depthwise::Constant) -> Option<QDepthwiseParams> {

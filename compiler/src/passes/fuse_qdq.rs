@@ -5,9 +5,11 @@
 //! Why: ONNX Runtime's `quantize_static` (QDQ format) writes every quantized
 //! operator as that group, and run literally it pays the fp32 convolution
 //! plus a conversion on each side, slower than the fp32 model. The integer
-//! form multiplies the bytes (`onnxc_qconv`, VNNI/AVX2 byte kernels) and
-//! requantizes the i32 sums once (`onnxc_requantize`: round half to even,
-//! then saturation, as QuantizeLinear specifies).
+//! form multiplies the bytes (VNNI/AVX2 byte kernels) and requantizes the
+//! i32 sums once (round half to even, then saturation, as QuantizeLinear
+//! specifies); with the constant weights this pass requires, the lowering
+//! packs them and their corrections at compile time and requantizes in the
+//! same call (`ops::quant`'s `packed` and `depthwise`).
 //!
 //! Applies when `x`'s scale and zero point and the output's are per-tensor
 //! f32/8-bit constants, `W_q` is a constant 8-bit tensor whose scale (and

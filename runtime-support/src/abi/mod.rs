@@ -345,6 +345,7 @@ macro_rules! kernel_list {
     onnxc_qconv(*const ConvParams, *const [QOperand; 2], *const u8, *const u8, *const u8, *const u8, *const i32, *mut i32, *mut u8) -> i32;
     onnxc_requantize(*const RequantParams, *const i32, *const u8, *const u8, *const u8, *const u8, *mut u8) -> i32;
     onnxc_qdepthwise(*const QDepthwiseParams, *const u8, *const u8, *mut u8, *mut u8) -> i32;
+    onnxc_qconv_packed(*const QConvPackedParams, *const u8, *const u8, *mut u8, *mut u8) -> i32;
     onnxc_scale_product(*const ScaleParams, *mut u8, *const f32, *const f32) -> i32;
     onnxc_qbinary(*const QBinaryParams, *const u8, *const u8, *mut u8) -> i32;
     onnxc_qlookup(*const u8, i64, *const u8, *mut u8) -> i32;

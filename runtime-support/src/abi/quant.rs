@@ -2,6 +2,9 @@
 
 use crate::abi::conv::ConvParams;
 use crate::abi::MAX_RANK;
+use crate::generic::qconv_packed::qconv_packed_with;
+#[cfg(doc)]
+use crate::generic::qconv_packed::{pack_qconv, qconv_packed_scratch_bytes};
 use crate::generic::qdepthwise::qdepthwise_with;
 #[cfg(doc)]
 use crate::generic::qdepthwise::{pack_qdepthwise, qdepthwise_scratch_bytes};
@@ -221,6 +224,43 @@ pub unsafe extern "C" fn onnxc_qdepthwise(
 ) -> i32 {
     match p.as_ref() {
         Some(p) => qdepthwise_with(ByteKernel::best(), p, x, packed, y, scratch),
+        None => crate::abi::STATUS_INVALID_PARAMS,
+    }
+}
+
+/// Parameters of [`onnxc_qconv_packed`]: a QLinearConv of 8-bit input,
+/// weights and output whose weights are constant (`generic::qconv_packed`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct QConvPackedParams {
+    pub conv: ConvParams,
+    /// 1 when the input is i8, 0 for u8.
+    pub x_signed: i64,
+    /// The input's zero point, which padding reads as.
+    pub x_zero: i64,
+    /// The output's zero point and the range it saturates to: its type's,
+    /// or narrower for a fused Relu or Clip.
+    pub y_zero: i64,
+    pub y_min: i64,
+    pub y_max: i64,
+}
+
+/// `y = saturate(rint(acc · scale[m] + y_zero))` of the convolution whose
+/// weights, corrections and scales [`pack_qconv`] packed into `packed`;
+/// `scratch` holds [`qconv_packed_scratch_bytes`].
+///
+/// # Safety
+/// The pointers hold what `p` describes.
+#[no_mangle]
+pub unsafe extern "C" fn onnxc_qconv_packed(
+    p: *const QConvPackedParams,
+    x: *const u8,
+    packed: *const u8,
+    y: *mut u8,
+    scratch: *mut u8,
+) -> i32 {
+    match p.as_ref() {
+        Some(p) => qconv_packed_with(ByteKernel::best(), p, x, packed, y, scratch),
         None => crate::abi::STATUS_INVALID_PARAMS,
     }
 }

@@ -30,6 +30,7 @@ pub(crate) mod normalize_contiguous;
 pub mod packed;
 pub mod pool;
 pub mod prepacked;
+pub mod qconv_packed;
 pub mod qdepthwise;
 pub mod qelementwise;
 pub mod qproduct;

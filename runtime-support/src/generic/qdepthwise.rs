@@ -119,9 +119,11 @@ pub fn qdepthwise_packed_bytes(p: &QDepthwiseParams) -> usize {
     p.channels.max(0) as usize * (8 + 4 + 4 * pairs.div_ceil(2))
 }
 
-/// The constant operands of a depthwise QLinearConv.
-pub struct QDepthwiseWeights<'a> {
-    /// `[channels, 1, kernel_h, kernel_w]` bytes, i8 when `w_signed`.
+/// The constant operands of a QLinearConv that one call convolves and
+/// requantizes: depthwise ([`pack_qdepthwise`]) or dense
+/// (`qconv_packed::pack_qconv`).
+pub struct QConvConstants<'a> {
+    /// `[channels, in_channels / group, kernel...]` bytes, i8 when `w_signed`.
     pub w: &'a [u8],
     pub w_signed: bool,
     /// The weight zero point: one entry or one per channel.
@@ -138,7 +140,7 @@ pub struct QDepthwiseWeights<'a> {
 /// ([`qdepthwise_packed_bytes`]): scales `x_scale · w_scale[c] / y_scale`
 /// computed in f32 as `requantize` does, offsets (module doc), pairs.
 /// `false` when the sizes disagree.
-pub fn pack_qdepthwise(p: &QDepthwiseParams, wt: &QDepthwiseWeights, out: &mut [u8]) -> bool {
+pub fn pack_qdepthwise(p: &QDepthwiseParams, wt: &QConvConstants, out: &mut [u8]) -> bool {
     let (channels, taps) = (p.channels.max(0) as usize, (p.kernel_h.max(0) * p.kernel_w.max(0)) as usize);
     let fits = |len: usize| len == 1 || len == channels;
     if out.len() != qdepthwise_packed_bytes(p) || wt.w.len() != channels * taps || !fits(wt.w_scale.len()) {
@@ -413,7 +415,7 @@ mod tests {
                 let w_scale: Vec<f32> = (0..w_zero.len()).map(|c| 0.0031 + 0.0007 * c as f32).collect();
                 let (x_scale, y_scale) = ([0.0213f32], [0.0517f32]);
                 let want = reference(&conv, &q, &x, &w, &w_zero_bytes, &bias, [&x_scale, &w_scale, &y_scale], w_signed);
-                let wt = QDepthwiseWeights {
+                let wt = QConvConstants {
                     w: &w,
                     w_signed,
                     w_zero: &w_zero,
@@ -447,7 +449,7 @@ mod tests {
         let (mut q, _) = params((2, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1), false, false);
         q.y_min = q.y_zero;
         let w = rand_bytes(18, 5);
-        let wt = QDepthwiseWeights {
+        let wt = QConvConstants {
             w: &w,
             w_signed: true,
             w_zero: &[0],

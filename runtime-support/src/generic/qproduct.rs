@@ -104,33 +104,23 @@ unsafe fn byte_product(kernel: ByteKernel, [m, k, n]: [usize; 3], a: &IntMatrix,
     let a_flip = if a.dtype == ELEM_I8 { 0x80u8 } else { 0 };
     let b_flip = if b.dtype == ELEM_U8 { 0x80u8 } else { 0 };
     let (a_bytes, b_bytes) = (a.data, b.data);
-    if !crate::isa::choose::byte_product(kernel, [m, k, n], a_bytes, a_flip, b_bytes, b_flip, acc) {
-        portable_u8i8([m, k, n], a_bytes, a_flip, b_bytes, b_flip, acc);
-    }
+    raw_byte_product(kernel, [m, k, n], a_bytes, a_flip, b_bytes, b_flip, acc);
     // `a' = a ^ a_flip` read unsigned is `a + oa`; `b' = b ^ b_flip` read
     // signed is `b - ob`.
     let (oa, ob) = (a_flip as i32, b_flip as i32);
     let ki = k as i32;
-    // Column sums by chunks on the stack, accumulated row by row of B (so
-    // the loop runs along memory); row sums once per chunk. Compiled for
-    // the widest vectors: with the baseline's SSE2 these sums of bytes
-    // cost a sixth of a pointwise convolution's product.
+    // Column sums by chunks on the stack; row sums once per chunk.
+    // Compiled for the widest vectors.
     crate::isa::with_widest_vectors(
         #[inline(always)]
         move || {
-            let mut col_sums = [0i32; 256];
-            for c0 in (0..n).step_by(col_sums.len()) {
-                let width = col_sums.len().min(n - c0);
+            let mut col_sums = [0i32; COLUMN_CHUNK];
+            for c0 in (0..n).step_by(COLUMN_CHUNK) {
+                let width = COLUMN_CHUNK.min(n - c0);
                 let sums = &mut col_sums[..width];
-                sums.fill(0);
-                for q in 0..k {
-                    let row = core::slice::from_raw_parts(b_bytes.add(q * n + c0), width);
-                    for (s, &v) in sums.iter_mut().zip(row) {
-                        *s = s.wrapping_add((v ^ b_flip) as i8 as i32);
-                    }
-                }
+                column_sums([k, n], b_bytes, b_flip, c0, sums);
                 // `ZB` by column, read once per chunk.
-                let mut col_zeros = [0i32; 256];
+                let mut col_zeros = [0i32; COLUMN_CHUNK];
                 let zbs = &mut col_zeros[..width];
                 for (j, zb) in zbs.iter_mut().enumerate() {
                     *zb = b.zero(c0 + j).wrapping_sub(ob);
@@ -146,6 +136,52 @@ unsafe fn byte_product(kernel: ByteKernel, [m, k, n]: [usize; 3], a: &IntMatrix,
                             .wrapping_sub(za.wrapping_mul(col_sum))
                             .wrapping_add(ki.wrapping_mul(za).wrapping_mul(zb));
                     }
+                }
+            }
+        },
+    )
+}
+
+/// Columns whose sums the corrections hold on the stack at a time.
+pub(crate) const COLUMN_CHUNK: usize = 256;
+
+/// `raw` (`m x n`) = `(a ^ a_flip) · (b ^ b_flip)`, A read unsigned and B
+/// signed, through `kernel` (the portable loops if this CPU lacks it).
+/// `k >= 1`.
+///
+/// # Safety
+/// `a` holds `m·k` bytes, `b` `k·n`, `raw` `m·n` i32s.
+pub(crate) unsafe fn raw_byte_product(
+    kernel: ByteKernel,
+    [m, k, n]: [usize; 3],
+    a: *const u8,
+    a_flip: u8,
+    b: *const u8,
+    b_flip: u8,
+    raw: *mut i32,
+) {
+    if !crate::isa::choose::byte_product(kernel, [m, k, n], a, a_flip, b, b_flip, raw) {
+        portable_u8i8([m, k, n], a, a_flip, b, b_flip, raw);
+    }
+}
+
+/// `sums[j]` = the sum over the `k` rows of `b` (`k x n` bytes, flipped by
+/// `b_flip` and read signed) of column `c0 + j`, accumulated row by row (so
+/// the loop runs along memory) and compiled for the widest vectors: with
+/// the baseline's SSE2 these sums of bytes cost a sixth of a pointwise
+/// convolution's product.
+///
+/// # Safety
+/// `b` holds `k·n` bytes and `c0 + sums.len() <= n`.
+pub(crate) unsafe fn column_sums([k, n]: [usize; 2], b: *const u8, b_flip: u8, c0: usize, sums: &mut [i32]) {
+    crate::isa::with_widest_vectors(
+        #[inline(always)]
+        move || {
+            sums.fill(0);
+            for q in 0..k {
+                let row = core::slice::from_raw_parts(b.add(q * n + c0), sums.len());
+                for (s, &v) in sums.iter_mut().zip(row) {
+                    *s = s.wrapping_add((v ^ b_flip) as i8 as i32);
                 }
             }
         },

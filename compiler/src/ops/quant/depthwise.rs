@@ -13,14 +13,12 @@
 
 use super::{IntegerProduct, QLINEAR};
 use crate::ir::{DType, Tensor};
-use onnxc_runtime::{
-    pack_qdepthwise, qdepthwise_packed_bytes, ConvParams, QDepthwiseParams, QDepthwiseWeights, MAX_TAPS,
-};
+use onnxc_runtime::{pack_qdepthwise, qdepthwise_packed_bytes, ConvParams, QConvConstants, QDepthwiseParams, MAX_TAPS};
 
 /// The constant inputs of a QLinearConv, by slot.
 pub(super) type Constant<'a> = &'a dyn Fn(usize) -> Option<&'a Tensor>;
 
-fn byte_type(dtype: DType) -> Option<bool> {
+pub(super) fn byte_type(dtype: DType) -> Option<bool> {
     match dtype {
         DType::U8 => Some(false),
         DType::I8 => Some(true),
@@ -29,7 +27,7 @@ fn byte_type(dtype: DType) -> Option<bool> {
 }
 
 /// A per-tensor constant zero point of 8-bit `dtype` (absent: 0).
-fn scalar_zero(zero: Option<&Tensor>, present: bool, dtype: DType) -> Option<i64> {
+pub(super) fn scalar_zero(zero: Option<&Tensor>, present: bool, dtype: DType) -> Option<i64> {
     match zero {
         Some(z) if z.dtype == dtype && z.len() == 1 => Some(z.to_i64s()[0]),
         None if !present => Some(0),
@@ -58,16 +56,9 @@ pub(super) fn depthwise_params(
         return None;
     }
     let (x_signed, y_signed) = (byte_type(x)?, byte_type(y)?);
-    let w = constant(3)?;
-    byte_type(w.dtype)?;
     let channels = conv.out_channels as usize;
-    constant(4).filter(|s| s.dtype == DType::F32 && (s.len() == 1 || s.len() == channels))?;
-    let w_zero_fits = constant(5).map_or(!present(5), |z| z.dtype == w.dtype && (z.len() == 1 || z.len() == channels));
-    let bias_fits = constant(8).map_or(!present(8), |b| b.dtype == DType::I32 && b.len() == channels);
-    (w_zero_fits && bias_fits).then_some(())?;
-    scalar_scale(constant(1))?;
-    scalar_scale(constant(6))?;
-    let (y_min, y_max) = if y_signed { (-128, 127) } else { (0, 255) };
+    constants_fit(channels, constant, present).then_some(())?;
+    let (y_min, y_max) = y_range(y_signed);
     Some(QDepthwiseParams {
         batch: conv.batch,
         channels: channels as i64,
@@ -92,24 +83,53 @@ pub(super) fn depthwise_params(
 
 /// The packed constants of the convolution `depthwise_params` accepted.
 pub(super) fn pack(p: &QDepthwiseParams, constant: Constant) -> Result<Vec<u8>, String> {
-    let missing = || "a constant of the depthwise convolution is missing".to_string();
+    let mut packed = vec![0u8; qdepthwise_packed_bytes(p)];
+    let packs = pack_constants(constant, |weights| pack_qdepthwise(p, weights, &mut packed))?;
+    if !packs {
+        return Err("the depthwise convolution's constants do not match its shapes".into());
+    }
+    Ok(packed)
+}
+
+/// The range of an 8-bit output, `signed` for i8.
+pub(super) fn y_range(signed: bool) -> (i64, i64) {
+    if signed {
+        (-128, 127)
+    } else {
+        (0, 255)
+    }
+}
+
+/// Whether a QLinearConv of `channels` output channels has the constants
+/// the one-call kernels take: 8-bit weights, their f32 scale and zero
+/// point per tensor or per channel, an i32 bias per channel or none, and
+/// per-tensor f32 scales of the input and output.
+pub(super) fn constants_fit(channels: usize, constant: Constant, present: &dyn Fn(usize) -> bool) -> bool {
+    let Some(w) = constant(3).filter(|w| byte_type(w.dtype).is_some()) else { return false };
+    let per = |len: usize| len == 1 || len == channels;
+    let w_scale_fits = constant(4).is_some_and(|s| s.dtype == DType::F32 && per(s.len()));
+    let w_zero_fits = constant(5).map_or(!present(5), |z| z.dtype == w.dtype && per(z.len()));
+    let bias_fits = constant(8).map_or(!present(8), |b| b.dtype == DType::I32 && b.len() == channels);
+    let scales_fit = scalar_scale(constant(1)).is_some() && scalar_scale(constant(6)).is_some();
+    w_scale_fits && w_zero_fits && bias_fits && scales_fit
+}
+
+/// The constants of a QLinearConv that [`constants_fit`] accepted, widened
+/// and given to `pack` (its result, or an error if one is missing).
+pub(super) fn pack_constants<R>(constant: Constant, pack: impl FnOnce(&QConvConstants) -> R) -> Result<R, String> {
+    let missing = || "a constant of the quantized convolution is missing".to_string();
     let w = constant(3).ok_or_else(missing)?;
-    let ints = |t: Option<&Tensor>| t.map_or(vec![0], |t| t.to_i64s().into_iter().map(|v| v as i32).collect());
+    let ints = |t: &Tensor| t.to_i64s().into_iter().map(|v| v as i32).collect();
+    let (w_zero, bias): (Vec<i32>, Vec<i32>) = (constant(5).map_or(vec![0], ints), constant(8).map_or(vec![], ints));
     let w_scale = constant(4).and_then(Tensor::to_f32s).ok_or_else(missing)?;
     let scale = |i: usize| constant(i).map(|s| s.get_f64(0) as f32).ok_or_else(missing);
-    let bias = constant(8).map_or(vec![], |b| ints(Some(b)));
-    let weights = QDepthwiseWeights {
+    Ok(pack(&QConvConstants {
         w: &w.data,
         w_signed: w.dtype == DType::I8,
-        w_zero: &ints(constant(5)),
+        w_zero: &w_zero,
         bias: &bias,
         x_scale: scale(1)?,
         w_scale: &w_scale,
         y_scale: scale(6)?,
-    };
-    let mut packed = vec![0u8; qdepthwise_packed_bytes(p)];
-    if !pack_qdepthwise(p, &weights, &mut packed) {
-        return Err("the depthwise convolution's constants do not match its shapes".into());
-    }
-    Ok(packed)
+    }))
 }
