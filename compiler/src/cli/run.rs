@@ -161,6 +161,7 @@ fn synthetic_inputs(jit: &JitModel) -> Result<Vec<Datum>, String> {
         .map(|io| match &io.kind {
             IoKind::Tensor(ty) => synthetic_input(ty.dtype, &ty.known_shape().unwrap_or_default()).map(Datum::Tensor),
             IoKind::Composite { .. } => Err(format!("bench: input \"{}\" is a sequence or optional", io.name)),
+            IoKind::Symbolic { dtype, most, .. } => synthetic_input(*dtype, most).map(Datum::Tensor),
         })
         .collect()
 }
