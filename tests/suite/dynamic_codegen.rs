@@ -189,3 +189,21 @@ fn an_operator_without_run_time_sizes_is_refused_by_name() {
     let unbounded = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "b=1..4"]);
     assert!(unbounded.stderr.contains("--dim s=LO..HI (every size in a range)"), "{}", unbounded.stderr);
 }
+
+#[test]
+fn a_node_of_symbolic_shape_is_refused_for_its_operator_not_for_a_guessed_shape() {
+    // Gather along the sequence: the refusal names Gather's lack of
+    // run-time sizes, not a check of its attributes against a shape
+    // inference left symbolic.
+    let mut pick = node("Gather", "pick", &["y", "first"], &["g"]);
+    pick.attribute.push(int_attr("axis", 1));
+    let mut m = projection_model(vec![pick], "g");
+    let g = m.graph.as_mut().expect("a graph");
+    g.initializer.push(crate::models::int64s("first", &[1], &[0]));
+    g.output[0] = value("g", None);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    write_model(dir.path(), "model.onnx", &m);
+    let out = onnxc_in(dir.path(), &["compile", "model.onnx", "-o", "m.o", "--dim", "b=1..4", "--dim", "s=1..16"]);
+    let refusal = "node \"pick\" (Gather): Gather is not compiled for symbolic dims yet";
+    assert!(!succeeded(&out) && out.stderr.contains(refusal), "{}", out.stderr);
+}
