@@ -21,8 +21,8 @@ pub struct ShapeArgs {
     #[arg(long = "shape", value_name = "NAME=AxBxC")]
     pub shapes: Vec<String>,
     /// Bind a symbolic dim: SYM=N specialises to N; SYM=LO..HI or
-    /// SYM=..HI bounds it, SYM=LO..HI%K also makes it a multiple of K
-    /// (compiled code needs one size yet)
+    /// SYM=..HI compiles the code for every size in the range (elementwise
+    /// and MatMul graphs yet), SYM=LO..HI%K for multiples of K in it
     #[arg(long = "dim", value_name = "SYM=N")]
     pub dims: Vec<String>,
 }

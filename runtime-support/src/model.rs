@@ -106,7 +106,9 @@ impl Status {
             STATUS_DIVISION_BY_ZERO => "integer division by zero",
             STATUS_OUT_OF_MEMORY => "out of memory for a data-dependent value",
             STATUS_NOT_A_NUMBER => "a string is not a number of the cast's type",
-            STATUS_BAD_INPUT => "a sequence or optional input does not match the compiled count, shape or presence",
+            STATUS_BAD_INPUT => {
+                "an input descriptor does not match what the code was compiled for (count, rank, dims, presence)"
+            }
             _ => "unknown failure",
         }
     }

@@ -21,6 +21,7 @@ mod conformance;
 mod control_flow;
 mod cross;
 mod dynamic;
+mod dynamic_codegen;
 mod end_to_end;
 mod freestanding;
 mod fusion;

@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// objects run) on this machine, against the kernel path's time
     #[arg(long)]
     pub portable: bool,
+    /// Time the code compiled once over the --dim ranges (SYM=LO..HI), at
+    /// the inputs' sizes (default: the ranges' upper bounds)
+    #[arg(long)]
+    pub dynamic: bool,
 }
 
 /// Reads the value files `paths`, the k-th as what the graph declares
@@ -142,6 +146,16 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, String> {
 /// when there are some (and those inputs), else by `--shape`/`--dim`.
 fn bench_graph(a: &BenchArgs, limits: &Limits) -> Result<(Graph, Option<Vec<Datum>>), String> {
     let model = driver::load(&a.model, limits).map_err(|e| e.to_string())?;
+    if a.dynamic {
+        let bindings = super::bindings(&a.shapes)?;
+        let graph = driver::lower_to_mir(&a.model, &model, &bindings, limits, a.portable).map_err(|e| e.to_string())?;
+        if graph.symbolic.is_none() {
+            return Err("--dynamic: no dim is left symbolic (give a range: --dim SYM=LO..HI)".into());
+        }
+        let given = read_values(&graph, &a.inputs, false)?;
+        let data = (!a.inputs.is_empty()).then(|| match_inputs(&graph, given)).transpose()?.map(|(d, _)| d);
+        return Ok((graph, data));
+    }
     if a.inputs.is_empty() {
         let bindings = super::bindings(&a.shapes)?;
         let graph = driver::lower_to_mir(&a.model, &model, &bindings, limits, a.portable).map_err(|e| e.to_string())?;
@@ -161,6 +175,7 @@ fn synthetic_inputs(jit: &JitModel) -> Result<Vec<Datum>, String> {
         .map(|io| match &io.kind {
             IoKind::Tensor(ty) => synthetic_input(ty.dtype, &ty.known_shape().unwrap_or_default()).map(Datum::Tensor),
             IoKind::Composite { .. } => Err(format!("bench: input \"{}\" is a sequence or optional", io.name)),
+            IoKind::Symbolic { dtype, most, .. } => synthetic_input(*dtype, most).map(Datum::Tensor),
         })
         .collect()
 }

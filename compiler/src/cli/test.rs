@@ -4,10 +4,11 @@
 
 use super::object_runner::ObjectModel;
 use super::run::{match_inputs, read_values};
-use crate::LimitArgs;
+use crate::{LimitArgs, ShapeArgs};
 use onnxc::driver;
 use onnxc::host::buffer::Placement;
 use onnxc::host::call::{Datum, Map};
+use onnxc::host::tensor_io::NamedDatum;
 use onnxc::ir::{DType, Tensor};
 use onnxc::limits::Limits;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,12 @@ pub struct Args {
     /// default: the best this CPU has), to test a slower level's kernels
     #[arg(long)]
     pub isa: Option<String>,
+    /// Compile each case's model once, the symbols that --dim gives a
+    /// range left symbolic, and run every data set through that one code
+    #[arg(long)]
+    pub dynamic: bool,
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -101,6 +108,9 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
     if sets.is_empty() {
         return Err("no test_data_set_* folder".into());
     }
+    if a.dynamic {
+        return run_sets_dynamic(&model_path, &model, &sets, a, limits);
+    }
     for set in sets {
         // Import first: an unsupported model is reported as such, not as
         // input files it cannot read (sequences, optionals...).
@@ -118,12 +128,47 @@ fn run_case(dir: &Path, a: &Args, limits: &Limits) -> Result<(), String> {
                 .run_data(&inputs, None, placement)?,
             Via::Object => ObjectModel::build(&graph, &plan, a.portable, limits)?.run(&inputs, placement)?,
         };
-        if outputs.len() != expected.len() {
-            return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
-        }
-        for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
-            compare_data(got, &want.datum, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
-        }
+        compare_outputs(&outputs, &expected, a)?;
+    }
+    Ok(())
+}
+
+/// `--dynamic`: the model compiled once over the `--dim` ranges, every
+/// data set run through it.
+fn run_sets_dynamic(
+    model_path: &Path,
+    model: &onnx_proto::ModelProto,
+    sets: &[PathBuf],
+    a: &Args,
+    limits: &Limits,
+) -> Result<(), String> {
+    if a.via == Via::Object {
+        return Err("--dynamic runs through the JIT only yet".into());
+    }
+    let bindings = super::bindings(&a.shapes)?;
+    let graph = driver::lower_to_mir(model_path, model, &bindings, limits, a.portable).map_err(|e| e.to_string())?;
+    if graph.symbolic.is_none() {
+        return Err("--dynamic: no dim is left symbolic (give a range: --dim SYM=LO..HI)".into());
+    }
+    let plan = driver::plan(model_path, &graph).map_err(|e| e.to_string())?;
+    let jit = driver::jit(model_path, &graph, &plan, a.portable, limits).map_err(|e| e.to_string())?;
+    let placement = if a.guard_pages { Placement::Guarded } else { Placement::Heap };
+    for set in sets {
+        let given = read_values(&graph, &numbered(set, "input_")?, false)?;
+        let expected = read_values(&graph, &numbered(set, "output_")?, true)?;
+        let (inputs, _) = match_inputs(&graph, given)?;
+        let outputs = jit.run_data(&inputs, None, placement)?;
+        compare_outputs(&outputs, &expected, a).map_err(|e| format!("{}: {e}", set.display()))?;
+    }
+    Ok(())
+}
+
+fn compare_outputs(outputs: &[Datum], expected: &[NamedDatum], a: &Args) -> Result<(), String> {
+    if outputs.len() != expected.len() {
+        return Err(format!("{} outputs, expected {}", outputs.len(), expected.len()));
+    }
+    for (k, (got, want)) in outputs.iter().zip(expected).enumerate() {
+        compare_data(got, &want.datum, a.rtol, a.atol).map_err(|e| format!("output {k}: {e}"))?;
     }
     Ok(())
 }

@@ -46,6 +46,7 @@ pub mod rnn_loops;
 pub mod scatter_loops;
 pub mod staging;
 pub mod status;
+mod symbolic;
 pub mod window_loops;
 
 pub use footprint::Footprint;
@@ -142,6 +143,9 @@ struct Env {
     portable: bool,
     /// [`PROFILE_HOOK`], in profiled code.
     profile_hook: Option<FuncRef>,
+    /// The symbols and described inputs and outputs of a graph compiled
+    /// over `--dim` ranges (empty otherwise).
+    bound: symbolic::Bound,
 }
 
 /// Declares and defines `symbol` (the model's run function) in `module`;
@@ -164,6 +168,7 @@ pub fn define_model<M: Module>(
     }
     sig.returns.push(AbiParam::new(types::I32));
     let func_id = module.declare_function(symbol, Linkage::Export, &sig)?;
+    symbolic::check_supported(graph, plan, mode.portable)?;
     if ptr != types::I64 && graph.values.iter().any(|v| v.ty.as_ref().is_some_and(|t| t.dtype == DType::String)) {
         return Err(CodegenError::Module("string tensors need a 64-bit target (onnxc_string is 16 bytes)".into()));
     }
@@ -296,9 +301,22 @@ impl Function<'_> {
         for (index, node) in nodes.clone().zip(&graph.nodes[nodes]) {
             // Tags the node's instructions, to measure its code afterwards.
             b.set_srcloc(SourceLoc::new(index as u32 + 1));
-            let mut cx =
-                Lower { b: &mut b, module, graph, plan, node, index, env: &mut env, staged: Staged::default() };
-            node.op.lower(&mut cx).map_err(|message| CodegenError::Op { node: node.label(), message })?;
+            let mut cx = Lower {
+                b: &mut b,
+                module,
+                graph,
+                plan,
+                node,
+                index,
+                env: &mut env,
+                staged: Staged::default(),
+                rows: None,
+            };
+            let rows = symbolic::node_rows(graph, node);
+            rows.and_then(|r| r.map_or(Ok(()), |(rows, most)| cx.set_rows(&rows, most)))
+                .and_then(|()| node.op.lower(&mut cx))
+                .and_then(|()| cx.check_rows_used())
+                .map_err(|message| CodegenError::Op { node: node.label(), message })?;
             if let Some(hook) = env.profile_hook {
                 let index = b.ins().iconst(types::I32, index as i64);
                 b.ins().call(hook, &[index]);
@@ -309,6 +327,8 @@ impl Function<'_> {
         close_body(&mut b, module, &mut env, plan, &body, context)?;
         if !matches!(body, Body::Part { .. }) {
             copy_outputs(&mut b, module, &env, graph, plan);
+            let ptr = module.target_config().pointer_type();
+            symbolic::write_output_dims(&mut b, ptr, graph, env.outputs, &env.bound);
         }
         let zero = b.ins().iconst(types::I32, 0);
         b.ins().return_(&[zero]);
@@ -385,6 +405,7 @@ impl Setup<'_> {
         // Every function takes the addresses of the tensors in sequence and
         // optional inputs; the entry point's checks fail first.
         let elements = composite::check_inputs(b, ptr, self.graph, inputs, fail)?;
+        let bound = symbolic::bind(b, ptr, self.graph, (inputs, outputs), fail)?;
         let parallel = b.ins().iadd_imm_s(context, layout.parallel as i64);
         let env = Env {
             elements,
@@ -404,6 +425,7 @@ impl Setup<'_> {
             footprint: carried.footprint,
             portable: self.mode.portable,
             profile_hook: None,
+            bound,
         };
         Ok((env, context))
     }
@@ -581,9 +603,11 @@ fn value_bytes(graph: &Graph, v: ValueId) -> usize {
 fn value_ptr(b: &mut FunctionBuilder, ptr: Type, plan: &Plan, env: &Env, v: ValueId) -> Value {
     let slot = |k: usize| (k * ptr.bytes() as usize) as i32;
     match plan.locs[v.index()] {
+        Loc::Input(k) if env.bound.inputs.contains_key(&k) => env.bound.inputs[&k],
         Loc::Input(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.inputs, slot(k)),
         // Checked on entry, before any node runs.
         Loc::InputElement => env.elements.get(&v).copied().unwrap_or_else(|| b.ins().iconst(ptr, 0)),
+        Loc::Output(k) if env.bound.outputs.contains_key(&k) => env.bound.outputs[&k],
         Loc::Output(k) => b.ins().load(ptr, MemFlagsData::trusted(), env.outputs, slot(k)),
         Loc::Const => {
             let gv = env.consts[&v];
@@ -620,6 +644,8 @@ pub struct Lower<'a, 'f> {
     index: usize,
     env: &'a mut Env,
     staged: Staged,
+    /// The run-time row count of a node of symbolic shape ([`symbolic`]).
+    rows: Option<symbolic::Rows>,
 }
 
 /// Inputs and outputs redirected to wider copies in the node's scratch (see
@@ -812,6 +838,9 @@ impl<'f> Lower<'_, 'f> {
 
     /// Places a kernel's parameter block in read-only data; returns its address.
     pub fn params<P: bytemuck::Pod>(&mut self, p: &P) -> Result<Ref<P>, String> {
+        if let Some(copy) = self.params_at_run_time(p)? {
+            return Ok(Ref::to(copy));
+        }
         self.table(std::slice::from_ref(p)).map(Ref::to)
     }
 

@@ -14,6 +14,7 @@
 
 use crate::codegen;
 use crate::host::buffer::{Buffer, Placement};
+use crate::ir::dim_expr::DimExpr;
 use crate::ir::{Composite, CompositeType, DType, Dim, Graph, Tensor, TensorType, ValueId};
 use crate::plan::Plan;
 
@@ -81,6 +82,14 @@ pub enum IoKind {
         ty: CompositeType,
         held: Option<Vec<Vec<usize>>>,
     },
+    /// A tensor of symbolic shape (a graph compiled over `--dim` ranges),
+    /// passed as an `onnxc_tensor` descriptor: its dims as expressions and
+    /// their upper bounds.
+    Symbolic {
+        dtype: DType,
+        dims: Vec<DimExpr>,
+        most: Vec<usize>,
+    },
 }
 
 /// What a caller needs to know to call a compiled model.
@@ -117,6 +126,11 @@ impl Interface {
                         return Ok(Io { name: value.name.clone(), kind: IoKind::Composite { ty: ty.clone(), held } });
                     }
                     let ty = value.ty.clone().ok_or_else(|| format!("value \"{}\" has no type", value.name))?;
+                    if let Some(dims) = graph.symbolic.as_ref().and_then(|s| s.dims.get(&v)) {
+                        let (dtype, most) = (ty.dtype, ty.known_shape().unwrap_or_default());
+                        let kind = IoKind::Symbolic { dtype, dims: dims.clone(), most };
+                        return Ok(Io { name: value.name.clone(), kind });
+                    }
                     if ty.known_shape().is_none() && !ty.is_dynamic() {
                         return Err(format!("value \"{}\" has no known shape ({ty})", value.name));
                     }
@@ -200,7 +214,11 @@ impl Interface {
         let mut inputs: Vec<Buffer> = Vec::new();
         let in_ptrs: Vec<usize> = given
             .iter()
-            .map(|d| place_datum(d, placement, &mut inputs))
+            .zip(&self.inputs)
+            .map(|(d, io)| match (&io.kind, d) {
+                (IoKind::Symbolic { .. }, Datum::Tensor(t)) => place_described(t, placement, &mut inputs),
+                _ => place_datum(d, placement, &mut inputs),
+            })
             .collect::<Result<_, _>>()
             .map_err(|e| format!("inputs: {e}"))?;
         let out_ptrs: Vec<usize> = outs.iter_mut().map(|o| o.pointer() as usize).collect();
@@ -265,6 +283,9 @@ impl PreparedCall<'_> {
 fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
     let fits = match (&io.kind, d) {
         (IoKind::Tensor(ty), Datum::Tensor(t)) => *ty == TensorType::known(t.dtype, &t.shape),
+        (IoKind::Symbolic { dtype, dims, most }, Datum::Tensor(t)) if *dtype == t.dtype => {
+            return symbolic_dims_fit(&io.name, dims, most, &t.shape, "input")
+        }
         (IoKind::Composite { ty, .. }, Datum::Map(m)) => {
             !ty.sequence
                 && ty.map_key == Some(m.keys.dtype)
@@ -294,6 +315,7 @@ fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
     let want = match &io.kind {
         IoKind::Tensor(ty) => ty.to_string(),
         IoKind::Composite { ty, .. } => ty.to_string(),
+        IoKind::Symbolic { dtype, dims, .. } => format!("{dtype}{}", crate::ir::shape::dims_text(dims)),
     };
     Err(format!("input \"{}\" must be {want}, got {}", io.name, d.describe()))
 }
@@ -302,20 +324,8 @@ fn check_input(d: &Datum, io: &Io) -> Result<(), String> {
 /// (`onnxc_sequence`, `onnxc_optional`, `onnxc_tensor`, `onnxc_map`) built in
 /// buffers from `placement`, all kept in `keep`.
 fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
-    let words = |w: &[usize], keep: &mut Vec<Buffer>| -> Result<usize, String> {
-        let b = placement.copy(bytemuck::cast_slice(w), std::mem::align_of::<usize>())?;
-        let p = b.ptr() as usize;
-        keep.push(b);
-        Ok(p)
-    };
-    let tensor_words = |t: &Tensor, keep: &mut Vec<Buffer>| -> Result<[usize; 3], String> {
-        let data = place_tensor(t, placement, keep)?;
-        let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
-        let dims = placement.copy(bytemuck::cast_slice(&dims), 8)?;
-        let at = dims.ptr() as usize;
-        keep.push(dims);
-        Ok([data, t.shape.len(), at])
-    };
+    let words = |w: &[usize], keep: &mut Vec<Buffer>| place_words(w, placement, keep);
+    let tensor_words = |t: &Tensor, keep: &mut Vec<Buffer>| tensor_words(t, placement, keep);
     match d {
         Datum::Tensor(t) => place_tensor(t, placement, keep),
         Datum::Sequence(items) => {
@@ -344,6 +354,49 @@ fn place_datum(d: &Datum, placement: Placement, keep: &mut Vec<Buffer>) -> Resul
             words(&[1, value], keep)
         }
     }
+}
+
+/// Pointer-sized words placed from `placement` (kept in `keep`); their address.
+fn place_words(w: &[usize], placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
+    let b = placement.copy(bytemuck::cast_slice(w), std::mem::align_of::<usize>())?;
+    let p = b.ptr() as usize;
+    keep.push(b);
+    Ok(p)
+}
+
+/// The words of an `onnxc_tensor` describing `t`, its bytes and dims placed.
+fn tensor_words(t: &Tensor, placement: Placement, keep: &mut Vec<Buffer>) -> Result<[usize; 3], String> {
+    let data = place_tensor(t, placement, keep)?;
+    let dims: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+    let dims = placement.copy(bytemuck::cast_slice(&dims), 8)?;
+    let at = dims.ptr() as usize;
+    keep.push(dims);
+    Ok([data, t.shape.len(), at])
+}
+
+/// The address of an `onnxc_tensor` describing `t` (an input of symbolic shape).
+fn place_described(t: &Tensor, placement: Placement, keep: &mut Vec<Buffer>) -> Result<usize, String> {
+    let w = tensor_words(t, placement, keep)?;
+    place_words(&w, placement, keep)
+}
+
+/// Whether `shape` fits the symbolic dims of an input or output: the same
+/// rank, the static dims, and no dim past its upper bound (the model
+/// checks the ranges and the symbols' agreement of inputs itself).
+fn symbolic_dims_fit(name: &str, dims: &[DimExpr], most: &[usize], shape: &[usize], what: &str) -> Result<(), String> {
+    if shape.len() != dims.len() {
+        return Err(format!("{what} \"{name}\" has rank {}, the model takes rank {}", shape.len(), dims.len()));
+    }
+    for (i, ((d, &m), &n)) in dims.iter().zip(most).zip(shape).enumerate() {
+        let fits = match d.as_size() {
+            Some(k) => n == k,
+            None => n <= m,
+        };
+        if !fits {
+            return Err(format!("{what} \"{name}\" dim {i} is {n}, outside what {d} allows (at most {m})"));
+        }
+    }
+    Ok(())
 }
 
 /// The address of tensor `t`'s bytes as the model reads them: string
@@ -442,6 +495,14 @@ enum Output {
     Composite {
         desc: Buffer,
     },
+    /// `desc` holds the `onnxc_tensor` of an output of symbolic shape:
+    /// `data` has the upper bounds' bytes, the model writes `dims`.
+    Described {
+        desc: Buffer,
+        data: Buffer,
+        dims: Buffer,
+        dtype: DType,
+    },
 }
 
 impl Output {
@@ -454,6 +515,14 @@ impl Output {
             IoKind::Tensor(ty) => ty,
             IoKind::Composite { .. } => {
                 return Ok(Output::Composite { desc: buffer(Some(2 * std::mem::size_of::<usize>()), 8)? })
+            }
+            IoKind::Symbolic { dtype, most, .. } => {
+                let bytes = crate::ir::shape::element_count(most).and_then(|n| dtype.bytes_for(n));
+                let data = buffer(bytes, dtype.size())?;
+                let dims = buffer(most.len().checked_mul(8), 8)?;
+                let words = [data.ptr() as usize, most.len(), dims.ptr() as usize];
+                let desc = placement.copy(bytemuck::cast_slice(&words), 8).map_err(|e| format!("{}: {e}", io.name))?;
+                return Ok(Output::Described { desc, data, dims, dtype: *dtype });
             }
         };
         if ty.is_dynamic() {
@@ -474,7 +543,7 @@ impl Output {
     fn pointer(&mut self) -> *mut u8 {
         match self {
             Output::Static { data, .. } => data.ptr(),
-            Output::Dynamic { desc, .. } | Output::Composite { desc } => desc.ptr(),
+            Output::Dynamic { desc, .. } | Output::Composite { desc } | Output::Described { desc, .. } => desc.ptr(),
         }
     }
 
@@ -495,11 +564,19 @@ impl Output {
                 // points to, with the shapes it was compiled for (checked).
                 return unsafe { read_composite(desc.ptr() as *const usize, ty, held.as_deref(), &io.name) };
             }
+            Output::Described { data, dims, dtype, .. } => {
+                let IoKind::Symbolic { dims: exprs, most, .. } = &io.kind else { return Err("not symbolic".into()) };
+                let bad = || format!("output \"{}\": the model reported invalid dims", io.name);
+                let shape = read_dims(&dims).into_iter().map(|d| usize::try_from(d).map_err(|_| bad()));
+                let shape: Vec<usize> = shape.collect::<Result<_, _>>()?;
+                symbolic_dims_fit(&io.name, exprs, most, &shape, "output")?;
+                // SAFETY: the dims are within the upper bounds, whose bytes `data` holds.
+                return unsafe { read_bytes(data.ptr(), dtype, shape, &io.name) }.map(Datum::Tensor);
+            }
             Output::Dynamic { desc, dims, dtype } => (desc, dims, dtype),
         };
         let IoKind::Tensor(io_ty) = &io.kind else { return Err("not a tensor".into()) };
-        let dims: Vec<i64> =
-            dims.bytes().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+        let dims = read_dims(&dims);
         let bad = || format!("output \"{}\": the model reported an invalid shape {dims:?}", io.name);
         let shape: Vec<usize> =
             dims.iter().map(|&d| usize::try_from(d).map_err(|_| bad())).collect::<Result<_, _>>()?;
@@ -521,6 +598,11 @@ impl Output {
         // allocated `data` for exactly these dims.
         unsafe { read_bytes(data, dtype, shape, &io.name) }.map(Datum::Tensor)
     }
+}
+
+/// The i64 dims a model wrote to `dims`.
+fn read_dims(dims: &Buffer) -> Vec<i64> {
+    dims.bytes().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
 }
 
 /// A tensor of `shape` read from `data`.

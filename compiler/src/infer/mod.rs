@@ -7,7 +7,9 @@
 //! runs them at run time — so shape-computing subgraphs (Shape → Gather →
 //! Concat → Reshape) become constants and later stages see static shapes.
 //! After this stage no dim is symbolic: each is known, or data-dependent
-//! (`Dim::Dynamic`, its producer allocating at run time).
+//! (`Dim::Dynamic`, its producer allocating at run time); a graph compiled
+//! over `--dim` ranges keeps its symbolic dims in `Graph::symbolic`
+//! ([`dynamic`]), its types holding their upper bounds.
 //!
 //! A sequence, optional or map graph input is bound to a compile-time list
 //! of tensors (`Graph::composites`, one `ValueDef::InputElement` each,
@@ -23,6 +25,7 @@
 //! that, foldable nodes run at run time); the compile clock is checked at
 //! every node.
 
+pub mod dynamic;
 pub mod expand;
 
 use crate::ir::dim_expr::{DimExpr, SymbolFacts};
@@ -40,15 +43,14 @@ pub const MAX_SPECIALISED_ELEMENTS: usize = 4096;
 pub struct Bindings {
     /// `--dim SYM=N`
     pub dims: HashMap<String, usize>,
-    /// `--dim SYM=LO..HI`: the bounds of dims left symbolic. Code for
-    /// symbolic dims is not generated yet, so binding inputs refuses them
-    /// unless inference is `symbolic`.
+    /// `--dim SYM=LO..HI`: the bounds of dims left symbolic, for which
+    /// the code is compiled once over the range ([`dynamic`]).
     pub facts: SymbolFacts,
     /// Symbolic inference: dims `dims` and `shapes` leave unbound stay
     /// symbols and shapes become expressions of them, through the
     /// operators that infer over expressions
     /// ([`crate::ops::Operator::infers_symbolically`]); the others refuse
-    /// a symbolic dim. Nothing is compiled from such a graph yet.
+    /// a symbolic dim. For `info`: nothing is compiled from such a graph.
     pub symbolic: bool,
     /// `--shape NAME=AxBxC`
     pub shapes: HashMap<String, Vec<usize>>,
@@ -92,12 +94,13 @@ impl InferError {
 }
 
 pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<(), InferError> {
-    bind_inputs(graph, bindings)?;
+    let ranged = bind_inputs(graph, bindings)?;
     let nodes = std::mem::take(&mut graph.nodes);
     let mut kept = Vec::with_capacity(nodes.len());
     let mut state = InferState {
         limits,
-        symbolic: bindings.symbolic.then_some(&bindings.facts),
+        symbolic: (bindings.symbolic || ranged).then_some(&bindings.facts),
+        info_only: bindings.symbolic,
         folding: FoldBudget { per_constant: limits.max_fold_bytes, left: limits.max_fold_total_bytes },
         unrolled: 0,
         expanding: 0,
@@ -110,6 +113,9 @@ pub fn infer(graph: &mut Graph, bindings: &Bindings, limits: &Limits) -> Result<
         return Err(InferError::new(errors));
     }
     write_composite_outputs(graph);
+    if ranged && !bindings.symbolic {
+        dynamic::settle(graph, &bindings.facts)?;
+    }
     Ok(())
 }
 
@@ -202,6 +208,8 @@ pub struct InferState<'l> {
     limits: &'l Limits,
     /// Symbolic inference, with the facts about the symbols.
     symbolic: Option<&'l SymbolFacts>,
+    /// Symbolic inference for `info`, which compiles nothing.
+    info_only: bool,
     folding: FoldBudget,
     pub unrolled: usize,
     expanding: usize,
@@ -307,8 +315,10 @@ fn infer_outputs(graph: &Graph, node: &Node, kept: &[Node], state: &InferState) 
         let messages = vec![format!("{}: {e}{}", node.label(), state.folding.note())];
         InferError { messages, wanted_inputs, ..InferError::default() }
     })?;
-    // Symbolic inference compiles nothing: no run fails.
-    if state.expanding == 0 && state.symbolic.is_none() {
+    // Inference for `info` compiles nothing: no run fails; a node of
+    // symbolic shape is seen with its static inputs' shapes only.
+    let static_inputs = inputs.iter().flatten().all(|(_, _, v)| graph.concrete(*v).is_some());
+    if state.expanding == 0 && !state.info_only && static_inputs {
         node.op.fails_on_constants(&cx).map_err(|e| InferError::new(vec![format!("{}: {e}", node.label())]))?;
     }
     Ok(outputs)
@@ -488,7 +498,10 @@ fn check_sizes(graph: &Graph, node: &Node, results: &[crate::ops::Inferred], max
     Ok(())
 }
 
-fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError> {
+/// Binds the graph inputs' symbolic dims; true when some stays symbolic
+/// for code compiled over its `--dim` range.
+fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<bool, InferError> {
+    let mut ranged = false;
     let mut errors = Vec::new();
     // Inputs that lack a binding, and the messages about them.
     let (mut unbound, mut missing) = (Vec::new(), Vec::new());
@@ -535,9 +548,13 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
         }
         for (i, d) in ty.shape.iter_mut().enumerate() {
             let Some(s) = d.symbol().map(str::to_string) else { continue };
-            match bind_symbol(bindings, &value.name, i, &s) {
+            let binding = bind_symbol(bindings, &value.name, i, &s);
+            ranged |= matches!(binding, SymbolBinding::Ranged);
+            match binding {
                 SymbolBinding::Size(n) => *d = Dim::Known(n),
-                SymbolBinding::Kept => match DimExpr::symbol_with_facts(&s, &bindings.facts).and_then(Dim::from_expr) {
+                SymbolBinding::Kept | SymbolBinding::Ranged => match DimExpr::symbol_with_facts(&s, &bindings.facts)
+                    .and_then(Dim::from_expr)
+                {
                     Some(e) => *d = e,
                     None => errors.push(format!("input \"{}\" dim {i} \"{s}\": its divisor is too large", value.name)),
                 },
@@ -550,7 +567,7 @@ fn bind_inputs(graph: &mut Graph, bindings: &Bindings) -> Result<(), InferError>
         }
     }
     match (errors.is_empty(), missing.is_empty()) {
-        (true, true) => Ok(()),
+        (true, true) => Ok(ranged),
         (true, false) => Err(InferError { messages: missing, unbound_inputs: unbound, ..InferError::default() }),
         (false, _) => Err(InferError::new(errors.into_iter().chain(missing).collect())),
     }
@@ -562,7 +579,9 @@ enum SymbolBinding {
     Size(usize),
     /// Symbolic inference keeps it.
     Kept,
-    /// A range, where compiled code needs one size.
+    /// `--dim SYM=LO..HI`: the code is compiled for every size in the range.
+    Ranged,
+    /// A range without an upper bound, which the workspace needs.
     Refused(String),
     Unbound(String),
 }
@@ -577,15 +596,18 @@ fn bind_symbol(bindings: &Bindings, input: &str, axis: usize, sym: &str) -> Symb
     }
     if bindings.facts.is_declared(sym) {
         let bound = bindings.facts.get(sym);
-        let hi = bound.max.map(|m| m.to_string()).unwrap_or_default();
-        return SymbolBinding::Refused(format!(
-            "input \"{input}\" dim {axis} \"{sym}\" is given the range {}..{hi}, but code for symbolic dims is \
-             not generated yet: give one size, --dim {sym}=N",
-            bound.min
-        ));
+        return match bound.max {
+            Some(_) => SymbolBinding::Ranged,
+            None => SymbolBinding::Refused(format!(
+                "input \"{input}\" dim {axis} \"{sym}\" has no upper bound, which the workspace needs: give \
+                 --dim {sym}={}..HI",
+                bound.min
+            )),
+        };
     }
     SymbolBinding::Unbound(format!(
-        "input \"{input}\" dim {axis} \"{sym}\" is unbound: give --dim {sym}=N or --shape {input}=..."
+        "input \"{input}\" dim {axis} \"{sym}\" is unbound: give --dim {sym}=N (one size), --dim {sym}=LO..HI \
+         (every size in a range) or --shape {input}=..."
     ))
 }
 

@@ -106,6 +106,16 @@ impl SymbolFacts {
     }
 }
 
+/// A graph compiled once for every size its symbols' `--dim` ranges
+/// allow (`infer::dynamic`): the facts, and the dims of each value that
+/// has a symbolic one, as expressions. Those values' types hold each
+/// dim's upper bound, so the memory plan sizes them for the largest case.
+#[derive(Clone, Debug, Default)]
+pub struct SymbolicShapes {
+    pub facts: SymbolFacts,
+    pub dims: HashMap<super::ValueId, Vec<DimExpr>>,
+}
+
 /// A closed range of integers, either end possibly unbounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Interval {
@@ -374,6 +384,11 @@ impl DimExpr {
                 return if self_le == least { self.clone() } else { o.clone() };
             }
         }
+        for (a, other) in [(self, o), (o, self)] {
+            if a.absorbs(other, facts, least) {
+                return a.clone();
+            }
+        }
         let operands = |e: &DimExpr| match e.single_atom() {
             Some(Atom::Min(v)) if least => v.clone(),
             Some(Atom::Max(v)) if !least => v.clone(),
@@ -390,6 +405,20 @@ impl DimExpr {
         }
     }
 
+    /// Absorption: `max(a, min(.., e, ..))` is `a` when the facts say
+    /// `e <= a` (the min is at most `e`), and `min(a, max(.., e, ..))` is
+    /// `a` when `e >= a`; so `max(seq, min(128, seq))`, a position table's
+    /// clamp, is `seq` whatever seq's bounds.
+    fn absorbs(&self, other: &DimExpr, facts: &SymbolFacts, least: bool) -> bool {
+        let operands = match other.single_atom() {
+            Some(Atom::Max(v)) if least => v,
+            Some(Atom::Min(v)) if !least => v,
+            _ => return false,
+        };
+        let beyond = |e: &DimExpr| if least { e.checked_sub(self) } else { self.checked_sub(e) };
+        operands.iter().any(|e| beyond(e).is_some_and(|gap| gap.is_nonnegative(facts)))
+    }
+
     /// The value with every symbol bound (`None`: a symbol unbound, or
     /// overflow).
     pub fn eval(&self, bindings: &HashMap<String, i64>) -> Option<i64> {
@@ -397,6 +426,17 @@ impl DimExpr {
             let product = m.iter().try_fold(c, |p, a| p.checked_mul(a.eval(bindings)?))?;
             sum.checked_add(product)
         })
+    }
+
+    /// The largest value the facts allow, when they bound it.
+    pub fn upper_bound(&self, facts: &SymbolFacts) -> Option<i64> {
+        self.range(facts).hi
+    }
+
+    /// The terms: each monomial's atoms (none for the constant) and its
+    /// coefficient, for code that evaluates the expression at run time.
+    pub fn terms(&self) -> impl Iterator<Item = (&[Atom], i64)> {
+        self.terms.iter().map(|(m, &c)| (m.as_slice(), c))
     }
 
     /// The symbols the expression uses, sorted, each once.

@@ -94,6 +94,9 @@ pub struct Graph {
     /// integer values computed from symbolic dims (Shape's output and what
     /// computes on it). Empty after static inference.
     pub dim_values: std::collections::HashMap<ValueId, Vec<dim_expr::DimExpr>>,
+    /// Present when the graph is compiled for a range of sizes: the dims
+    /// of its values of symbolic shape (their types hold the upper bounds).
+    pub symbolic: Option<dim_expr::SymbolicShapes>,
     /// What import took in its stride and the user should hear of (a dim
     /// declared negative, taken as a symbol); the driver prints them.
     pub warnings: Vec<String>,

@@ -66,7 +66,7 @@ pub fn split_at_axis(shape: &[usize], axis: usize, to_end: bool) -> (usize, usiz
 }
 
 impl Softmax {
-    fn axis_for(&self, rank: usize) -> Result<usize, String> {
+    pub(crate) fn axis_for(&self, rank: usize) -> Result<usize, String> {
         // The 2-D coercion also accepts axis == rank (every row is one element).
         if self.coerce_2d && (self.axis == rank as i64) {
             return Ok(rank);

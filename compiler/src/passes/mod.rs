@@ -47,6 +47,11 @@ pub use pack_rnn_weights::pack_rnn_weights;
 /// fused into them that their loops would not do.
 pub fn run(graph: &mut Graph, portable: bool) {
     eliminate_dead_nodes(graph);
+    // The rewrites read static shapes; a graph compiled for a range of
+    // sizes holds upper bounds there, which they would take for sizes.
+    if graph.symbolic.is_some() {
+        return;
+    }
     fuse_qdq(graph, portable);
     fold_affine_into_conv(graph);
     fuse_conv_add(graph);

@@ -168,3 +168,17 @@ fn a_multiple_symbol_keeps_its_factor_through_ceil_divisions() {
     let plain = s("h").div_ceil(16, &none()).unwrap();
     assert_ne!(plain, plain.div_ceil(2, &none()).unwrap().checked_scale(2).unwrap());
 }
+
+#[test]
+fn a_max_absorbs_a_min_of_something_no_larger() {
+    let (seq, n) = (s("seq"), s("n"));
+    let clamp = c(128).minimum(&seq, &none());
+    assert_eq!(clamp.to_string(), "min(128,seq)", "undecided without a bound");
+    assert_eq!(seq.maximum(&clamp, &none()), seq, "max(seq, min(128, seq)) is seq");
+    assert_eq!(clamp.maximum(&seq, &none()), seq, "either order");
+    let grown = add(&seq, &c(1));
+    assert_eq!(grown.maximum(&clamp, &none()), grown, "min(128, seq) <= seq < seq+1");
+    let wide = c(128).maximum(&seq, &none());
+    assert_eq!(seq.minimum(&wide, &none()), seq, "min(seq, max(128, seq)) is seq");
+    assert_eq!(n.maximum(&clamp, &none()).to_string(), "max(n,min(128,seq))", "no operand below n is known");
+}
