@@ -2,7 +2,8 @@
 //! LinearAttention and CausalConvWithState. Each lowers to one kernel of
 //! `runtime-support/src/generic/attention.rs`, which takes an element-type
 //! code and computes in f32 (f64 for f64 tensors), rounding 16-bit types
-//! where the ONNX reference does.
+//! where the ONNX reference does. In portable mode Attention fills the same
+//! params for the loop nests of [`crate::codegen::attention_loops`].
 //!
 //! * Attention (opsets 23, 24, 25): `Y = softmax(softcap(Q*s @ (K*s)^T) +
 //!   bias) @ V` with `s = sqrt(scale)`, MHA/GQA/MQA (`q_heads % kv_heads ==
@@ -36,6 +37,7 @@
 //!   the last `K-1` positions. T in {f16, bf16, f32}.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
+use crate::codegen::attention_loops::{self, AttentionTensors};
 use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
@@ -355,6 +357,9 @@ impl Operator for Attention {
                 None => elem,
             },
         };
+        if cx.portable() {
+            return lower_attention_portable(cx, &p);
+        }
         let params = cx.params(&p)?;
         let [q, k, v, mask, past_k, past_v, nonpad] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
@@ -363,6 +368,27 @@ impl Operator for Attention {
         let args = (params, q, k, v, mask, past_k, past_v, nonpad, y, present_k, present_v, qk, scratch);
         cx.call_checked(kernels::onnxc_attention, args)
     }
+}
+
+/// Attention's loop nests ([`attention_loops`]) over the kernel's params.
+fn lower_attention_portable(cx: &mut Lower, p: &AttentionParams) -> Result<(), String> {
+    let input = |cx: &mut Lower, i| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
+    let output = |cx: &mut Lower, i| if cx.has_output(i) { cx.output_ptr(i).map(Some) } else { Ok(None) };
+    let t = AttentionTensors {
+        q: cx.input_ptr(0)?,
+        k: cx.input_ptr(1)?,
+        v: cx.input_ptr(2)?,
+        mask: input(cx, 3)?,
+        past_key: input(cx, 4)?,
+        past_value: input(cx, 5)?,
+        nonpad: input(cx, 6)?,
+        y: output(cx, 0)?,
+        present_key: output(cx, 1)?,
+        present_value: output(cx, 2)?,
+        qk: output(cx, 3)?,
+        scratch: cx.scratch_ptr()?,
+    };
+    attention_loops::attention(cx, p, &t)
 }
 
 // ---------------------------------------------------------- RotaryEmbedding
