@@ -50,13 +50,90 @@ pub struct AttentionTensors {
     pub scratch: Value,
 }
 
+/// A float tensor element type (f16, bf16, f32, f64) and how the
+/// attention family computes on it: f32, or f64 for f64 tensors.
+#[derive(Clone, Copy)]
+pub(super) struct Element {
+    pub dtype: DType,
+}
+
+impl Element {
+    /// The element type of kernel element code `code` (`what` names it in errors).
+    pub fn of_code(code: i64, what: &str) -> Result<Element, String> {
+        dtype_of(code, what).map(|dtype| Element { dtype })
+    }
+
+    pub fn compute(self) -> DType {
+        if self.dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        }
+    }
+
+    pub fn ty(self) -> Type {
+        if self.dtype == DType::F64 {
+            types::F64
+        } else {
+            types::F32
+        }
+    }
+
+    /// Bytes of an element in memory.
+    pub fn bytes(self) -> i64 {
+        self.dtype.size() as i64
+    }
+
+    pub fn constant(self, cx: &mut Lower, v: f64) -> Value {
+        if self.dtype == DType::F64 {
+            cx.ins().f64const(v)
+        } else {
+            cx.ins().f32const(v as f32)
+        }
+    }
+
+    /// The element at `at` as the compute type.
+    pub fn load(self, cx: &mut Lower, at: Value) -> Value {
+        let flags = MemFlagsData::trusted();
+        match self.dtype {
+            DType::F16 | DType::BF16 => {
+                let h = cx.ins().uload16(types::I32, flags, at, 0);
+                half_floats::widen(cx.b, self.dtype, h)
+            }
+            _ => cx.ins().load(self.ty(), flags, at, 0),
+        }
+    }
+
+    /// Stores a compute value at `at` as an element, to nearest even.
+    pub fn store(self, cx: &mut Lower, v: Value, at: Value) {
+        let flags = MemFlagsData::trusted();
+        match self.dtype {
+            DType::F16 | DType::BF16 => {
+                let h = half_floats::narrow(cx.b, self.dtype, v);
+                cx.ins().istore16(flags, h, at, 0);
+            }
+            _ => {
+                cx.ins().store(flags, v, at, 0);
+            }
+        }
+    }
+
+    /// A compute value rounded to the element type.
+    pub fn round(self, cx: &mut Lower, v: Value) -> Value {
+        round_f32_to(cx, self.dtype, v)
+    }
+
+    /// `name` (`exp`, `tanh`) of a compute value.
+    pub fn math(self, cx: &mut Lower, name: &str, v: Value) -> Result<Value, String> {
+        portable_math::apply(cx.b, name, self.compute(), v).ok_or_else(|| format!("no portable {name}"))
+    }
+}
+
 /// The element types and sizes one node works with.
 struct Attn<'a> {
     p: &'a AttentionParams,
     /// The tensors' type (Q, K, V, the past and present caches, Y).
-    elem: DType,
-    /// f32, or f64 for f64 tensors.
-    compute: DType,
+    elem: Element,
     /// The type softmax steps round to.
     softmax: DType,
     /// Bytes of an element, of a compute value and of a mask entry.
@@ -86,21 +163,19 @@ fn size(v: i64, what: &str) -> Result<usize, String> {
 
 /// Lowers Attention as `p` describes it over `t`.
 pub fn attention(cx: &mut Lower, p: &AttentionParams, t: &AttentionTensors) -> Result<(), String> {
-    let elem = dtype_of(p.elem, "element")?;
-    let compute = if elem == DType::F64 { DType::F64 } else { DType::F32 };
+    let elem = Element::of_code(p.elem, "element")?;
     let (hq, hkv) = (size(p.q_heads, "query head count")?, size(p.kv_heads, "kv head count")?);
     if hkv == 0 || hq % hkv != 0 {
         return Err(format!("Attention's {hq} query heads are not a multiple of {hkv} kv heads"));
     }
     let (past, skv) = (size(p.past_seq, "past length")?, size(p.kv_seq, "kv length")?);
-    let eb = elem.size() as i64;
+    let eb = elem.bytes();
     let a = Attn {
         p,
         elem,
-        compute,
         softmax: dtype_of(p.softmax_elem, "softmax precision")?,
         eb,
-        cb: compute.size() as i64,
+        cb: elem.compute().size() as i64,
         mb: if p.mask_kind == MASK_BOOL { 1 } else { eb },
         hq,
         hkv,
@@ -128,56 +203,9 @@ struct Segment {
 }
 
 impl Attn<'_> {
-    fn ty(&self) -> Type {
-        if self.compute == DType::F64 {
-            types::F64
-        } else {
-            types::F32
-        }
-    }
-
-    fn constant(&self, cx: &mut Lower, v: f64) -> Value {
-        if self.compute == DType::F64 {
-            cx.ins().f64const(v)
-        } else {
-            cx.ins().f32const(v as f32)
-        }
-    }
-
-    /// The element at `at` as the compute type.
-    fn load(&self, cx: &mut Lower, at: Value) -> Value {
-        let flags = MemFlagsData::trusted();
-        match self.elem {
-            DType::F16 | DType::BF16 => {
-                let h = cx.ins().uload16(types::I32, flags, at, 0);
-                half_floats::widen(cx.b, self.elem, h)
-            }
-            _ => cx.ins().load(self.ty(), flags, at, 0),
-        }
-    }
-
-    /// Stores a compute value at `at` as an element, to nearest even.
-    fn store(&self, cx: &mut Lower, v: Value, at: Value) {
-        let flags = MemFlagsData::trusted();
-        match self.elem {
-            DType::F16 | DType::BF16 => {
-                let h = half_floats::narrow(cx.b, self.elem, v);
-                cx.ins().istore16(flags, h, at, 0);
-            }
-            _ => {
-                cx.ins().store(flags, v, at, 0);
-            }
-        }
-    }
-
-    /// `v` rounded to the element type.
-    fn round(&self, cx: &mut Lower, v: Value) -> Value {
-        round_f32_to(cx, self.elem, v)
-    }
-
     /// `v` rounded to the softmax precision.
     fn round_softmax(&self, cx: &mut Lower, v: Value) -> Value {
-        match (self.compute, self.softmax) {
+        match (self.elem.compute(), self.softmax) {
             (DType::F64, DType::F64) => v,
             (DType::F64, narrow) => {
                 let single = cx.ins().fdemote(types::F32, v);
@@ -319,9 +347,9 @@ impl Attn<'_> {
     /// blocked.
     fn bias(&self, cx: &mut Lower, mask_row: Value, j: Value, f: &Frontier) -> Value {
         let p = self.p;
-        let neg_inf = self.constant(cx, f64::NEG_INFINITY);
+        let neg_inf = self.elem.constant(cx, f64::NEG_INFINITY);
         let mut bias = match (p.mask_kind, p.mask_len) {
-            (MASK_NONE, _) => self.constant(cx, 0.0),
+            (MASK_NONE, _) => self.elem.constant(cx, 0.0),
             (_, 0) => neg_inf,
             (kind, len) => {
                 let inside = cx.ins().icmp_imm_s(IntCC::SignedLessThan, j, len);
@@ -331,10 +359,10 @@ impl Attn<'_> {
                 let value = if kind == MASK_BOOL {
                     let m = cx.ins().load(types::I8, MemFlagsData::trusted(), at, 0);
                     let attend = cx.ins().icmp_imm_s(IntCC::NotEqual, m, 0);
-                    let zero = self.constant(cx, 0.0);
+                    let zero = self.elem.constant(cx, 0.0);
                     cx.ins().select(attend, zero, neg_inf)
                 } else {
-                    self.load(cx, at)
+                    self.elem.load(cx, at)
                 };
                 cx.ins().select(inside, value, neg_inf)
             }
@@ -357,7 +385,7 @@ impl Attn<'_> {
         if let Some((&first, rest)) = blocked.split_first() {
             let any = rest.iter().fold(first, |acc, &c| cx.ins().bor(acc, c));
             let sum = cx.ins().fadd(bias, neg_inf);
-            let sum = self.round(cx, sum);
+            let sum = self.elem.round(cx, sum);
             bias = cx.ins().select(any, sum, bias);
         }
         bias
@@ -368,10 +396,10 @@ impl Attn<'_> {
     fn scores(&self, cx: &mut Lower, row: &Row, keys: &[Segment; 2], f: &Frontier) -> Result<Value, String> {
         let p = self.p;
         let (eb, cb) = (self.eb, self.cb);
-        let root = self.constant(cx, p.scale.sqrt());
-        let scale = self.round(cx, root);
-        let softcap = (p.softcap > 0.0).then(|| self.constant(cx, p.softcap));
-        let neg_inf = self.constant(cx, f64::NEG_INFINITY);
+        let root = self.elem.constant(cx, p.scale.sqrt());
+        let scale = self.elem.round(cx, root);
+        let softcap = (p.softcap > 0.0).then(|| self.elem.constant(cx, p.softcap));
+        let neg_inf = self.elem.constant(cx, f64::NEG_INFINITY);
         let dot_level = [Level::new(self.d, vec![eb, eb])];
         let mut all_masked = cx.ins().iconst(types::I8, 1);
         for seg in keys {
@@ -383,25 +411,25 @@ impl Attn<'_> {
                 let bias = self.bias(cx, row.mask, j, f);
                 let masked = cx.ins().fcmp(FloatCC::Equal, bias, neg_inf);
                 let all = cx.ins().band(acc[0], masked);
-                let zero = self.constant(cx, 0.0);
+                let zero = self.elem.constant(cx, 0.0);
                 let dot = cx.fold_nest(&dot_level, &[row.q, at[0]], &[zero], &mut |cx, _, x, acc| {
-                    let (q, k) = (self.load(cx, x[0]), self.load(cx, x[1]));
+                    let (q, k) = (self.elem.load(cx, x[0]), self.elem.load(cx, x[1]));
                     let (q, k) = (cx.ins().fmul(q, scale), cx.ins().fmul(k, scale));
-                    let (q, k) = (self.round(cx, q), self.round(cx, k));
+                    let (q, k) = (self.elem.round(cx, q), self.elem.round(cx, k));
                     let product = cx.ins().fmul(q, k);
                     Ok(vec![cx.ins().fadd(acc[0], product)])
                 })?[0];
-                let raw = self.round(cx, dot);
+                let raw = self.elem.round(cx, dot);
                 let capped = match softcap {
                     Some(cap) => self.softcap(cx, raw, cap)?,
                     None => raw,
                 };
                 let biased = cx.ins().fadd(capped, bias);
-                let biased = self.round(cx, biased);
+                let biased = self.elem.round(cx, biased);
                 cx.ins().store(MemFlagsData::trusted(), biased, at[1], 0);
                 if row.qk.is_some() && p.qk_mode < 3 {
                     let out = [raw, capped, biased][p.qk_mode as usize];
-                    self.store(cx, out, at[2]);
+                    self.elem.store(cx, out, at[2]);
                 }
                 Ok(vec![all])
             })?[0];
@@ -412,11 +440,11 @@ impl Attn<'_> {
     /// `cap * tanh(s / cap)`, each step rounded to the element type.
     fn softcap(&self, cx: &mut Lower, s: Value, cap: Value) -> Result<Value, String> {
         let x = cx.ins().fdiv(s, cap);
-        let x = self.round(cx, x);
-        let th = portable_math::apply(cx.b, "tanh", self.compute, x).ok_or("no portable tanh")?;
-        let th = self.round(cx, th);
+        let x = self.elem.round(cx, x);
+        let th = self.elem.math(cx, "tanh", x)?;
+        let th = self.elem.round(cx, th);
         let y = cx.ins().fmul(th, cap);
-        Ok(self.round(cx, y))
+        Ok(self.elem.round(cx, y))
     }
 
     /// Passes two to four: the scratch row of scores becomes
@@ -424,11 +452,11 @@ impl Attn<'_> {
     fn softmax(&self, cx: &mut Lower, row: &Row, all_masked: Value) -> Result<(), String> {
         let cb = self.cb;
         let flags = MemFlagsData::trusted();
-        let ty = self.ty();
+        let ty = self.elem.ty();
         let along = [Level::new(self.total, vec![cb, self.eb])];
         let qk = row.qk.filter(|_| self.p.qk_mode == 3);
         let ptrs = [row.scores, qk.unwrap_or(row.scores)];
-        let neg_inf = self.constant(cx, f64::NEG_INFINITY);
+        let neg_inf = self.elem.constant(cx, f64::NEG_INFINITY);
         let no_nan = cx.ins().iconst(types::I8, 0);
         let found = cx.fold_nest(&along, &ptrs, &[neg_inf, no_nan], &mut |cx, _, at, acc| {
             let s = cx.ins().load(ty, flags, at[0], 0);
@@ -438,7 +466,7 @@ impl Attn<'_> {
             let above = cx.ins().fcmp(FloatCC::GreaterThan, s, acc[0]);
             Ok(vec![cx.ins().select(above, s, acc[0]), nan])
         })?;
-        let (zero, one) = (self.constant(cx, 0.0), self.constant(cx, 1.0));
+        let (zero, one) = (self.elem.constant(cx, 0.0), self.elem.constant(cx, 1.0));
         let empty = cx.ins().fcmp(FloatCC::Equal, found[0], neg_inf);
         let max = cx.ins().select(empty, zero, found[0]);
         let sum = cx.fold_nest(&along, &ptrs, &[zero], &mut |cx, _, at, acc| {
@@ -446,7 +474,7 @@ impl Attn<'_> {
             let s = self.round_softmax(cx, s);
             let shifted = cx.ins().fsub(s, max);
             let shifted = self.round_softmax(cx, shifted);
-            let e = portable_math::apply(cx.b, "exp", self.compute, shifted).ok_or("no portable exp")?;
+            let e = self.elem.math(cx, "exp", shifted)?;
             let e = self.round_softmax(cx, e);
             cx.ins().store(flags, e, at[0], 0);
             let sum = cx.ins().fadd(acc[0], e);
@@ -456,17 +484,17 @@ impl Attn<'_> {
         let sum = self.round_softmax(cx, sum);
         let nothing = cx.ins().fcmp(FloatCC::Equal, sum, zero);
         let sum = cx.ins().select(nothing, one, sum);
-        let nan = self.constant(cx, f64::NAN);
+        let nan = self.elem.constant(cx, f64::NAN);
         cx.nest(&along, &ptrs, &mut |cx, _, at| {
             let e = cx.ins().load(ty, flags, at[0], 0);
             let pr = cx.ins().fdiv(e, sum);
             let pr = self.round_softmax(cx, pr);
-            let pr = self.round(cx, pr);
+            let pr = self.elem.round(cx, pr);
             let pr = cx.ins().select(found[1], nan, pr);
             let pr = cx.ins().select(all_masked, zero, pr);
             cx.ins().store(flags, pr, at[0], 0);
             if qk.is_some() {
-                self.store(cx, pr, at[1]);
+                self.elem.store(cx, pr, at[1]);
             }
             Ok(())
         })
@@ -476,20 +504,20 @@ impl Attn<'_> {
     fn weigh_values(&self, cx: &mut Lower, row: &Row, values: &[Segment; 2]) -> Result<(), String> {
         let (eb, cb) = (self.eb, self.cb);
         let columns = [Level::new(self.dv, vec![eb, eb, eb])];
-        let ty = self.ty();
+        let ty = self.elem.ty();
         cx.nest(&columns, &[row.y, values[0].base, values[1].base], &mut |cx, _, at| {
-            let mut acc = self.constant(cx, 0.0);
+            let mut acc = self.elem.constant(cx, 0.0);
             for (seg, &base) in values.iter().zip(&at[1..]) {
                 let scores = cx.ins().iadd_imm_s(row.scores, seg.start as i64 * cb);
                 let level = [Level::new(seg.count, vec![seg.row_step, cb])];
                 acc = cx.fold_nest(&level, &[base, scores], &[acc], &mut |cx, _, x, acc| {
-                    let v = self.load(cx, x[0]);
+                    let v = self.elem.load(cx, x[0]);
                     let pr = cx.ins().load(ty, MemFlagsData::trusted(), x[1], 0);
                     let term = cx.ins().fmul(pr, v);
                     Ok(vec![cx.ins().fadd(acc[0], term)])
                 })?[0];
             }
-            self.store(cx, acc, at[0]);
+            self.elem.store(cx, acc, at[0]);
             Ok(())
         })
     }

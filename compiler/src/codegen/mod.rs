@@ -21,6 +21,7 @@
 //! after every node, so the time between two calls is that node's.
 
 mod alloc;
+pub mod attention_aux_loops;
 pub mod attention_loops;
 mod composite;
 pub mod conv_transpose_loops;

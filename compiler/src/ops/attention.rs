@@ -3,7 +3,9 @@
 //! `runtime-support/src/generic/attention.rs`, which takes an element-type
 //! code and computes in f32 (f64 for f64 tensors), rounding 16-bit types
 //! where the ONNX reference does. In portable mode Attention fills the same
-//! params for the loop nests of [`crate::codegen::attention_loops`].
+//! params for the loop nests of [`crate::codegen::attention_loops`], and
+//! RotaryEmbedding, SwiGLU and CausalConvWithState theirs for
+//! [`crate::codegen::attention_aux_loops`].
 //!
 //! * Attention (opsets 23, 24, 25): `Y = softmax(softcap(Q*s @ (K*s)^T) +
 //!   bias) @ V` with `s = sqrt(scale)`, MHA/GQA/MQA (`q_heads % kv_heads ==
@@ -37,6 +39,7 @@
 //!   the last `K-1` positions. T in {f16, bf16, f32}.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
+use crate::codegen::attention_aux_loops::{self, CausalConvTensors};
 use crate::codegen::attention_loops::{self, AttentionTensors};
 use crate::codegen::kernels::{self, Ptr};
 use crate::codegen::Lower;
@@ -494,6 +497,11 @@ impl Operator for RotaryEmbedding {
         let pos = if cx.has_input(3) { Some(cx.input_type(3)?.1) } else { None };
         let mut p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, pos.as_deref())?;
         p.elem = elem_code("input 0", t, FLOATS32)?;
+        if cx.portable() {
+            let tensors = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            let positions = if cx.has_input(3) { Some(cx.input_ptr(3)?) } else { None };
+            return attention_aux_loops::rotary(cx, &p, tensors, positions);
+        }
         let params = cx.params(&p)?;
         let [x, cos, sin, positions] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let y = Ptr(cx.output_ptr(0)?);
@@ -531,8 +539,11 @@ impl Operator for Swiglu {
         let (t, shape) = cx.input_type(0)?;
         let count = element_count(&shape).ok_or("element count overflows")?;
         let p = SwigluParams { elem: elem_code("input 0", t, FLOATS)?, count: count as i64, alpha: self.alpha as f64 };
-        let params = cx.params(&p)?;
         let (a, b, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return attention_aux_loops::swiglu(cx, &p, [a, b, y]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_swiglu, (params, Ptr(a), Ptr(b), Ptr(y)))
     }
 }
@@ -602,6 +613,18 @@ impl Operator for CausalConvWithState {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
+        if cx.portable() {
+            let optional = |cx: &mut Lower, i| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
+            let t = CausalConvTensors {
+                x: cx.input_ptr(0)?,
+                w: cx.input_ptr(1)?,
+                bias: optional(cx, 2)?,
+                past: optional(cx, 3)?,
+                y: cx.output_ptr(0)?,
+                present: cx.output_ptr(1)?,
+            };
+            return attention_aux_loops::causal_conv(cx, &p, &t);
+        }
         let params = cx.params(&p)?;
         let [x, w, bias, past] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let y = Ptr(cx.output_ptr(0)?);
