@@ -31,6 +31,7 @@ pub mod gather_loops;
 pub mod grid_sample_loops;
 pub mod half_floats;
 pub mod kernels;
+pub mod linear_attention_loops;
 pub mod minifloats;
 mod nest;
 pub mod norm_loops;

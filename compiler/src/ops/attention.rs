@@ -5,7 +5,8 @@
 //! where the ONNX reference does. In portable mode Attention fills the same
 //! params for the loop nests of [`crate::codegen::attention_loops`], and
 //! RotaryEmbedding, SwiGLU and CausalConvWithState theirs for
-//! [`crate::codegen::attention_aux_loops`].
+//! [`crate::codegen::attention_aux_loops`], LinearAttention for
+//! [`crate::codegen::linear_attention_loops`].
 //!
 //! * Attention (opsets 23, 24, 25): `Y = softmax(softcap(Q*s @ (K*s)^T) +
 //!   bias) @ V` with `s = sqrt(scale)`, MHA/GQA/MQA (`q_heads % kv_heads ==
@@ -42,6 +43,7 @@ use super::{InferCx, Inferred, InputInfo, Op, Operator};
 use crate::codegen::attention_aux_loops::{self, CausalConvTensors};
 use crate::codegen::attention_loops::{self, AttentionTensors};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::linear_attention_loops::{self, LinearAttentionTensors};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast_strides, element_count};
@@ -373,22 +375,38 @@ impl Operator for Attention {
     }
 }
 
+/// Input `i`'s address for a portable lowering, `None` when it is absent.
+fn optional_input(cx: &mut Lower, i: usize) -> Result<Option<crate::codegen::Value>, String> {
+    if cx.has_input(i) {
+        cx.input_ptr(i).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Output `i`'s address for a portable lowering, `None` when it is not wanted.
+fn optional_output(cx: &mut Lower, i: usize) -> Result<Option<crate::codegen::Value>, String> {
+    if cx.has_output(i) {
+        cx.output_ptr(i).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
 /// Attention's loop nests ([`attention_loops`]) over the kernel's params.
 fn lower_attention_portable(cx: &mut Lower, p: &AttentionParams) -> Result<(), String> {
-    let input = |cx: &mut Lower, i| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
-    let output = |cx: &mut Lower, i| if cx.has_output(i) { cx.output_ptr(i).map(Some) } else { Ok(None) };
     let t = AttentionTensors {
         q: cx.input_ptr(0)?,
         k: cx.input_ptr(1)?,
         v: cx.input_ptr(2)?,
-        mask: input(cx, 3)?,
-        past_key: input(cx, 4)?,
-        past_value: input(cx, 5)?,
-        nonpad: input(cx, 6)?,
-        y: output(cx, 0)?,
-        present_key: output(cx, 1)?,
-        present_value: output(cx, 2)?,
-        qk: output(cx, 3)?,
+        mask: optional_input(cx, 3)?,
+        past_key: optional_input(cx, 4)?,
+        past_value: optional_input(cx, 5)?,
+        nonpad: optional_input(cx, 6)?,
+        y: optional_output(cx, 0)?,
+        present_key: optional_output(cx, 1)?,
+        present_value: optional_output(cx, 2)?,
+        qk: optional_output(cx, 3)?,
         scratch: cx.scratch_ptr()?,
     };
     attention_loops::attention(cx, p, &t)
@@ -499,7 +517,7 @@ impl Operator for RotaryEmbedding {
         p.elem = elem_code("input 0", t, FLOATS32)?;
         if cx.portable() {
             let tensors = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
-            let positions = if cx.has_input(3) { Some(cx.input_ptr(3)?) } else { None };
+            let positions = optional_input(cx, 3)?;
             return attention_aux_loops::rotary(cx, &p, tensors, positions);
         }
         let params = cx.params(&p)?;
@@ -614,12 +632,11 @@ impl Operator for CausalConvWithState {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
         if cx.portable() {
-            let optional = |cx: &mut Lower, i| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
             let t = CausalConvTensors {
                 x: cx.input_ptr(0)?,
                 w: cx.input_ptr(1)?,
-                bias: optional(cx, 2)?,
-                past: optional(cx, 3)?,
+                bias: optional_input(cx, 2)?,
+                past: optional_input(cx, 3)?,
                 y: cx.output_ptr(0)?,
                 present: cx.output_ptr(1)?,
             };
@@ -753,6 +770,20 @@ impl Operator for LinearAttention {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
+        if cx.portable() {
+            let t = LinearAttentionTensors {
+                q: cx.input_ptr(0)?,
+                k: cx.input_ptr(1)?,
+                v: cx.input_ptr(2)?,
+                past: optional_input(cx, 3)?,
+                decay: optional_input(cx, 4)?,
+                beta: optional_input(cx, 5)?,
+                y: cx.output_ptr(0)?,
+                present: cx.output_ptr(1)?,
+                scratch: cx.scratch_ptr()?,
+            };
+            return linear_attention_loops::linear_attention(cx, &p, &t);
+        }
         let params = cx.params(&p)?;
         let [q, k, v, past, decay, beta] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let (y, present, scratch) = (Ptr(cx.output_ptr(0)?), Ptr(cx.output_ptr(1)?), Ptr(cx.scratch_ptr()?));
