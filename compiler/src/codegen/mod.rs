@@ -37,6 +37,8 @@ mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
 #[cfg(test)]
+mod portable_attention_tests;
+#[cfg(test)]
 mod portable_layers_tests;
 #[cfg(test)]
 mod portable_loops_tests;
