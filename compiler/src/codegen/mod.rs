@@ -21,6 +21,8 @@
 //! after every node, so the time between two calls is that node's.
 
 mod alloc;
+pub mod attention_aux_loops;
+pub mod attention_loops;
 mod composite;
 pub mod conv_transpose_loops;
 pub mod cumulative_loops;
@@ -29,10 +31,13 @@ pub mod gather_loops;
 pub mod grid_sample_loops;
 pub mod half_floats;
 pub mod kernels;
+pub mod linear_attention_loops;
 pub mod minifloats;
 mod nest;
 pub mod norm_loops;
 pub mod pad_loops;
+#[cfg(test)]
+mod portable_attention_tests;
 #[cfg(test)]
 mod portable_layers_tests;
 #[cfg(test)]

@@ -13,16 +13,50 @@
 //! order, as the kernels do, so a repeated index keeps the last update
 //! (or reduces every one).
 //!
+//! EyeLike, whose output depends on no input value, is here too: the
+//! output zeroed an element at a time, then the ones stored down the
+//! diagonal's rows that lie inside it (their range known here).
+//!
 //! Reductions follow the kernels' `combine`: integers wrap on add and
 //! multiply and compare by their signedness; float max and min order NaN
 //! above every number (max keeps a NaN, min drops it). Reductions of 16-bit
 //! floats have no portable lowering (a plain scatter moves any element).
 
 use super::nest::Level;
-use super::{clif_type, FloatCC, InstBuilder, Lower, MemFlagsData, Value};
+use super::{clif_type, types, FloatCC, InstBuilder, Lower, MemFlagsData, Value};
 use crate::ir::DType;
+use onnxc_runtime::abi::indexing::EyeParams;
 use onnxc_runtime::abi::indexing::{SCATTER_ADD, SCATTER_MAX, SCATTER_MIN, SCATTER_MUL, SCATTER_NONE};
 use onnxc_runtime::{ElementsParams, NdParams};
+
+/// EyeLike into `y`: zeros, and `p.one`'s bits on diagonal `p.k`.
+pub fn eye(cx: &mut Lower, p: &EyeParams, y: Value) -> Result<(), String> {
+    let eb = p.elem_bytes;
+    let ty = match eb {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        8 => types::I64,
+        _ => return Err(format!("EyeLike of {eb}-byte elements has no portable lowering")),
+    };
+    let (rows, cols, k) = (p.rows.max(0), p.cols.max(0), p.k);
+    let flags = MemFlagsData::trusted();
+    let count = usize::try_from(rows * cols).map_err(|_| "EyeLike's output is too large".to_string())?;
+    let zero = cx.ins().iconst(ty, 0);
+    cx.nest(&[Level::new(count, vec![eb])], &[y], &mut |cx, _, at| {
+        cx.ins().store(flags, zero, at[0], 0);
+        Ok(())
+    })?;
+    // Row i holds a one when 0 <= i + k < cols.
+    let first = k.saturating_neg().clamp(0, rows);
+    let end = cols.saturating_sub(k).clamp(first, rows);
+    let start = cx.ins().iadd_imm_s(y, (first * cols + first + k) * eb);
+    let one = cx.ins().iconst(ty, p.one);
+    cx.nest(&[Level::new((end - first) as usize, vec![(cols + 1) * eb])], &[start], &mut |cx, _, at| {
+        cx.ins().store(flags, one, at[0], 0);
+        Ok(())
+    })
+}
 
 /// Row-major strides of `dims` in units of `unit`.
 fn row_major(dims: &[i64], unit: i64) -> Vec<i64> {

@@ -2,7 +2,11 @@
 //! LinearAttention and CausalConvWithState. Each lowers to one kernel of
 //! `runtime-support/src/generic/attention.rs`, which takes an element-type
 //! code and computes in f32 (f64 for f64 tensors), rounding 16-bit types
-//! where the ONNX reference does.
+//! where the ONNX reference does. In portable mode Attention fills the same
+//! params for the loop nests of [`crate::codegen::attention_loops`], and
+//! RotaryEmbedding, SwiGLU and CausalConvWithState theirs for
+//! [`crate::codegen::attention_aux_loops`], LinearAttention for
+//! [`crate::codegen::linear_attention_loops`].
 //!
 //! * Attention (opsets 23, 24, 25): `Y = softmax(softcap(Q*s @ (K*s)^T) +
 //!   bias) @ V` with `s = sqrt(scale)`, MHA/GQA/MQA (`q_heads % kv_heads ==
@@ -36,7 +40,10 @@
 //!   the last `K-1` positions. T in {f16, bf16, f32}.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
+use crate::codegen::attention_aux_loops::{self, CausalConvTensors};
+use crate::codegen::attention_loops::{self, AttentionTensors};
 use crate::codegen::kernels::{self, Ptr};
+use crate::codegen::linear_attention_loops::{self, LinearAttentionTensors};
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast_strides, element_count};
@@ -355,6 +362,9 @@ impl Operator for Attention {
                 None => elem,
             },
         };
+        if cx.portable() {
+            return lower_attention_portable(cx, &p);
+        }
         let params = cx.params(&p)?;
         let [q, k, v, mask, past_k, past_v, nonpad] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let mut output = |i| if cx.has_output(i) { cx.output_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };
@@ -363,6 +373,43 @@ impl Operator for Attention {
         let args = (params, q, k, v, mask, past_k, past_v, nonpad, y, present_k, present_v, qk, scratch);
         cx.call_checked(kernels::onnxc_attention, args)
     }
+}
+
+/// Input `i`'s address for a portable lowering, `None` when it is absent.
+fn optional_input(cx: &mut Lower, i: usize) -> Result<Option<crate::codegen::Value>, String> {
+    if cx.has_input(i) {
+        cx.input_ptr(i).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Output `i`'s address for a portable lowering, `None` when it is not wanted.
+fn optional_output(cx: &mut Lower, i: usize) -> Result<Option<crate::codegen::Value>, String> {
+    if cx.has_output(i) {
+        cx.output_ptr(i).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Attention's loop nests ([`attention_loops`]) over the kernel's params.
+fn lower_attention_portable(cx: &mut Lower, p: &AttentionParams) -> Result<(), String> {
+    let t = AttentionTensors {
+        q: cx.input_ptr(0)?,
+        k: cx.input_ptr(1)?,
+        v: cx.input_ptr(2)?,
+        mask: optional_input(cx, 3)?,
+        past_key: optional_input(cx, 4)?,
+        past_value: optional_input(cx, 5)?,
+        nonpad: optional_input(cx, 6)?,
+        y: optional_output(cx, 0)?,
+        present_key: optional_output(cx, 1)?,
+        present_value: optional_output(cx, 2)?,
+        qk: optional_output(cx, 3)?,
+        scratch: cx.scratch_ptr()?,
+    };
+    attention_loops::attention(cx, p, &t)
 }
 
 // ---------------------------------------------------------- RotaryEmbedding
@@ -468,6 +515,11 @@ impl Operator for RotaryEmbedding {
         let pos = if cx.has_input(3) { Some(cx.input_type(3)?.1) } else { None };
         let mut p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, pos.as_deref())?;
         p.elem = elem_code("input 0", t, FLOATS32)?;
+        if cx.portable() {
+            let tensors = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?];
+            let positions = optional_input(cx, 3)?;
+            return attention_aux_loops::rotary(cx, &p, tensors, positions);
+        }
         let params = cx.params(&p)?;
         let [x, cos, sin, positions] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let y = Ptr(cx.output_ptr(0)?);
@@ -505,8 +557,11 @@ impl Operator for Swiglu {
         let (t, shape) = cx.input_type(0)?;
         let count = element_count(&shape).ok_or("element count overflows")?;
         let p = SwigluParams { elem: elem_code("input 0", t, FLOATS)?, count: count as i64, alpha: self.alpha as f64 };
-        let params = cx.params(&p)?;
         let (a, b, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return attention_aux_loops::swiglu(cx, &p, [a, b, y]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_swiglu, (params, Ptr(a), Ptr(b), Ptr(y)))
     }
 }
@@ -576,6 +631,17 @@ impl Operator for CausalConvWithState {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
+        if cx.portable() {
+            let t = CausalConvTensors {
+                x: cx.input_ptr(0)?,
+                w: cx.input_ptr(1)?,
+                bias: optional_input(cx, 2)?,
+                past: optional_input(cx, 3)?,
+                y: cx.output_ptr(0)?,
+                present: cx.output_ptr(1)?,
+            };
+            return attention_aux_loops::causal_conv(cx, &p, &t);
+        }
         let params = cx.params(&p)?;
         let [x, w, bias, past] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let y = Ptr(cx.output_ptr(0)?);
@@ -704,6 +770,20 @@ impl Operator for LinearAttention {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let inputs = lower_inputs(cx);
         let (p, _) = self.params(&infer_view(&inputs))?;
+        if cx.portable() {
+            let t = LinearAttentionTensors {
+                q: cx.input_ptr(0)?,
+                k: cx.input_ptr(1)?,
+                v: cx.input_ptr(2)?,
+                past: optional_input(cx, 3)?,
+                decay: optional_input(cx, 4)?,
+                beta: optional_input(cx, 5)?,
+                y: cx.output_ptr(0)?,
+                present: cx.output_ptr(1)?,
+                scratch: cx.scratch_ptr()?,
+            };
+            return linear_attention_loops::linear_attention(cx, &p, &t);
+        }
         let params = cx.params(&p)?;
         let [q, k, v, past, decay, beta] = std::array::from_fn(|i| Ptr(cx.opt_input_ptr(i)));
         let (y, present, scratch) = (Ptr(cx.output_ptr(0)?), Ptr(cx.output_ptr(1)?), Ptr(cx.scratch_ptr()?));
