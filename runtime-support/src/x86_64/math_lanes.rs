@@ -95,6 +95,10 @@ impl MathLanes for Zmm {
         _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a.0, a.0)
     }
     #[inline(always)]
+    unsafe fn any(mask: __mmask16) -> bool {
+        mask != 0
+    }
+    #[inline(always)]
     unsafe fn select(mask: __mmask16, if_in: Zmm, other: Zmm) -> Zmm {
         Zmm(_mm512_mask_blend_ps(mask, other.0, if_in.0))
     }
@@ -192,6 +196,10 @@ impl MathLanes for Ymm {
     #[inline(always)]
     unsafe fn is_nan(a: Ymm) -> __m256 {
         _mm256_cmp_ps::<_CMP_UNORD_Q>(a.0, a.0)
+    }
+    #[inline(always)]
+    unsafe fn any(mask: __m256) -> bool {
+        _mm256_movemask_ps(mask) != 0
     }
     #[inline(always)]
     unsafe fn select(mask: __m256, if_in: Ymm, other: Ymm) -> Ymm {
