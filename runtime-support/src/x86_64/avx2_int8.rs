@@ -23,6 +23,14 @@
 //! packed [`COLS`] columns by [`DEPTH`] rows at a time into an 8 KiB stack
 //! buffer (i16 pairs, zero-padded past the edges, so padding adds 0 and
 //! nothing is read past either operand); no scratch memory is needed.
+//!
+//! Each tile of [`ROWS`] rows of A is widened (flipped, zero-extended to
+//! i16, the depth padded with zeros to whole quads) into a 2 KiB stack
+//! buffer before its inner loop, so that loop is two broadcast loads and
+//! four `vpmaddwd` + `vpaddd` per row and quad: with the flip and the
+//! widening shuffles inside it, the eight sums, four B vectors and the
+//! shuffle constants did not fit the 16 ymm registers and the sums were
+//! spilled to the stack on every step (half the speed, on Zen 3).
 
 use core::arch::x86_64::*;
 
@@ -56,6 +64,7 @@ pub unsafe fn product_u8i8(
     raw: *mut i32,
 ) {
     let mut packed = [0i32; QUAD_WORDS * DEPTH / 4];
+    let mut wide = [0i16; ROWS * DEPTH];
     for c0 in (0..n).step_by(COLS) {
         let width = COLS.min(n - c0);
         let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -69,10 +78,10 @@ pub unsafe fn product_u8i8(
             while r < m {
                 let out = raw.add(r * n + c0);
                 match m - r {
-                    1 => block.rows::<1>(r * k, out, n),
-                    2 => block.rows::<2>(r * k, out, n),
-                    3 => block.rows::<3>(r * k, out, n),
-                    _ => block.rows::<ROWS>(r * k, out, n),
+                    1 => block.rows::<1>(&mut wide, r * k, out, n),
+                    2 => block.rows::<2>(&mut wide, r * k, out, n),
+                    3 => block.rows::<3>(&mut wide, r * k, out, n),
+                    _ => block.rows::<ROWS>(&mut wide, r * k, out, n),
                 }
                 r += ROWS;
             }
@@ -96,14 +105,13 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    /// `R` rows starting at A offset `row` into `out` (row stride `n`).
+    /// `R` rows starting at A offset `row` into `out` (row stride `n`),
+    /// widened into `wide` first.
     #[inline(always)]
-    unsafe fn rows<const R: usize>(&self, row: usize, out: *mut i32, n: usize) {
-        // vpshufb indices turning a broadcast quad `[q0 q1 q2 q3]` into the
-        // zero-extended i16 pairs `(q0, q1)` and `(q2, q3)` in every lane.
-        let low = _mm256_set1_epi32(i32::from_le_bytes([0, 0x80, 1, 0x80]));
-        let high = _mm256_set1_epi32(i32::from_le_bytes([2, 0x80, 3, 0x80]));
-        let flips = _mm256_set1_epi8(self.a_flip as i8);
+    unsafe fn rows<const R: usize>(&self, wide: &mut [i16; ROWS * DEPTH], row: usize, out: *mut i32, n: usize) {
+        for i in 0..R {
+            widen_row(self.a.add(row + i * self.k), self.depth, self.a_flip, &mut wide[i * DEPTH..(i + 1) * DEPTH]);
+        }
         let full = self.width == COLS;
         let mut acc = [[_mm256_setzero_si256(); 2]; R];
         if self.accumulate {
@@ -118,14 +126,16 @@ impl Block<'_> {
                 }
             }
         }
+        let pairs = wide.as_ptr() as *const i32;
         for g in 0..self.depth.div_ceil(4) {
             let words = self.packed.as_ptr().add(g * QUAD_WORDS) as *const __m256i;
             let (low0, low1) = (_mm256_loadu_si256(words), _mm256_loadu_si256(words.add(1)));
             let (high0, high1) = (_mm256_loadu_si256(words.add(2)), _mm256_loadu_si256(words.add(3)));
             for (i, sums) in acc.iter_mut().enumerate() {
-                let src = self.a.add(row + i * self.k + 4 * g);
-                let quad = _mm256_xor_si256(broadcast_quad(src, self.depth - 4 * g), flips);
-                let (pairs_low, pairs_high) = (_mm256_shuffle_epi8(quad, low), _mm256_shuffle_epi8(quad, high));
+                // The i16 pairs of depth steps (4g, 4g+1) and (4g+2, 4g+3).
+                let quad = pairs.add(i * DEPTH / 2 + 2 * g);
+                let (pairs_low, pairs_high) =
+                    (_mm256_set1_epi32(quad.read_unaligned()), _mm256_set1_epi32(quad.add(1).read_unaligned()));
                 let add = |sum: __m256i, lo: __m256i, hi: __m256i| {
                     let s = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs_low, lo));
                     _mm256_add_epi32(s, _mm256_madd_epi16(pairs_high, hi))
@@ -147,11 +157,21 @@ impl Block<'_> {
     }
 }
 
-/// Up to four bytes from `p` (`left` of them readable, zero-padded)
-/// broadcast to every i32 lane.
+/// `wide[..]` = the `depth` bytes at `src` flipped by `flip` and
+/// zero-extended to i16, then zeros up to the next whole quad (the inner
+/// loop reads whole quads). Sixteen bytes at a time by vectors.
 #[inline(always)]
-unsafe fn broadcast_quad(p: *const u8, left: usize) -> __m256i {
-    _mm256_set1_epi32(super::read_quad(p, left))
+unsafe fn widen_row(src: *const u8, depth: usize, flip: u8, wide: &mut [i16]) {
+    let flips = _mm_set1_epi8(flip as i8);
+    let mut q = 0;
+    while q + 16 <= depth {
+        let bytes = _mm_xor_si128(_mm_loadu_si128(src.add(q) as *const __m128i), flips);
+        _mm256_storeu_si256(wide.as_mut_ptr().add(q) as *mut __m256i, _mm256_cvtepu8_epi16(bytes));
+        q += 16;
+    }
+    for (j, w) in wide[q..depth.next_multiple_of(4)].iter_mut().enumerate() {
+        *w = if q + j < depth { (*src.add(q + j) ^ flip) as i16 } else { 0 };
+    }
 }
 
 /// Packs `b[q0..q0+depth][c0..c0+width]` (flipped by `flip`, sign-extended
