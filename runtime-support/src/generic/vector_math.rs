@@ -9,8 +9,9 @@
 //! functions, over the whole f32 range (every 997th bit pattern of either
 //! sign, subnormals to infinities, and NaN) and densely where they vary,
 //! the worst errors are: exp 1.02 ulp, exp_m1 1.56, log 1.76, sigmoid
-//! 2.11, tanh 2.28, erf 2.30, softplus 2.80 (`tests` hold them within 3). Every implementation of [`MathLanes`] performs the same
-//! IEEE operations in the same order, so a value gets the same bits in
+//! 2.11, tanh 2.28, erf 2.30, softplus 2.80 (`tests` hold them within 3).
+//! Every implementation of [`MathLanes`] performs the same IEEE
+//! operations in the same order, so a value gets the same bits in
 //! every lane width: a kernel may process a row's tail one lane at a time,
 //! or run on a machine without AVX-512, and still agree with itself.
 //!
@@ -166,8 +167,8 @@ unsafe fn ln_1p_near_zero<V: MathLanes>(f: V) -> V {
 /// reduction, so that one exponential and no second polynomial serve the
 /// whole range: the error of `m` shrinks by `2 / (m + 2)` in the quotient.
 /// `2|x|` is capped at 20, where the quotient already rounds to 1 (and
-/// `2^n` stays normal); NaN passes the cap (`vminps` returns its second
-/// operand) and every step after it.
+/// `2^n` stays normal); NaN passes the cap (`min` returns its second
+/// operand on NaN) and every step after it.
 #[inline(always)]
 pub unsafe fn tanh<V: MathLanes>(x: V) -> V {
     let a = V::abs(x);
