@@ -58,19 +58,16 @@ pub trait MathLanes: Copy {
     unsafe fn select(mask: Self::Mask, if_in: Self, other: Self) -> Self;
     /// `2^n` for integral `n` in `-126..=127`.
     unsafe fn pow2(n: Self) -> Self;
+    /// `2^(b - 127)` from a sum `k = ROUNDER + b` (see [`ROUNDER`]) with
+    /// integral `b` in `1..=254`: `k`'s low significand bits are `b`, and
+    /// shifted by 23 they are the exponent field of the result.
+    unsafe fn pow2_of_rounded(k: Self) -> Self;
     /// Whether any lane of `mask` is in the set.
     unsafe fn any(mask: Self::Mask) -> bool;
     /// `p * 2^n` rounded once, for `p` in `[0.5, 2]` and integral `n` in
-    /// `-152..=128`. By default one exact product by `2^n` when every
-    /// lane's `n` is in `-125..=127` (the product is then normal or
-    /// overflows, and is exact or correctly rounded either way), else in
-    /// two exact-then-rounded halves.
+    /// `-152..=128`: by default in two exact-then-rounded halves.
     #[inline(always)]
     unsafe fn scale(p: Self, n: Self) -> Self {
-        let outside = Self::less(Self::splat(126.0), Self::abs(Self::sub(n, Self::splat(1.0))));
-        if !Self::any(outside) {
-            return Self::mul(p, Self::pow2(n));
-        }
         let half = Self::floor(Self::mul(n, Self::splat(0.5)));
         Self::mul(Self::mul(p, Self::pow2(half)), Self::pow2(Self::sub(n, half)))
     }
@@ -93,42 +90,63 @@ unsafe fn horner<V: MathLanes>(c: &[f32], x: V) -> V {
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 
+/// `1.5 * 2^23`: a float `t` with `|t| < 2^22` added to it rounds to the
+/// integer nearest `t` (ties to even), and the sum's low significand bits
+/// hold that integer (plus `2^22`), so one addition rounds `x / ln 2` and
+/// gives the bits of `2^n` ([`MathLanes::pow2_of_rounded`]).
+pub const ROUNDER: f32 = 12_582_912.0;
+
 /// `(e^r - 1 - r) / r²` on `[-ln2/2, ln2/2]`.
 const EXP: [f32; 5] = [0.5, 0.166_665_77, 0.041_666_555, 0.008_363_173, 0.001_392_617_6];
 
-/// The range reduction of [`exp`] and [`exp_m1`]: `x` clamped to `[lo, hi]`
-/// as `n ln2 + r` with `n` integral, and `e^r - 1` by polynomial. The
-/// bounds come first in `max` and `min`, which return their second
-/// operand on NaN, so a NaN `x` passes the clamp and gives NaN parts.
-#[inline(always)]
-unsafe fn exp_reduced<V: MathLanes>(x: V, lo: f32, hi: f32) -> (V, V) {
-    exp_parts(V::min(V::splat(hi), V::max(V::splat(lo), x)))
+/// `x` as `n ln2 + r`, `n` integral: `n`, `2^(n - shift)` and `e^r - 1`.
+struct Reduced<V> {
+    n: V,
+    scale: V,
+    p: V,
 }
 
-/// [`exp_reduced`] without the clamp, for an `x` its caller has bounded
-/// (NaN gives NaN parts).
+/// The range reduction of the exponentials, for an `x` its caller has
+/// bounded (NaN gives NaN parts): `n` is `x / ln 2` rounded to an integer
+/// by one fused `x * log2(e) + ROUNDER + 127 - shift`, whose bits give
+/// `2^(n - shift)` where `n - shift` is in `-126..=127` (`shift` is 0 or 1).
 #[inline(always)]
-unsafe fn exp_parts<V: MathLanes>(x: V) -> (V, V) {
-    let n = V::round(V::mul(x, V::splat(core::f32::consts::LOG2_E)));
+unsafe fn reduce<V: MathLanes>(x: V, shift: f32) -> Reduced<V> {
+    let biased = ROUNDER + 127.0 - shift;
+    let k = V::mul_add(x, V::splat(core::f32::consts::LOG2_E), V::splat(biased));
+    let n = V::sub(k, V::splat(biased));
     let r = V::mul_add(n, V::splat(-LN2_HI), x);
     let r = V::mul_add(n, V::splat(-LN2_LO), r);
-    (n, V::mul_add(horner(&EXP, r), V::mul(r, r), r))
+    let p = V::mul_add(horner(&EXP, r), V::mul(r, r), r);
+    Reduced { n, scale: V::pow2_of_rounded(k), p }
+}
+
+/// `x` clamped to `[lo, hi]`. The bounds come first in `max` and `min`,
+/// which return their second operand on NaN, so NaN passes.
+#[inline(always)]
+unsafe fn clamp<V: MathLanes>(x: V, lo: f32, hi: f32) -> V {
+    V::min(V::splat(hi), V::max(V::splat(lo), x))
 }
 
 /// `e^x` for `x` in `[-86, 88]`, where it is normal: [`exp`]'s bits
-/// without its clamp, its NaN test and the subnormal scaling.
+/// without its clamp and the subnormal scaling.
 #[inline(always)]
 unsafe fn exp_normal<V: MathLanes>(x: V) -> V {
-    let (n, p) = exp_parts(x);
-    V::mul(V::add(p, V::splat(1.0)), V::pow2(n))
+    let e = reduce(x, 1.0);
+    V::mul(V::mul_add(e.p, V::splat(2.0), V::splat(2.0)), e.scale)
 }
 
 /// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n`
-/// rounding once, also where the result is subnormal.
+/// rounding once. `2 e^r` times `2^(n-1)` is one exact product (or an
+/// overflow) while `n - 1 >= -126`; where some lane's result is
+/// subnormal, [`MathLanes::scale`] rounds it once instead.
 #[inline(always)]
 pub unsafe fn exp<V: MathLanes>(x: V) -> V {
-    let (n, p) = exp_reduced(x, -104.0, 89.0);
-    V::scale(V::add(p, V::splat(1.0)), n)
+    let e = reduce(clamp(x, -104.0, 89.0), 1.0);
+    if V::any(V::less(e.n, V::splat(-125.0))) {
+        return V::scale(V::add(e.p, V::splat(1.0)), e.n);
+    }
+    V::mul(V::mul_add(e.p, V::splat(2.0), V::splat(2.0)), e.scale)
 }
 
 /// `(ln((1+s)/(1-s)) - 2s) / s³` as a polynomial in `s²`, for `|s| <=
@@ -172,7 +190,7 @@ unsafe fn ln_1p_near_zero<V: MathLanes>(f: V) -> V {
 #[inline(always)]
 pub unsafe fn tanh<V: MathLanes>(x: V) -> V {
     let a = V::abs(x);
-    let m = exp_m1_of(exp_parts(V::min(V::splat(20.0), V::add(a, a))));
+    let m = exp_m1_of(reduce(V::min(V::splat(20.0), V::add(a, a)), 0.0));
     V::copy_sign(V::div(m, V::add(m, V::splat(2.0))), x)
 }
 
@@ -209,16 +227,15 @@ const LN_ERFC: [f32; 10] = [
     -3.766_172e-8,
 ];
 
-/// `erf x`: a polynomial below 0.921875, `1 - e^{p(|x|)}` up to 3.925,
-/// and 1 beyond, where erf rounds to 1 in f32.
+/// `erf x`: a polynomial below 0.921875 and `1 - e^{p(|x|)}` above, with
+/// `|x|` capped at 3.925, where `1 - erfc` already rounds to 1. The cap
+/// puts the bound first in `min`, so NaN passes it and the rest.
 #[inline(always)]
 pub unsafe fn erf<V: MathLanes>(x: V) -> V {
     let a = V::abs(x);
     let small = V::mul(horner(&ERF, V::mul(a, a)), a);
-    let middle = V::sub(V::splat(1.0), exp_normal(horner(&LN_ERFC, V::min(a, V::splat(3.925)))));
-    let y = V::select(V::less(a, V::splat(3.925)), middle, V::splat(1.0));
-    let y = V::select(V::less(a, V::splat(0.921_875)), small, y);
-    V::select(V::is_nan(x), x, V::copy_sign(y, x))
+    let middle = V::sub(V::splat(1.0), exp_normal(horner(&LN_ERFC, V::min(V::splat(3.925), a))));
+    V::copy_sign(V::select(V::less(a, V::splat(0.921_875)), small, middle), x)
 }
 
 /// `ln(1 + t)` for `t >= 0`: without forming `1 + t` where `t` is small.
@@ -232,16 +249,15 @@ unsafe fn ln_1p<V: MathLanes>(t: V) -> V {
 /// in one rounding; above 80 the 1 is below `e^x`'s last place.
 #[inline(always)]
 pub unsafe fn exp_m1<V: MathLanes>(x: V) -> V {
-    let y = exp_m1_of(exp_reduced(x, -20.0, 80.0));
+    let y = exp_m1_of(reduce(clamp(x, -20.0, 80.0), 0.0));
     V::select(V::less(V::splat(80.0), x), exp(x), y)
 }
 
-/// `2^n (e^r - 1) + (2^n - 1)`, `e^x - 1` from [`exp_parts`], in one
-/// rounding (for `n` in `-126..=127`).
+/// `2^n (e^r - 1) + (2^n - 1)`, `e^x - 1` from [`reduce`] with shift 0,
+/// in one rounding (for `n` in `-126..=127`).
 #[inline(always)]
-unsafe fn exp_m1_of<V: MathLanes>((n, p): (V, V)) -> V {
-    let scale = V::pow2(n);
-    V::mul_add(scale, p, V::sub(scale, V::splat(1.0)))
+unsafe fn exp_m1_of<V: MathLanes>(e: Reduced<V>) -> V {
+    V::mul_add(e.scale, e.p, V::sub(e.scale, V::splat(1.0)))
 }
 
 /// `ln(1 + e^x)`, as `max(x, 0) + ln(1 + e^-|x|)`.
@@ -401,6 +417,10 @@ impl MathLanes for Scalar {
     #[inline(always)]
     unsafe fn pow2(n: Scalar) -> Scalar {
         Scalar(f32::from_bits(((n.0 as i32 + 127) as u32) << 23))
+    }
+    #[inline(always)]
+    unsafe fn pow2_of_rounded(k: Scalar) -> Scalar {
+        Scalar(f32::from_bits(k.0.to_bits() << 23))
     }
     #[inline(always)]
     unsafe fn split_exponent(x: Scalar) -> (Scalar, Scalar) {

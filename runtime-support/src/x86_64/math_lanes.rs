@@ -107,6 +107,10 @@ impl MathLanes for Zmm {
         let biased = _mm512_add_epi32(_mm512_cvtps_epi32(n.0), _mm512_set1_epi32(127));
         Zmm(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(biased)))
     }
+    #[inline(always)]
+    unsafe fn pow2_of_rounded(k: Zmm) -> Zmm {
+        Zmm(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_castps_si512(k.0))))
+    }
     /// `vscalefps`: one instruction, rounded once as the default's halves.
     #[inline(always)]
     unsafe fn scale(p: Zmm, n: Zmm) -> Zmm {
@@ -209,6 +213,10 @@ impl MathLanes for Ymm {
     unsafe fn pow2(n: Ymm) -> Ymm {
         let biased = _mm256_add_epi32(_mm256_cvtps_epi32(n.0), _mm256_set1_epi32(127));
         Ymm(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(biased)))
+    }
+    #[inline(always)]
+    unsafe fn pow2_of_rounded(k: Ymm) -> Ymm {
+        Ymm(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(k.0))))
     }
     #[inline(always)]
     unsafe fn split_exponent(x: Ymm) -> (Ymm, Ymm) {
