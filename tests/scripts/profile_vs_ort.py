@@ -1,6 +1,11 @@
 """Where onnxc and ONNX Runtime spend a model's time, side by side.
 
-    tests/.venv/bin/python tests/scripts/profile_vs_ort.py [--iters 30] [--top 40] MODEL.onnx
+    tests/.venv/bin/python tests/scripts/profile_vs_ort.py [--iters 30] [--top 40] MODEL
+
+MODEL is a .onnx file or a case folder (model.onnx, test_data_set_0/
+input_K.pb, as the benchmark suite's folders are). A case folder's inputs
+go to both sides, so token ids and masks are valid; a bare model gets
+uniform floats in [-1, 1) on the ORT side and onnxc bench's own inputs.
 
 Runs `onnxc bench MODEL --profile` (per-node medians) and then ONNX Runtime
 with profiling on (one thread, summing each node's `*_kernel_time` events
@@ -25,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parents[2]
 # "1x64x55x55 <- 1x16x55x55 w 64x16x3x3 s1x1 g1 54.0 GFLOP/s"
@@ -35,10 +41,10 @@ def conv_key(weights, strides, group, plane):
     return f"Conv w{weights} s{strides} g{group} @{plane}"
 
 
-def onnxc_profile(model, iters):
+def onnxc_profile(model, inputs, iters):
     onnxc = ROOT / "target" / "release" / "onnxc"
     text = subprocess.run(
-        [str(onnxc), "bench", "--profile", "--iters", str(iters), str(model)],
+        [str(onnxc), "bench", "--profile", "--iters", str(iters), str(model), *map(str, inputs)],
         check=True,
         capture_output=True,
         text=True,
@@ -68,7 +74,17 @@ def onnxc_profile(model, iters):
     return times, text.splitlines()[-1]
 
 
-def ort_profile(model, iters):
+def ort_feeds(session, inputs):
+    """The case's inputs by position, or uniform floats in [-1, 1)."""
+    if inputs:
+        arrays = [numpy_helper.to_array(onnx.load_tensor(str(p))) for p in inputs]
+        return {i.name: a for i, a in zip(session.get_inputs(), arrays)}
+    rng = np.random.default_rng(0)
+    shape = lambda i: [d if isinstance(d, int) else 1 for d in i.shape]
+    return {i.name: rng.uniform(-1, 1, shape(i)).astype(np.float32) for i in session.get_inputs()}
+
+
+def ort_profile(model, inputs, iters):
     with tempfile.TemporaryDirectory() as tmp:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
@@ -85,10 +101,7 @@ def ort_profile(model, iters):
         for n in graph.node:
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
             nodes[n.name] = (n.op_type, attrs, list(n.input))
-        feeds = {}
-        for i in session.get_inputs():
-            shape = [d if isinstance(d, int) else 1 for d in i.shape]
-            feeds[i.name] = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        feeds = ort_feeds(session, inputs)
         for _ in range(max(2, iters // 10)):
             session.run(None, feeds)
         session.end_profiling()
@@ -120,8 +133,11 @@ def main():
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("model", type=Path)
     args = parser.parse_args()
-    ours, summary = onnxc_profile(args.model, args.iters)
-    theirs = ort_profile(args.model, args.iters)
+    model, inputs = args.model, []
+    if model.is_dir():
+        model, inputs = model / "model.onnx", sorted((model / "test_data_set_0").glob("input_*.pb"))
+    ours, summary = onnxc_profile(model, inputs, args.iters)
+    theirs = ort_profile(model, inputs, args.iters)
     print(f"onnxc bench: {summary}")
     print(f"sum of nodes: onnxc {sum(ours.values()):.2f} ms, ORT {sum(theirs.values()):.2f} ms")
     print(f"{'onnxc':>8} {'ORT':>8} {'gap':>8}  what")
