@@ -165,7 +165,7 @@ fn load_truncated(cx: &mut Lower, dtype: DType, at: Value) -> Result<Value, Stri
 }
 
 /// An i64 as a pointer-sized integer.
-fn pointer_sized(cx: &mut Lower, v: Value) -> Value {
+pub(super) fn pointer_sized(cx: &mut Lower, v: Value) -> Value {
     let ptr = cx.ptr_type();
     if ptr == types::I64 {
         v

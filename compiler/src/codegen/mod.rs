@@ -23,6 +23,7 @@
 mod alloc;
 pub mod attention_aux_loops;
 pub mod attention_loops;
+pub mod broadcast_loops;
 mod composite;
 pub mod conv_transpose_loops;
 pub mod cumulative_loops;

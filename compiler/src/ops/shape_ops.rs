@@ -29,7 +29,7 @@
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{broadcast_loops, pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::shape::{
@@ -1040,10 +1040,17 @@ fn run_time_broadcast_scratch(cx: &InferCx) -> usize {
     }
 }
 
-/// `onnxc_broadcast_dims` into scratch, allocate, then `onnxc_broadcast`.
+/// `onnxc_broadcast_dims` into scratch, allocate, then `onnxc_broadcast`
+/// (in portable mode the loops of [`broadcast_loops`]).
 fn lower_run_time_broadcast(cx: &mut Lower, tile: bool) -> Result<(), String> {
     let (dtype, shape) = cx.input_type(0)?;
     let (_, arg_shape) = cx.input_type(1)?;
+    if cx.portable() {
+        let (x, arg) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
+        let dims = broadcast_loops::output_dims(cx, &shape, arg, arg_shape[0], tile)?;
+        let y = cx.alloc_output(0, &dims)?;
+        return broadcast_loops::broadcast(cx, dtype.size() as i64, &shape, &dims, tile, [x, y]);
+    }
     let mut p = BroadcastParams {
         elem_bytes: dtype.size() as i64,
         rank: shape.len() as i64,
