@@ -50,6 +50,7 @@ pub mod quant_loops;
 pub mod resize_loops;
 pub mod rnn_loops;
 pub mod scatter_loops;
+pub mod select_loops;
 pub mod staging;
 pub mod status;
 mod symbolic;
