@@ -8,7 +8,7 @@
 //! compile time they are folded like any other node; Compress with a
 //! constant condition has a static shape and needs no allocator. In
 //! portable mode NonZero and Compress count and write in the loops of
-//! [`crate::codegen::select_loops`].
+//! [`crate::codegen::dynamic_loops`].
 //!
 //! Type constraints (ONNX): NonZero (9, 13) and Unique (11) take any
 //! numeric or bool tensor; Compress (9, 11) any tensor with a bool
@@ -18,7 +18,7 @@
 use super::gather::{axis_attr, dims_array, max_rank, product, split_axis};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{select_loops, InstBuilder, Lower};
+use crate::codegen::{dynamic_loops, InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim};
 use onnxc_runtime::{NmsParams, NonZeroParams, SliceParams};
@@ -54,9 +54,9 @@ impl Operator for NonZero {
         let x = cx.input_ptr(0)?;
         let rank = cx.iconst(shape.len() as i64);
         if cx.portable() {
-            let count = select_loops::count_nonzero(cx, dtype, x, product(&shape)? as usize)?;
+            let count = dynamic_loops::count_nonzero(cx, dtype, x, product(&shape)? as usize)?;
             let y = cx.alloc_output(0, &[rank, count])?;
-            return select_loops::nonzero(cx, dtype, &shape, x, y, count);
+            return dynamic_loops::nonzero(cx, dtype, &shape, x, y, count);
         }
         let params = cx.params(&p)?;
         let count = cx.call_count(kernels::onnxc_count_nonzero, (params, Ptr(x)))?;
@@ -139,7 +139,7 @@ impl Operator for Compress {
         let (x, cond) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
         let (y, count) = if cx.output_is_dynamic(0) {
             let count = if cx.portable() {
-                select_loops::count_nonzero(cx, DType::Bool, cond, used)?
+                dynamic_loops::count_nonzero(cx, DType::Bool, cond, used)?
             } else {
                 let count_params = cx.params(&nonzero_params(DType::Bool, &[used])?)?;
                 cx.call_count(kernels::onnxc_count_nonzero, (count_params, Ptr(cond)))?
@@ -155,7 +155,7 @@ impl Operator for Compress {
         };
         if cx.portable() {
             let layout = [p.outer, p.len, p.inner, p.elem_bytes];
-            return select_loops::compress(cx, layout, used, [x, cond, y], count);
+            return dynamic_loops::compress(cx, layout, used, [x, cond, y], count);
         }
         let params = cx.params(&p)?;
         let cond_len = cx.iconst(cond_shape[0] as i64);
