@@ -53,6 +53,7 @@ pub mod scatter_loops;
 pub mod staging;
 pub mod status;
 mod symbolic;
+pub mod training_loops;
 pub mod window_loops;
 
 pub use footprint::Footprint;
