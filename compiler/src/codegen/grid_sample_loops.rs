@@ -1,7 +1,8 @@
-//! Portable GridSample, for portable mode, where `onnxc_grid_sample_*`
-//! are not linked: the kernel's rules written as one loop nest over the
-//! batch and the output positions, the taps of each position computed
-//! from its grid coordinates once for every channel.
+//! Portable GridSample (and AffineGrid, which makes its grids), for
+//! portable mode, where `onnxc_grid_sample_*` and `onnxc_affine_grid_*`
+//! are not linked. GridSample is the kernel's rules written as one loop
+//! nest over the batch and the output positions, the taps of each
+//! position computed from its grid coordinates once for every channel.
 //!
 //! Along each spatial dim a coordinate in `[-1, 1]` maps to an input
 //! position (`align_corners` choosing the corner or the half-pixel
@@ -18,7 +19,7 @@
 use super::{clif_type, types, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
 use onnxc_runtime::abi::resize::{
-    GridSampleParams, MODE_LINEAR, MODE_NEAREST, PADDING_BORDER, PADDING_REFLECTION, PADDING_ZEROS,
+    AffineGridParams, GridSampleParams, MODE_LINEAR, MODE_NEAREST, PADDING_BORDER, PADDING_REFLECTION, PADDING_ZEROS,
 };
 
 /// The cubic coefficient of GridSample.
@@ -275,4 +276,77 @@ fn weighted_sum(cx: &mut Lower, ty: Type, plane: Value, taps: &[Vec<Tap>], strid
         acc = cx.ins().select(tap.counts, added, acc);
     }
     acc
+}
+
+/// The normalised coordinate of position `i` of a dim of `len`, by the
+/// AffineGrid kernel's rule: corners at ±1 (`align`), else pixel centres.
+fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
+    if align {
+        if len <= 1 {
+            return -1.0;
+        }
+        -1.0 + i as f64 * (2.0 / (len - 1) as f64)
+    } else {
+        let step = 2.0 / len as f64;
+        (-1.0 + step / 2.0) + i as f64 * step
+    }
+}
+
+/// AffineGrid of `dtype` (f32 or f64): every output point's homogeneous
+/// base coordinates (innermost dim first, then 1) are compile-time
+/// constants, placed in read-only data; each grid value is the f64 sum of
+/// one row of `theta` times them, in the kernel's order.
+pub fn affine_grid(
+    cx: &mut Lower,
+    dtype: DType,
+    p: &AffineGridParams,
+    theta: Value,
+    grid: Value,
+) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!("AffineGrid of {dtype} has no portable lowering (f32 and f64 do)"));
+    }
+    let k = p.rank as usize;
+    let dims: Vec<usize> = p.dims[..k].iter().map(|&d| d as usize).collect();
+    let count: usize = dims.iter().product();
+    if p.n == 0 || count == 0 {
+        return Ok(());
+    }
+    let mut table = Vec::with_capacity(count * (k + 1));
+    let mut idx = vec![0usize; k];
+    for _ in 0..count {
+        table.extend((0..k).map(|i| base_coordinate(idx[k - 1 - i], dims[k - 1 - i], p.align_corners != 0).to_bits()));
+        table.push(1f64.to_bits());
+        for a in (0..k).rev() {
+            idx[a] += 1;
+            if idx[a] < dims[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    let bases = cx.table(&table)?;
+    let (eb, row) = (dtype.size() as i64, (k + 1) as i64);
+    let levels = [
+        Level::new(p.n as usize, vec![k as i64 * row * eb, 0, (count * k) as i64 * eb]),
+        Level::new(count, vec![0, row * 8, k as i64 * eb]),
+        Level::new(k, vec![row * eb, 0, eb]),
+    ];
+    let ty = clif_type(dtype);
+    let flags = MemFlagsData::trusted();
+    cx.nest(&levels, &[theta, bases, grid], &mut |cx, _, at| {
+        let start = cx.ins().f64const(-0.0);
+        let terms = [Level::new(k + 1, vec![eb, 8])];
+        let sum = cx.fold_nest(&terms, &[at[0], at[1]], &[start], &mut |cx, _, t, acc| {
+            let coefficient = cx.ins().load(ty, flags, t[0], 0);
+            let coefficient =
+                if dtype == DType::F64 { coefficient } else { cx.ins().fpromote(types::F64, coefficient) };
+            let base = cx.ins().load(types::F64, flags, t[1], 0);
+            let term = cx.ins().fmul(coefficient, base);
+            Ok(vec![cx.ins().fadd(acc[0], term)])
+        })?[0];
+        let v = if dtype == DType::F64 { sum } else { cx.ins().fdemote(types::F32, sum) };
+        cx.ins().store(flags, v, at[2], 0);
+        Ok(())
+    })
 }

@@ -26,6 +26,7 @@ pub mod attention_loops;
 mod composite;
 pub mod conv_transpose_loops;
 pub mod cumulative_loops;
+pub mod dynamic_loops;
 mod footprint;
 pub mod gather_loops;
 pub mod grid_sample_loops;
@@ -52,6 +53,7 @@ pub mod scatter_loops;
 pub mod staging;
 pub mod status;
 mod symbolic;
+pub mod training_loops;
 pub mod window_loops;
 
 pub use footprint::Footprint;
@@ -1054,6 +1056,17 @@ impl<'f> Lower<'_, 'f> {
 
     /// Opens `for index in 0..count`; emit the body, then call [`Lower::loop_end`].
     pub fn loop_begin(&mut self, count: usize) -> Loop {
+        self.open_loop(&mut |b, index| b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, count as i64))
+    }
+
+    /// [`Lower::loop_begin`] for a count known only at run time (a
+    /// pointer-sized value).
+    pub fn loop_begin_dynamic(&mut self, count: Value) -> Loop {
+        self.open_loop(&mut |b, index| b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, index, count))
+    }
+
+    /// Opens a counted loop that ends when `done(index)` is nonzero.
+    fn open_loop(&mut self, done: &mut dyn FnMut(&mut FunctionBuilder<'f>, Value) -> Value) -> Loop {
         let ptr = self.ptr_type();
         let header = self.b.create_block();
         let body = self.b.create_block();
@@ -1062,7 +1075,7 @@ impl<'f> Lower<'_, 'f> {
         let zero = self.b.ins().iconst(ptr, 0);
         self.b.ins().jump(header, &[zero.into()]);
         self.b.switch_to_block(header);
-        let done = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, count as i64);
+        let done = done(self.b, index);
         self.b.ins().brif(done, exit, &[], body, &[]);
         self.b.switch_to_block(body);
         Loop { header, exit, index }

@@ -1,15 +1,17 @@
-//! The portable lowerings of `gather_loops`, `pad_loops`, `norm_loops` and
-//! `resize_loops` against the kernels they replace (`portable_layers_tests`
-//! does the same for the other families, with these helpers): one-node graphs on
-//! awkward shapes (odd dims, tails, unit dims, negative indices and pads)
+//! The portable lowerings of `gather_loops` (TopK included), `scatter_loops`
+//! (ReverseSequence), `pad_loops`, `norm_loops` and `resize_loops` against
+//! the kernels they replace (`portable_layers_tests` does the same for the
+//! other families, with these helpers): one-node graphs on awkward shapes
+//! (odd dims, tails, unit dims, negative indices and pads, NaN and ties)
 //! run through the JIT with and without the kernel library. Data movement
 //! must give the same bytes; the float computations agree within the
 //! tolerance the conformance tests allow (they sum in a different order).
 
 use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
-use crate::ops::gather::{Gather, GatherElements};
+use crate::ops::gather::{Gather, GatherElements, TopK};
 use crate::ops::norm::{NormKind, Normalize};
 use crate::ops::resize::{AspectPolicy, Resize};
+use crate::ops::scatter::ReverseSequence;
 use crate::ops::shape_ops::{Pad, PadMode};
 use crate::ops::Op;
 use crate::passes::test_graph::{assert_all_close, floats};
@@ -202,5 +204,66 @@ fn resize_matches_the_kernel() {
                 assert_all_close(&portable, &kernel, 1e-5, &format!("mode {mode} coord {coord_mode} {scales:?}"));
             }
         }
+    }
+}
+
+/// TopK of constant `k` along axis 1 of `x`; the graph's output is the
+/// values (`indices` false) or the indices.
+fn topk_graph(shape: &[usize], k: usize, largest: bool, indices: bool) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let k_value = value(&mut g, "k", DType::I64, &[1], ValueDef::Const(Tensor::from_i64s(vec![1], &[k as i64])));
+    let out_shape = [shape[0], k];
+    let values = value(&mut g, "values", DType::F32, &out_shape, ValueDef::Computed);
+    let positions = value(&mut g, "indices", DType::I64, &out_shape, ValueDef::Computed);
+    one_node(&mut g, Op::TopK(TopK { axis: 1, largest }), vec![Some(x), Some(k_value)], values);
+    g.nodes[0].outputs.push(positions);
+    if indices {
+        g.outputs = vec![positions];
+    }
+    g
+}
+
+#[test]
+fn topk_orders_nan_first_and_ties_by_index_as_the_kernel_does() {
+    let nan = f32::NAN;
+    let rows: [f32; 24] = [
+        1.0, nan, 3.0, 3.0, -0.0, 0.0, //
+        2.0, 2.0, 2.0, 2.0, 2.0, 2.0, //
+        nan, -1.0, nan, 5.0, -7.0, 5.0, //
+        0.5, -0.5, 4.0, -4.0, 8.0, -8.0,
+    ];
+    let x = Tensor::from_f32s(vec![4, 6], &rows);
+    for (k, largest, indices) in
+        [(4, true, true), (4, false, true), (6, true, false), (3, false, false), (0, true, true)]
+    {
+        let [kernel, portable] = both(&topk_graph(&[4, 6], k, largest, indices), std::slice::from_ref(&x));
+        assert!(kernel.is_ok(), "k {k} largest {largest}");
+        assert_eq!(portable, kernel, "k {k} largest {largest} indices {indices}");
+    }
+}
+
+fn reverse_sequence_graph(shape: &[usize]) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let lens = value(&mut g, "lens", DType::I64, &[shape[1]], ValueDef::Input(1));
+    let y = value(&mut g, "y", DType::F32, shape, ValueDef::Computed);
+    one_node(
+        &mut g,
+        Op::ReverseSequence(ReverseSequence { batch_axis: 1, time_axis: 0 }),
+        vec![Some(x), Some(lens)],
+        y,
+    );
+    g
+}
+
+#[test]
+fn reverse_sequence_refuses_a_length_past_the_time_axis_as_the_kernel_does() {
+    let shape = [4, 3, 2];
+    for (lens, valid) in [([4, 0, 2], true), ([1, 5, 2], false), ([-1, 2, 2], false)] {
+        let inputs = [data(&shape), Tensor::from_i64s(vec![3], &lens)];
+        let [kernel, portable] = both(&reverse_sequence_graph(&shape), &inputs);
+        assert_eq!(kernel.is_ok(), valid, "{lens:?}");
+        assert_eq!(portable, kernel, "{lens:?}");
     }
 }

@@ -1,7 +1,7 @@
-//! Portable ScatterElements (and Scatter), ScatterND and GatherND: loop
-//! nests over the same [`ElementsParams`] and [`NdParams`] the kernels
-//! take, for portable mode, where `onnxc_scatter_*`/`onnxc_gather_nd` are
-//! not linked.
+//! Portable ScatterElements (and Scatter), ScatterND, GatherND and
+//! ReverseSequence: loop nests over the same params the kernels take, for
+//! portable mode, where `onnxc_scatter_*`, `onnxc_gather_nd` and
+//! `onnxc_reverse_sequence` are not linked.
 //!
 //! As in [`super::gather_loops`], every index is checked first, in one
 //! pass over `indices`, before anything is written (the output's copy of
@@ -22,10 +22,11 @@
 //! above every number (max keeps a NaN, min drops it). Reductions of 16-bit
 //! floats have no portable lowering (a plain scatter moves any element).
 
+use super::gather_loops::pointer_sized;
 use super::nest::Level;
-use super::{clif_type, types, FloatCC, InstBuilder, Lower, MemFlagsData, Value};
+use super::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::ir::DType;
-use onnxc_runtime::abi::indexing::EyeParams;
+use onnxc_runtime::abi::indexing::{EyeParams, ReverseSequenceParams};
 use onnxc_runtime::abi::indexing::{SCATTER_ADD, SCATTER_MAX, SCATTER_MIN, SCATTER_MUL, SCATTER_NONE};
 use onnxc_runtime::{ElementsParams, NdParams};
 
@@ -243,5 +244,40 @@ pub fn scatter_nd(cx: &mut Lower, p: &NdParams, [data, indices, updates, out]: [
             combine(cx, dtype, p.reduction, p.elem_bytes, el[0], el[1]);
             Ok(())
         })
+    })
+}
+
+/// ReverseSequence: for batch entry `b` the first `lens[b]` time steps of
+/// `x` reversed into `y`, the rest copied. Every length is checked to lie
+/// in `0..=time_len` first ([`super::status::INDEX_OUT_OF_RANGE`], nothing
+/// written), so each row read is inside `x`.
+pub fn reverse_sequence(cx: &mut Lower, p: &ReverseSequenceParams, [x, lens, y]: [Value; 3]) -> Result<(), String> {
+    let row = p.inner * p.elem_bytes;
+    if p.batch_len * p.time_len * row == 0 {
+        return Ok(());
+    }
+    let flags = MemFlagsData::trusted();
+    cx.nest(&[Level::new(p.batch_len as usize, vec![8])], &[lens], &mut |cx, _, at| {
+        let n = cx.ins().load(types::I64, flags, at[0], 0);
+        let outside = cx.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, p.time_len);
+        cx.fail_if(outside, super::status::INDEX_OUT_OF_RANGE);
+        Ok(())
+    })?;
+    let (time_step, batch_step) = (p.time_stride * p.elem_bytes, p.batch_stride * p.elem_bytes);
+    let levels = [
+        Level::new(p.batch_len as usize, vec![batch_step, 8, batch_step]),
+        Level::new(p.time_len as usize, vec![0, 0, time_step]),
+    ];
+    cx.nest(&levels, &[x, lens, y], &mut |cx, index, at| {
+        let n = cx.ins().load(types::I64, flags, at[1], 0);
+        let n = pointer_sized(cx, n);
+        let t = index[1];
+        let reversed = cx.ins().isub(n, t);
+        let reversed = cx.ins().iadd_imm_s(reversed, -1);
+        let inside = cx.ins().icmp(IntCC::UnsignedLessThan, t, n);
+        let from = cx.ins().select(inside, reversed, t);
+        let src = cx.advance(at[0], from, time_step);
+        cx.copy_run(at[2], src, row);
+        Ok(())
     })
 }

@@ -19,8 +19,7 @@
 //!
 //! Every index is checked at run time in the kernels
 //! (`runtime-support/src/generic/indexing.rs`, `copy.rs`), or in portable
-//! mode by Gather's and GatherElements' loop nests
-//! ([`crate::codegen::gather_loops`]); a bad one ends the model with
+//! mode by the loop nests of [`crate::codegen::gather_loops`]; a bad one ends the model with
 //! `INDEX_OUT_OF_RANGE` tagged with this node.
 
 use super::{InferCx, Inferred, InputInfo, Op, Operator};
@@ -452,7 +451,6 @@ impl Operator for OneHot {
             outer: product(&ishape[..axis])?,
             inner: product(&ishape[axis..])?,
         };
-        let params = cx.params(&p)?;
         let (depth, out) = match cx.const_input(1) {
             Some(depth) => {
                 let depth = Self::const_depth(depth)? as i64;
@@ -460,15 +458,23 @@ impl Operator for OneHot {
             }
             None => {
                 let (dtype, _) = cx.input_type(1)?;
-                let code = cx.iconst(dtype.onnx_code() as i64);
                 let depth_ptr = cx.input_ptr(1)?;
-                let depth = cx.call_count(kernels::onnxc_read_count, (I64(code), Ptr(depth_ptr)))?;
+                let depth = if cx.portable() {
+                    gather_loops::read_count(cx, dtype, depth_ptr)?
+                } else {
+                    let code = cx.iconst(dtype.onnx_code() as i64);
+                    cx.call_count(kernels::onnxc_read_count, (I64(code), Ptr(depth_ptr)))?
+                };
                 let mut dims: Vec<_> = ishape.iter().map(|&d| cx.iconst(d as i64)).collect();
                 dims.insert(axis, depth);
                 (depth, cx.alloc_output(0, &dims)?)
             }
         };
         let (indices, values) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
+        if cx.portable() {
+            return gather_loops::one_hot(cx, &p, itype, depth, [indices, values, out]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_one_hot, (params, I64(depth), Ptr(indices), Ptr(values), Ptr(out)))
     }
 }
@@ -551,7 +557,6 @@ impl Operator for TopK {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let p = self.params(dtype, &shape)?;
-        let params = cx.params(&p)?;
         let scratch = if p.len > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let x = cx.input_ptr(0)?;
         let (k, values, indices) = match cx.const_input(1) {
@@ -570,6 +575,10 @@ impl Operator for TopK {
                 (k, cx.alloc_output(0, &dims)?, cx.alloc_output(1, &dims)?)
             }
         };
+        if cx.portable() {
+            return gather_loops::topk(cx, &p, dtype, k, [x, values, indices, scratch]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_topk, (params, I64(k), Ptr(x), Ptr(values), Ptr(indices), Ptr(scratch)))
     }
 }

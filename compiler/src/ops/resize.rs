@@ -557,8 +557,11 @@ impl Operator for AffineGrid {
         let (dtype, theta_shape) = cx.input_type(0)?;
         let size = cx.const_input(1).ok_or("input 1 (size) must be a compile-time constant")?.clone();
         let p = self.params(&theta_shape, &size)?;
-        let params = cx.params(&p)?;
         let (theta, grid) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return crate::codegen::grid_sample_loops::affine_grid(cx, dtype, &p, theta, grid);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(
             kernels::by_dtype(kernels::onnxc_affine_grid_f32, kernels::onnxc_affine_grid_f64, dtype),
             (params, Ptr(theta), Ptr(grid)),

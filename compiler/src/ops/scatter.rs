@@ -17,7 +17,8 @@
 //! - CumSum (11, 14), CumProd (26): numeric; `axis` a constant scalar input
 //!   (in portable mode the folds of [`crate::codegen::cumulative_loops`]).
 //! - ReverseSequence (10): any type; `batch_axis`/`time_axis` are 0 and 1
-//!   in some order; i64 `sequence_lens` checked at run time.
+//!   in some order; i64 `sequence_lens` checked at run time (in portable
+//!   mode by [`crate::codegen::scatter_loops`], all before any write).
 //! - SpaceToDepth (1, 13; `mode` DCR/CRD from 28), DepthToSpace (1, 11,
 //!   13): 4-D, any type; lowered as one strided copy (a 6-D transpose).
 //! - CenterCropPad (18): any type, constant `shape`, optional `axes`;
@@ -515,8 +516,11 @@ impl Operator for ReverseSequence {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let p = self.params(dtype, &shape)?;
-        let params = cx.params(&p)?;
         let (x, lens, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return scatter_loops::reverse_sequence(cx, &p, [x, lens, y]);
+        }
+        let params = cx.params(&p)?;
         cx.call_checked(kernels::onnxc_reverse_sequence, (params, Ptr(x), Ptr(lens), Ptr(y)))
     }
 }

@@ -6,7 +6,9 @@
 //! the context's allocator ([`Lower::alloc_output`]), then has the kernel
 //! write it (`runtime-support/src/generic/dynamic.rs`). With inputs known at
 //! compile time they are folded like any other node; Compress with a
-//! constant condition has a static shape and needs no allocator.
+//! constant condition has a static shape and needs no allocator. In
+//! portable mode NonZero and Compress count and write in the loops of
+//! [`crate::codegen::dynamic_loops`].
 //!
 //! Type constraints (ONNX): NonZero (9, 13) and Unique (11) take any
 //! numeric or bool tensor; Compress (9, 11) any tensor with a bool
@@ -16,7 +18,7 @@
 use super::gather::{axis_attr, dims_array, max_rank, product, split_axis};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{InstBuilder, Lower};
+use crate::codegen::{dynamic_loops, InstBuilder, Lower};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim};
 use onnxc_runtime::{NmsParams, NonZeroParams, SliceParams};
@@ -48,10 +50,16 @@ impl Operator for NonZero {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
-        let params = cx.params(&nonzero_params(dtype, &shape)?)?;
+        let p = nonzero_params(dtype, &shape)?;
         let x = cx.input_ptr(0)?;
-        let count = cx.call_count(kernels::onnxc_count_nonzero, (params, Ptr(x)))?;
         let rank = cx.iconst(shape.len() as i64);
+        if cx.portable() {
+            let count = dynamic_loops::count_nonzero(cx, dtype, x, product(&shape)? as usize)?;
+            let y = cx.alloc_output(0, &[rank, count])?;
+            return dynamic_loops::nonzero(cx, dtype, &shape, x, y, count);
+        }
+        let params = cx.params(&p)?;
+        let count = cx.call_count(kernels::onnxc_count_nonzero, (params, Ptr(x)))?;
         let y = cx.alloc_output(0, &[rank, count])?;
         cx.call_checked(kernels::onnxc_nonzero, (params, Ptr(x), Ptr(y), I64(count)))
     }
@@ -130,8 +138,12 @@ impl Operator for Compress {
         let (p, used, shape) = self.layout((dtype, &x_shape), (cond_dtype, &cond_shape))?;
         let (x, cond) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
         let (y, count) = if cx.output_is_dynamic(0) {
-            let count_params = cx.params(&nonzero_params(DType::Bool, &[used])?)?;
-            let count = cx.call_count(kernels::onnxc_count_nonzero, (count_params, Ptr(cond)))?;
+            let count = if cx.portable() {
+                dynamic_loops::count_nonzero(cx, DType::Bool, cond, used)?
+            } else {
+                let count_params = cx.params(&nonzero_params(DType::Bool, &[used])?)?;
+                cx.call_count(kernels::onnxc_count_nonzero, (count_params, Ptr(cond)))?
+            };
             let at = self.axis_index(x_shape.len());
             let dims: Vec<_> =
                 shape.iter().enumerate().map(|(i, &d)| if i == at { count } else { cx.iconst(d as i64) }).collect();
@@ -141,6 +153,10 @@ impl Operator for Compress {
             let count = out[self.axis_index(out.len())] as i64;
             (cx.output_ptr(0)?, cx.iconst(count))
         };
+        if cx.portable() {
+            let layout = [p.outer, p.len, p.inner, p.elem_bytes];
+            return dynamic_loops::compress(cx, layout, used, [x, cond, y], count);
+        }
         let params = cx.params(&p)?;
         let cond_len = cx.iconst(cond_shape[0] as i64);
         cx.call_checked(kernels::onnxc_compress, (params, Ptr(x), Ptr(cond), I64(cond_len), Ptr(y), I64(count)))

@@ -29,7 +29,7 @@
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{dynamic_loops, pad_loops, types, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::shape::{
@@ -1040,10 +1040,17 @@ fn run_time_broadcast_scratch(cx: &InferCx) -> usize {
     }
 }
 
-/// `onnxc_broadcast_dims` into scratch, allocate, then `onnxc_broadcast`.
+/// `onnxc_broadcast_dims` into scratch, allocate, then `onnxc_broadcast`
+/// (in portable mode the loops of [`dynamic_loops`]).
 fn lower_run_time_broadcast(cx: &mut Lower, tile: bool) -> Result<(), String> {
     let (dtype, shape) = cx.input_type(0)?;
     let (_, arg_shape) = cx.input_type(1)?;
+    if cx.portable() {
+        let (x, arg) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
+        let dims = dynamic_loops::output_dims(cx, &shape, arg, arg_shape[0], tile)?;
+        let y = cx.alloc_output(0, &dims)?;
+        return dynamic_loops::broadcast(cx, dtype.size() as i64, &shape, &dims, tile, [x, y]);
+    }
     let mut p = BroadcastParams {
         elem_bytes: dtype.size() as i64,
         rank: shape.len() as i64,
@@ -1507,6 +1514,9 @@ impl Operator for Range {
     /// output allocated.
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, _) = cx.input_type(0)?;
+        if cx.portable() {
+            return self.lower_portable(cx, dtype);
+        }
         let (count, y) = if cx.output_is_dynamic(0) {
             let code = I64(cx.iconst(dtype.onnx_code() as i64));
             let args = (code, Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));
@@ -1519,6 +1529,22 @@ impl Operator for Range {
         let code = cx.iconst(dtype.onnx_code() as i64);
         let (start, delta) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
         cx.call_checked(kernels::onnxc_range, (I64(code), Ptr(start), Ptr(delta), Ptr(y), I64(count)))
+    }
+}
+
+impl Range {
+    /// Range in portable mode: the loops of [`dynamic_loops`].
+    fn lower_portable(&self, cx: &mut Lower, dtype: DType) -> Result<(), String> {
+        let (start, delta) = (cx.input_ptr(0)?, cx.input_ptr(2)?);
+        let (count, y) = if cx.output_is_dynamic(0) {
+            let limit = cx.input_ptr(1)?;
+            let count = dynamic_loops::range_count(cx, dtype, [start, limit, delta])?;
+            (count, cx.alloc_output(0, &[count])?)
+        } else {
+            let (_, shape) = cx.output_type(0)?;
+            (cx.iconst(shape[0] as i64), cx.output_ptr(0)?)
+        };
+        dynamic_loops::range(cx, dtype, [start, delta, y], count)
     }
 }
 

@@ -7,12 +7,13 @@
 //! Adam `V1..Vn` then `H1..Hn`); outputs the new `X`s, then the new states
 //! in the same order. `n` follows from the input count. Each tensor is one
 //! call of `onnxc_optimizer_step_{f32,f64}`, whose comment has the update
-//! rules. The domain's `Gradient` is expanded into its backward pass
-//! during inference (`gradient.rs`).
+//! rules (in portable mode the loops of
+//! [`crate::codegen::training_loops`]). The domain's `Gradient` is
+//! expanded into its backward pass during inference (`gradient.rs`).
 
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::Lower;
+use crate::codegen::{training_loops, Lower};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::abi::training::{
@@ -24,6 +25,31 @@ pub struct Optimizer {
     /// The `OPTIMIZER_*` kind and the attributes, in the kernel's form
     /// (`len` and `rate_elem` are filled in at lowering).
     pub params: OptimizerParams,
+}
+
+impl Optimizer {
+    /// The `n` tensors' steps as the loops of [`training_loops`].
+    fn lower_portable(&self, cx: &mut Lower, n: usize) -> Result<(), String> {
+        let rate_dtype = cx.input_type(0)?.0;
+        let (rate, count) = (cx.input_ptr(0)?, cx.input_ptr(1)?);
+        for k in 0..n {
+            let (dtype, shape) = cx.input_type(2 + k)?;
+            let len = shape.iter().product::<usize>() as i64;
+            let p = OptimizerParams { len, ..self.params };
+            let second = self.states() == 2;
+            let (s2, s2_out) = if second {
+                (cx.input_ptr(2 + 3 * n + k)?, cx.output_ptr(2 * n + k)?)
+            } else {
+                (cx.iconst(0), cx.iconst(0))
+            };
+            let buffers = training_loops::StepBuffers {
+                inputs: [cx.input_ptr(2 + k)?, cx.input_ptr(2 + n + k)?, cx.input_ptr(2 + 2 * n + k)?, s2],
+                outputs: [cx.output_ptr(k)?, cx.output_ptr(n + k)?, s2_out],
+            };
+            training_loops::optimizer_step(cx, &p, dtype, (rate_dtype, rate, count), &buffers)?;
+        }
+        Ok(())
+    }
 }
 
 pub fn import(cx: &mut NodeImport) -> Result<Op, String> {
@@ -139,6 +165,9 @@ impl Operator for Optimizer {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let n = self.tensors(cx.input_count(), cx.output_count())?;
+        if cx.portable() {
+            return self.lower_portable(cx, n);
+        }
         let rate_elem = i64::from(cx.input_type(0)?.0.onnx_code());
         let rate = Ptr(cx.input_ptr(0)?);
         let count = Ptr(cx.input_ptr(1)?);
