@@ -21,6 +21,7 @@ use crate::ir::DType;
 use onnxc_runtime::abi::resize::{
     AffineGridParams, GridSampleParams, MODE_LINEAR, MODE_NEAREST, PADDING_BORDER, PADDING_REFLECTION, PADDING_ZEROS,
 };
+use onnxc_runtime::generic::resize::base_coordinate;
 
 /// The cubic coefficient of GridSample.
 const CUBIC_A: f64 = -0.75;
@@ -276,20 +277,6 @@ fn weighted_sum(cx: &mut Lower, ty: Type, plane: Value, taps: &[Vec<Tap>], strid
         acc = cx.ins().select(tap.counts, added, acc);
     }
     acc
-}
-
-/// The normalised coordinate of position `i` of a dim of `len`, by the
-/// AffineGrid kernel's rule: corners at ±1 (`align`), else pixel centres.
-fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
-    if align {
-        if len <= 1 {
-            return -1.0;
-        }
-        -1.0 + i as f64 * (2.0 / (len - 1) as f64)
-    } else {
-        let step = 2.0 / len as f64;
-        (-1.0 + step / 2.0) + i as f64 * step
-    }
 }
 
 /// AffineGrid of `dtype` (f32 or f64): every output point's homogeneous

@@ -664,8 +664,10 @@ pub(crate) unsafe fn grid_sample<T: Real>(p: *const GridSampleParams, x: *const 
     STATUS_OK
 }
 
-/// Normalised coordinate of position `i` of a dim of `len` positions.
-fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
+/// AffineGrid's normalised coordinate of position `i` of a dim of `len`
+/// positions: corners at ±1 (`align`), else pixel centres. The portable
+/// lowering computes its grid from this very function.
+pub fn base_coordinate(i: usize, len: usize, align: bool) -> f64 {
     if align {
         if len <= 1 {
             return -1.0;
