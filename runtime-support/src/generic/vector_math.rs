@@ -129,25 +129,30 @@ unsafe fn clamp<V: MathLanes>(x: V, lo: f32, hi: f32) -> V {
     V::min(V::splat(hi), V::max(V::splat(lo), x))
 }
 
+/// `e^x` from [`reduce`] with shift 1 where the result is normal or
+/// overflows: `2 e^r` times `2^(n-1)`, one exact product.
+#[inline(always)]
+unsafe fn scaled<V: MathLanes>(e: Reduced<V>) -> V {
+    V::mul(V::mul_add(e.p, V::splat(2.0), V::splat(2.0)), e.scale)
+}
+
 /// `e^x` for `x` in `[-86, 88]`, where it is normal: [`exp`]'s bits
 /// without its clamp and the subnormal scaling.
 #[inline(always)]
 unsafe fn exp_normal<V: MathLanes>(x: V) -> V {
-    let e = reduce(x, 1.0);
-    V::mul(V::mul_add(e.p, V::splat(2.0), V::splat(2.0)), e.scale)
+    scaled(reduce(x, 1.0))
 }
 
 /// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n`
-/// rounding once. `2 e^r` times `2^(n-1)` is one exact product (or an
-/// overflow) while `n - 1 >= -126`; where some lane's result is
-/// subnormal, [`MathLanes::scale`] rounds it once instead.
+/// rounding once: [`scaled`] while `n - 1 >= -126`; where some lane's
+/// result is subnormal, [`MathLanes::scale`] rounds it once instead.
 #[inline(always)]
 pub unsafe fn exp<V: MathLanes>(x: V) -> V {
     let e = reduce(clamp(x, -104.0, 89.0), 1.0);
     if V::any(V::less(e.n, V::splat(-125.0))) {
         return V::scale(V::add(e.p, V::splat(1.0)), e.n);
     }
-    V::mul(V::mul_add(e.p, V::splat(2.0), V::splat(2.0)), e.scale)
+    scaled(e)
 }
 
 /// `(ln((1+s)/(1-s)) - 2s) / s³` as a polynomial in `s²`, for `|s| <=
@@ -191,10 +196,10 @@ const TANH_P: [f32; 7] =
 const TANH_Q: [f32; 4] = [1.0, 0.464_192_8, 0.024_503_766, 2.549_190_8e-4];
 
 /// `tanh x` as `x P(x²) / Q(x²)` with `x` clamped to `[-8.5, 8.5]`: eleven
-/// fused operations and one division, against twenty for `m / (m + 2)`
-/// from `e^{2|x|} - 1`; the price is the quotient's rounding near 1, 5 ulp
-/// at worst instead of 2.3. NaN passes the clamp and the rest; `-0` and
-/// tiny `x` come out as themselves (`P(0) = Q(0) = 1`).
+/// fused operations and one division, about half of what a tanh from
+/// `e^{2|x|} - 1` costs, for the quotient's rounding near 1 (5 ulp at
+/// worst). NaN passes the clamp and the rest; `-0` and tiny `x` come out
+/// as themselves (`P(0) = Q(0) = 1`).
 #[inline(always)]
 pub unsafe fn tanh<V: MathLanes>(x: V) -> V {
     let x = clamp(x, -8.5, 8.5);
@@ -257,15 +262,9 @@ unsafe fn ln_1p<V: MathLanes>(t: V) -> V {
 /// in one rounding; above 80 the 1 is below `e^x`'s last place.
 #[inline(always)]
 pub unsafe fn exp_m1<V: MathLanes>(x: V) -> V {
-    let y = exp_m1_of(reduce(clamp(x, -20.0, 80.0), 0.0));
+    let e = reduce(clamp(x, -20.0, 80.0), 0.0);
+    let y = V::mul_add(e.scale, e.p, V::sub(e.scale, V::splat(1.0)));
     V::select(V::less(V::splat(80.0), x), exp(x), y)
-}
-
-/// `2^n (e^r - 1) + (2^n - 1)`, `e^x - 1` from [`reduce`] with shift 0,
-/// in one rounding (for `n` in `-126..=127`).
-#[inline(always)]
-unsafe fn exp_m1_of<V: MathLanes>(e: Reduced<V>) -> V {
-    V::mul_add(e.scale, e.p, V::sub(e.scale, V::splat(1.0)))
 }
 
 /// `ln(1 + e^x)`, as `max(x, 0) + ln(1 + e^-|x|)`.
