@@ -62,6 +62,7 @@ pub use generic::random::*;
 pub use generic::reduce::*;
 pub use generic::resize::*;
 pub use generic::strings::*;
+pub use generic::strips::{b_strips_len, pack_b_strips, Strips, STRIP};
 pub use isa::choose::{sgemm_prepacked_with, sgemm_with};
 pub use isa::{ByteKernel, Isa};
 pub use parallel::*;

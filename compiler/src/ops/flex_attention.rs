@@ -142,7 +142,7 @@ pub(crate) fn expand(x: &mut Expansion, node: &Node, op: &FlexAttention) -> Resu
         }
     }
     let kt = steps.add(x, "k_t", Op::Transpose(Transpose { perm: Some(vec![0, 1, 3, 2]) }), vec![k]);
-    let mut scores = steps.add(x, "scores", Op::MatMul(MatMul), vec![q, kt]);
+    let mut scores = steps.add(x, "scores", Op::MatMul(MatMul::default()), vec![q, kt]);
     let compute = op.softmax_precision.unwrap_or(if dtype.size() < 4 { DType::F32 } else { dtype });
     if compute != dtype {
         scores = steps.add(x, "scores_cast", cast(compute), vec![scores]);
@@ -160,7 +160,7 @@ pub(crate) fn expand(x: &mut Expansion, node: &Node, op: &FlexAttention) -> Resu
     if compute != dtype {
         v = steps.add(x, "v_cast", cast(compute), vec![v]);
     }
-    let mut y = steps.add(x, "y", Op::MatMul(MatMul), vec![probs, v]);
+    let mut y = steps.add(x, "y", Op::MatMul(MatMul::default()), vec![probs, v]);
     if compute != dtype {
         y = steps.add(x, "y_cast", cast(dtype), vec![y]);
     }

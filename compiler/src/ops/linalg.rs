@@ -39,11 +39,32 @@ use crate::ir::DType;
 use onnxc_runtime::abi::linalg::DetParams;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
 
-#[derive(Clone, Debug)]
-pub struct MatMul;
+/// `packed_b`: B's shape when input 1 is a constant the compiler packed
+/// into strips (`passes::pack_gemm_weights`), the same for [`Gemm`].
+#[derive(Clone, Debug, Default)]
+pub struct MatMul {
+    pub packed_b: Option<Vec<usize>>,
+}
 
 pub fn import_matmul(_cx: &mut NodeImport) -> Result<Op, String> {
-    Ok(Op::MatMul(MatMul))
+    Ok(Op::MatMul(MatMul::default()))
+}
+
+/// Input 1's shape: B's own unless it was packed (its logical shape then).
+fn b_dims(cx: &InferCx, packed_b: &Option<Vec<usize>>) -> Result<Vec<DimExpr>, String> {
+    match packed_b {
+        Some(shape) => Ok(shape.iter().map(|&d| DimExpr::constant(d as i64)).collect()),
+        None => cx.dims(1),
+    }
+}
+
+/// Marks a problem's B as packed in strips when `packed_b` says so.
+fn with_strips(mut p: Problem, packed_b: &Option<Vec<usize>>) -> Problem {
+    if packed_b.is_some() {
+        p.matrix.b_strips = 1;
+        (p.matrix.b_row_stride, p.matrix.b_col_stride) = (0, 0);
+    }
+    p
 }
 
 /// Element types either product lowers (f16/bf16 arrive staged as f32).
@@ -220,7 +241,7 @@ impl Operator for MatMul {
         let a = cx.input(0)?;
         check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
-        let shape = matmul_dims(&cx.dims(0)?, &cx.dims(1)?, cx.facts())?;
+        let shape = matmul_dims(&cx.dims(0)?, &b_dims(cx, &self.packed_b)?, cx.facts())?;
         Ok(vec![Inferred::of_dims(a.dtype, shape)?])
     }
 
@@ -230,8 +251,11 @@ impl Operator for MatMul {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
-        let (_, b) = cx.input_type(1)?;
-        let p = matmul_problem(&a, &b)?;
+        let b = match &self.packed_b {
+            Some(shape) => shape.clone(),
+            None => cx.input_type(1)?.1,
+        };
+        let p = with_strips(matmul_problem(&a, &b)?, &self.packed_b);
         emit_gemm(cx, dtype, &p, false)
     }
 
@@ -246,6 +270,7 @@ pub struct Gemm {
     pub beta: f32,
     pub trans_a: bool,
     pub trans_b: bool,
+    pub packed_b: Option<Vec<usize>>,
 }
 
 pub fn import_gemm(cx: &mut NodeImport) -> Result<Op, String> {
@@ -262,6 +287,7 @@ pub fn import_gemm(cx: &mut NodeImport) -> Result<Op, String> {
         beta: a.float_or("beta", 1.0)?,
         trans_a: flag("transA")?,
         trans_b: flag("transB")?,
+        packed_b: None,
     }))
 }
 
@@ -337,7 +363,11 @@ impl Operator for Gemm {
     }
 
     fn infer(&self, cx: &InferCx) -> Result<Vec<Inferred>, String> {
-        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        let a = cx.input(0)?;
+        let b = match &self.packed_b {
+            Some(shape) => shape.as_slice(),
+            None => cx.input(1)?.shape,
+        };
         check_dtype(compute_type(a.dtype))?;
         check_same(cx, 1, a.dtype)?;
         let c = cx.opt_input(2);
@@ -351,12 +381,12 @@ impl Operator for Gemm {
                 }
             }
         }
-        let dims = [cx.dims(0)?, cx.dims(1)?];
+        let dims = [cx.dims(0)?, b_dims(cx, &self.packed_b)?];
         if dims.iter().flatten().any(|d| d.as_size().is_none()) {
             let c = c.map(|_| cx.dims(2)).transpose()?;
             return Ok(vec![Inferred::of_dims(a.dtype, self.symbolic_dims(&dims, c.as_deref(), cx.facts())?)?]);
         }
-        let p = self.problem(a.shape, b.shape, c.map(|c| c.shape))?;
+        let p = self.problem(a.shape, b, c.map(|c| c.shape))?;
         let (m, n) = (p.matrix.m as usize, p.matrix.n as usize);
         Ok(vec![Inferred::new(a.dtype, vec![m, n])])
     }
@@ -367,9 +397,12 @@ impl Operator for Gemm {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
-        let (_, b) = cx.input_type(1)?;
+        let b = match &self.packed_b {
+            Some(shape) => shape.clone(),
+            None => cx.input_type(1)?.1,
+        };
         let c = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
-        let p = self.problem(&a, &b, c.as_deref())?;
+        let p = with_strips(self.problem(&a, &b, c.as_deref())?, &self.packed_b);
         emit_gemm(cx, dtype, &p, c.is_some())
     }
 

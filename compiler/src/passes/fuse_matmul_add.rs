@@ -93,7 +93,7 @@ fn bias_fits(bias: &[usize], shape: &[usize]) -> bool {
 /// The nodes replacing the Add at `add_index`: the Gemm, with an `A` of
 /// rank above 2 flattened before it and the product reshaped after it.
 fn gemm_nodes(graph: &mut Graph, add_index: usize, f: &Fusion) -> Vec<Node> {
-    let gemm = Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: false });
+    let gemm = Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: false, packed_b: None });
     let name = format!("{}+{}", graph.nodes[f.matmul].name, graph.nodes[add_index].name);
     let y = graph.nodes[add_index].outputs[0];
     let (dtype, x_shape) = graph.concrete(f.x).expect("checked by fusable");
@@ -155,7 +155,7 @@ mod tests {
         let bias = constant(&mut g, "bias", bias_shape, &bv);
         let p = value(&mut g, "p", &[rows, &[4]].concat(), ValueDef::Computed);
         let y = value(&mut g, "y", &[rows, &[4]].concat(), ValueDef::Computed);
-        push(&mut g, "mm", MatMul, &[x, w], p);
+        push(&mut g, "mm", MatMul::default(), &[x, w], p);
         push(&mut g, "add", Elementwise { op_type: "Add", func: Func::Add }, &[bias, p], y);
         g.inputs = vec![x];
         g.outputs = vec![y];

@@ -55,7 +55,9 @@ fn split(graph: &mut Graph, filled: &HashMap<ValueId, f32>, node: &Node) -> Opti
     let (gemm, c) = match (&node.op, node.inputs.as_slice()) {
         (Op::Gemm(g), [_, _]) => (g.clone(), None),
         (Op::Gemm(g), [_, _, c]) => (g.clone(), *c),
-        (Op::MatMul(_), [_, _]) => (Gemm { alpha: 1.0, beta: 0.0, trans_a: false, trans_b: false }, None),
+        (Op::MatMul(_), [_, _]) => {
+            (Gemm { alpha: 1.0, beta: 0.0, trans_a: false, trans_b: false, packed_b: None }, None)
+        }
         _ => return None,
     };
     let (Some(a), Some(b)) = (node.inputs[0], node.inputs[1]) else { return None };
@@ -81,7 +83,7 @@ fn split(graph: &mut Graph, filled: &HashMap<ValueId, f32>, node: &Node) -> Opti
         graph.add_value(format!("{y_name}.column"), Some(TensorType::known(DType::F32, &[m, 1])), ValueDef::Computed);
     let column = Node {
         name: format!("{}.column", node.name),
-        op: Op::Gemm(Gemm { alpha: gemm.alpha, beta: 0.0, trans_a: gemm.trans_a, trans_b: false }),
+        op: Op::Gemm(Gemm { alpha: gemm.alpha, beta: 0.0, trans_a: gemm.trans_a, trans_b: false, packed_b: None }),
         inputs: vec![Some(a), Some(column_of_v)],
         outputs: vec![s],
     };
@@ -89,7 +91,7 @@ fn split(graph: &mut Graph, filled: &HashMap<ValueId, f32>, node: &Node) -> Opti
     inputs.extend(c.map(Some));
     let broadcast = Node {
         name: format!("{}.broadcast", node.name),
-        op: Op::Gemm(Gemm { alpha: 1.0, beta: gemm.beta, trans_a: false, trans_b: false }),
+        op: Op::Gemm(Gemm { alpha: 1.0, beta: gemm.beta, trans_a: false, trans_b: false, packed_b: None }),
         inputs,
         outputs: node.outputs.clone(),
     };
@@ -111,14 +113,14 @@ mod tests {
         let y = value(&mut g, "y", &[3, 4], ValueDef::Computed);
         if matmul {
             let w = constant(&mut g, "w", &[5, 4], &[-1.5; 20]);
-            push(&mut g, "mm", MatMul, &[x, w], y);
+            push(&mut g, "mm", MatMul::default(), &[x, w], y);
         } else {
             let dims = Tensor::from_i64s(vec![2], &[4, 5]);
             let shape = g.add_value("shape", Some(TensorType::known(DType::I64, &[2])), ValueDef::Const(dims));
             let w = value(&mut g, "w", &[4, 5], ValueDef::Computed);
             push(&mut g, "fill", ConstantOfShape { value: Tensor::from_f32s(vec![1], &[0.25]) }, &[shape], w);
             let bias = constant(&mut g, "bias", &[4], &[1.0, -2.0, 3.0, 0.5]);
-            let gemm = Gemm { alpha: 2.0, beta: 0.5, trans_a: false, trans_b: true };
+            let gemm = Gemm { alpha: 2.0, beta: 0.5, trans_a: false, trans_b: true, packed_b: None };
             push(&mut g, "fc", gemm, &[x, w, bias], y);
         }
         g.inputs = vec![x];
@@ -160,7 +162,7 @@ mod tests {
         let x = value(&mut g, "x", &[3, 5], ValueDef::Input(0));
         let w = constant(&mut g, "w", &[5, 1], &[2.0; 5]);
         let y = value(&mut g, "y", &[3, 1], ValueDef::Computed);
-        push(&mut g, "mm", MatMul, &[x, w], y);
+        push(&mut g, "mm", MatMul::default(), &[x, w], y);
         gemm_by_splat(&mut g);
         assert_eq!(g.nodes.len(), 1);
     }

@@ -22,6 +22,7 @@ mod fuse_qdq;
 mod fuse_rms_norm;
 mod gemm_by_splat;
 mod pack_conv_weights;
+mod pack_gemm_weights;
 mod pack_rnn_weights;
 mod pattern;
 #[cfg(test)]
@@ -40,6 +41,7 @@ pub use fuse_qdq::fuse_qdq;
 pub use fuse_rms_norm::fuse_rms_norm;
 pub use gemm_by_splat::gemm_by_splat;
 pub use pack_conv_weights::pack_conv_weights;
+pub use pack_gemm_weights::pack_gemm_weights;
 pub use pack_rnn_weights::pack_rnn_weights;
 
 /// Every rewrite, in order. `portable` code calls no kernels, so nothing
@@ -64,6 +66,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
         fuse_gelu(graph);
         choose_layout(graph);
         pack_conv_weights(graph);
+        pack_gemm_weights(graph);
         pack_rnn_weights(graph);
         fuse_conv_prologue(graph);
     }

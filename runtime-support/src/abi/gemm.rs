@@ -5,7 +5,10 @@ use crate::generic::gemm_batched::gemm_batched;
 use crate::isa::Isa;
 use crate::parallel::Parallel;
 
-/// Parameters of [`onnxc_gemm_f32`]. Strides are in elements.
+/// Parameters of [`onnxc_gemm_f32`]. Strides are in elements. With
+/// `b_strips = 1`, B is packed by [`crate::pack_b_strips`] (the compiler
+/// packs constant weights so) and its row and column strides are unused;
+/// its batch strides still apply.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct GemmParams {
@@ -25,6 +28,7 @@ pub struct GemmParams {
     pub a_batch_strides: [i64; MAX_RANK],
     pub b_batch_strides: [i64; MAX_RANK],
     pub c_batch_strides: [i64; MAX_RANK],
+    pub b_strips: i64,
 }
 
 /// Batched strided gemm; see [`GemmParams`]. `c` may be null (no bias). The

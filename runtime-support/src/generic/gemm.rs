@@ -32,9 +32,10 @@
 
 use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
+use super::strips::Strips;
 use crate::abi::conv::ConvParams;
 use crate::isa::choose::sgemm_with;
-use crate::isa::Isa;
+use crate::isa::{prefetch_floats, Isa};
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
@@ -73,6 +74,20 @@ pub struct MatMut<T = f32> {
     pub ptr: *mut T,
     pub rs: isize,
     pub cs: isize,
+}
+
+/// The B operand of the SIMD drivers: a strided matrix as it lies, or
+/// weights packed ahead of time into strips ([`Strips`]).
+#[derive(Clone, Copy, Debug)]
+pub enum BMatrix {
+    Strided(MatRef),
+    Strips(Strips),
+}
+
+impl From<MatRef> for BMatrix {
+    fn from(b: MatRef) -> BMatrix {
+        BMatrix::Strided(b)
+    }
 }
 
 /// Element types with a gemm: `y = alpha * a * b + beta * c`, same contract
@@ -586,7 +601,7 @@ pub unsafe fn blocked<K: MicroKernel>(
     k: usize,
     alpha: f32,
     a: MatRef,
-    b: MatRef,
+    b: BMatrix,
     beta: f32,
     c: Option<MatRef>,
     y: MatMut,
@@ -622,11 +637,16 @@ pub unsafe fn blocked<K: MicroKernel>(
             pack_a_panels(mc, kc, a, ic, pc, a_pack);
             let slice = DepthSlice { first: pc == 0, last: pc + kc == k };
             // Whole B panels are packed by the first tile over them (a
-            // whole tile then); a strided B a block at a time, up front.
-            let pack_in_tiles = b.cs == 1 && m - ic >= mr;
+            // whole tile then); a strided B a block at a time, up front;
+            // strips panel by panel, from their prefetched runs.
+            let pack_in_tiles = matches!(b, BMatrix::Strided(b) if b.cs == 1) && m - ic >= mr;
             for jb in (0..n).step_by(nc_max) {
                 let nc = nc_max.min(n - jb);
-                if !pack_in_tiles {
+                let strided = match b {
+                    BMatrix::Strided(b) => Some(b),
+                    BMatrix::Strips(_) => None,
+                };
+                if let (Some(b), false) = (strided, pack_in_tiles) {
                     pack_b_block(kc, nc, b, pc, jb, nr, b_pack);
                 }
                 let next = if jb + nc < n {
@@ -638,19 +658,30 @@ pub unsafe fn blocked<K: MicroKernel>(
                 } else {
                     None
                 };
+                let next = strided.zip(next);
                 let tiles = nc.div_ceil(nr) * panels;
                 for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
                     let cols = nr.min(n - jc);
-                    let b_panel = b_pack.add(jp * kc * nr);
+                    let mut b_panel = b_pack.add(jp * kc * nr) as *const f32;
                     let packing = pack_in_tiles && cols == nr;
-                    if pack_in_tiles && !packing {
-                        pack_b_panel(kc, cols, b, pc, jc, nr, b_panel);
+                    match b {
+                        BMatrix::Strided(b) if pack_in_tiles && !packing => {
+                            pack_b_panel(kc, cols, b, pc, jc, nr, b_pack.add(jp * kc * nr))
+                        }
+                        BMatrix::Strips(s) => b_panel = s.panel(kc, cols, pc, jc, nr, b_pack.add(jp * kc * nr)),
+                        BMatrix::Strided(_) => {}
                     }
                     for ip in 0..panels {
-                        let ahead =
-                            next.as_ref().map_or(Lookahead::NONE, |nb| nb.lookahead(b, jp * panels + ip, tiles));
+                        let ahead = next.map_or(Lookahead::NONE, |(b, nb)| nb.lookahead(b, jp * panels + ip, tiles));
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
+                        if direct_y && i0 + mr < m {
+                            for i in i0 + mr..m.min(i0 + 2 * mr) {
+                                let row = y.ptr.offset(i as isize * y.rs + jc as isize);
+                                prefetch_floats(row, cols);
+                                prefetch_floats(row.wrapping_add(cols - 1), 1);
+                            }
+                        }
                         let a_panel = a_pack.add(ip * mr / PANEL_ROWS * PANEL_ROWS * kc + ip * mr % PANEL_ROWS);
                         // The tile's destination: y itself, or a whole tile in `tile`.
                         let (yt, yt_rs, tile_rows, tile_cols, al, accumulate) = if direct_y {
@@ -658,9 +689,10 @@ pub unsafe fn blocked<K: MicroKernel>(
                         } else {
                             (tile, nr as isize, mr, nr, 1.0, false)
                         };
-                        if packing && ip == 0 {
-                            let src = b.ptr.offset(pc as isize * b.rs + jc as isize);
-                            K::packing_tile(kc, a_panel, src, b.rs, b_panel, yt, yt_rs, al, accumulate, None, ahead);
+                        if let (Some(b), true) = (strided, packing && ip == 0) {
+                            let (src, panel) =
+                                (b.ptr.offset(pc as isize * b.rs + jc as isize), b_pack.add(jp * kc * nr));
+                            K::packing_tile(kc, a_panel, src, b.rs, panel, yt, yt_rs, al, accumulate, None, ahead);
                         } else {
                             K::tile(kc, a_panel, b_panel, yt, yt_rs, tile_rows, tile_cols, al, accumulate, ahead);
                         }
@@ -865,6 +897,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::abi::gemm::*;
     use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
+    use crate::generic::strips::{b_strips_len, pack_b_strips};
     use crate::generic::test_util::{assert_close, rand_vec, testable_isas};
     use std::vec;
     use std::vec::Vec;
@@ -1026,7 +1059,7 @@ pub(crate) mod tests {
 
     /// Every SIMD kernel this CPU supports against the generic reference, on
     /// shapes that straddle the tiles and the cache blocks, with every
-    /// stride pattern the compiler emits. Kernels the CPU lacks are skipped
+    /// stride pattern the compiler emits and B in strips. Kernels the CPU lacks are skipped
     /// (see [`testable_isas`]).
     #[test]
     fn simd_kernels_match_generic() {
@@ -1035,7 +1068,7 @@ pub(crate) mod tests {
             let gemm =
                 |m, n, k, alpha, a, b, beta, c, y| unsafe { sgemm_with(kernel, m, n, k, alpha, a, b, beta, c, y) };
             for &(m, n, k) in SHAPES {
-                for layout in 0..7 {
+                for layout in 0..8 {
                     for bias in 0..5 {
                         seed += 1;
                         check_kernel(kernel.name(), &gemm, (m, n, k), layout, bias, seed);
@@ -1072,7 +1105,7 @@ pub(crate) mod tests {
     pub(crate) fn check_layout<K: MicroKernel>(name: &str) {
         let mut seed = 900;
         for &(m, n, k) in SHAPES {
-            for layout in 0..7 {
+            for layout in 0..8 {
                 for bias in 0..5 {
                     seed += 1;
                     let gemm = |m, n, k, alpha, a, b, beta, c, y| unsafe {
@@ -1123,7 +1156,7 @@ pub(crate) mod tests {
     }
 
     /// A gemm under test, with [`sgemm`]'s arguments.
-    type Gemm<'a> = &'a dyn Fn(usize, usize, usize, f32, MatRef, MatRef, f32, Option<MatRef>, MatMut);
+    type Gemm<'a> = &'a dyn Fn(usize, usize, usize, f32, MatRef, BMatrix, f32, Option<MatRef>, MatMut);
 
     /// Runs one problem through `gemm` and the generic path and compares.
     /// `layout`: 0 plain, 1 A transposed, 2 B transposed, 3 both, 4 negative
@@ -1168,7 +1201,11 @@ pub(crate) mod tests {
         unsafe {
             let ym = MatMut { ptr: want.as_mut_ptr(), rs: yrs, cs: ycs };
             gemm_generic(m, n, k, alpha, am, bm, beta, cm, ym);
-            gemm(m, n, k, alpha, am, bm, beta, cm, MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs });
+            // Layout 7: B as the compiler packs constant weights.
+            let mut strips = vec![0.0f32; b_strips_len(k, n)];
+            pack_b_strips(k, n, bm, strips.as_mut_ptr());
+            let b = if layout == 7 { BMatrix::Strips(Strips { ptr: strips.as_ptr(), depth: k }) } else { bm.into() };
+            gemm(m, n, k, alpha, am, b, beta, cm, MatMut { ptr: got.as_mut_ptr(), rs: yrs, cs: ycs });
         }
         // Untouched padding stays NaN in both (compared as equal).
         let tol = 1e-4 * (1.0 + (k as f64).sqrt());

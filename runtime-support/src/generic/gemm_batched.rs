@@ -12,13 +12,17 @@
 //! and a column range packs only its own part of B, the big operand, while
 //! A (re-packed by every task) is the small one.
 //!
+//! Column ranges start at multiples of the tile width, itself a multiple
+//! of a strip's width, so a B packed in strips is cut at a strip.
+//!
 //! Each task runs the serial product on its part, so the bits do not depend
 //! on the split: an output element is summed over the same depth slices
 //! (they depend on `k` alone, [`crate::generic::gemm::MicroKernel::depth_slice`])
 //! by one tile in the same order whatever its neighbours, and the few-rows
 //! path groups columns in fours, which every tile width keeps.
 
-use super::gemm::{GemmElem, MatMut, MatRef, GEMM_MAX_BATCH_RANK};
+use super::gemm::{BMatrix, GemmElem, MatMut, MatRef, GEMM_MAX_BATCH_RANK};
+use super::strips::Strips;
 use super::{to_isize, to_usize};
 use crate::abi::gemm::GemmParams;
 use crate::abi::{MAX_RANK, STATUS_INVALID_PARAMS, STATUS_OK};
@@ -98,6 +102,9 @@ pub(crate) unsafe fn gemm_batched(
     let Some(batches) = Batches::new(p) else {
         return STATUS_INVALID_PARAMS;
     };
+    if !matches!(p.b_strips, 0 | 1) {
+        return STATUS_INVALID_PARAMS;
+    }
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     if m == 0 || n == 0 || batches.count == 0 {
         return STATUS_OK;
@@ -110,8 +117,15 @@ pub(crate) unsafe fn gemm_batched(
             let cols = columns.clone();
             let j0 = cols.start as isize;
             let am = MatRef { ptr: a.wrapping_offset(ao), rs: p.a_row_stride as isize, cs: p.a_col_stride as isize };
-            let bs = (p.b_row_stride as isize, p.b_col_stride as isize);
-            let bm = MatRef { ptr: b.wrapping_offset(bo + j0 * bs.1), rs: bs.0, cs: bs.1 };
+            let bm: BMatrix = match p.b_strips {
+                0 => MatRef {
+                    ptr: b.wrapping_offset(bo + j0 * p.b_col_stride as isize),
+                    rs: p.b_row_stride as isize,
+                    cs: p.b_col_stride as isize,
+                }
+                .into(),
+                _ => BMatrix::Strips(Strips { ptr: b.wrapping_offset(bo), depth: k }.from_column(cols.start)),
+            };
             let cs = (p.c_row_stride as isize, p.c_col_stride as isize);
             let cm = (!c.is_null()).then(|| MatRef { ptr: c.wrapping_offset(co + j0 * cs.1), rs: cs.0, cs: cs.1 });
             let ym = MatMut { ptr: y.add(batch * m * n + cols.start), rs: n as isize, cs: 1 };
@@ -199,6 +213,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::generic::gemm::tests::{plain, reference};
+    use crate::generic::strips::{b_strips_len, pack_b_strips};
     use crate::generic::test_util::{assert_close, rand_vec, reversed, testable_isas};
     use std::vec;
 
@@ -230,7 +245,7 @@ mod tests {
 
     /// Split over tasks (run last to first), by columns (one and two rows
     /// take the few-rows path; three batches, each split) and by batches,
-    /// the bits are the serial call's.
+    /// the bits are the serial call's, with B as it lies and in strips.
     #[test]
     fn tasks_give_the_serial_bits() {
         let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
@@ -238,14 +253,21 @@ mod tests {
             [(1i64, 64i64, 333i64, 300i64), (1, 1, 1000, 1100), (1, 2, 517, 1200), (3, 16, 200, 400), (11, 40, 50, 300)]
         {
             let a = rand_vec((batches * m * k) as usize, 7);
-            let b = rand_vec((k * n) as usize, 8);
+            let plain_b = rand_vec((k * n) as usize, 8);
             let c = rand_vec((m * n) as usize, 9);
             let mut p = plain(m, n, k, false, false);
             p.beta = 0.5;
             p.batch_rank = 1;
             p.batch_dims[0] = batches;
             p.a_batch_strides[0] = m * k;
-            for kernel in testable_isas() {
+            // B as it lies, and in strips.
+            let (k_, n_) = (k as usize, n as usize);
+            let mut strips = vec![0.0f32; b_strips_len(k_, n_)];
+            let bm = MatRef { ptr: plain_b.as_ptr(), rs: n as isize, cs: 1 };
+            unsafe { pack_b_strips(k_, n_, bm, strips.as_mut_ptr()) };
+            for (kernel, b_strips) in testable_isas().into_iter().flat_map(|kernel| [(kernel, 0), (kernel, 1)]) {
+                p.b_strips = b_strips;
+                let b = if b_strips == 1 { &strips } else { &plain_b };
                 let run = |parallel: *const Parallel| {
                     let mut y = vec![f32::NAN; (batches * m * n) as usize];
                     let st = unsafe {
@@ -257,7 +279,12 @@ mod tests {
                 let split =
                     Split::new(kernel, &Batches::new(&p).unwrap(), m as usize, n as usize, k as usize, &threaded);
                 assert!(split.tasks() > 1, "{batches}x{m}x{n}x{k} is not split");
-                assert_eq!(run(core::ptr::null()), run(&threaded), "{}: {batches}x{m}x{n}x{k}", kernel.name());
+                assert_eq!(
+                    run(core::ptr::null()),
+                    run(&threaded),
+                    "{}: {batches}x{m}x{n}x{k}, strips {b_strips}",
+                    kernel.name()
+                );
             }
         }
     }

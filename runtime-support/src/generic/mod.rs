@@ -44,6 +44,7 @@ pub mod roi;
 pub(crate) mod small_groups;
 pub mod softmax;
 pub mod strings;
+pub mod strips;
 pub mod svm;
 pub mod training;
 pub mod tree;

@@ -22,7 +22,7 @@ use crate::generic::blocked_depthwise::Band;
 use crate::generic::conv::ConvFinish;
 use crate::generic::conv_window::ConvWindow;
 use crate::generic::elementwise::{run, Program};
-use crate::generic::gemm::{gemm_generic, MatMut, MatRef, Portable};
+use crate::generic::gemm::{blocked, gemm_generic, BMatrix, MatMut, MatRef, Portable};
 use crate::generic::pool::Planes;
 use crate::generic::prepacked::{prepacked, BSource, FinishRow};
 use crate::generic::qdepthwise::Channel;
@@ -34,8 +34,9 @@ use crate::parallel::Parallel;
 use core::ops::Range;
 
 /// `Y = alpha * A * B + beta * C` with `kernel`'s blocked driver and
-/// micro-kernel; one the CPU lacks falls back to the portable gemm. One or
-/// two rows of A take `generic::gemv`'s `few_rows` whatever the kernel.
+/// micro-kernel; one the CPU lacks falls back to the portable gemm (the
+/// portable micro-kernel in the blocked driver for B in strips). One or
+/// two rows of a strided B take `generic::gemv`'s `few_rows` whatever the kernel.
 ///
 /// # Safety
 /// As [`crate::generic::gemm::sgemm`].
@@ -47,20 +48,24 @@ pub unsafe fn sgemm_with(
     k: usize,
     alpha: f32,
     a: MatRef,
-    b: MatRef,
+    b: impl Into<BMatrix>,
     beta: f32,
     c: Option<MatRef>,
     y: MatMut,
 ) {
-    if crate::generic::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
-        return;
+    let b = b.into();
+    if let BMatrix::Strided(b) = b {
+        if crate::generic::gemv::few_rows(m, n, k, alpha, a, b, beta, c, y) {
+            return;
+        }
     }
-    match kernel {
+    match (kernel, b) {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        (Isa::Avx512, _) if kernel.available() => crate::x86_64::avx512::sgemm(m, n, k, alpha, a, b, beta, c, y),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2Fma if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
-        _ => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
+        (Isa::Avx2Fma, _) if kernel.available() => crate::x86_64::avx2::sgemm(m, n, k, alpha, a, b, beta, c, y),
+        (_, BMatrix::Strided(b)) => gemm_generic(m, n, k, alpha, a, b, beta, c, y),
+        (_, BMatrix::Strips(_)) => blocked::<Portable>(m, n, k, alpha, a, b, beta, c, y),
     }
 }
 

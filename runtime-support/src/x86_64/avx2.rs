@@ -10,7 +10,7 @@
 //! the kernel at a third of the FMA peak. The store and the finish stay in
 //! intrinsics.
 
-use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
+use crate::generic::gemm::{blocked, BMatrix, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -445,7 +445,7 @@ pub unsafe fn sgemm(
     k: usize,
     alpha: f32,
     a: MatRef,
-    b: MatRef,
+    b: BMatrix,
     beta: f32,
     c: Option<MatRef>,
     y: MatMut,

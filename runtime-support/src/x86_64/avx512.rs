@@ -7,7 +7,7 @@
 //! the 4-cycle FMA latency on two FMA ports — plus 2 B registers, well under
 //! the 32 zmm registers, and loads stay at 10 per 16 FMAs.
 
-use crate::generic::gemm::{blocked, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
+use crate::generic::gemm::{blocked, BMatrix, Lookahead, MatMut, MatRef, MicroKernel, PACK_AHEAD, PANEL_ROWS};
 use crate::generic::prepacked::{BSource, FinishRow, Product, Task, TileActivation, TileEnd};
 use core::arch::x86_64::*;
 
@@ -257,7 +257,7 @@ pub unsafe fn sgemm(
     k: usize,
     alpha: f32,
     a: MatRef,
-    b: MatRef,
+    b: BMatrix,
     beta: f32,
     c: Option<MatRef>,
     y: MatMut,
