@@ -18,7 +18,8 @@
 //! [`onnxc_to_blocked_f32`](crate::abi::onnxc_to_blocked_f32) and [`onnxc_from_blocked_f32`](crate::abi::onnxc_from_blocked_f32) at their edges.
 //! Only tensors whose channels are a multiple of 8 are blocked, so a block
 //! never holds padding; a stem's image input of fewer than 8 channels is
-//! read in NCHW ([`conv_reads_nchw`]).
+//! read in NCHW ([`conv_reads_nchw`]). A grouped convolution whose groups
+//! are whole blocks runs as one dense convolution per group ([`group_of`]).
 //!
 //! Weights are packed at compile time by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 //! as `[M/8][KH][KW][C/8][8 in][8 out]`: a tile walks one tap's input blocks
@@ -50,12 +51,31 @@ pub const BLOCK: usize = 8;
 /// [`BLOCK`], and its input channels too, or fewer than a block (an
 /// image: such an input is read in NCHW, see [`conv_reads_nchw`]); or a
 /// depthwise one of whole blocks ([`super::blocked_depthwise`]).
+/// Or a grouped one whose groups are whole blocks ([`group_of`]).
 pub fn conv_takes_blocked(p: &ConvParams) -> bool {
+    takes_ungrouped(p) || group_of(p).is_some_and(|g| takes_ungrouped(&g))
+}
+
+/// [`conv_takes_blocked`] for one group, or a depthwise convolution.
+fn takes_ungrouped(p: &ConvParams) -> bool {
     let channels = p.in_channels as usize;
     let dense = p.group == 1
         && (channels.is_multiple_of(BLOCK) || channels < BLOCK)
         && (p.out_channels as usize).is_multiple_of(BLOCK);
     validate(p).is_some() && p.spatial_rank == 2 && (dense || blocked_depthwise::takes(p))
+}
+
+/// One group of a grouped convolution whose groups are whole blocks in
+/// and out (RegNet's 8-channel groups, ResNeXt's 32): a dense convolution
+/// of one image, from the group's input blocks to its output blocks,
+/// which are contiguous in the blocked layout. [`conv_blocked_f32`] runs
+/// the groups one after another; run as NCHW, each group's input had to
+/// be gathered, and the layout changed around every such layer.
+fn group_of(p: &ConvParams) -> Option<ConvParams> {
+    let (c, m, g) = (p.in_channels, p.out_channels, p.group);
+    let whole = |channels: i64| channels % g == 0 && ((channels / g) as usize).is_multiple_of(BLOCK);
+    let grouped = g > 1 && !blocked_depthwise::takes(p) && whole(c) && whole(m);
+    grouped.then(|| ConvParams { batch: 1, in_channels: c / g, out_channels: m / g, group: 1, ..*p })
 }
 
 /// Whether [`onnxc_conv_blocked_f32`](crate::abi::onnxc_conv_blocked_f32) reads its input in NCHW (fewer
@@ -69,6 +89,9 @@ pub fn conv_reads_nchw(p: &ConvParams) -> bool {
 /// Floats of the weights packed by [`onnxc_pack_conv_weights_blocked_f32`](crate::abi::onnxc_pack_conv_weights_blocked_f32)
 /// (0 for params it does not take).
 pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
+    if let Some(g) = group_of(p).filter(takes_ungrouped) {
+        return p.group as usize * conv_blocked_weights_elems(&g);
+    }
     match BlockedShape::of(p) {
         Some(s) if conv_takes_winograd(p) => winograd::weights_elems(&s),
         Some(_) => (p.out_channels * (p.in_channels / p.group) * p.kernel[0] * p.kernel[1]) as usize,
@@ -80,6 +103,9 @@ pub fn conv_blocked_weights_elems(p: &ConvParams) -> usize {
 /// Winograd ([`super::winograd`]), or for the windows the AVX-512 kernels
 /// gather ([`gathered_chunk`]); 0 otherwise.
 pub fn conv_blocked_scratch_elems(p: &ConvParams) -> usize {
+    if let Some(g) = group_of(p).filter(takes_ungrouped) {
+        return conv_blocked_scratch_elems(&g);
+    }
     match BlockedShape::of(p) {
         Some(s) if conv_takes_winograd(p) => winograd::scratch_elems(&s),
         Some(s) => gathered_chunk(&s).map_or(0, |chunk| GATHER_SLOTS * chunk * s.window()),
@@ -142,7 +168,7 @@ pub(crate) struct BlockedShape {
 
 impl BlockedShape {
     pub(crate) fn of(p: &ConvParams) -> Option<BlockedShape> {
-        if !conv_takes_blocked(p) {
+        if !takes_ungrouped(p) {
             return None;
         }
         let pair = |v: &[i64]| [v[0] as usize, v[1] as usize];
@@ -208,6 +234,17 @@ impl BlockedShape {
 /// Does the work of the C entry point [`crate::abi::onnxc_pack_conv_weights_blocked_f32`].
 pub(crate) unsafe fn pack_conv_weights_blocked_f32(p: *const ConvParams, w: *const f32, packed: *mut f32) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
+    if let Some(g) = group_of(p).filter(takes_ungrouped) {
+        let (per_group, weights) = (conv_blocked_weights_elems(&g), (g.out_channels * g.in_channels) as usize);
+        let weights = weights * (p.kernel[0] * p.kernel[1]) as usize;
+        for group in 0..p.group as usize {
+            let status = pack_conv_weights_blocked_f32(&g, w.add(group * weights), packed.add(group * per_group));
+            if status != STATUS_OK {
+                return status;
+            }
+        }
+        return STATUS_OK;
+    }
     let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if conv_takes_winograd(p) {
         winograd::pack_weights(&s, w, packed);
@@ -249,10 +286,13 @@ pub(crate) unsafe fn conv_blocked_f32(
     parallel: *const Parallel,
 ) -> i32 {
     let Some(p) = p.as_ref() else { return STATUS_INVALID_PARAMS };
-    let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     if p.residual == 0 && !residual.is_null() || p.residual == 1 && residual.is_null() {
         return STATUS_INVALID_PARAMS;
     }
+    if let Some(g) = group_of(p).filter(takes_ungrouped) {
+        return conv_groups(p, &g, BlockedOperands { x, w, bias, residual, y }, scratch, parallel);
+    }
+    let Some(s) = BlockedShape::of(p) else { return STATUS_INVALID_PARAMS };
     let winograd = conv_takes_winograd(p);
     if winograd && scratch.is_null() {
         return STATUS_INVALID_PARAMS;
@@ -279,6 +319,42 @@ pub(crate) unsafe fn conv_blocked_f32(
     }
     if separate {
         activate_separately(p, y, s.batch * s.out_image(), parallel);
+    }
+    STATUS_OK
+}
+
+/// [`conv_blocked_f32`] of a grouped convolution, group `g`'s params
+/// ([`group_of`]) for each image and group in turn.
+///
+/// # Safety
+/// As [`conv_blocked_f32`].
+unsafe fn conv_groups(
+    p: &ConvParams,
+    g: &ConvParams,
+    o: BlockedOperands,
+    scratch: *mut f32,
+    parallel: *const Parallel,
+) -> i32 {
+    let plane = |d: &[i64; crate::abi::MAX_RANK]| (d[0] * d[1]) as usize;
+    let (group_in, group_out) =
+        (g.in_channels as usize * plane(&p.in_spatial), g.out_channels as usize * plane(&p.out_spatial));
+    let weights = conv_blocked_weights_elems(g);
+    let shift = |ptr: *const f32, by: usize| if ptr.is_null() { ptr } else { ptr.add(by) };
+    for image in 0..p.batch as usize {
+        for group in 0..p.group as usize {
+            let unit = image * p.group as usize + group;
+            let part = BlockedOperands {
+                x: o.x.add(unit * group_in),
+                w: o.w.add(group * weights),
+                bias: shift(o.bias, group * g.out_channels as usize),
+                residual: shift(o.residual, unit * group_out),
+                y: o.y.add(unit * group_out),
+            };
+            let status = conv_blocked_f32(g, part.x, part.w, part.bias, part.residual, part.y, scratch, parallel);
+            if status != STATUS_OK {
+                return status;
+            }
+        }
     }
     STATUS_OK
 }
@@ -531,6 +607,52 @@ pub(crate) mod tests {
         let (x, w, out, scratch) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), scratch.as_mut_ptr());
         assert_eq!(unsafe { onnxc_conv_f32(p, x, w, bias, residual, out, scratch, null()) }, STATUS_OK);
         y
+    }
+
+    /// Grouped convolutions of whole blocks per group (RegNet's 8-channel
+    /// groups at stride 2, two 16-channel groups of a 1×1, uneven in and
+    /// out) through the NCHW kernel and, group by group, the blocked one,
+    /// with a bias, a residual and an epilogue in and out of the tiles,
+    /// serial and threaded.
+    #[test]
+    fn grouped_blocked_conv_matches_the_nchw_conv() {
+        let cases: [(Case, i64); 3] = [
+            ((48, 48, [14, 13], [3, 3], 2, 1, [1, 1]), 6),
+            ((32, 32, [9, 7], [1, 1], 1, 1, [0, 0]), 2),
+            ((24, 48, [7, 7], [3, 3], 1, 1, [1, 1]), 3),
+        ];
+        for (i, (case, group)) in cases.iter().enumerate() {
+            let p = ConvParams { group: *group, residual: 1, ..params(case) };
+            assert!(conv_takes_blocked(&p) && BlockedShape::of(&p).is_none(), "case {i}");
+            let (cin, cout) = (case.0, case.1);
+            let out_len = 2 * cout * (p.out_spatial[0] * p.out_spatial[1]) as usize;
+            let x = rand_vec(2 * cin * case.2[0] * case.2[1], 40 + i as u64);
+            let w = rand_vec(cout * cin / *group as usize * case.3[0] * case.3[1], 50 + i as u64);
+            let (bias, residual) = (rand_vec(cout, 60 + i as u64), rand_vec(out_len, 70 + i as u64));
+            let mut packed = vec![0.0; conv_blocked_weights_elems(&p)];
+            assert_eq!(unsafe { onnxc_pack_conv_weights_blocked_f32(&p, w.as_ptr(), packed.as_mut_ptr()) }, STATUS_OK);
+            let (xb, rb) = (blocked(&x, 2, cin), blocked(&residual, 2, cout));
+            let mut scratch = vec![f32::NAN; conv_blocked_scratch_elems(&p)];
+            for activation in [EPILOGUE_RELU, EPILOGUE_SILU] {
+                let p = ConvParams { activation, ..p };
+                let want = nchw_conv(&p, &x, &w, bias.as_ptr(), residual.as_ptr(), out_len);
+                let threaded = Parallel { run: Some(reversed), user: core::ptr::null_mut() };
+                let outputs: Vec<Vec<f32>> = [null(), &threaded as *const Parallel]
+                    .into_iter()
+                    .map(|parallel| {
+                        let mut y = vec![f32::NAN; out_len];
+                        let (xp, wp, bp, rp) = (xb.as_ptr(), packed.as_ptr(), bias.as_ptr(), rb.as_ptr());
+                        let status = unsafe {
+                            onnxc_conv_blocked_f32(&p, xp, wp, bp, rp, y.as_mut_ptr(), scratch.as_mut_ptr(), parallel)
+                        };
+                        assert_eq!(status, STATUS_OK, "case {i}");
+                        assert_close(&unblocked(&y, 2, cout), &want, 1e-5);
+                        y
+                    })
+                    .collect();
+                assert_eq!(outputs[0], outputs[1], "case {i}: thread split changed the bits");
+            }
+        }
     }
 
     /// Every case through the NCHW kernel and through the blocked one
