@@ -40,10 +40,19 @@ use onnxc_runtime::abi::linalg::DetParams;
 use onnxc_runtime::{GemmParams, GEMM_MAX_BATCH_RANK};
 
 /// `packed_b`: B's shape when input 1 is a constant the compiler packed
-/// into strips (`passes::pack_gemm_weights`), the same for [`Gemm`].
-#[derive(Clone, Debug, Default)]
+/// into strips (`passes::pack_gemm_weights`), the same for [`Gemm`];
+/// `alpha`: a scale of the product folded into it
+/// (`passes::fold_matmul_scale`), 1 as imported.
+#[derive(Clone, Debug)]
 pub struct MatMul {
     pub packed_b: Option<Vec<usize>>,
+    pub alpha: f64,
+}
+
+impl Default for MatMul {
+    fn default() -> MatMul {
+        MatMul { packed_b: None, alpha: 1.0 }
+    }
 }
 
 pub fn import_matmul(_cx: &mut NodeImport) -> Result<Op, String> {
@@ -255,7 +264,8 @@ impl Operator for MatMul {
             Some(shape) => shape.clone(),
             None => cx.input_type(1)?.1,
         };
-        let p = with_strips(matmul_problem(&a, &b)?, &self.packed_b);
+        let mut p = with_strips(matmul_problem(&a, &b)?, &self.packed_b);
+        p.matrix.alpha = self.alpha;
         emit_gemm(cx, dtype, &p, false)
     }
 

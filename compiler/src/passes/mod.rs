@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 mod affine;
 mod choose_layout;
 mod fold_affine;
+mod fold_matmul_scale;
 mod fuse_conv_activation;
 mod fuse_conv_add;
 mod fuse_conv_prologue;
@@ -30,6 +31,7 @@ pub(crate) mod test_graph;
 
 pub use choose_layout::choose_layout;
 pub use fold_affine::fold_affine_into_conv;
+pub use fold_matmul_scale::fold_matmul_scale;
 pub use fuse_conv_activation::fuse_conv_activation;
 pub use fuse_conv_add::fuse_conv_add;
 pub use fuse_conv_prologue::fuse_conv_prologue;
@@ -60,6 +62,7 @@ pub fn run(graph: &mut Graph, portable: bool) {
     fuse_conv_activation(graph);
     fuse_matmul_add(graph);
     gemm_by_splat(graph);
+    fold_matmul_scale(graph);
     if !portable {
         fuse_layer_norm(graph); // first: a written-out LayerNorm ends in RMS of its deviations
         fuse_rms_norm(graph);
