@@ -7,7 +7,7 @@
 //! must give the same bytes; the float computations agree within the
 //! tolerance the conformance tests allow (they sum in a different order).
 
-use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ir::{DType, Dim, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::gather::{Gather, GatherElements, TopK};
 use crate::ops::norm::{NormKind, Normalize};
 use crate::ops::resize::{AspectPolicy, Resize};
@@ -169,14 +169,9 @@ fn normalisations_match_the_kernel() {
     }
 }
 
-fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], antialias: bool) -> Graph {
-    let mut g = Graph::default();
-    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
-    let s =
-        value(&mut g, "s", DType::F32, &[scales.len()], ValueDef::Const(Tensor::from_f32s(vec![scales.len()], scales)));
-    let out: Vec<usize> = shape.iter().zip(scales).map(|(&n, &k)| (n as f32 * k).floor() as usize).collect();
-    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
-    let op = Resize {
+/// A Resize of `mode` and `coord_mode`, the other attributes at their defaults.
+fn resize_op(mode: i64, coord_mode: i64, antialias: bool) -> Resize {
+    Resize {
         op_name: "Resize",
         mode,
         coord_mode,
@@ -187,8 +182,17 @@ fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], ant
         antialias,
         axes: None,
         policy: AspectPolicy::Stretch,
-    };
-    one_node(&mut g, Op::Resize(op), vec![Some(x), None, Some(s), None], y);
+    }
+}
+
+fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], antialias: bool) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let s =
+        value(&mut g, "s", DType::F32, &[scales.len()], ValueDef::Const(Tensor::from_f32s(vec![scales.len()], scales)));
+    let out: Vec<usize> = shape.iter().zip(scales).map(|(&n, &k)| (n as f32 * k).floor() as usize).collect();
+    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
+    one_node(&mut g, Op::Resize(resize_op(mode, coord_mode, antialias)), vec![Some(x), None, Some(s), None], y);
     g
 }
 
@@ -204,6 +208,92 @@ fn resize_matches_the_kernel() {
                 assert_all_close(&portable, &kernel, 1e-5, &format!("mode {mode} coord {coord_mode} {scales:?}"));
             }
         }
+    }
+}
+
+/// Resize `op` of an f32 `shape` by the scales (f32) or sizes (i64) of
+/// graph input 1, of `given_len` values, so that the output's dims are
+/// data-dependent; a tf_crop_and_resize roi is a constant.
+fn run_time_resize_graph(op: Resize, shape: &[usize], given: DType, given_len: usize) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let s = value(&mut g, "s", given, &[given_len], ValueDef::Input(1));
+    let roi = (op.coord_mode == COORD_TF_CROP_AND_RESIZE).then(|| {
+        let (start, end) = (vec![0.1f32; given_len], vec![1.2f32; given_len]);
+        let roi = Tensor::from_f32s(vec![2 * given_len], &[start, end].concat());
+        value(&mut g, "roi", DType::F32, &[2 * given_len], ValueDef::Const(roi))
+    });
+    let ty = TensorType { dtype: DType::F32, shape: vec![Dim::Dynamic(None); shape.len()] };
+    let y = g.add_value("y", Some(ty), ValueDef::Computed);
+    let inputs =
+        if given == DType::F32 { vec![Some(x), roi, Some(s), None] } else { vec![Some(x), roi, None, Some(s)] };
+    one_node(&mut g, Op::Resize(op), inputs, y);
+    g
+}
+
+#[test]
+fn run_time_resize_matches_the_kernel() {
+    let shape = [1, 2, 5, 7];
+    let sizings = [
+        (None, Tensor::from_f32s(vec![4], &[1.0, 1.0, 1.7, 0.6])),
+        (None, Tensor::from_f32s(vec![4], &[1.0, 1.0, 0.55, 0.4])),
+        (None, Tensor::from_i64s(vec![4], &[1, 2, 9, 4])),
+        (Some(vec![3, 2]), Tensor::from_i64s(vec![2], &[3, 8])),
+    ];
+    for mode in [MODE_NEAREST, MODE_LINEAR, MODE_CUBIC] {
+        for coord_mode in 0..=COORD_TF_HALF_PIXEL_FOR_NN {
+            // Bits 0 and 1: antialias, exclude_outside; the whole: nearest_mode.
+            for flags in 0..=NEAREST_SIMPLE {
+                for (axes, given) in &sizings {
+                    let mut op = resize_op(mode, coord_mode, flags & 1 != 0 && mode != MODE_NEAREST);
+                    (op.exclude_outside, op.axes) = (flags & 2 != 0, axes.clone());
+                    (op.nearest_mode, op.cubic_a, op.extrapolation_value) = (flags, -0.5, 2.5);
+                    let g = run_time_resize_graph(op, &shape, given.dtype, given.len());
+                    let [kernel, portable] = both(&g, &[data(&shape), given.clone()]);
+                    let (kernel, portable) = (floats(&kernel.expect("kernel")), floats(&portable.expect("portable")));
+                    let context = format!("mode {mode} coord {coord_mode} flags {flags} {given:?}");
+                    assert_all_close(&portable, &kernel, 1e-5, &context);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn run_time_resize_keeps_the_aspect_ratio_as_the_kernel_does() {
+    let shape = [1, 2, 5, 7];
+    for policy in [AspectPolicy::NotLarger, AspectPolicy::NotSmaller] {
+        for sizes in [[9, 4], [2, 20]] {
+            let mut op = resize_op(MODE_LINEAR, COORD_HALF_PIXEL, false);
+            (op.policy, op.axes) = (policy, Some(vec![2, 3]));
+            let g = run_time_resize_graph(op, &shape, DType::I64, 2);
+            let [kernel, portable] = both(&g, &[data(&shape), Tensor::from_i64s(vec![2], &sizes)]);
+            let (kernel, portable) = (floats(&kernel.expect("kernel")), floats(&portable.expect("portable")));
+            assert_all_close(&portable, &kernel, 1e-5, &format!("{policy:?} {sizes:?}"));
+        }
+    }
+}
+
+#[test]
+fn run_time_resize_refuses_what_does_not_fit_as_the_kernel_does() {
+    // A negative size, a size product that overflows, an output larger
+    // than the memory the allocator gives, a zero, a NaN and an infinite
+    // scale: the run fails with the kernel path's status, nothing written.
+    let shape = [1, 2, 5, 7];
+    let refused = [
+        Tensor::from_i64s(vec![4], &[1, 2, -1, 4]),
+        Tensor::from_i64s(vec![4], &[1, 2, 1 << 40, 1 << 40]),
+        Tensor::from_i64s(vec![4], &[1, 2, 50_000, 50_000]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, 0.0, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, f32::NAN, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, f32::INFINITY, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, 1e12, 1.0]),
+    ];
+    for given in refused {
+        let g = run_time_resize_graph(resize_op(MODE_LINEAR, COORD_HALF_PIXEL, false), &shape, given.dtype, 4);
+        let [kernel, portable] = both(&g, &[data(&shape), given.clone()]);
+        let (kernel, portable) = (kernel.expect_err("kernel"), portable.expect_err("portable"));
+        assert_eq!(portable, kernel, "{given:?}");
     }
 }
 
