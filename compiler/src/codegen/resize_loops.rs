@@ -394,6 +394,7 @@ fn tap_count(cx: &mut Lower, p: &ResizeParams, s: &SizedAxis) -> Value {
     cx.ins().select(s.identity, one, count)
 }
 
+/// An i64 constant (`Lower::iconst` is pointer-sized).
 fn i64_const(cx: &mut Lower, v: i64) -> Value {
     cx.ins().iconst(types::I64, v)
 }
