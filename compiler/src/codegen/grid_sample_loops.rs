@@ -169,7 +169,7 @@ fn dim_taps(cx: &mut Lower, p: &GridSampleParams, ty: Type, dim: &Dim, coord: Va
                 .map(|j| {
                     let distance = cx.ins().f64const(1.0 - j as f64);
                     let x = cx.ins().fadd(t, distance);
-                    let weight = cubic_weight(cx, x);
+                    let weight = cubic_weight(cx, x, CUBIC_A);
                     let weight = from_f64(cx, ty, weight);
                     let (index, counts) = at(cx, j - 1);
                     Tap { index, counts, weight }
@@ -232,9 +232,9 @@ fn reflect(cx: &mut Lower, x: Value, dim: &Dim) -> Value {
     cx.ins().select(outside, bounced, x)
 }
 
-/// Keys' cubic convolution weight (`a = -0.75`) of the f64 distance `x`.
-fn cubic_weight(cx: &mut Lower, x: Value) -> Value {
-    let a = CUBIC_A;
+/// Keys' cubic convolution weight of coefficient `a` at the f64 distance
+/// `x` (the kernels' `cubic_weight`, also Resize's portable one).
+pub(super) fn cubic_weight(cx: &mut Lower, x: Value, a: f64) -> Value {
     let x = cx.ins().fabs(x);
     let c = |cx: &mut Lower, v: f64| cx.ins().f64const(v);
     // ((a + 2) x - (a + 3)) x x + 1

@@ -7,7 +7,9 @@
 //! must give the same bytes; the float computations agree within the
 //! tolerance the conformance tests allow (they sum in a different order).
 
-use crate::ir::{DType, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::host::buffer::Placement;
+use crate::host::call::Datum;
+use crate::ir::{DType, Dim, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
 use crate::ops::gather::{Gather, GatherElements, TopK};
 use crate::ops::norm::{NormKind, Normalize};
 use crate::ops::resize::{AspectPolicy, Resize};
@@ -169,14 +171,9 @@ fn normalisations_match_the_kernel() {
     }
 }
 
-fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], antialias: bool) -> Graph {
-    let mut g = Graph::default();
-    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
-    let s =
-        value(&mut g, "s", DType::F32, &[scales.len()], ValueDef::Const(Tensor::from_f32s(vec![scales.len()], scales)));
-    let out: Vec<usize> = shape.iter().zip(scales).map(|(&n, &k)| (n as f32 * k).floor() as usize).collect();
-    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
-    let op = Resize {
+/// A Resize of `mode` and `coord_mode`, the other attributes at their defaults.
+fn resize_op(mode: i64, coord_mode: i64, antialias: bool) -> Resize {
+    Resize {
         op_name: "Resize",
         mode,
         coord_mode,
@@ -187,8 +184,17 @@ fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], ant
         antialias,
         axes: None,
         policy: AspectPolicy::Stretch,
-    };
-    one_node(&mut g, Op::Resize(op), vec![Some(x), None, Some(s), None], y);
+    }
+}
+
+fn resize_graph(mode: i64, coord_mode: i64, shape: &[usize], scales: &[f32], antialias: bool) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let s =
+        value(&mut g, "s", DType::F32, &[scales.len()], ValueDef::Const(Tensor::from_f32s(vec![scales.len()], scales)));
+    let out: Vec<usize> = shape.iter().zip(scales).map(|(&n, &k)| (n as f32 * k).floor() as usize).collect();
+    let y = value(&mut g, "y", DType::F32, &out, ValueDef::Computed);
+    one_node(&mut g, Op::Resize(resize_op(mode, coord_mode, antialias)), vec![Some(x), None, Some(s), None], y);
     g
 }
 
@@ -205,6 +211,130 @@ fn resize_matches_the_kernel() {
             }
         }
     }
+}
+
+/// Resize `op` of an f32 `shape` by the scales (f32) or sizes (i64)
+/// `given`: graph input 1 when `out` is `None` (the output's dims are then
+/// data-dependent), else a constant resizing to `out`. A
+/// tf_crop_and_resize roi is a constant.
+fn resize_by_graph(op: Resize, shape: &[usize], given: &Tensor, out: Option<&[usize]>) -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, shape, ValueDef::Input(0));
+    let def = if out.is_some() { ValueDef::Const(given.clone()) } else { ValueDef::Input(1) };
+    let s = value(&mut g, "s", given.dtype, &given.shape, def);
+    let roi = (op.coord_mode == COORD_TF_CROP_AND_RESIZE).then(|| {
+        let n = given.len();
+        let roi = Tensor::from_f32s(vec![2 * n], &[vec![0.1f32; n], vec![1.2f32; n]].concat());
+        value(&mut g, "roi", DType::F32, &[2 * n], ValueDef::Const(roi))
+    });
+    let dims = match out {
+        Some(out) => out.iter().map(|&d| Dim::Known(d)).collect(),
+        None => vec![Dim::Dynamic(None); shape.len()],
+    };
+    let y = g.add_value("y", Some(TensorType { dtype: DType::F32, shape: dims }), ValueDef::Computed);
+    let inputs =
+        if given.dtype == DType::F32 { vec![Some(x), roi, Some(s), None] } else { vec![Some(x), roi, None, Some(s)] };
+    one_node(&mut g, Op::Resize(op), inputs, y);
+    g
+}
+
+/// The output of `g` run in portable mode on `inputs`, every buffer
+/// against guard pages; with `arena_only`, the workspace is the plan's
+/// arena and no allocator hook serves data-dependent values.
+fn portable_guarded(g: &Graph, inputs: &[Tensor], arena_only: bool) -> Result<Tensor, String> {
+    let plan = crate::plan::plan(g).expect("plan");
+    let model = crate::jit::compile_with(g, &plan, true, &crate::limits::Limits::default()).expect("compile");
+    let workspace = arena_only.then_some(model.interface().plan_workspace_bytes);
+    let given: Vec<Datum> = inputs.iter().cloned().map(Datum::Tensor).collect();
+    let mut out = model.run_data(&given, workspace, Placement::Guarded)?;
+    Ok(out.remove(0).into_tensor().expect("a tensor"))
+}
+
+#[test]
+fn run_time_resize_matches_the_kernel_and_the_constant_case() {
+    // Against the kernel within rounding (it sums planes in another
+    // order), exactly for nearest; and the same bits as the portable
+    // lowering of the same scales or sizes as constants, whose taps the
+    // kernel's fill_taps computes.
+    let shape = [1, 2, 5, 7];
+    let sizings = [
+        (None, Tensor::from_f32s(vec![4], &[1.0, 1.0, 1.7, 0.6])),
+        (None, Tensor::from_f32s(vec![4], &[1.0, 1.0, 0.55, 0.4])),
+        (None, Tensor::from_i64s(vec![4], &[1, 2, 9, 4])),
+        (Some(vec![3, 2]), Tensor::from_i64s(vec![2], &[3, 8])),
+    ];
+    for mode in [MODE_NEAREST, MODE_LINEAR, MODE_CUBIC] {
+        for coord_mode in 0..=COORD_TF_HALF_PIXEL_FOR_NN {
+            // Bits 0 and 1: antialias, exclude_outside; the whole: nearest_mode.
+            for flags in 0..=NEAREST_SIMPLE {
+                for (axes, given) in &sizings {
+                    let mut op = resize_op(mode, coord_mode, flags & 1 != 0 && mode != MODE_NEAREST);
+                    (op.exclude_outside, op.axes) = (flags & 2 != 0, axes.clone());
+                    (op.nearest_mode, op.cubic_a, op.extrapolation_value) = (flags, -0.5, 2.5);
+                    let context = format!("mode {mode} coord {coord_mode} flags {flags} {given:?}");
+                    let g = resize_by_graph(op.clone(), &shape, given, None);
+                    let inputs = [data(&shape), given.clone()];
+                    let [kernel, portable] = both(&g, &inputs);
+                    let (kernel, portable) = (kernel.expect("kernel"), portable.expect("portable"));
+                    if mode == MODE_NEAREST {
+                        assert_eq!(portable, kernel, "{context}");
+                    }
+                    assert_all_close(&floats(&portable), &floats(&kernel), 1e-5, &context);
+                    let run_time = portable_guarded(&g, &inputs, false).expect("run-time");
+                    let constant = resize_by_graph(op, &shape, given, Some(&run_time.shape));
+                    let constant = portable_guarded(&constant, &inputs[..1], false).expect("constant");
+                    assert_eq!(run_time.data, constant.data, "{context}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn run_time_resize_keeps_the_aspect_ratio_as_the_kernel_does() {
+    let shape = [1, 2, 5, 7];
+    for policy in [AspectPolicy::NotLarger, AspectPolicy::NotSmaller] {
+        for sizes in [[9, 4], [2, 20]] {
+            let mut op = resize_op(MODE_LINEAR, COORD_HALF_PIXEL, false);
+            (op.policy, op.axes) = (policy, Some(vec![2, 3]));
+            let sizes = Tensor::from_i64s(vec![2], &sizes);
+            let [kernel, portable] = both(&resize_by_graph(op, &shape, &sizes, None), &[data(&shape), sizes.clone()]);
+            let (kernel, portable) = (floats(&kernel.expect("kernel")), floats(&portable.expect("portable")));
+            assert_all_close(&portable, &kernel, 1e-5, &format!("{policy:?} {sizes:?}"));
+        }
+    }
+}
+
+#[test]
+fn run_time_resize_refuses_what_does_not_fit_as_the_kernel_does() {
+    // A negative size, a size product that overflows, an output larger
+    // than the allocator gives, a zero, a NaN, an infinite and a huge
+    // scale: the run fails with the kernel path's status; against guard
+    // pages with only the plan's arena, too, nothing is written outside.
+    let shape = [1, 2, 5, 7];
+    let refused = [
+        Tensor::from_i64s(vec![4], &[1, 2, -1, 4]),
+        Tensor::from_i64s(vec![4], &[1, 2, 1 << 40, 1 << 40]),
+        Tensor::from_i64s(vec![4], &[1, 2, 50_000, 50_000]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, 0.0, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, f32::NAN, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, f32::INFINITY, 2.0]),
+        Tensor::from_f32s(vec![4], &[1.0, 1.0, 1e12, 1.0]),
+    ];
+    for given in refused {
+        let g = resize_by_graph(resize_op(MODE_LINEAR, COORD_HALF_PIXEL, false), &shape, &given, None);
+        let inputs = [data(&shape), given.clone()];
+        let [kernel, portable] = both(&g, &inputs);
+        let (kernel, portable) = (kernel.expect_err("kernel"), portable.expect_err("portable"));
+        assert_eq!(portable, kernel, "{given:?}");
+        portable_guarded(&g, &inputs, true).expect_err("arena only");
+    }
+    // Sizes that fit the allocator but not the arena alone.
+    let sizes = Tensor::from_i64s(vec![4], &[1, 2, 40, 70]);
+    let g = resize_by_graph(resize_op(MODE_CUBIC, COORD_HALF_PIXEL, false), &shape, &sizes, None);
+    let inputs = [data(&shape), sizes];
+    assert_eq!(portable_guarded(&g, &inputs, false).expect("with the hook").shape, [1, 2, 40, 70]);
+    portable_guarded(&g, &inputs, true).expect_err("arena only");
 }
 
 /// TopK of constant `k` along axis 1 of `x`; the graph's output is the

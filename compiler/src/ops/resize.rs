@@ -28,8 +28,9 @@
 //!
 //! Everything lowers to kernels of `runtime-support/src/generic/resize.rs`
 //! whose params (per-axis sizes, scales, roi) follow the ONNX reference; in
-//! portable mode a Resize of constant sizes runs the loop nests of
-//! [`crate::codegen::resize_loops`] over the same params, and GridSample
+//! portable mode Resize runs the loop nests of
+//! [`crate::codegen::resize_loops`] over the same params (sized by the
+//! generated code when scales or sizes come at run time), and GridSample
 //! those of [`crate::codegen::grid_sample_loops`].
 
 use super::elementwise::compute_type;
@@ -298,14 +299,21 @@ impl Resize {
     }
 
     /// Lowering with sizes known only at run time: prepare the params in
-    /// scratch, allocate the output and the tap tables, resize.
+    /// scratch, allocate the output and the tap tables, resize (portable:
+    /// all of it in [`resize_loops::resize_run_time`]).
     fn lower_run_time(&self, cx: &mut Lower, sizing_input: usize) -> Result<(), String> {
         let (dtype, x_shape) = cx.input_type(0)?;
         let axes = self.axes(x_shape.len())?;
         let template = self.template(&x_shape, cx.const_input(1), &axes)?;
         let (_, given_shape) = cx.input_type(sizing_input)?;
-        let (template, sizing) = (cx.params(&template)?, cx.params(&self.sizing(&axes))?);
         let values = cx.input_ptr(sizing_input)?;
+        if cx.portable() {
+            let len = given_shape.iter().product();
+            let given = resize_loops::RunTimeSizing { values, from_scales: sizing_input == 2, len };
+            let x = cx.input_ptr(0)?;
+            return resize_loops::resize_run_time(cx, &template, &self.sizing(&axes), &given, dtype, x);
+        }
+        let (template, sizing) = (cx.params(&template)?, cx.params(&self.sizing(&axes))?);
         let null = cx.iconst(0);
         let (scales, sizes) = if sizing_input == 2 { (values, null) } else { (null, values) };
         let len = cx.iconst(given_shape.iter().product::<usize>() as i64);
