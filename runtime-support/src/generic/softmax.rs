@@ -104,7 +104,7 @@ pub(crate) unsafe fn softmax_rows<V: MathLanes>(x: *const f32, y: *mut f32, rows
         let body = len - len % V::LANES;
         let max = row_max::<V>(x, len);
         let sum = exp_sum::<V>(x, y, 0..body, max, !log) + exp_sum::<Scalar>(x, y, body..len, max, !log);
-        let (log_sum, inverse) = (libm::logf(sum), 1.0 / sum);
+        let (log_sum, inverse) = if log { (libm::logf(sum), 0.0) } else { (0.0, 1.0 / sum) };
         let source = if log { x } else { y };
         for i in (0..body).step_by(V::LANES) {
             V::store(y.add(i), finish(V::load(source.add(i)), log, max, log_sum, inverse));
@@ -126,16 +126,27 @@ unsafe fn finish<V: MathLanes>(v: V, log: bool, max: f32, log_sum: f32, inverse:
     }
 }
 
+/// Independent maxima and partial sums the row loops keep in flight: with
+/// one, each vector waited for the last one's `max` or `add` (the scores'
+/// rows of 128 are only 16 vectors).
+const CHAINS: usize = 4;
+
 /// The largest of `len` floats at `x` (NaNs skipped, as [`softmax`] does
 /// after the first element).
 #[inline(always)]
 unsafe fn row_max<V: MathLanes>(x: *const f32, len: usize) -> f32 {
     let body = len - len % V::LANES;
-    let mut m = V::splat(f32::NEG_INFINITY);
-    for i in (0..body).step_by(V::LANES) {
-        m = V::max(V::load(x.add(i)), m);
+    let mut m = [V::splat(f32::NEG_INFINITY); CHAINS];
+    let step = V::LANES * CHAINS;
+    for i in (0..body - body % step).step_by(step) {
+        for (c, chain) in m.iter_mut().enumerate() {
+            *chain = V::max(V::load(x.add(i + c * V::LANES)), *chain);
+        }
     }
-    let lanes = lanes_of(m);
+    for i in (body - body % step..body).step_by(V::LANES) {
+        m[0] = V::max(V::load(x.add(i)), m[0]);
+    }
+    let lanes = lanes_of(V::max(V::max(m[0], m[1]), V::max(m[2], m[3])));
     let tail = core::slice::from_raw_parts(x.add(body), len - body);
     lanes[..V::LANES].iter().chain(tail).fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a })
 }
@@ -144,15 +155,28 @@ unsafe fn row_max<V: MathLanes>(x: *const f32, len: usize) -> f32 {
 /// steps of `V::LANES`, each stored to `y` when `store`.
 #[inline(always)]
 unsafe fn exp_sum<V: MathLanes>(x: *const f32, y: *mut f32, range: Range<usize>, max: f32, store: bool) -> f32 {
-    let mut s = V::splat(0.0);
-    for i in range.step_by(V::LANES) {
-        let e = exp(V::sub(V::load(x.add(i)), V::splat(max)));
-        if store {
-            V::store(y.add(i), e);
+    let mut s = [V::splat(0.0); CHAINS];
+    let step = V::LANES * CHAINS;
+    let chained = range.start + (range.len() - range.len() % step);
+    for i in (range.start..chained).step_by(step) {
+        for (c, sum) in s.iter_mut().enumerate() {
+            *sum = V::add(*sum, exp_term::<V>(x, y, i + c * V::LANES, max, store));
         }
-        s = V::add(s, e);
     }
-    lanes_of(s)[..V::LANES].iter().sum()
+    for i in (chained..range.end).step_by(V::LANES) {
+        s[0] = V::add(s[0], exp_term::<V>(x, y, i, max, store));
+    }
+    lanes_of(V::add(V::add(s[0], s[1]), V::add(s[2], s[3])))[..V::LANES].iter().sum()
+}
+
+/// `e^(x - max)` of the vector at element `i`, stored to `y` when `store`.
+#[inline(always)]
+unsafe fn exp_term<V: MathLanes>(x: *const f32, y: *mut f32, i: usize, max: f32, store: bool) -> V {
+    let e = exp(V::sub(V::load(x.add(i)), V::splat(max)));
+    if store {
+        V::store(y.add(i), e);
+    }
+    e
 }
 
 /// The lanes of `v` (the first `V::LANES` of the array).
