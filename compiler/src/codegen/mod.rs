@@ -32,6 +32,7 @@ pub mod gather_loops;
 pub mod grid_sample_loops;
 pub mod half_floats;
 pub mod kernels;
+pub mod linalg_loops;
 pub mod linear_attention_loops;
 pub mod minifloats;
 mod nest;

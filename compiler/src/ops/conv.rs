@@ -10,7 +10,7 @@
 //! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
 //! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
 //! on staged copies ([`crate::codegen::staging`]), and likewise ConvTranspose and
-//! Col2Im. Portable mode lowers Conv and ConvTranspose as direct loops
+//! Col2Im. Portable mode lowers Conv, ConvTranspose and Col2Im as direct loops
 //! instead ([`crate::codegen::window_loops`],
 //! [`crate::codegen::conv_transpose_loops`]).
 //!
@@ -1131,6 +1131,9 @@ impl Operator for Col2Im {
         let image = cx.const_input(1).ok_or("input 1 (image_shape) must be a constant")?.clone();
         let block = cx.const_input(2).ok_or("input 2 (block_shape) must be a constant")?.clone();
         let p = self.params(&x, &image, &block)?;
+        if cx.portable() {
+            return crate::codegen::conv_transpose_loops::col2im(cx, dtype, &p);
+        }
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
