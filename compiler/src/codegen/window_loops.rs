@@ -9,9 +9,13 @@
 //! k*dilation`; a tap outside the input contributes nothing (its load
 //! reads the window's first element instead, so no access leaves the
 //! input). The same parameter blocks the kernels take describe the
-//! geometry, so the two paths cannot disagree on shapes.
+//! geometry, so the two paths cannot disagree on shapes. ConvInteger and
+//! QLinearConv take the same walk with i32 arithmetic ([`integer_conv`]).
 
-use crate::codegen::{clif_type, portable_math, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value};
+use crate::codegen::quant_loops::{IntOperand, Sums};
+use crate::codegen::{
+    clif_type, portable_math, types, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value,
+};
 use crate::ir::DType;
 use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
@@ -143,56 +147,180 @@ fn geometry(
     }
 }
 
-/// Conv `Y = X * W (+ B) (+ R)` with groups and the `fused` residual `R`
-/// (shaped like Y) and activation, from inputs 0, 1 and optional 2 (the
-/// bias) into output 0.
-pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Result<(), String> {
+/// The pointers a convolution walks: X, W, the bias, the residual (which
+/// walks like Y) and Y.
+const X: usize = 0;
+const W: usize = 1;
+const B: usize = 2;
+const R: usize = 3;
+const Y: usize = 4;
+
+/// Bytes per element of a convolution's X, W, bias (0: none) and Y (and
+/// of the residual, when `residual`).
+struct ConvBytes {
+    x: i64,
+    w: i64,
+    bias: i64,
+    y: i64,
+    residual: bool,
+}
+
+/// What a convolution computes per output element over [`convolve`]'s walk.
+trait ConvStep {
+    /// The first accumulator of output channel `channel` (pointer-sized),
+    /// `at` the pointers at the element.
+    fn start(&mut self, cx: &mut Lower, channel: Value, at: &[Value]) -> Result<Value, String>;
+    /// The accumulator after the tap of X's element at `x` and W's at `w`.
+    fn tap(&mut self, cx: &mut Lower, acc: Value, x: Value, w: Value) -> Result<Value, String>;
+    /// Stores the element's sum.
+    fn finish(&mut self, cx: &mut Lower, sum: Value, channel: Value, at: &[Value]) -> Result<(), String>;
+}
+
+/// The walk of a grouped convolution `p`: a nest over the output elements
+/// and, per element, the fold of `step` over the group's input channels
+/// and the window's taps inside the input.
+fn convolve(
+    cx: &mut Lower,
+    p: &ConvParams,
+    bytes: ConvBytes,
+    ptrs: [Value; 5],
+    step: &mut dyn ConvStep,
+) -> Result<(), String> {
     let g = geometry(p.spatial_rank, &p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations, &p.pads_begin);
-    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
-    let flags = MemFlagsData::trusted();
     let groups = p.group.max(1);
     let (cg, mg) = (p.in_channels / groups, p.out_channels / groups);
     let (in_size, out_size, ksize) = (g.input_size(), g.output_size(), g.kernel_size());
-    let (has_bias, has_residual) = (cx.has_input(2), fused.residual.is_some());
-    // Pointers: X, W, B, R, Y; R walks like Y.
-    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), fused.residual_ptr(cx)?, cx.output_ptr(0)?];
-    let bias_step = if has_bias { size } else { 0 };
-    let like_y = |step: i64| [if has_residual { step } else { 0 }, step];
+    let like_y = |step: i64| [if bytes.residual { step } else { 0 }, step];
     let level = |count: i64, x: i64, w: i64, b: i64, y: i64| {
         let [r, y] = like_y(y);
         Level::new(count as usize, vec![x, w, b, r, y])
     };
     let mut levels = vec![
-        level(p.batch, p.in_channels * in_size * size, 0, 0, p.out_channels * out_size * size),
-        level(groups, cg * in_size * size, mg * cg * ksize * size, mg * bias_step, mg * out_size * size),
-        level(mg, 0, cg * ksize * size, bias_step, out_size * size),
+        level(p.batch, p.in_channels * in_size * bytes.x, 0, 0, p.out_channels * out_size * bytes.y),
+        level(groups, cg * in_size * bytes.x, mg * cg * ksize * bytes.w, mg * bytes.bias, mg * out_size * bytes.y),
+        level(mg, 0, cg * ksize * bytes.w, bytes.bias, out_size * bytes.y),
     ];
     levels.extend(g.output_levels(|s| {
-        let [r, y] = like_y(s * size);
+        let [r, y] = like_y(s * bytes.y);
         vec![0, 0, 0, r, y]
     }));
-    let mut window = vec![Level::new(cg as usize, vec![in_size * size, ksize * size])];
-    window.extend(g.kernel_levels(2, Some(size)));
+    let mut window = vec![Level::new(cg as usize, vec![in_size * bytes.x, ksize * bytes.w])];
+    window.extend(g.kernel_levels(2, Some(bytes.w)));
     cx.nest(&levels, &ptrs, &mut |cx, index, at| {
         let starts = g.starts(cx, &index[3..]);
-        let init = if has_bias { cx.ins().load(ty, flags, at[2], 0) } else { float_const(cx, ty, 0.0) };
-        let mut sum = cx.fold_nest(&window, &at[..2], &[init], &mut |cx, taps, tp, acc| {
+        let first = cx.ins().imul_imm_s(index[1], mg);
+        let channel = cx.ins().iadd(first, index[2]);
+        let init = step.start(cx, channel, at)?;
+        let sum = cx.fold_nest(&window, &at[..2], &[init], &mut |cx, taps, tp, acc| {
             let (inside, offset) = g.tap(cx, &starts, &taps[1..]);
-            let addr = cx.advance(tp[0], offset, size);
-            let xv = cx.ins().load(ty, flags, addr, 0);
-            let wv = cx.ins().load(ty, flags, tp[1], 0);
-            let prod = cx.ins().fmul(xv, wv);
-            let next = cx.ins().fadd(acc[0], prod);
+            let addr = cx.advance(tp[X], offset, bytes.x);
+            let next = step.tap(cx, acc[0], addr, tp[W])?;
             Ok(vec![cx.ins().select(inside, next, acc[0])])
         })?[0];
-        if has_residual {
-            let r = cx.ins().load(ty, flags, at[3], 0);
+        step.finish(cx, sum, channel, at)
+    })
+}
+
+/// Conv `Y = X * W (+ B) (+ R)` with groups and the `fused` residual `R`
+/// (shaped like Y) and activation, from inputs 0, 1 and optional 2 (the
+/// bias) into output 0.
+pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Result<(), String> {
+    let size = dtype.size() as i64;
+    let has_bias = cx.has_input(2);
+    let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2), fused.residual_ptr(cx)?, cx.output_ptr(0)?];
+    let bytes = ConvBytes {
+        x: size,
+        w: size,
+        bias: if has_bias { size } else { 0 },
+        y: size,
+        residual: fused.residual.is_some(),
+    };
+    convolve(cx, p, bytes, ptrs, &mut FloatConv { dtype, has_bias, fused })
+}
+
+/// Conv's float arithmetic, in the tensors' type.
+struct FloatConv {
+    dtype: DType,
+    has_bias: bool,
+    fused: Fused,
+}
+
+impl ConvStep for FloatConv {
+    fn start(&mut self, cx: &mut Lower, _: Value, at: &[Value]) -> Result<Value, String> {
+        let ty = clif_type(self.dtype);
+        Ok(if self.has_bias { cx.ins().load(ty, MemFlagsData::trusted(), at[B], 0) } else { float_const(cx, ty, 0.0) })
+    }
+
+    fn tap(&mut self, cx: &mut Lower, acc: Value, x: Value, w: Value) -> Result<Value, String> {
+        let (ty, flags) = (clif_type(self.dtype), MemFlagsData::trusted());
+        let (xv, wv) = (cx.ins().load(ty, flags, x, 0), cx.ins().load(ty, flags, w, 0));
+        let product = cx.ins().fmul(xv, wv);
+        Ok(cx.ins().fadd(acc, product))
+    }
+
+    fn finish(&mut self, cx: &mut Lower, mut sum: Value, _: Value, at: &[Value]) -> Result<(), String> {
+        let (ty, flags) = (clif_type(self.dtype), MemFlagsData::trusted());
+        if self.fused.residual.is_some() {
+            let r = cx.ins().load(ty, flags, at[R], 0);
             sum = cx.ins().fadd(sum, r);
         }
-        let y = activate(cx, dtype, fused.activation, sum)?;
-        cx.ins().store(flags, y, at[4], 0);
+        let y = activate(cx, self.dtype, self.fused.activation, sum)?;
+        cx.ins().store(flags, y, at[Y], 0);
         Ok(())
-    })
+    }
+}
+
+/// ConvInteger / QLinearConv: `sum (x - x_zero)(w - w_zero[channel])
+/// (+ bias[channel])` in wrapping i32 (a tap outside the input adds
+/// nothing, as the kernel's padding by the zero point does), each sum
+/// stored by `sums` into `y`.
+pub fn integer_conv(
+    cx: &mut Lower,
+    p: &ConvParams,
+    [x, w]: [&IntOperand; 2],
+    bias: Option<Value>,
+    sums: &Sums,
+    y: Value,
+) -> Result<(), String> {
+    let none = cx.iconst(0);
+    let ptrs = [x.data, w.data, bias.unwrap_or(none), none, y];
+    let bytes = ConvBytes {
+        x: x.dtype.size() as i64,
+        w: w.dtype.size() as i64,
+        bias: if bias.is_some() { 4 } else { 0 },
+        y: sums.bytes(),
+        residual: false,
+    };
+    convolve(cx, p, bytes, ptrs, &mut IntegerConv { x, w, sums, has_bias: bias.is_some(), zeros: (None, None) })
+}
+
+/// The integer convolution's arithmetic; `zeros` are the current output
+/// channel's zero points of X and W.
+struct IntegerConv<'o> {
+    x: &'o IntOperand,
+    w: &'o IntOperand,
+    sums: &'o Sums<'o>,
+    has_bias: bool,
+    zeros: (Option<Value>, Option<Value>),
+}
+
+impl ConvStep for IntegerConv<'_> {
+    fn start(&mut self, cx: &mut Lower, channel: Value, at: &[Value]) -> Result<Value, String> {
+        self.zeros = (self.x.zero_at(cx, channel)?, self.w.zero_at(cx, channel)?);
+        let flags = MemFlagsData::trusted();
+        Ok(if self.has_bias { cx.ins().load(types::I32, flags, at[B], 0) } else { cx.ins().iconst(types::I32, 0) })
+    }
+
+    fn tap(&mut self, cx: &mut Lower, acc: Value, x: Value, w: Value) -> Result<Value, String> {
+        let (xv, wv) = (self.x.centred(cx, x, self.zeros.0)?, self.w.centred(cx, w, self.zeros.1)?);
+        let product = cx.ins().imul(xv, wv);
+        Ok(cx.ins().iadd(acc, product))
+    }
+
+    fn finish(&mut self, cx: &mut Lower, sum: Value, channel: Value, at: &[Value]) -> Result<(), String> {
+        let unused = cx.iconst(0);
+        self.sums.store(cx, sum, [channel, unused], at[Y])
+    }
 }
 
 /// The fused activation, times `v` when it is gated (SiLU: the Mul after
