@@ -175,7 +175,7 @@ pub(super) fn pointer_sized(cx: &mut Lower, v: Value) -> Value {
 }
 
 /// A pointer-sized integer as an i64.
-fn widened(cx: &mut Lower, v: Value) -> Value {
+pub(super) fn widened(cx: &mut Lower, v: Value) -> Value {
     if cx.ptr_type() == types::I64 {
         v
     } else {
