@@ -51,6 +51,7 @@ pub mod quant_loops;
 pub mod resize_loops;
 pub mod rnn_loops;
 pub mod scatter_loops;
+pub mod signal_loops;
 pub mod staging;
 pub mod status;
 mod symbolic;
