@@ -557,7 +557,7 @@ impl Ranked {
 }
 
 /// Rust's `f32::min` (`less`) or `max`: of a NaN and a number, the number.
-fn rust_min_max(cx: &mut Lower, less: bool, a: Value, b: Value) -> Value {
+pub(super) fn rust_min_max(cx: &mut Lower, less: bool, a: Value, b: Value) -> Value {
     let cc = if less { FloatCC::LessThan } else { FloatCC::GreaterThan };
     let wins = cx.ins().fcmp(cc, a, b);
     let b_nan = cx.ins().fcmp(FloatCC::Unordered, b, b);

@@ -11,6 +11,12 @@
 //! input). The same parameter blocks the kernels take describe the
 //! geometry, so the two paths cannot disagree on shapes. ConvInteger and
 //! QLinearConv take the same walk with i32 arithmetic ([`integer_conv`]).
+//!
+//! RoiAlign ([`roi_align`]) pools bilinear samples per bin in f32, by the
+//! kernel's rules (`generic/roi.rs`): every batch index is checked first
+//! ([`super::status::INDEX_OUT_OF_RANGE`]), then per roi its grid of
+//! samples (a run-time count without `sampling_ratio`), a sample outside
+//! `[-1, size]` weighing 0, its four taps clamped into the plane.
 
 use crate::codegen::quant_loops::{IntOperand, Sums};
 use crate::codegen::{
@@ -21,6 +27,7 @@ use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
 use onnxc_runtime::abi::conv::ConvParams;
 use onnxc_runtime::abi::pool::{PoolParams, POOL_LP, POOL_MAX};
+use onnxc_runtime::abi::roi::{RoiParams, ROI_AVG};
 
 /// The spatial geometry shared by Conv and the pools.
 struct Geometry {
@@ -97,6 +104,19 @@ impl Geometry {
         (valid, cx.ins().select(valid, offset, zero))
     }
 
+    /// The position of the tap at kernel indices `taps` of the window at
+    /// `starts` (inside the input) numbered by `strides` per dim, as an i64.
+    fn numbered(&self, cx: &mut Lower, starts: &[Value], taps: &[Value], strides: &[i64]) -> Value {
+        let mut at = cx.iconst(0);
+        for d in 0..self.input.len() {
+            let step = cx.ins().imul_imm_s(taps[d], self.dilations[d]);
+            let pos = cx.ins().iadd(starts[d], step);
+            let part = cx.ins().imul_imm_s(pos, strides[d]);
+            at = cx.ins().iadd(at, part);
+        }
+        super::gather_loops::widened(cx, at)
+    }
+
     /// One level per kernel dim (no pointer steps: taps are addressed from
     /// their positions).
     fn kernel_levels(&self, pointers: usize, weight_steps: Option<i64>) -> Vec<Level> {
@@ -117,6 +137,19 @@ impl Geometry {
         levels.reverse();
         levels
     }
+}
+
+/// The strides numbering positions of a plane of `dims`: row-major, or
+/// column-major (MaxPool's `storage_order` 1).
+fn index_strides(dims: &[i64], column_major: bool) -> Vec<i64> {
+    let mut strides = vec![0; dims.len()];
+    let mut s = 1;
+    let order: Vec<usize> = if column_major { (0..dims.len()).collect() } else { (0..dims.len()).rev().collect() };
+    for d in order {
+        strides[d] = s;
+        s *= dims[d];
+    }
+    strides
 }
 
 fn float_const(cx: &mut Lower, ty: Type, v: f64) -> Value {
@@ -362,31 +395,45 @@ fn activation_function(cx: &mut Lower, dtype: DType, activation: Activation, v: 
     })
 }
 
-/// MaxPool (without the indices output), AveragePool and LpPool: per
-/// output element, a fold of the maximum (the first inside tap always
-/// taken, as the kernel does), of the sum with the count of inside taps
+/// MaxPool, AveragePool and LpPool: per output element, a fold of the
+/// maximum (the first inside tap always taken, as the kernel does; with
+/// the indices output, also its flat index in the input, the position
+/// numbered column-major for `storage_order` 1, or -1 for a window without
+/// an inside tap), of the sum with the count of inside taps
 /// and of taps inside the explicitly padded input (`count_include_pad`),
 /// or of the sum of `|x|^p` (its `p`-th root stored, both powers in the
 /// data's type as the kernel takes them).
 pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!(
+            "pooling {dtype} has no portable lowering (f32 and f64 do, and MaxPool of i8/u8 through f32)"
+        ));
+    }
     let g = geometry(p.spatial_rank, &p.in_spatial, &p.out_spatial, &p.kernel, &p.strides, &p.dilations, &p.pads_begin);
     let pads_end = &p.pads_end[..g.input.len()];
     let (size, ty) = (dtype.size() as i64, clif_type(dtype));
     let ptr = cx.ptr_type();
     let flags = MemFlagsData::trusted();
     let (in_size, out_size) = (g.input_size(), g.output_size());
-    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?];
-    let mut levels = vec![Level::new((p.batch * p.channels) as usize, vec![in_size * size, out_size * size])];
-    levels.extend(g.output_levels(|s| vec![0, s * size]));
-    let window = g.kernel_levels(1, None);
     let (is_max, is_lp) = (p.kind == POOL_MAX, p.kind == POOL_LP);
+    let with_indices = is_max && cx.has_output(1);
+    let indices = if with_indices { cx.output_ptr(1)? } else { cx.iconst(0) };
+    let index_step = if with_indices { 8 } else { 0 };
+    let ptrs = [cx.input_ptr(0)?, cx.output_ptr(0)?, indices];
+    let plane =
+        Level::new((p.batch * p.channels) as usize, vec![in_size * size, out_size * size, out_size * index_step]);
+    let mut levels = vec![plane];
+    levels.extend(g.output_levels(|s| vec![0, s * size, s * index_step]));
+    let window = g.kernel_levels(1, None);
+    let index_strides = index_strides(&g.input, p.storage_order == 1);
     cx.nest(&levels, &ptrs, &mut |cx, index, at| {
         let starts = g.starts(cx, &index[1..]);
         let zero = float_const(cx, ty, 0.0);
         let lowest = float_const(cx, ty, f64::NEG_INFINITY);
         let none = cx.ins().iconst(ptr, 0);
-        // Max: (best, taps seen); average: (sum, inside taps, padded taps).
-        let init = if is_max { vec![lowest, none] } else { vec![zero, none, none] };
+        let no_index = cx.ins().iconst(types::I64, -1);
+        // Max: (best, taps seen, its index); average: (sum, inside taps, padded taps).
+        let init = if is_max { vec![lowest, none, no_index] } else { vec![zero, none, none] };
         let acc = cx.fold_nest(&window, &at[..1], &init, &mut |cx, taps, tp, acc| {
             let (inside, offset) = g.tap(cx, &starts, taps);
             let addr = cx.advance(tp[0], offset, size);
@@ -398,7 +445,13 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
                 let first = cx.ins().icmp_imm_u(IntCC::Equal, acc[1], 0);
                 let take = cx.ins().bor(greater, first);
                 let take = cx.ins().band(take, inside);
-                return Ok(vec![cx.ins().select(take, v, acc[0]), seen]);
+                let best_at = if with_indices {
+                    let at = g.numbered(cx, &starts, taps, &index_strides);
+                    cx.ins().select(take, at, acc[2])
+                } else {
+                    acc[2]
+                };
+                return Ok(vec![cx.ins().select(take, v, acc[0]), seen, best_at]);
             }
             let term = if is_lp {
                 let magnitude = cx.ins().fabs(v);
@@ -423,6 +476,14 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
             let padded_count = cx.ins().select(padded, counted, acc[2]);
             Ok(vec![sum, seen, padded_count])
         })?;
+        if with_indices {
+            let first = cx.ins().imul_imm_s(index[0], in_size);
+            let first = super::gather_loops::widened(cx, first);
+            let flat = cx.ins().iadd(first, acc[2]);
+            let found = cx.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, acc[2], 0);
+            let flat = cx.ins().select(found, flat, acc[2]);
+            cx.ins().store(flags, flat, at[2], 0);
+        }
         let y = if is_max {
             acc[0]
         } else if is_lp {
@@ -436,5 +497,179 @@ pub fn pool(cx: &mut Lower, dtype: DType, p: &PoolParams) -> Result<(), String> 
         };
         cx.ins().store(flags, y, at[1], 0);
         Ok(())
+    })
+}
+
+/// Rust's `f32::max`: of a NaN and a number, the number.
+fn rust_max(cx: &mut Lower, a: Value, b: Value) -> Value {
+    super::dynamic_loops::rust_min_max(cx, false, a, b)
+}
+
+/// One roi's sampling geometry, all f32 but the sample counts.
+struct RoiGeometry {
+    /// The roi's first corner `(y, x)` and its bins' extents.
+    origin: [Value; 2],
+    bin: [Value; 2],
+    /// Samples per bin along y and x (pointer-sized) and their product as
+    /// the average's divisor (at least 1).
+    grid: [Value; 2],
+    count: Value,
+}
+
+impl RoiGeometry {
+    fn new(cx: &mut Lower, p: &RoiParams, roi: Value) -> RoiGeometry {
+        let flags = MemFlagsData::trusted();
+        let scale = cx.ins().f32const(p.spatial_scale as f32);
+        let offset = cx.ins().f32const(if p.half_pixel != 0 { 0.5 } else { 0.0 });
+        let corner: [Value; 4] = std::array::from_fn(|k| {
+            let v = cx.ins().load(types::F32, flags, roi, 4 * k as i32);
+            let v = cx.ins().fmul(v, scale);
+            cx.ins().fsub(v, offset)
+        });
+        let (x1, y1, x2, y2) = (corner[0], corner[1], corner[2], corner[3]);
+        let (mut rh, mut rw) = (cx.ins().fsub(y2, y1), cx.ins().fsub(x2, x1));
+        if p.half_pixel == 0 {
+            let one = cx.ins().f32const(1.0);
+            (rh, rw) = (rust_max(cx, rh, one), rust_max(cx, rw, one));
+        }
+        let per = |cx: &mut Lower, extent: Value, out: i64| {
+            let out = cx.ins().f32const(out.max(1) as f32);
+            let bin = cx.ins().fdiv(extent, out);
+            let ptr = cx.ptr_type();
+            let grid = if p.sampling_ratio > 0 {
+                cx.iconst(p.sampling_ratio)
+            } else {
+                let up = cx.ins().ceil(bin);
+                cx.ins().fcvt_to_uint_sat(ptr, up)
+            };
+            (bin, grid)
+        };
+        let (bin_h, gh) = per(cx, rh, p.out_h);
+        let (bin_w, gw) = per(cx, rw, p.out_w);
+        let samples = cx.ins().imul(gh, gw);
+        let one = cx.iconst(1);
+        let samples = cx.ins().umax(samples, one);
+        let count = cx.ins().fcvt_from_uint(types::F32, samples);
+        RoiGeometry { origin: [y1, x1], bin: [bin_h, bin_w], grid: [gh, gw], count }
+    }
+
+    /// Sample `i` (pointer-sized) along dim `d` of output bin `o`:
+    /// `origin + o bin + (i + 0.5) bin / grid`.
+    fn sample(&self, cx: &mut Lower, d: usize, o: Value, i: Value) -> Value {
+        let o = cx.ins().fcvt_from_uint(types::F32, o);
+        let start = cx.ins().fmul(o, self.bin[d]);
+        let start = cx.ins().fadd(self.origin[d], start);
+        let i = cx.ins().fcvt_from_uint(types::F32, i);
+        let half = cx.ins().f32const(0.5);
+        let centre = cx.ins().fadd(i, half);
+        let along = cx.ins().fmul(centre, self.bin[d]);
+        let grid = cx.ins().fcvt_from_uint(types::F32, self.grid[d]);
+        let along = cx.ins().fdiv(along, grid);
+        cx.ins().fadd(start, along)
+    }
+}
+
+/// The kernel's bilinear sample at `(y, x)` of an `h x w` plane (both
+/// positive) at `plane`: its four weighted taps.
+fn bilinear_taps(cx: &mut Lower, [h, w]: [i64; 2], plane: Value, [y, x]: [Value; 2]) -> [Value; 4] {
+    let flags = MemFlagsData::trusted();
+    let ptr = cx.ptr_type();
+    let minus_one = cx.ins().f32const(-1.0);
+    let (fh, fw) = (cx.ins().f32const(h as f32), cx.ins().f32const(w as f32));
+    let mut outside = cx.ins().iconst(types::I8, 0);
+    for (v, size) in [(y, fh), (x, fw)] {
+        let below = cx.ins().fcmp(FloatCC::LessThan, v, minus_one);
+        let above = cx.ins().fcmp(FloatCC::GreaterThan, v, size);
+        let either = cx.ins().bor(below, above);
+        outside = cx.ins().bor(outside, either);
+    }
+    let zero = cx.ins().f32const(0.0);
+    // Per dim: the low and high tap and the weight of the high one.
+    let axis = |cx: &mut Lower, v: Value, size: i64| {
+        let v = rust_max(cx, v, zero);
+        let low = cx.ins().fcvt_to_uint_sat(ptr, v);
+        let last = cx.iconst(size - 1);
+        let clamped = cx.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, low, last);
+        let next = cx.ins().iadd_imm_s(low, 1);
+        let (low, high) = (cx.ins().select(clamped, last, low), cx.ins().select(clamped, last, next));
+        let low_f = cx.ins().fcvt_from_uint(types::F32, low);
+        let v = cx.ins().select(clamped, low_f, v);
+        (low, high, cx.ins().fsub(v, low_f))
+    };
+    let (y0, y1, ly) = axis(cx, y, h);
+    let (x0, x1, lx) = axis(cx, x, w);
+    let one = cx.ins().f32const(1.0);
+    let (hy, hx) = (cx.ins().fsub(one, ly), cx.ins().fsub(one, lx));
+    let weights = [(hy, hx), (hy, lx), (ly, hx), (ly, lx)];
+    let positions = [(y0, x0), (y0, x1), (y1, x0), (y1, x1)];
+    let none = cx.iconst(0);
+    std::array::from_fn(|k| {
+        let (a, b) = weights[k];
+        let weight = cx.ins().fmul(a, b);
+        let weight = cx.ins().select(outside, zero, weight);
+        let (row, col) = positions[k];
+        let at = cx.ins().imul_imm_s(row, w);
+        let at = cx.ins().iadd(at, col);
+        let at = cx.ins().select(outside, none, at);
+        let at = cx.advance(plane, at, 4);
+        let v = cx.ins().load(types::F32, flags, at, 0);
+        cx.ins().fmul(weight, v)
+    })
+}
+
+/// RoiAlign of input 0 (`[batch, channels, h, w]` f32) over the rois of
+/// input 1 (`[num_rois, 4]`, `(x1, y1, x2, y2)`) and their batch indices
+/// (input 2) into output 0 (`[num_rois, channels, out_h, out_w]`).
+pub fn roi_align(cx: &mut Lower, p: &RoiParams) -> Result<(), String> {
+    let flags = MemFlagsData::trusted();
+    let [batch, c, h, w, rois, oh, ow] =
+        [p.batch, p.channels, p.height, p.width, p.num_rois, p.out_h, p.out_w].map(|v| v.max(0));
+    let (x, roi, indices, y) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.input_ptr(2)?, cx.output_ptr(0)?);
+    cx.nest(&[Level::new(rois as usize, vec![8])], &[indices], &mut |cx, _, at| {
+        let b = cx.ins().load(types::I64, flags, at[0], 0);
+        let outside = cx.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, batch);
+        cx.fail_if(outside, super::status::INDEX_OUT_OF_RANGE);
+        Ok(())
+    })?;
+    let (plane, bin) = (h * w * 4, oh * ow * 4);
+    let levels = [Level::new(rois as usize, vec![16, 8, c * bin])];
+    let is_avg = p.mode == ROI_AVG;
+    cx.nest(&levels, &[roi, indices, y], &mut |cx, _, at| {
+        let g = RoiGeometry::new(cx, p, at[0]);
+        let b = cx.ins().load(types::I64, flags, at[1], 0);
+        let b = super::gather_loops::pointer_sized(cx, b);
+        let first_plane = cx.ins().imul_imm_s(b, c * plane);
+        let first_plane = cx.ins().iadd(x, first_plane);
+        let bins = [
+            Level::new(c as usize, vec![plane, bin]),
+            Level::new(oh as usize, vec![0, ow * 4]),
+            Level::new(ow as usize, vec![0, 4]),
+        ];
+        cx.nest(&bins, &[first_plane, at[2]], &mut |cx, o, bp| {
+            let (zero, fresh) = (cx.ins().f32const(0.0), cx.ins().iconst(types::I8, 1));
+            let acc = cx.fold_dynamic(g.grid[0], &[zero, fresh], &mut |cx, iy, acc| {
+                let yy = g.sample(cx, 0, o[1], iy);
+                cx.fold_dynamic(g.grid[1], acc, &mut |cx, ix, acc| {
+                    let xx = g.sample(cx, 1, o[2], ix);
+                    let v = if h * w == 0 { [zero; 4] } else { bilinear_taps(cx, [h, w], bp[0], [yy, xx]) };
+                    if is_avg {
+                        let s = cx.ins().fadd(v[0], v[1]);
+                        let s = cx.ins().fadd(s, v[2]);
+                        let s = cx.ins().fadd(s, v[3]);
+                        return Ok(vec![cx.ins().fadd(acc[0], s), acc[1]]);
+                    }
+                    let m = rust_max(cx, v[0], v[1]);
+                    let m = rust_max(cx, m, v[2]);
+                    let m = rust_max(cx, m, v[3]);
+                    let larger = rust_max(cx, acc[0], m);
+                    let next = cx.ins().select(acc[1], m, larger);
+                    let seen = cx.ins().iconst(types::I8, 0);
+                    Ok(vec![next, seen])
+                })
+            })?;
+            let out = if is_avg { cx.ins().fdiv(acc[0], g.count) } else { acc[0] };
+            cx.ins().store(flags, out, bp[1], 0);
+            Ok(())
+        })
     })
 }
