@@ -32,6 +32,10 @@ impl Level {
 /// The body of [`Lower::nest`]: indices (one per level) and pointers.
 pub type NestBody<'b> = dyn FnMut(&mut Lower, &[Value], &[Value]) -> Result<(), String> + 'b;
 
+/// The body of [`Lower::fold_dynamic`]: the index and the current
+/// accumulators; returns the next ones.
+pub type IndexFoldBody<'b> = dyn FnMut(&mut Lower, Value, &[Value]) -> Result<Vec<Value>, String> + 'b;
+
 /// The body of [`Lower::fold_nest`]: indices, pointers and the current
 /// accumulators; returns the next accumulators (same count and types).
 pub type FoldBody<'b> = dyn FnMut(&mut Lower, &[Value], &[Value], &[Value]) -> Result<Vec<Value>, String> + 'b;
@@ -113,19 +117,14 @@ impl Lower<'_, '_> {
         &mut self,
         count: Value,
         init: &[Value],
-        body: &mut dyn FnMut(&mut Lower, Value, &[Value]) -> Result<Vec<Value>, String>,
+        body: &mut IndexFoldBody,
     ) -> Result<Vec<Value>, String> {
         self.fold_loop(count, init, body)
     }
 
     /// The loop of a fold: `index` from 0 while below `count`, the
     /// accumulators in block parameters.
-    fn fold_loop(
-        &mut self,
-        count: Value,
-        acc: &[Value],
-        body: &mut dyn FnMut(&mut Lower, Value, &[Value]) -> Result<Vec<Value>, String>,
-    ) -> Result<Vec<Value>, String> {
+    fn fold_loop(&mut self, count: Value, acc: &[Value], body: &mut IndexFoldBody) -> Result<Vec<Value>, String> {
         let ptr = self.ptr_type();
         let types: Vec<Type> = acc.iter().map(|&v| self.b.func.dfg.value_type(v)).collect();
         let (header, step, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());

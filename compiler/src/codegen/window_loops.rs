@@ -12,6 +12,11 @@
 //! geometry, so the two paths cannot disagree on shapes. ConvInteger and
 //! QLinearConv take the same walk with i32 arithmetic ([`integer_conv`]).
 //!
+//! DeformConv ([`deform_conv`]) folds, per output element, the group's
+//! channels and taps of `w · mask · sample(x, position + offset)`, the
+//! kernel's multilinear sample (a corner outside the input adds nothing,
+//! so only corners inside are read), then adds the bias as its gemm does.
+//!
 //! RoiAlign ([`roi_align`]) pools bilinear samples per bin in f32, by the
 //! kernel's rules (`generic/roi.rs`): every batch index is checked first
 //! ([`super::status::INDEX_OUT_OF_RANGE`]), then per roi its grid of
@@ -26,6 +31,7 @@ use crate::ir::DType;
 use crate::ops::conv::Fused;
 use crate::ops::elementwise::{emit_scalar, Activation, Func};
 use onnxc_runtime::abi::conv::ConvParams;
+use onnxc_runtime::abi::deform_conv::DeformConvParams;
 use onnxc_runtime::abi::pool::{PoolParams, POOL_LP, POOL_MAX};
 use onnxc_runtime::abi::roi::{RoiParams, ROI_AVG};
 
@@ -671,5 +677,154 @@ pub fn roi_align(cx: &mut Lower, p: &RoiParams) -> Result<(), String> {
             cx.ins().store(flags, out, bp[1], 0);
             Ok(())
         })
+    })
+}
+
+/// The multilinear sample of the plane at `plane` (`dims`, row-major) at
+/// the real position `pos` (of `ty`), as the kernel's `sample`: each of the
+/// `2^rank` corners around it weighted by its fractions, those outside
+/// the plane skipped (and not read).
+fn multilinear(cx: &mut Lower, ty: Type, dims: &[i64], plane: Value, pos: &[Value]) -> Value {
+    let flags = MemFlagsData::trusted();
+    let size = ty.bytes() as i64;
+    let (one, zero) = (float_const(cx, ty, 1.0), float_const(cx, ty, 0.0));
+    let floors: Vec<(Value, Value)> = pos
+        .iter()
+        .map(|&v| {
+            let f = cx.ins().floor(v);
+            let wide = if ty == types::F64 { f } else { cx.ins().fpromote(types::F64, f) };
+            (cx.ins().fcvt_to_sint_sat(types::I64, wide), cx.ins().fsub(v, f))
+        })
+        .collect();
+    let mut acc = zero;
+    for corner in 0..1usize << dims.len() {
+        let mut weight = one;
+        let mut at = cx.ins().iconst(types::I64, 0);
+        let mut inside = cx.ins().iconst(types::I8, 1);
+        for (d, &(low, frac)) in floors.iter().enumerate() {
+            let up = (corner >> d) & 1 == 1;
+            let i = if up { saturating_increment(cx, low) } else { low };
+            let ok = cx.ins().icmp_imm_u(IntCC::UnsignedLessThan, i, dims[d]);
+            inside = cx.ins().band(inside, ok);
+            let factor = if up { frac } else { cx.ins().fsub(one, frac) };
+            weight = cx.ins().fmul(weight, factor);
+            let scaled = cx.ins().imul_imm_s(at, dims[d]);
+            at = cx.ins().iadd(scaled, i);
+        }
+        let (read, next) = (cx.b.create_block(), cx.b.create_block());
+        let sum = cx.b.append_block_param(next, ty);
+        cx.ins().brif(inside, read, &[], next, &[acc.into()]);
+        cx.b.switch_to_block(read);
+        let at = super::gather_loops::pointer_sized(cx, at);
+        let addr = cx.advance(plane, at, size);
+        let v = cx.ins().load(ty, flags, addr, 0);
+        let term = cx.ins().fmul(weight, v);
+        let added = cx.ins().fadd(acc, term);
+        cx.ins().jump(next, &[added.into()]);
+        cx.b.switch_to_block(next);
+        acc = sum;
+    }
+    acc
+}
+
+/// `i + 1`, saturating at `i64::MAX` (the kernel's `saturating_add`).
+fn saturating_increment(cx: &mut Lower, i: Value) -> Value {
+    let next = cx.ins().iadd_imm_s(i, 1);
+    let at_top = cx.ins().icmp_imm_s(IntCC::Equal, i, i64::MAX);
+    cx.ins().select(at_top, i, next)
+}
+
+/// The pointers DeformConv walks.
+const DEFORM_X: usize = 0;
+const DEFORM_W: usize = 1;
+const DEFORM_OFFSET: usize = 2;
+const DEFORM_MASK: usize = 3;
+const DEFORM_BIAS: usize = 4;
+const DEFORM_Y: usize = 5;
+
+/// DeformConv of X (input 0), W (1) and the offsets (2), with the optional
+/// bias (3) and mask (4), into output 0, as `p` (the kernel's params) says.
+pub fn deform_conv(cx: &mut Lower, dtype: DType, p: &DeformConvParams) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!("DeformConv of {dtype} has no portable lowering (f32 and f64 do)"));
+    }
+    let c = &p.conv;
+    let g = geometry(c.spatial_rank, &c.in_spatial, &c.out_spatial, &c.kernel, &c.strides, &c.dilations, &c.pads_begin);
+    let rank = g.input.len();
+    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+    let flags = MemFlagsData::trusted();
+    let groups = c.group.max(1);
+    let (cg, mg) = (c.in_channels / groups, c.out_channels / groups);
+    let (in_size, out_size, taps) = (g.input_size(), g.output_size(), g.kernel_size());
+    let offset_groups = p.offset_group.max(1);
+    let per_offset_group = (c.in_channels / offset_groups).max(1);
+    let (has_mask, has_bias) = (cx.has_input(4), cx.has_input(3));
+    let ptrs = [
+        cx.input_ptr(0)?,
+        cx.input_ptr(1)?,
+        cx.input_ptr(2)?,
+        cx.opt_input_ptr(4),
+        cx.opt_input_ptr(3),
+        cx.output_ptr(0)?,
+    ];
+    let mask_step = |step: i64| if has_mask { step } else { 0 };
+    let batch = vec![
+        c.in_channels * in_size * size,
+        0,
+        offset_groups * taps * rank as i64 * out_size * size,
+        mask_step(offset_groups * taps * out_size * size),
+        0,
+        c.out_channels * out_size * size,
+    ];
+    let channel = vec![0, cg * taps * size, 0, 0, if has_bias { size } else { 0 }, out_size * size];
+    let mut levels = vec![Level::new(c.batch as usize, batch), Level::new(c.out_channels as usize, channel)];
+    levels.extend(g.output_levels(|s| vec![0, 0, s * size, mask_step(s * size), 0, s * size]));
+    let mut window = vec![Level::new(cg as usize, vec![in_size * size, taps * size])];
+    window.extend(g.kernel_levels(2, Some(size)));
+    let tap_strides = index_strides(&g.kernel, false);
+    cx.nest(&levels, &ptrs, &mut |cx, index, at| {
+        let starts = g.starts(cx, &index[2..]);
+        let group = cx.ins().udiv_imm_u(index[1], mg.max(1));
+        let first = cx.ins().imul_imm_s(group, cg);
+        let x = cx.advance(at[DEFORM_X], first, in_size * size);
+        let init = float_const(cx, ty, 0.0);
+        let sum = cx.fold_nest(&window, &[x, at[DEFORM_W]], &[init], &mut |cx, k, tp, acc| {
+            let ch = cx.ins().iadd(first, k[0]);
+            let offset_group = cx.ins().udiv_imm_u(ch, per_offset_group);
+            let mut tap = cx.ins().imul_imm_s(offset_group, taps);
+            for d in 0..rank {
+                let part = cx.ins().imul_imm_s(k[1 + d], tap_strides[d]);
+                tap = cx.ins().iadd(tap, part);
+            }
+            let pos: Vec<Value> = (0..rank)
+                .map(|d| {
+                    let step = cx.ins().imul_imm_s(k[1 + d], g.dilations[d]);
+                    let base = cx.ins().iadd(starts[d], step);
+                    let base = cx.ins().fcvt_from_sint(ty, base);
+                    let entry = cx.ins().imul_imm_s(tap, rank as i64);
+                    let entry = cx.ins().iadd_imm_s(entry, d as i64);
+                    let addr = cx.advance(at[DEFORM_OFFSET], entry, out_size * size);
+                    let shift = cx.ins().load(ty, flags, addr, 0);
+                    cx.ins().fadd(base, shift)
+                })
+                .collect();
+            let mut col = multilinear(cx, ty, &g.input, tp[0], &pos);
+            if has_mask {
+                let addr = cx.advance(at[DEFORM_MASK], tap, out_size * size);
+                let m = cx.ins().load(ty, flags, addr, 0);
+                col = cx.ins().fmul(m, col);
+            }
+            let w = cx.ins().load(ty, flags, tp[1], 0);
+            let product = cx.ins().fmul(w, col);
+            Ok(vec![cx.ins().fadd(acc[0], product)])
+        })?[0];
+        let y = if has_bias {
+            let b = cx.ins().load(ty, flags, at[DEFORM_BIAS], 0);
+            cx.ins().fadd(sum, b)
+        } else {
+            sum
+        };
+        cx.ins().store(flags, y, at[DEFORM_Y], 0);
+        Ok(())
     })
 }
