@@ -18,6 +18,10 @@
 //! Per output element the fold runs the taps outside and the group's
 //! input channels inside, from the bias (or zero), in the tensors' type
 //! (f32 or f64; f16 and bf16 arrive as staged f32 copies).
+//!
+//! Col2Im, the kernel's second half alone, gathers by the same tables:
+//! the block grid is the input, a block tap a kernel tap, one channel
+//! per group and no weights.
 
 use super::nest::Level;
 use super::{clif_type, types, InstBuilder, IntCC, Lower, MemFlagsData, Value};
@@ -89,22 +93,8 @@ pub fn conv_transpose(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<()
         level(groups, [cg * in_size * size, cg * mg * taps * size, mg * bias_step, mg * out_size * size]),
         level(mg, [0, taps * size, bias_step, out_size * size]),
     ];
-    // Output positions (row-major), each advancing its dim's table by a
-    // row of `kernel` entries; then the taps (row-major, like W's), each
-    // by one entry.
-    let mut window = Vec::new();
-    let mut out_stride = out_size;
-    let mut tap_stride = taps;
-    for d in 0..rank {
-        out_stride /= p.out_spatial[d];
-        tap_stride /= p.kernel[d];
-        let mut out_level = level(p.out_spatial[d], [0, 0, 0, out_stride * size]);
-        out_level.steps[TABLES + d] = 8 * p.kernel[d];
-        levels.push(out_level);
-        let mut tap_level = level(p.kernel[d], [0, tap_stride * size, 0, 0]);
-        tap_level.steps[TABLES + d] = 8;
-        window.push(tap_level);
-    }
+    let (outputs, mut window) = spatial_levels(p, rank, [Y, W, TABLES], size, size);
+    levels.extend(outputs);
     window.push(level(cg, [in_size * size, mg * taps * size, 0, 0]));
     cx.nest(&levels, &ptrs, &mut |cx, _, at| {
         let init = if has_bias { cx.ins().load(ty, flags, at[B], 0) } else { zero(cx, dtype) };
@@ -118,6 +108,83 @@ pub fn conv_transpose(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<()
             Ok(vec![cx.ins().select(inside, next, acc[0])])
         })?[0];
         cx.ins().store(flags, sum, at[Y], 0);
+        Ok(())
+    })
+}
+
+/// The output positions' levels (row-major, pointer `y` stepping `size`
+/// bytes per element) and the taps' (row-major, pointer `taps` stepping
+/// `tap_bytes` per tap); each also steps its dim's table, the pointer at
+/// `tables + d`: by a row of `kernel` entries per output position, by one
+/// entry per tap.
+fn spatial_levels(
+    p: &ConvParams,
+    rank: usize,
+    [y, taps, tables]: [usize; 3],
+    size: i64,
+    tap_bytes: i64,
+) -> (Vec<Level>, Vec<Level>) {
+    let width = tables + rank;
+    let (mut outputs, mut window) = (Vec::new(), Vec::new());
+    let mut out_stride: i64 = p.out_spatial[..rank].iter().product();
+    let mut tap_stride: i64 = p.kernel[..rank].iter().product();
+    for d in 0..rank {
+        out_stride /= p.out_spatial[d];
+        tap_stride /= p.kernel[d];
+        let mut steps = vec![0; width];
+        (steps[y], steps[tables + d]) = (out_stride * size, 8 * p.kernel[d]);
+        outputs.push(Level::new(p.out_spatial[d] as usize, steps));
+        let mut steps = vec![0; width];
+        (steps[taps], steps[tables + d]) = (tap_stride * tap_bytes, 8);
+        window.push(Level::new(p.kernel[d] as usize, steps));
+    }
+    (outputs, window)
+}
+
+/// Col2Im from input 0 (`[N, C * taps, L]`, the columns of the block grid
+/// `p.in_spatial`) into output 0 (`[N, C, image]`, `p.out_spatial`), as
+/// `p` (the kernel's params, `kernel` the block) says: per image element,
+/// the fold of the column entries whose block covers it, by the same
+/// tables as ConvTranspose (the grid is its input, one channel per group).
+pub fn col2im(cx: &mut Lower, dtype: DType, p: &ConvParams) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!("Col2Im of {dtype} has no portable lowering (f32 and f64 do)"));
+    }
+    const COLUMNS: usize = 0;
+    const IMAGE: usize = 1;
+    const COL2IM_TABLES: usize = 2;
+    let rank = p.spatial_rank.max(0) as usize;
+    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+    let grid: i64 = p.in_spatial[..rank].iter().product();
+    let image: i64 = p.out_spatial[..rank].iter().product();
+    let taps: i64 = p.kernel[..rank].iter().product();
+    let mut ptrs = vec![cx.input_ptr(0)?, cx.output_ptr(0)?];
+    for table in source_tables(p, rank) {
+        ptrs.push(cx.table(&table)?);
+    }
+    let level = |count: i64, columns: i64, image: i64| {
+        let mut steps = vec![columns, image];
+        steps.resize(COL2IM_TABLES + rank, 0);
+        Level::new(count as usize, steps)
+    };
+    let channel_bytes = (taps * grid * size, image * size);
+    let mut levels = vec![
+        level(p.batch, p.in_channels * channel_bytes.0, p.in_channels * channel_bytes.1),
+        level(p.in_channels, channel_bytes.0, channel_bytes.1),
+    ];
+    let (outputs, window) = spatial_levels(p, rank, [IMAGE, COLUMNS, COL2IM_TABLES], size, grid * size);
+    levels.extend(outputs);
+    let flags = MemFlagsData::trusted();
+    cx.nest(&levels, &ptrs, &mut |cx, _, at| {
+        let init = zero(cx, dtype);
+        let sum = cx.fold_nest(&window, at, &[init], &mut |cx, _, tp, acc| {
+            let (inside, offset) = tap(cx, &tp[COL2IM_TABLES..]);
+            let addr = cx.advance(tp[COLUMNS], offset, size);
+            let v = cx.ins().load(ty, flags, addr, 0);
+            let next = cx.ins().fadd(acc[0], v);
+            Ok(vec![cx.ins().select(inside, next, acc[0])])
+        })?[0];
+        cx.ins().store(flags, sum, at[IMAGE], 0);
         Ok(())
     })
 }

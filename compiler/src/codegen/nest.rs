@@ -9,7 +9,8 @@
 //! (callers that need positions, e.g. a convolution's bounds checks, use
 //! them). [`Lower::fold_nest`] does the same while carrying accumulators
 //! in registers (block parameters) rather than memory: a dot product,
-//! a window's maximum, a softmax row's sum are each one fold.
+//! a window's maximum, a softmax row's sum are each one fold;
+//! [`Lower::fold_dynamic`] folds over a count known only at run time.
 
 use super::{Lower, Type, Value};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -30,6 +31,10 @@ impl Level {
 
 /// The body of [`Lower::nest`]: indices (one per level) and pointers.
 pub type NestBody<'b> = dyn FnMut(&mut Lower, &[Value], &[Value]) -> Result<(), String> + 'b;
+
+/// The body of [`Lower::fold_dynamic`]: the index and the current
+/// accumulators; returns the next ones.
+pub type IndexFoldBody<'b> = dyn FnMut(&mut Lower, Value, &[Value]) -> Result<Vec<Value>, String> + 'b;
 
 /// The body of [`Lower::fold_nest`]: indices, pointers and the current
 /// accumulators; returns the next accumulators (same count and types).
@@ -96,6 +101,30 @@ impl Lower<'_, '_> {
         let Some((level, rest)) = levels.split_first() else {
             return body(self, indices, ptrs, acc);
         };
+        let count = self.iconst(level.count as i64);
+        self.fold_loop(count, acc, &mut |cx, index, carried| {
+            let inner = cx.advance_all(ptrs, index, &level.steps);
+            indices.push(index);
+            let next = cx.fold_from(rest, &inner, indices, carried, body);
+            indices.pop();
+            next
+        })
+    }
+
+    /// [`Lower::fold_nest`] of one loop of a run-time `count` (pointer-sized)
+    /// walking no pointers: `body(index, acc)` gives the next accumulators.
+    pub fn fold_dynamic(
+        &mut self,
+        count: Value,
+        init: &[Value],
+        body: &mut IndexFoldBody,
+    ) -> Result<Vec<Value>, String> {
+        self.fold_loop(count, init, body)
+    }
+
+    /// The loop of a fold: `index` from 0 while below `count`, the
+    /// accumulators in block parameters.
+    fn fold_loop(&mut self, count: Value, acc: &[Value], body: &mut IndexFoldBody) -> Result<Vec<Value>, String> {
         let ptr = self.ptr_type();
         let types: Vec<Type> = acc.iter().map(|&v| self.b.func.dfg.value_type(v)).collect();
         let (header, step, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
@@ -106,14 +135,11 @@ impl Lower<'_, '_> {
         let args: Vec<BlockArg> = [zero].iter().chain(acc).map(|&v| v.into()).collect();
         self.b.ins().jump(header, &args);
         self.b.switch_to_block(header);
-        let done = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, level.count as i64);
+        let done = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, index, count);
         let out: Vec<BlockArg> = carried.iter().map(|&v| v.into()).collect();
         self.b.ins().brif(done, exit, &out, step, &[]);
         self.b.switch_to_block(step);
-        let inner = self.advance_all(ptrs, index, &level.steps);
-        indices.push(index);
-        let next = self.fold_from(rest, &inner, indices, &carried, body)?;
-        indices.pop();
+        let next = body(self, index, &carried)?;
         if next.len() != carried.len() {
             return Err(format!("a fold body returned {} accumulators, expected {}", next.len(), carried.len()));
         }

@@ -18,10 +18,16 @@
 //! `[0, C)` reads the element itself and is not added, so no address
 //! leaves the input), then `x / (bias + alpha/size sum)^beta` through
 //! [`super::portable_math`]'s pow, in the tensors' type as the kernel.
+//!
+//! BatchNormalization in training mode ([`batchnorm_training`]) is
+//! `onnxc_batchnorm_*`'s per-channel walk: the batch's mean and population
+//! variance summed in f64, the running statistics blended in f64, then one
+//! scale and shift per channel in the tensors' type.
 
 use super::nest::Level;
 use super::{clif_type, portable_math, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
 use crate::ir::DType;
+use onnxc_runtime::abi::norm::BatchNormParams;
 use onnxc_runtime::{LrnParams, NormParams, NORM_L1, NORM_MVN, NORM_RMS, NORM_STANDARD};
 
 /// The tensors of one normalisation (the optional ones `None` when absent).
@@ -234,5 +240,77 @@ pub fn lrn(cx: &mut Lower, p: &LrnParams, dtype: DType, x: Value, y: Value) -> R
         let out = cx.ins().fdiv(v, divisor);
         cx.ins().store(flags, out, at[1], 0);
         Ok(())
+    })
+}
+
+/// BatchNormalization in training mode over `[batch, channels, spatial]`:
+/// per channel the batch's mean and population variance (f64), the
+/// optional running statistics (outputs 1 and 2) `input · momentum +
+/// batch · (1 - momentum)`, then `y = x a + b` with `a = scale / sqrt(var
+/// + epsilon)` and `b = B - mean a`, in the tensors' type as the kernel.
+pub fn batchnorm_training(cx: &mut Lower, dtype: DType, p: &BatchNormParams) -> Result<(), String> {
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(format!("BatchNormalization of {dtype} has no portable lowering (f32 and f64 do)"));
+    }
+    let (n, c, s) = (p.batch.max(0), p.channels.max(0), p.spatial.max(0));
+    let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+    let flags = MemFlagsData::trusted();
+    let mut output = |i: usize| if cx.has_output(i) { cx.output_ptr(i).map(Some) } else { Ok(None) };
+    let running = [output(1)?, output(2)?];
+    let none = cx.iconst(0);
+    let mut ptrs = vec![cx.input_ptr(0)?, cx.output_ptr(0)?];
+    for i in 1..5 {
+        ptrs.push(cx.input_ptr(i)?);
+    }
+    ptrs.extend(running.map(|r| r.unwrap_or(none)));
+    let mut steps = vec![s * size; 2];
+    steps.extend([size; 6]);
+    let channels = [Level::new(c as usize, steps)];
+    // X and Y walk alike.
+    let values = [Level::new(n as usize, vec![c * s * size; 2]), Level::new(s as usize, vec![size; 2])];
+    let count = (n * s) as f64;
+    let keep = p.momentum;
+    let narrow = |cx: &mut Lower, v: Value| if dtype == DType::F64 { v } else { cx.ins().fdemote(types::F32, v) };
+    cx.nest(&channels, &ptrs, &mut |cx, _, at| {
+        let (start, total) = (cx.ins().f64const(-0.0), cx.ins().f64const(count));
+        let sum = cx.fold_nest(&values, &at[..1], &[start], &mut |cx, _, x, acc| {
+            let v = load_wide(cx, dtype, x[0]);
+            Ok(vec![cx.ins().fadd(acc[0], v)])
+        })?[0];
+        let mean = cx.ins().fdiv(sum, total);
+        let squares = cx.fold_nest(&values, &at[..1], &[start], &mut |cx, _, x, acc| {
+            let v = load_wide(cx, dtype, x[0]);
+            let d = cx.ins().fsub(v, mean);
+            let d2 = cx.ins().fmul(d, d);
+            Ok(vec![cx.ins().fadd(acc[0], d2)])
+        })?[0];
+        let var = cx.ins().fdiv(squares, total);
+        for (k, batch) in [mean, var].into_iter().enumerate() {
+            if running[k].is_none() {
+                continue;
+            }
+            let input = load_wide(cx, dtype, at[4 + k]);
+            let (kept, fresh) = (cx.ins().f64const(keep), cx.ins().f64const(1.0 - keep));
+            let old = cx.ins().fmul(input, kept);
+            let new = cx.ins().fmul(batch, fresh);
+            let blended = cx.ins().fadd(old, new);
+            store_narrow(cx, dtype, blended, at[6 + k]);
+        }
+        let (m, v) = (narrow(cx, mean), narrow(cx, var));
+        let epsilon =
+            if dtype == DType::F64 { cx.ins().f64const(p.epsilon) } else { cx.ins().f32const(p.epsilon as f32) };
+        let (scale, bias) = (cx.ins().load(ty, flags, at[2], 0), cx.ins().load(ty, flags, at[3], 0));
+        let padded = cx.ins().fadd(v, epsilon);
+        let deviation = cx.ins().sqrt(padded);
+        let a = cx.ins().fdiv(scale, deviation);
+        let ma = cx.ins().fmul(m, a);
+        let b = cx.ins().fsub(bias, ma);
+        cx.nest(&values, &at[..2], &mut |cx, _, xy| {
+            let x = cx.ins().load(ty, flags, xy[0], 0);
+            let xa = cx.ins().fmul(x, a);
+            let y = cx.ins().fadd(xa, b);
+            cx.ins().store(flags, y, xy[1], 0);
+            Ok(())
+        })
     })
 }

@@ -1,5 +1,6 @@
 //! The portable lowerings of `rnn_loops`, `conv_transpose_loops`,
-//! `scatter_loops`, `cumulative_loops`, LRN (`norm_loops`) and Hardmax against the kernels they
+//! `scatter_loops`, `cumulative_loops`, LRN (`norm_loops`), Hardmax and
+//! training-mode Dropout (`training_loops`) against the kernels they
 //! replace, as `portable_loops_tests` does for the other families: one-node
 //! graphs on awkward shapes (odd sizes, both directions, short and empty
 //! sequences, groups, negative and asymmetric pads, repeated and negative
@@ -9,6 +10,7 @@ use super::portable_loops_tests::{both, data, indices, one_node, value};
 use crate::ir::{DType, Graph, Tensor, ValueDef};
 use crate::ops::conv::{AutoPad, ConvTranspose, Window};
 use crate::ops::norm::Lrn;
+use crate::ops::random::TrainingDropout;
 use crate::ops::rnn::{Direction, Rnn, RnnKind};
 use crate::ops::scatter::{Cumulative, Reduction, ScatterElements, ScatterNd};
 use crate::ops::softmax::{Softmax, SoftmaxKind};
@@ -273,5 +275,32 @@ fn cumulative_sums_and_products_match_the_kernel() {
             assert!(kernel.is_ok());
             assert_eq!(portable, kernel, "{dtype} product {product} exclusive {exclusive} reverse {reverse}");
         }
+    }
+}
+
+fn dropout_graph() -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, &[3, 7], ValueDef::Input(0));
+    let ratio = value(&mut g, "ratio", DType::F32, &[], ValueDef::Input(1));
+    let training = value(&mut g, "training", DType::Bool, &[], ValueDef::Input(2));
+    let y = value(&mut g, "y", DType::F32, &[3, 7], ValueDef::Computed);
+    one_node(
+        &mut g,
+        Op::TrainingDropout(TrainingDropout { key: 0x1234_5678_9abc }),
+        vec![Some(x), Some(ratio), Some(training)],
+        y,
+    );
+    g
+}
+
+#[test]
+fn dropout_draws_the_kernels_stream_and_refuses_its_ratios() {
+    for (ratio, training, valid) in [(0.3, 1, true), (0.0, 1, true), (0.7, 0, true), (1.0, 1, false), (-0.1, 1, false)]
+    {
+        let flag = Tensor::from_bytes(DType::Bool, vec![], vec![training]).expect("bool scalar");
+        let inputs = [data(&[3, 7]), Tensor::from_f32s(vec![], &[ratio]), flag];
+        let [kernel, portable] = both(&dropout_graph(), &inputs);
+        assert_eq!(kernel.is_ok(), valid, "ratio {ratio}, training {training}");
+        assert_eq!(portable, kernel, "ratio {ratio}, training {training}");
     }
 }

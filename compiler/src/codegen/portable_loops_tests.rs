@@ -1,5 +1,5 @@
 //! The portable lowerings of `gather_loops` (TopK included), `scatter_loops`
-//! (ReverseSequence), `pad_loops`, `norm_loops` and `resize_loops` against
+//! (ReverseSequence, TensorScatter, MaxUnpool), `pad_loops`, `norm_loops` and `resize_loops` against
 //! the kernels they replace (`portable_layers_tests` does the same for the
 //! other families, with these helpers): one-node graphs on awkward shapes
 //! (odd dims, tails, unit dims, negative indices and pads, NaN and ties)
@@ -10,10 +10,12 @@
 use crate::host::buffer::Placement;
 use crate::host::call::Datum;
 use crate::ir::{DType, Dim, Graph, Node, Tensor, TensorType, ValueDef, ValueId};
+use crate::ops::conv::{AutoPad, Window};
 use crate::ops::gather::{Gather, GatherElements, TopK};
 use crate::ops::norm::{NormKind, Normalize};
+use crate::ops::pool::MaxUnpool;
 use crate::ops::resize::{AspectPolicy, Resize};
-use crate::ops::scatter::ReverseSequence;
+use crate::ops::scatter::{ReverseSequence, TensorScatter};
 use crate::ops::shape_ops::{Pad, PadMode};
 use crate::ops::Op;
 use crate::passes::test_graph::{assert_all_close, floats};
@@ -395,5 +397,59 @@ fn reverse_sequence_refuses_a_length_past_the_time_axis_as_the_kernel_does() {
         let [kernel, portable] = both(&reverse_sequence_graph(&shape), &inputs);
         assert_eq!(kernel.is_ok(), valid, "{lens:?}");
         assert_eq!(portable, kernel, "{lens:?}");
+    }
+}
+
+fn tensor_scatter_graph(circular: bool) -> Graph {
+    let mut g = Graph::default();
+    let cache = value(&mut g, "cache", DType::F32, &[2, 4, 3], ValueDef::Input(0));
+    let update = value(&mut g, "update", DType::F32, &[2, 2, 3], ValueDef::Input(1));
+    let write = value(&mut g, "write", DType::I64, &[2], ValueDef::Input(2));
+    let y = value(&mut g, "y", DType::F32, &[2, 4, 3], ValueDef::Computed);
+    let op = Op::TensorScatter(TensorScatter { axis: 1, circular });
+    one_node(&mut g, op, vec![Some(cache), Some(update), Some(write)], y);
+    g
+}
+
+#[test]
+fn tensor_scatter_refuses_a_linear_run_past_the_cache_as_the_kernel_does() {
+    for circular in [false, true] {
+        for (write, valid) in [([0, 2], true), ([3, 1], circular), ([-1, 0], circular), ([i64::MAX, 0], circular)] {
+            let inputs = [data(&[2, 4, 3]), data(&[2, 2, 3]), Tensor::from_i64s(vec![2], &write)];
+            let [kernel, portable] = both(&tensor_scatter_graph(circular), &inputs);
+            assert_eq!(kernel.is_ok(), valid, "circular {circular}, {write:?}");
+            assert_eq!(portable, kernel, "circular {circular}, {write:?}");
+        }
+    }
+}
+
+fn max_unpool_graph() -> Graph {
+    let mut g = Graph::default();
+    let x = value(&mut g, "x", DType::F32, &[1, 2, 2, 2], ValueDef::Input(0));
+    let i = value(&mut g, "i", DType::I64, &[1, 2, 2, 2], ValueDef::Input(1));
+    let y = value(&mut g, "y", DType::F32, &[1, 2, 4, 4], ValueDef::Computed);
+    let window = Window {
+        auto_pad: AutoPad::NotSet,
+        kernel_shape: vec![2, 2],
+        strides: vec![2, 2],
+        dilations: vec![],
+        pads: vec![],
+        ceil_mode: false,
+    };
+    one_node(&mut g, Op::MaxUnpool(MaxUnpool { window }), vec![Some(x), Some(i)], y);
+    g
+}
+
+#[test]
+fn max_unpool_refuses_an_index_outside_the_unpooled_tensor_as_the_kernel_does() {
+    for (bad, valid) in [(None, true), (Some(32), false), (Some(-1), false)] {
+        let mut index = vec![0, 5, 10, 15, 16, 21, 26, 31];
+        if let Some(v) = bad {
+            index[3] = v;
+        }
+        let inputs = [data(&[1, 2, 2, 2]), Tensor::from_i64s(vec![1, 2, 2, 2], &index)];
+        let [kernel, portable] = both(&max_unpool_graph(), &inputs);
+        assert_eq!(kernel.is_ok(), valid, "{bad:?}");
+        assert_eq!(portable, kernel, "{bad:?}");
     }
 }

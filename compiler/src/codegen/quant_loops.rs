@@ -18,10 +18,16 @@
 //! float4) tensors are read and written in place: a store keeps the
 //! neighbours sharing its byte, and the padding of the last byte is
 //! cleared first.
+//!
+//! The integer products (MatMulInteger, QLinearMatMul here; ConvInteger
+//! and QLinearConv in [`super::window_loops`]) fold each output element's
+//! `(a - za)(b - zb)` in wrapping i32, as the kernels' sums are, and
+//! either store the i32 or requantize it at once by the kernel's rule
+//! ([`Requantize`]), so no accumulator buffer is needed.
 
 use super::{half_floats, minifloats, types, FloatCC, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::ir::DType;
-use onnxc_runtime::QuantParams;
+use onnxc_runtime::{QMatMulParams, QuantParams, RequantParams};
 
 /// The element types of a QuantizeLinear or DequantizeLinear node.
 pub struct LinearTypes {
@@ -91,12 +97,7 @@ fn quantized(
 ) -> Result<Value, String> {
     let v = if t.x == DType::I32 { cx.ins().fcvt_from_sint(types::F32, v) } else { v };
     let q = cx.ins().fdiv(v, s);
-    let q = if matches!(t.x, DType::F16 | DType::BF16) {
-        let bits = half_floats::narrow(cx.b, t.x, q);
-        half_floats::widen(cx.b, t.x, bits)
-    } else {
-        q
-    };
+    let q = rounded_to(cx, t.x, q);
     if t.y.is_minifloat() {
         let q = match zero {
             Some((z, _)) => cx.ins().fadd(q, z),
@@ -104,7 +105,6 @@ fn quantized(
         };
         return minifloats::narrow(cx.b, t.y, q, saturate);
     }
-    let (lo, hi) = range(t.y).ok_or_else(|| format!("quantizing to {} is not supported", t.y))?;
     let q = cx.ins().fpromote(types::F64, q);
     let rounded = cx.ins().nearest(q);
     let shifted = match zero {
@@ -114,9 +114,27 @@ fn quantized(
         }
         None => rounded,
     };
+    saturated(cx, t.y, shifted)
+}
+
+/// The f32 `v` rounded to the 16-bit float `dtype` (and widened back), as
+/// the kernels' arithmetic on 16-bit floats rounds after each operation;
+/// `v` itself for f32.
+fn rounded_to(cx: &mut Lower, dtype: DType, v: Value) -> Value {
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        let bits = half_floats::narrow(cx.b, dtype, v);
+        half_floats::widen(cx.b, dtype, bits)
+    } else {
+        v
+    }
+}
+
+/// The integer code of the (integral) f64 `v` saturated to `dtype`'s range.
+fn saturated(cx: &mut Lower, dtype: DType, v: Value) -> Result<Value, String> {
+    let (lo, hi) = range(dtype).ok_or_else(|| format!("quantizing to {dtype} is not supported"))?;
     let (lo, hi) = (cx.ins().f64const(lo), cx.ins().f64const(hi));
     // fmax/fmin carry a NaN through; the saturating conversion makes it 0.
-    let clamped = cx.ins().fmax(shifted, lo);
+    let clamped = cx.ins().fmax(v, lo);
     let clamped = cx.ins().fmin(clamped, hi);
     Ok(cx.ins().fcvt_to_sint_sat(types::I32, clamped))
 }
@@ -295,4 +313,142 @@ fn clamp_to_byte(cx: &mut Lower, v: Value) -> Value {
     let (lo, hi) = (cx.ins().f32const(0.0), cx.ins().f32const(255.0));
     let v = cx.ins().fmax(v, lo);
     cx.ins().fmin(v, hi)
+}
+
+/// One operand of an integer product: its elements (u8, i8, u16 or i16)
+/// and its zero point, per tensor or (`zero_indexed`) one per row of A,
+/// column of B or output channel of W.
+pub struct IntOperand {
+    pub data: Value,
+    pub dtype: DType,
+    pub zero: Option<Value>,
+    pub zero_indexed: bool,
+}
+
+impl IntOperand {
+    /// The zero point of row, column or channel `entry` (pointer-sized).
+    pub fn zero_at(&self, cx: &mut Lower, entry: Value) -> Result<Option<Value>, String> {
+        let Some(zp) = self.zero else { return Ok(None) };
+        let entry = if self.zero_indexed { entry } else { cx.iconst(0) };
+        load(cx, self.dtype, zp, entry).map(Some)
+    }
+
+    /// The element at `at` minus `zero`, as i32.
+    pub fn centred(&self, cx: &mut Lower, at: Value, zero: Option<Value>) -> Result<Value, String> {
+        let first = cx.iconst(0);
+        let v = load(cx, self.dtype, at, first)?;
+        Ok(match zero {
+            Some(z) => cx.ins().isub(v, z),
+            None => v,
+        })
+    }
+}
+
+/// The QLinear forms' requantization of an i32 sum, the kernel's: the
+/// combined scale `a_scale · b_scale / y_scale` in the scales' type (f32,
+/// or rounded to f16/bf16 after each operation), then `sum · scale +
+/// y_zero` in f64, rounded half to even and saturated to the output type.
+pub struct Requantize {
+    /// Which scale entries a sum reads (`a_indexed`, `b_index`).
+    pub rule: RequantParams,
+    pub scale_dtype: DType,
+    pub y_dtype: DType,
+    /// `[a_scale, b_scale, y_scale]`.
+    pub scales: [Value; 3],
+    pub y_zero: Option<Value>,
+}
+
+/// Where an integer product's sums go.
+pub enum Sums<'r> {
+    /// The i32 output itself (MatMulInteger, ConvInteger).
+    Int32,
+    Requantized(&'r Requantize),
+}
+
+impl Sums<'_> {
+    /// Bytes per output element.
+    pub fn bytes(&self) -> i64 {
+        match self {
+            Sums::Int32 => 4,
+            Sums::Requantized(r) => r.y_dtype.size() as i64,
+        }
+    }
+
+    /// Stores the sum of output row (or channel) `row`, column `col` at `at`.
+    pub fn store(&self, cx: &mut Lower, sum: Value, [row, col]: [Value; 2], at: Value) -> Result<(), String> {
+        let Sums::Requantized(r) = self else {
+            cx.ins().store(MemFlagsData::trusted(), sum, at, 0);
+            return Ok(());
+        };
+        let first = cx.iconst(0);
+        let a_entry = if r.rule.a_indexed != 0 { row } else { first };
+        let b_entry = match r.rule.b_index {
+            1 => row,
+            2 => col,
+            _ => first,
+        };
+        let [a_scale, b_scale, y_scale] = r.scales;
+        let sa = load(cx, r.scale_dtype, a_scale, a_entry)?;
+        let sb = load(cx, r.scale_dtype, b_scale, b_entry)?;
+        let ys = load(cx, r.scale_dtype, y_scale, first)?;
+        let scale = cx.ins().fmul(sa, sb);
+        let scale = rounded_to(cx, r.scale_dtype, scale);
+        let scale = cx.ins().fdiv(scale, ys);
+        let scale = rounded_to(cx, r.scale_dtype, scale);
+        let scale = cx.ins().fpromote(types::F64, scale);
+        let v = cx.ins().fcvt_from_sint(types::F64, sum);
+        let v = cx.ins().fmul(v, scale);
+        let v = match r.y_zero {
+            Some(zp) => {
+                let z = load(cx, r.y_dtype, zp, first)?;
+                let z = cx.ins().fcvt_from_sint(types::F64, z);
+                cx.ins().fadd(v, z)
+            }
+            None => v,
+        };
+        let v = cx.ins().nearest(v);
+        let code = saturated(cx, r.y_dtype, v)?;
+        store_code(cx, r.y_dtype, at, first, code);
+        Ok(())
+    }
+}
+
+/// MatMulInteger / QLinearMatMul: the batched `[m, k] x [k, n]` products
+/// `q` describes (A's zero point per row, B's per column), each sum stored
+/// by `sums` into `y` (contiguous).
+pub fn integer_matmul(
+    cx: &mut Lower,
+    q: &QMatMulParams,
+    [a, b]: [&IntOperand; 2],
+    sums: &Sums,
+    y: Value,
+) -> Result<(), String> {
+    let rank = q.batch_rank.max(0) as usize;
+    let batch = &q.batch_dims[..rank];
+    let count = batch.iter().product::<i64>() * q.m * q.n;
+    if count == 0 {
+        return Ok(());
+    }
+    let (ea, eb, ey) = (a.dtype.size() as i64, b.dtype.size() as i64, sums.bytes());
+    let mut y_stride = count * ey;
+    let mut levels: Vec<Level> = (0..rank)
+        .map(|d| {
+            y_stride /= batch[d];
+            Level::new(batch[d] as usize, vec![q.a_strides[d] * ea, q.b_strides[d] * eb, y_stride])
+        })
+        .collect();
+    levels.push(Level::new(q.m as usize, vec![q.k * ea, 0, q.n * ey]));
+    levels.push(Level::new(q.n as usize, vec![0, eb, ey]));
+    let depth = [Level::new(q.k as usize, vec![ea, q.n * eb])];
+    cx.nest(&levels, &[a.data, b.data, y], &mut |cx, index, at| {
+        let (row, col) = (index[rank], index[rank + 1]);
+        let (za, zb) = (a.zero_at(cx, row)?, b.zero_at(cx, col)?);
+        let init = cx.ins().iconst(types::I32, 0);
+        let sum = cx.fold_nest(&depth, &at[..2], &[init], &mut |cx, _, p, acc| {
+            let (x, w) = (a.centred(cx, p[0], za)?, b.centred(cx, p[1], zb)?);
+            let product = cx.ins().imul(x, w);
+            Ok(vec![cx.ins().iadd(acc[0], product)])
+        })?[0];
+        sums.store(cx, sum, [row, col], at[2])
+    })
 }

@@ -13,6 +13,14 @@
 //! order, as the kernels do, so a repeated index keeps the last update
 //! (or reduces every one).
 //!
+//! TensorScatter checks each batch entry's write index the same way (a
+//! linear run of `seq` rows must fit in `[0, max_seq)`; a circular one
+//! always does) before the cache is copied and the rows written.
+//!
+//! MaxUnpool checks every index against MaxPool's geometry (`[0,
+//! prod(dims))`, unlike the others' negative wrap) before it zeroes the
+//! output and writes, each index re-ravelled to the output's dims.
+//!
 //! EyeLike, whose output depends on no input value, is here too: the
 //! output zeroed an element at a time, then the ones stored down the
 //! diagonal's rows that lie inside it (their range known here).
@@ -24,30 +32,20 @@
 
 use super::gather_loops::pointer_sized;
 use super::nest::Level;
-use super::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Value};
+use super::{clif_type, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
 use onnxc_runtime::abi::indexing::{EyeParams, ReverseSequenceParams};
 use onnxc_runtime::abi::indexing::{SCATTER_ADD, SCATTER_MAX, SCATTER_MIN, SCATTER_MUL, SCATTER_NONE};
-use onnxc_runtime::{ElementsParams, NdParams};
+use onnxc_runtime::abi::roi::UnpoolParams;
+use onnxc_runtime::{ElementsParams, NdParams, TensorScatterParams};
 
 /// EyeLike into `y`: zeros, and `p.one`'s bits on diagonal `p.k`.
 pub fn eye(cx: &mut Lower, p: &EyeParams, y: Value) -> Result<(), String> {
     let eb = p.elem_bytes;
-    let ty = match eb {
-        1 => types::I8,
-        2 => types::I16,
-        4 => types::I32,
-        8 => types::I64,
-        _ => return Err(format!("EyeLike of {eb}-byte elements has no portable lowering")),
-    };
+    let ty = element_bits(eb, "EyeLike")?;
     let (rows, cols, k) = (p.rows.max(0), p.cols.max(0), p.k);
     let flags = MemFlagsData::trusted();
-    let count = usize::try_from(rows * cols).map_err(|_| "EyeLike's output is too large".to_string())?;
-    let zero = cx.ins().iconst(ty, 0);
-    cx.nest(&[Level::new(count, vec![eb])], &[y], &mut |cx, _, at| {
-        cx.ins().store(flags, zero, at[0], 0);
-        Ok(())
-    })?;
+    zero_elements(cx, y, rows * cols, eb, "EyeLike")?;
     // Row i holds a one when 0 <= i + k < cols.
     let first = k.saturating_neg().clamp(0, rows);
     let end = cols.saturating_sub(k).clamp(first, rows);
@@ -55,6 +53,28 @@ pub fn eye(cx: &mut Lower, p: &EyeParams, y: Value) -> Result<(), String> {
     let one = cx.ins().iconst(ty, p.one);
     cx.nest(&[Level::new((end - first) as usize, vec![(cols + 1) * eb])], &[start], &mut |cx, _, at| {
         cx.ins().store(flags, one, at[0], 0);
+        Ok(())
+    })
+}
+
+/// The integer type that moves one element of `eb` bytes.
+fn element_bits(eb: i64, what: &str) -> Result<Type, String> {
+    Ok(match eb {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        8 => types::I64,
+        _ => return Err(format!("{what} of {eb}-byte elements has no portable lowering")),
+    })
+}
+
+/// Zeroes the `count` elements of `eb` bytes at `y`, one store each.
+fn zero_elements(cx: &mut Lower, y: Value, count: i64, eb: i64, what: &str) -> Result<(), String> {
+    let ty = element_bits(eb, what)?;
+    let count = usize::try_from(count).map_err(|_| format!("{what}'s output is too large"))?;
+    let zero = cx.ins().iconst(ty, 0);
+    cx.nest(&[Level::new(count, vec![eb])], &[y], &mut |cx, _, at| {
+        cx.ins().store(MemFlagsData::trusted(), zero, at[0], 0);
         Ok(())
     })
 }
@@ -278,6 +298,104 @@ pub fn reverse_sequence(cx: &mut Lower, p: &ReverseSequenceParams, [x, lens, y]:
         let from = cx.ins().select(inside, reversed, t);
         let src = cx.advance(at[0], from, time_step);
         cx.copy_run(at[2], src, row);
+        Ok(())
+    })
+}
+
+/// TensorScatter: `out = cache`, then for each batch entry `b` and middle
+/// index `m`, update row `s` written at position `w + s` of the cache's
+/// `max_seq` (`w` the entry's write index, 0 without `write`), wrapped by
+/// the Euclidean remainder when `p.circular` (an overflowing `w + s` wraps
+/// as -1 does, as in the kernel).
+pub fn tensor_scatter(
+    cx: &mut Lower,
+    p: &TensorScatterParams,
+    [cache, update, out]: [Value; 3],
+    write: Option<Value>,
+) -> Result<(), String> {
+    let flags = MemFlagsData::trusted();
+    let row = p.inner * p.elem_bytes;
+    let entries = [Level::new(p.batch as usize, vec![8])];
+    let linear = p.circular == 0 || p.max_seq == 0;
+    if let (Some(write), true, true) = (write, linear, p.seq > 0) {
+        cx.nest(&entries, &[write], &mut |cx, _, at| {
+            let w = cx.ins().load(types::I64, flags, at[0], 0);
+            let below = cx.ins().icmp_imm_s(IntCC::SignedLessThan, w, 0);
+            let past = cx.ins().icmp_imm_s(IntCC::SignedGreaterThan, w, p.max_seq - p.seq);
+            let outside = cx.ins().bor(below, past);
+            cx.fail_if(outside, super::status::INDEX_OUT_OF_RANGE);
+            Ok(())
+        })?;
+    }
+    copy_data(cx, cache, out, p.batch * p.mid * p.max_seq * row);
+    if p.batch * p.mid * p.seq * row == 0 {
+        return Ok(());
+    }
+    let levels = [
+        Level::new(p.batch as usize, vec![8, p.mid * p.max_seq * row, p.mid * p.seq * row]),
+        Level::new(p.mid as usize, vec![0, p.max_seq * row, p.seq * row]),
+        Level::new(p.seq as usize, vec![0, 0, row]),
+    ];
+    let given = write.is_some();
+    let write = write.unwrap_or_else(|| cx.iconst(0));
+    cx.nest(&levels, &[write, out, update], &mut |cx, index, at| {
+        let w = if given { cx.ins().load(types::I64, flags, at[0], 0) } else { cx.ins().iconst(types::I64, 0) };
+        let s = super::gather_loops::widened(cx, index[2]);
+        let sum = cx.ins().iadd(w, s);
+        let pos = if linear {
+            sum
+        } else {
+            let overflowed = cx.ins().icmp(IntCC::SignedLessThan, sum, w);
+            let minus_one = cx.ins().iconst(types::I64, -1);
+            let pos = cx.ins().select(overflowed, minus_one, sum);
+            let rem = cx.ins().srem_imm_s(pos, p.max_seq);
+            let negative = cx.ins().icmp_imm_s(IntCC::SignedLessThan, rem, 0);
+            let lifted = cx.ins().iadd_imm_s(rem, p.max_seq);
+            cx.ins().select(negative, lifted, rem)
+        };
+        let pos = pointer_sized(cx, pos);
+        let dst = cx.advance(at[1], pos, row);
+        cx.copy_run(dst, at[2], row);
+        Ok(())
+    })
+}
+
+/// MaxUnpool: `y` zeroed, then `y[re-ravel(indices[i])] = x[i]` for each of
+/// the `p.count` elements, an index addressing the row-major `p.dims` and
+/// landing at the same coordinates of `p.out_dims`.
+pub fn max_unpool(cx: &mut Lower, p: &UnpoolParams, [x, indices, y]: [Value; 3]) -> Result<(), String> {
+    let rank = p.rank.max(0) as usize;
+    let eb = p.elem_size;
+    let (dims, out_dims) = (&p.dims[..rank], &p.out_dims[..rank]);
+    let total: i64 = dims.iter().product();
+    let count = p.count.max(0) as usize;
+    let flags = MemFlagsData::trusted();
+    cx.nest(&[Level::new(count, vec![8])], &[indices], &mut |cx, _, at| {
+        let index = cx.ins().load(types::I64, flags, at[0], 0);
+        // A negative index compares as a huge unsigned one.
+        let outside = cx.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, total);
+        cx.fail_if(outside, super::status::INDEX_OUT_OF_RANGE);
+        Ok(())
+    })?;
+    zero_elements(cx, y, out_dims.iter().product(), eb, "MaxUnpool")?;
+    if total == 0 {
+        return Ok(());
+    }
+    cx.nest(&[Level::new(count, vec![eb, 8])], &[x, indices], &mut |cx, _, at| {
+        let index = cx.ins().load(types::I64, flags, at[1], 0);
+        let mut rest = pointer_sized(cx, index);
+        let mut offset = cx.iconst(0);
+        let mut stride = 1;
+        for d in (0..rank).rev() {
+            let next = cx.ins().udiv_imm_u(rest, dims[d]);
+            let whole = cx.ins().imul_imm_s(next, dims[d]);
+            let coordinate = cx.ins().isub(rest, whole);
+            let part = cx.ins().imul_imm_s(coordinate, stride);
+            offset = cx.ins().iadd(offset, part);
+            (rest, stride) = (next, stride * out_dims[d]);
+        }
+        let dst = cx.advance(y, offset, eb);
+        cx.copy_run(dst, at[0], eb);
         Ok(())
     })
 }

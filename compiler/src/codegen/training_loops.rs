@@ -9,11 +9,18 @@
 //! loop, rounded once to the tensor's type; the elementwise work in the
 //! tensor's type (f32 or f64). Every input element is read before its
 //! outputs are written, as each output may alias its own input.
+//!
+//! Dropout in training mode ([`dropout`]) is `onnxc_dropout`'s: the ratio
+//! (0 outside training) checked to lie in `[0, 1)`, then element `i` kept
+//! when the ratio is 0 or the kernel's SplitMix64 stream gives `u_i >=
+//! ratio`, `y = x · keep / (1 - ratio)` in f64, rounded to the type.
 
 use super::nest::Level;
-use super::{portable_math, types, InstBuilder, IntCC, Lower, MemFlagsData, Type, Value};
+use super::{half_floats, portable_math, status, types, FloatCC, InstBuilder, IntCC, Lower, MemFlagsData, Type, Value};
 use crate::ir::DType;
+use onnxc_runtime::abi::random::DropoutParams;
 use onnxc_runtime::abi::training::{OptimizerParams, OPTIMIZER_ADAGRAD, OPTIMIZER_ADAM, OPTIMIZER_NESTEROV};
+use onnxc_runtime::generic::random::GOLDEN;
 
 /// One optimized tensor's buffers: `X`, `G`, the states (Adam's second
 /// unused otherwise), and the outputs `X'` and the new states.
@@ -167,4 +174,113 @@ fn blend(cx: &mut Lower, ty: Type, a: f64, s: Value, (v, w): (Value, Option<Valu
         taken = cx.ins().fmul(taken, w);
     }
     cx.ins().fadd(kept, taken)
+}
+
+/// A float element of `dtype` at `at`, widened to f64 as the kernels'
+/// `load_float` does (16-bit floats through f32).
+fn load_float(cx: &mut Lower, dtype: DType, at: Value) -> Result<Value, String> {
+    let flags = MemFlagsData::trusted();
+    let v = match dtype {
+        DType::F64 => return Ok(cx.ins().load(types::F64, flags, at, 0)),
+        DType::F32 => cx.ins().load(types::F32, flags, at, 0),
+        DType::F16 | DType::BF16 => {
+            let bits = cx.ins().uload16(types::I32, flags, at, 0);
+            half_floats::widen(cx.b, dtype, bits)
+        }
+        other => return Err(format!("Dropout of {other} has no portable lowering")),
+    };
+    Ok(cx.ins().fpromote(types::F64, v))
+}
+
+/// Stores the f64 `v` as `dtype` at `at`, as the kernels' `store_float`
+/// does (16-bit floats through f32).
+fn store_float(cx: &mut Lower, dtype: DType, v: Value, at: Value) {
+    let flags = MemFlagsData::trusted();
+    if dtype == DType::F64 {
+        cx.ins().store(flags, v, at, 0);
+        return;
+    }
+    let single = cx.ins().fdemote(types::F32, v);
+    if dtype == DType::F32 {
+        cx.ins().store(flags, single, at, 0);
+    } else {
+        let bits = half_floats::narrow(cx.b, dtype, single);
+        cx.ins().istore16(flags, bits, at, 0);
+    }
+}
+
+/// The kernel's SplitMix64 output function of the i64 `z`.
+fn mix(cx: &mut Lower, z: Value) -> Value {
+    let mut z = z;
+    for (shift, multiplier) in [(30, 0xbf58_476d_1ce4_e5b9u64), (27, 0x94d0_49bb_1331_11eb)] {
+        let high = cx.ins().ushr_imm_u(z, shift);
+        let mixed = cx.ins().bxor(z, high);
+        z = cx.ins().imul_imm_s(mixed, multiplier as i64);
+    }
+    let high = cx.ins().ushr_imm_u(z, 31);
+    cx.ins().bxor(z, high)
+}
+
+/// Element `i` (pointer-sized) of the stream `key`, uniform on `[0, 1)`.
+fn uniform(cx: &mut Lower, key: i64, i: Value) -> Value {
+    let i = super::gather_loops::widened(cx, i);
+    let next = cx.ins().iadd_imm_s(i, 1);
+    let step = cx.ins().imul_imm_s(next, GOLDEN as i64);
+    let z = cx.ins().iadd_imm_s(step, key);
+    let bits = mix(cx, z);
+    let top = cx.ins().ushr_imm_u(bits, 11);
+    let v = cx.ins().fcvt_from_uint(types::F64, top);
+    let unit = cx.ins().f64const(1.0 / (1u64 << 53) as f64);
+    cx.ins().fmul(v, unit)
+}
+
+/// Dropout's run-time operands: `x` and `y` of `dtype`, the optional ratio
+/// (and its type), the bool training flag, and the optional mask.
+pub struct DropoutTensors {
+    pub dtype: DType,
+    pub x: Value,
+    pub ratio: Option<(Value, DType)>,
+    pub training: Value,
+    pub y: Value,
+    pub mask: Option<Value>,
+}
+
+/// Training-mode Dropout of the `p.count` elements (see the module doc);
+/// a ratio outside `[0, 1)` leaves with [`status::INVALID_PARAMS`].
+pub fn dropout(cx: &mut Lower, p: &DropoutParams, t: &DropoutTensors) -> Result<(), String> {
+    let flags = MemFlagsData::trusted();
+    let flag = cx.ins().uload8(types::I32, flags, t.training, 0);
+    let training = cx.ins().icmp_imm_u(IntCC::NotEqual, flag, 0);
+    let given = match t.ratio {
+        Some((at, dtype)) => load_float(cx, dtype, at)?,
+        None => cx.ins().f64const(p.ratio),
+    };
+    let (zero, one) = (cx.ins().f64const(0.0), cx.ins().f64const(1.0));
+    let r = cx.ins().select(training, given, zero);
+    let low = cx.ins().fcmp(FloatCC::GreaterThanOrEqual, r, zero);
+    let high = cx.ins().fcmp(FloatCC::LessThan, r, one);
+    let inside = cx.ins().band(low, high);
+    let outside = cx.ins().icmp_imm_u(IntCC::Equal, inside, 0);
+    cx.fail_if(outside, status::INVALID_PARAMS);
+    let keep_all = cx.ins().fcmp(FloatCC::Equal, r, zero);
+    let divisor = cx.ins().fsub(one, r);
+    let eb = t.dtype.size() as i64;
+    let mask_step = if t.mask.is_some() { 1 } else { 0 };
+    let none = cx.iconst(0);
+    let every = [Level::new(p.count.max(0) as usize, vec![eb, eb, mask_step])];
+    cx.nest(&every, &[t.x, t.y, t.mask.unwrap_or(none)], &mut |cx, i, at| {
+        let u = uniform(cx, p.key, i[0]);
+        let drawn = cx.ins().fcmp(FloatCC::GreaterThanOrEqual, u, r);
+        let keep = cx.ins().bor(keep_all, drawn);
+        let v = load_float(cx, t.dtype, at[0])?;
+        let (kept, dropped) = (cx.ins().f64const(1.0), cx.ins().f64const(0.0));
+        let factor = cx.ins().select(keep, kept, dropped);
+        let v = cx.ins().fmul(v, factor);
+        let v = cx.ins().fdiv(v, divisor);
+        store_float(cx, t.dtype, v, at[1]);
+        if t.mask.is_some() {
+            cx.ins().store(flags, keep, at[2], 0);
+        }
+        Ok(())
+    })
 }

@@ -10,7 +10,7 @@
 //! opset 22); f32 and f64 are lowered through `onnxc_conv_{f32,f64}`
 //! (im2col + gemm, with planned scratch), f16/bf16 through the f32 kernel
 //! on staged copies ([`crate::codegen::staging`]), and likewise ConvTranspose and
-//! Col2Im. Portable mode lowers Conv and ConvTranspose as direct loops
+//! Col2Im. Portable mode lowers Conv, ConvTranspose, Col2Im and DeformConv as direct loops
 //! instead ([`crate::codegen::window_loops`],
 //! [`crate::codegen::conv_transpose_loops`]).
 //!
@@ -803,6 +803,9 @@ impl Operator for DeformConv {
         let (dtype, x) = cx.input_type(0)?;
         let mask = if cx.has_input(4) { Some(cx.input_type(4)?.1) } else { None };
         let p = self.params(&x, &cx.input_type(1)?.1, &cx.input_type(2)?.1, mask.as_deref())?;
+        if cx.portable() {
+            return crate::codegen::window_loops::deform_conv(cx, dtype, &p);
+        }
         let scratch = Ptr(if deform_conv_scratch_elems(&p) > 0 { cx.scratch_ptr()? } else { cx.iconst(0) });
         let params = cx.params(&p)?;
         let (x, w, offset) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));
@@ -1131,6 +1134,9 @@ impl Operator for Col2Im {
         let image = cx.const_input(1).ok_or("input 1 (image_shape) must be a constant")?.clone();
         let block = cx.const_input(2).ok_or("input 2 (block_shape) must be a constant")?.clone();
         let p = self.params(&x, &image, &block)?;
+        if cx.portable() {
+            return crate::codegen::conv_transpose_loops::col2im(cx, dtype, &p);
+        }
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;

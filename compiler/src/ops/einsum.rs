@@ -16,11 +16,13 @@
 //! nest for `onnxc_einsum_{f32,f64}` (output letters first, then the summed
 //! ones, each with a per-operand element stride), which handles any
 //! combination of transposes, diagonals, batch dims and reductions.
+//! Portable mode walks the same nest in generated code
+//! ([`crate::codegen::linalg_loops`]).
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::Lower;
+use crate::codegen::{linalg_loops, Lower};
 use crate::import::NodeImport;
 use crate::ir::DType;
 use onnxc_runtime::abi::linalg::{EinsumParams, EINSUM_MAX_INPUTS};
@@ -253,6 +255,9 @@ impl Operator for Einsum {
         }
         for (k, s) in plan.strides.iter().enumerate() {
             p.strides[k][..s.len()].copy_from_slice(s);
+        }
+        if cx.portable() {
+            return linalg_loops::einsum(cx, dtype, &p);
         }
         let params = cx.params(&p)?;
         let mut operand = |i| if i < n { cx.input_ptr(i).map(Ptr) } else { Ok(Ptr(cx.iconst(0))) };

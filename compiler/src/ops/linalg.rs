@@ -16,7 +16,8 @@
 //!   two dims of `[*, M, M]`, giving `[*]`. Type constraints: float types;
 //!   onnxc lowers f32 and f64 through `onnxc_det_{f32,f64}` (LU with
 //!   partial pivoting in f64 scratch), f16/bf16 through the f32 one on
-//!   staged copies.
+//!   staged copies; portable mode runs the same elimination in generated
+//!   code ([`crate::codegen::linalg_loops`]).
 //!
 //! MatMul and Gemm are described by one batched strided [`Problem`]: the matrix part
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
@@ -31,7 +32,7 @@
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::{clif_type, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, linalg_loops, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::shape::{broadcast, broadcast_dims, broadcast_strides, dims_text};
@@ -593,6 +594,9 @@ impl Operator for Det {
         let (dtype, shape) = cx.input_type(0)?;
         let (batch, n) = det_dims(&shape)?;
         let scratch = if n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
+        if cx.portable() {
+            return linalg_loops::det(cx, dtype, batch, n, scratch);
+        }
         let params = cx.params(&DetParams { batch: batch as i64, n: n as i64 })?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
         cx.call_checked(

@@ -7,7 +7,8 @@
 //!   vectors are per activation (`[C, D...]`), which the kernel computes as
 //!   `C * prod(D)` channels of one element each. Opsets 1-6 `is_test` and
 //!   `consumed_inputs` and the momentum only matter for training. In
-//!   portable mode inference is one broadcast loop, no kernel.
+//!   portable mode inference is one broadcast loop, no kernel, and
+//!   training [`norm_loops::batchnorm_training`].
 //!   Training mode (opset 14+ `training_mode = 1`) normalises with the
 //!   batch's mean and population variance per channel and writes the
 //!   optional outputs `running_mean`/`running_var` as `input * momentum +
@@ -195,6 +196,9 @@ impl Operator for BatchNorm {
         let p = self.params(&x, &stats)?;
         if cx.portable() && p.training == 0 {
             return batchnorm_portable(cx, dtype, &p, self.epsilon);
+        }
+        if cx.portable() {
+            return norm_loops::batchnorm_training(cx, dtype, &p);
         }
         let params = cx.params(&p)?;
         let (x, scale, bias) = (Ptr(cx.input_ptr(0)?), Ptr(cx.input_ptr(1)?), Ptr(cx.input_ptr(2)?));

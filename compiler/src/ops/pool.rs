@@ -247,18 +247,19 @@ impl Operator for Pool {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, x) = cx.input_type(0)?;
         let p = self.params(&x)?;
-        if cx.portable() && !cx.has_output(1) && matches!(dtype, DType::F32 | DType::F64) {
+        if cx.portable() && !self.via_f32(dtype) {
             return crate::codegen::window_loops::pool(cx, dtype, &p);
         }
-        let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let yp = cx.output_ptr(0)?;
         if self.blocked {
+            let params = cx.params(&p)?;
             let parallel = cx.parallel_ptr();
             return cx.call_checked(kernels::onnxc_pool_blocked_f32, (params, Ptr(xp), Ptr(yp), parallel));
         }
         let ip = if cx.has_output(1) { cx.output_ptr(1)? } else { cx.iconst(0) };
         if !self.via_f32(dtype) {
+            let params = cx.params(&p)?;
             let parallel = cx.parallel_ptr();
             return cx.call_checked(
                 kernels::by_dtype(kernels::onnxc_pool_f32, kernels::onnxc_pool_f64, dtype),
@@ -269,8 +270,15 @@ impl Operator for Pool {
         let xf = cx.scratch_ptr()?;
         let yf = cx.ins().iadd_imm_s(xf, 4 * n_in as i64);
         convert(cx, xp, dtype, xf, DType::F32, n_in)?;
-        let parallel = cx.parallel_ptr();
-        cx.call_checked(kernels::onnxc_pool_f32, (params, Ptr(xf), Ptr(yf), Ptr(ip), parallel))?;
+        if cx.portable() {
+            cx.stage_input(0, xf, DType::F32);
+            cx.stage_output(0, yf, DType::F32);
+            crate::codegen::window_loops::pool(cx, DType::F32, &p)?;
+            cx.unstage();
+        } else {
+            let (params, parallel) = (cx.params(&p)?, cx.parallel_ptr());
+            cx.call_checked(kernels::onnxc_pool_f32, (params, Ptr(xf), Ptr(yf), Ptr(ip), parallel))?;
+        }
         convert(cx, yf, DType::F32, yp, dtype, n_out)
     }
 
@@ -391,10 +399,11 @@ impl Operator for MaxUnpool {
             count: element_count(&x) as i64,
             elem_size: dtype.size() as i64,
         };
+        let (xp, ip, yp) = (cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?);
+        if cx.portable() {
+            return crate::codegen::scatter_loops::max_unpool(cx, &p, [xp, ip, yp]);
+        }
         let params = cx.params(&p)?;
-        let xp = cx.input_ptr(0)?;
-        let ip = cx.input_ptr(1)?;
-        let yp = cx.output_ptr(0)?;
         cx.call_checked(kernels::onnxc_max_unpool, (params, Ptr(xp), Ptr(ip), Ptr(yp)))
     }
 }
@@ -521,6 +530,9 @@ impl Operator for RoiPool {
         let (_, x) = cx.input_type(0)?;
         let (_, rois) = cx.input_type(1)?;
         let p = self.params(&x, &rois)?;
+        if cx.portable() && self.op_type == "RoiAlign" {
+            return crate::codegen::window_loops::roi_align(cx, &p);
+        }
         let params = cx.params(&p)?;
         let xp = cx.input_ptr(0)?;
         let rp = cx.input_ptr(1)?;

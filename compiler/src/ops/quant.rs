@@ -18,7 +18,9 @@
 //! (`onnxc_scale_product`). QLinearAdd, QLinearMul and QLinearLookup,
 //! which that pass makes of elementwise QDQ groups, are in `elementwise`.
 //! Portable mode lowers Quantize/DequantizeLinear (over the same
-//! `QuantParams`) and DynamicQuantizeLinear by `codegen::quant_loops`.
+//! `QuantParams`), DynamicQuantizeLinear and the integer products (not the
+//! scaled one) by `codegen::quant_loops`, the convolutions' walk by
+//! `codegen::window_loops`.
 
 mod depthwise;
 mod elementwise;
@@ -31,7 +33,10 @@ use super::conv::Conv;
 use super::gather::{axis_attr, product};
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::quant_loops::{lower_dynamic_quantize, lower_linear, LinearTypes};
+use crate::codegen::quant_loops::{
+    integer_matmul, lower_dynamic_quantize, lower_linear, IntOperand, LinearTypes, Requantize, Sums,
+};
+use crate::codegen::window_loops::integer_conv;
 use crate::codegen::Lower;
 use crate::import::NodeImport;
 use crate::ir::shape::{broadcast, broadcast_strides, element_count};
@@ -518,6 +523,9 @@ impl Operator for IntegerProduct {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let owned = lower_types(cx);
         let t = borrowed(&owned);
+        if cx.portable() && self.slots.scaled.is_none() {
+            return self.lower_portable(cx, &t);
+        }
         let consts: Vec<Option<Tensor>> = (0..cx.input_count()).map(|i| cx.const_input(i).cloned()).collect();
         if let Some(p) = self.depthwise(&t, &|i| consts.get(i).and_then(Option::as_ref)) {
             let packed = depthwise::pack(&p, &|i| consts.get(i).and_then(Option::as_ref))?;
@@ -567,6 +575,54 @@ impl Operator for IntegerProduct {
             Ptr(cx.output_ptr(0)?),
         );
         cx.call_checked(kernels::onnxc_requantize, args)
+    }
+}
+
+impl IntegerProduct {
+    /// Portable mode: the product's loops with the sums stored as i32 or
+    /// requantized at once ([`crate::codegen::quant_loops`]).
+    fn lower_portable(&self, cx: &mut Lower, t: &[Option<(DType, &[usize])>]) -> Result<(), String> {
+        let (problem, _, rule) = self.problem(t)?;
+        let s = self.slots;
+        let dtype =
+            |i: usize| t.get(i).copied().flatten().map(|(d, _)| d).ok_or_else(|| format!("input {i} is required"));
+        let optional = |cx: &mut Lower, i: usize| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
+        let operand = |cx: &mut Lower, data: usize, zero: usize, q: QOperand| -> Result<IntOperand, String> {
+            let zero_ptr = optional(cx, zero)?;
+            Ok(IntOperand {
+                data: cx.input_ptr(data)?,
+                dtype: dtype(data)?,
+                zero: zero_ptr,
+                zero_indexed: q.zp_indexed != 0,
+            })
+        };
+        let ops = match &problem {
+            Problem::MatMul(q) => [q.a, q.b],
+            Problem::Conv(_, ops) => *ops,
+        };
+        let (a, b) = (operand(cx, s.a, s.a_zp, ops[0])?, operand(cx, s.b, s.b_zp, ops[1])?);
+        let requantize = match s.requant {
+            Some([a_scale, b_scale, y_scale, y_zp]) => Some(Requantize {
+                rule,
+                scale_dtype: dtype(a_scale)?,
+                y_dtype: self.out_dtype(t),
+                scales: [cx.input_ptr(a_scale)?, cx.input_ptr(b_scale)?, cx.input_ptr(y_scale)?],
+                y_zero: optional(cx, y_zp)?,
+            }),
+            None => None,
+        };
+        let sums = requantize.as_ref().map_or(Sums::Int32, Sums::Requantized);
+        let y = cx.output_ptr(0)?;
+        match problem {
+            Problem::MatMul(q) => integer_matmul(cx, &q, [&a, &b], &sums, y),
+            Problem::Conv(p, _) => {
+                let bias = match s.bias {
+                    Some(i) => optional(cx, i)?,
+                    None => None,
+                };
+                integer_conv(cx, &p, [&a, &b], bias, &sums, y)
+            }
+        }
     }
 }
 

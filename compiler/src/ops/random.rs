@@ -26,11 +26,13 @@
 //!   read at run time, so one compiled model serves both modes; the mask is
 //!   bool. Dropout before opset 12 has no training mode; it and the
 //!   constant-false form are the pass-through in `elementwise.rs`.
+//!   Portable mode draws the same stream in generated code
+//!   ([`crate::codegen::training_loops::dropout`]).
 
 use super::scatter::one_bits;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::Lower;
+use crate::codegen::{training_loops, Lower};
 use crate::import::NodeImport;
 use crate::ir::shape::element_count;
 use crate::ir::DType;
@@ -316,6 +318,13 @@ impl Operator for TrainingDropout {
             ratio_elem,
             ratio: DEFAULT_RATIO,
         };
+        if cx.portable() {
+            let ratio = if cx.has_input(1) { Some((cx.input_ptr(1)?, cx.input_type(1)?.0)) } else { None };
+            let mask = if cx.has_output(1) { Some(cx.output_ptr(1)?) } else { None };
+            let (x, training, y) = (cx.input_ptr(0)?, cx.input_ptr(2)?, cx.output_ptr(0)?);
+            let t = training_loops::DropoutTensors { dtype, x, ratio, training, y, mask };
+            return training_loops::dropout(cx, &p, &t);
+        }
         let params = cx.params(&p)?;
         let (x, ratio, training) = (cx.input_ptr(0)?, cx.opt_input_ptr(1), cx.input_ptr(2)?);
         let y = cx.output_ptr(0)?;

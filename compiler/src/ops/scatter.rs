@@ -248,6 +248,11 @@ impl Operator for TensorScatter {
         let (dtype, shape) = cx.input_type(0)?;
         let (_, ushape) = cx.input_type(1)?;
         let p = self.params(dtype, &shape, &ushape)?;
+        if cx.portable() {
+            let write = if cx.has_input(2) { Some(cx.input_ptr(2)?) } else { None };
+            let ptrs = [cx.input_ptr(0)?, cx.input_ptr(1)?, cx.output_ptr(0)?];
+            return scatter_loops::tensor_scatter(cx, &p, ptrs, write);
+        }
         copy_data_to_output(cx)?;
         let params = cx.params(&p)?;
         let (out, update, write) = (cx.output_ptr(0)?, cx.input_ptr(1)?, cx.opt_input_ptr(2));

@@ -7,7 +7,7 @@
 //! write it (`runtime-support/src/generic/dynamic.rs`). With inputs known at
 //! compile time they are folded like any other node; Compress with a
 //! constant condition has a static shape and needs no allocator. In
-//! portable mode NonZero and Compress count and write in the loops of
+//! portable mode all four count and write in the loops of
 //! [`crate::codegen::dynamic_loops`].
 //!
 //! Type constraints (ONNX): NonZero (9, 13) and Unique (11) take any
@@ -17,8 +17,8 @@
 
 use super::gather::{axis_attr, dims_array, max_rank, product, split_axis};
 use super::{InferCx, Inferred, Op, Operator};
-use crate::codegen::kernels::{self, Ptr, I64};
-use crate::codegen::{dynamic_loops, InstBuilder, Lower};
+use crate::codegen::kernels::{self, Ptr, Ref, I64};
+use crate::codegen::{dynamic_loops, InstBuilder, Lower, Value};
 use crate::import::NodeImport;
 use crate::ir::{DType, Dim};
 use onnxc_runtime::{NmsParams, NonZeroParams, SliceParams};
@@ -226,10 +226,14 @@ impl Operator for Unique {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, shape) = cx.input_type(0)?;
         let p = self.params(dtype, &shape)?;
-        let params = cx.params(&p)?;
         let x = cx.input_ptr(0)?;
         let scratch = if p.len > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
-        let count = cx.call_count(kernels::onnxc_unique, (params, Ptr(x), Ptr(scratch)))?;
+        // The kernels' parameter block's address (both calls read it).
+        let params = if cx.portable() { None } else { Some(cx.params(&p)?.value()) };
+        let count = match params {
+            Some(params) => cx.call_count(kernels::onnxc_unique, (Ref::to(params), Ptr(x), Ptr(scratch)))?,
+            None => dynamic_loops::unique_count(cx, &p, dtype, x, scratch)?,
+        };
         let y_dims: Vec<_> = match self.axis {
             Some(axis) => {
                 let at = axis_attr(axis, shape.len())?;
@@ -238,12 +242,18 @@ impl Operator for Unique {
             None => vec![count],
         };
         let y = cx.alloc_output(0, &y_dims)?;
-        let indices = if cx.has_output(1) { cx.alloc_output(1, &[count])? } else { cx.iconst(0) };
-        let inverse = if cx.has_output(2) { cx.output_ptr(2)? } else { cx.iconst(0) };
-        let counts = if cx.has_output(3) { cx.alloc_output(3, &[count])? } else { cx.iconst(0) };
+        let indices = if cx.has_output(1) { Some(cx.alloc_output(1, &[count])?) } else { None };
+        let inverse = if cx.has_output(2) { Some(cx.output_ptr(2)?) } else { None };
+        let counts = if cx.has_output(3) { Some(cx.alloc_output(3, &[count])?) } else { None };
+        let Some(params) = params else {
+            let out = dynamic_loops::UniqueOutputs { y, indices, inverse, counts };
+            dynamic_loops::unique_write(cx, &p, x, scratch, count, &out);
+            return Ok(());
+        };
+        let [indices, inverse, counts] = [indices, inverse, counts].map(|o| o.unwrap_or_else(|| cx.iconst(0)));
         cx.call_checked(
             kernels::onnxc_unique_write,
-            (params, Ptr(x), Ptr(scratch), I64(count), Ptr(y), Ptr(indices), Ptr(inverse), Ptr(counts)),
+            (Ref::to(params), Ptr(x), Ptr(scratch), I64(count), Ptr(y), Ptr(indices), Ptr(inverse), Ptr(counts)),
         )
     }
 }
@@ -323,19 +333,39 @@ impl Operator for NonMaxSuppression {
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let types: Vec<_> = (0..5).map(|i| cx.input_type(i).ok()).collect();
         let p = self.params(&types.iter().map(|t| t.as_ref().map(|(d, s)| (*d, s.as_slice()))).collect::<Vec<_>>())?;
-        let params = cx.params(&p)?;
-        let args: Vec<_> = (0..5).map(|i| cx.opt_input_ptr(i)).collect();
         let selected = cx.scratch_ptr()?;
         let work = cx.ins().iadd_imm_s(selected, Self::selection_bytes(&p) as i64);
-        let count = cx.call_count(
-            kernels::onnxc_nms,
-            (params, Ptr(args[0]), Ptr(args[1]), Ptr(args[2]), Ptr(args[3]), Ptr(args[4]), Ptr(selected), Ptr(work)),
-        )?;
+        let count = if cx.portable() {
+            let optional =
+                |cx: &mut Lower, i: usize| if cx.has_input(i) { cx.input_ptr(i).map(Some) } else { Ok(None) };
+            let inputs = dynamic_loops::NmsInputs {
+                boxes: cx.input_ptr(0)?,
+                scores: cx.input_ptr(1)?,
+                max_out: optional(cx, 2)?,
+                iou: optional(cx, 3)?,
+                score_threshold: optional(cx, 4)?,
+            };
+            dynamic_loops::nms(cx, &p, &inputs, selected, work)?
+        } else {
+            self.call_kernel(cx, &p, selected, work)?
+        };
         let three = cx.iconst(3);
         let y = cx.alloc_output(0, &[count, three])?;
         let bytes = cx.ins().imul_imm_s(count, 24);
         cx.copy_bytes_dynamic(y, selected, bytes);
         Ok(())
+    }
+}
+
+impl NonMaxSuppression {
+    /// `onnxc_nms` into `selected`; returns the count.
+    fn call_kernel(&self, cx: &mut Lower, p: &NmsParams, selected: Value, work: Value) -> Result<Value, String> {
+        let params = cx.params(p)?;
+        let args: Vec<_> = (0..5).map(|i| cx.opt_input_ptr(i)).collect();
+        cx.call_count(
+            kernels::onnxc_nms,
+            (params, Ptr(args[0]), Ptr(args[1]), Ptr(args[2]), Ptr(args[3]), Ptr(args[4]), Ptr(selected), Ptr(work)),
+        )
     }
 }
 

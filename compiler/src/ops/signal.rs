@@ -30,11 +30,14 @@
 //! The output shapes of the generators depend on their inputs' values, so
 //! those are compile-time constants and `infer` computes the whole result
 //! (in f64, then converted), which removes the node.
+//!
+//! Portable mode runs DFT and STFT as the kernels' loops in generated code
+//! ([`crate::codegen::signal_loops`]).
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::Lower;
+use crate::codegen::{signal_loops, Lower};
 use crate::import::NodeImport;
 use crate::ir::shape::normalize_axis;
 use crate::ir::{DType, Tensor};
@@ -159,6 +162,9 @@ impl Operator for Dft {
         }
         let axis = scalar(cx.const_input(2)).unwrap_or(-2);
         let (p, _) = self.plan(&shape, len, axis)?;
+        if cx.portable() {
+            return signal_loops::dft(cx, dtype, &p);
+        }
         let scratch = if p.n > 0 { cx.scratch_ptr()? } else { cx.iconst(0) };
         let params = cx.params(&p)?;
         let (x, y) = (cx.input_ptr(0)?, cx.output_ptr(0)?);
@@ -262,6 +268,9 @@ impl Operator for Stft {
         let window = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let frame_length = scalar(cx.const_input(3));
         let p = self.plan(&x, step, window.as_deref(), frame_length)?;
+        if cx.portable() {
+            return signal_loops::stft(cx, dtype, &p);
+        }
         let scratch = cx.scratch_ptr()?;
         let params = cx.params(&p)?;
         let (x, w, y) = (cx.input_ptr(0)?, cx.opt_input_ptr(2), cx.output_ptr(0)?);

@@ -16,7 +16,9 @@ use super::convert::{is_float_elem, load_float, store_float};
 use crate::abi::random::*;
 use crate::abi::{ELEM_F32, ELEM_F64, ELEM_I32, ELEM_I64, STATUS_INVALID_PARAMS, STATUS_OK};
 
-const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+/// SplitMix64's increment (public for the compiler's portable Dropout,
+/// which generates the same stream).
+pub const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// SplitMix64's output function: a bijection on u64 with full avalanche.
 fn mix(mut z: u64) -> u64 {

@@ -11,8 +11,12 @@ use crate::abi::signal::*;
 use crate::abi::{STATUS_INVALID_PARAMS, STATUS_OK};
 use crate::generic::real::Real;
 
-/// Fills `tw[2j], tw[2j+1]` with `cos, sin` of `2 pi j / n` for `j < n`.
-unsafe fn twiddles(n: usize, tw: *mut f64) {
+/// Fills `tw[2j], tw[2j+1]` with `cos, sin` of `2 pi j / n` for `j < n`
+/// (public for the compiler's portable transforms, which need the same table).
+///
+/// # Safety
+/// `tw` holds `2 n` doubles.
+pub unsafe fn twiddles(n: usize, tw: *mut f64) {
     for j in 0..n {
         let a = 2.0 * core::f64::consts::PI * j as f64 / n as f64;
         *tw.add(2 * j) = libm::cos(a);

@@ -11,17 +11,25 @@
 //!
 //! A root whose true and false branches are the same leaf is a one-leaf
 //! tree (the spec's degenerate case).
+//!
+//! Portable mode compiles the checked tables into branches instead
+//! ([`TreeEnsemble::emit_portable`]): per row, each tree's nodes become
+//! blocks (made when first reached, so shared subtrees are emitted once)
+//! comparing the feature in f64 as the kernel does (NaN takes
+//! `missing_true`), each leaf adding its weights in the output's type by
+//! the aggregation; the post transforms other than NONE, which need the
+//! kernel's f64 exp and erf, are refused.
 
 use crate::codegen::kernels::{self, Ptr, Ref};
-use crate::codegen::{Lower, Value};
+use crate::codegen::{clif_type, types, FloatCC, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::attrs::Attrs;
 use crate::import::NodeImport;
 use crate::ir::attributes::Attribute;
 use crate::ir::DType;
 use crate::ops::{InferCx, Inferred, Op, Operator};
 use onnxc_runtime::abi::tree::{
-    TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_SUM, POST_NONE,
-    POST_PROBIT, TREE_MEMBER,
+    TreeContribution, TreeLeaf, TreeNode, TreeParams, AGGREGATE_AVERAGE, AGGREGATE_MAX, AGGREGATE_MIN, AGGREGATE_SUM,
+    POST_NONE, POST_PROBIT, TREE_EQ, TREE_GT, TREE_GTE, TREE_LEQ, TREE_LT, TREE_MEMBER, TREE_NEQ,
 };
 
 #[derive(Clone, Debug)]
@@ -267,6 +275,9 @@ impl TreeEnsemble {
     /// `[rows, features]` of `dtype`).
     pub fn emit(&self, cx: &mut Lower, dtype: DType, shape: &[usize], x: Value, y: Value) -> Result<(), String> {
         let extreme = if dtype == DType::F64 { f64::MAX } else { f64::from(f32::MAX) };
+        if cx.portable() {
+            return self.emit_portable(cx, dtype, shape, x, y, extreme);
+        }
         let p = TreeParams {
             rows: shape[0] as i64,
             features: shape[1] as i64,
@@ -291,6 +302,175 @@ impl TreeEnsemble {
         let args = (params, nodes, leaves, contributions, sets, roots, base_values, Ptr(x), Ptr(y));
         let kernel = kernels::by_dtype(kernels::onnxc_tree_ensemble_f32, kernels::onnxc_tree_ensemble_f64, dtype);
         cx.call_checked(kernel, args)
+    }
+}
+
+/// A tree's blocks, made when first jumped to (`B` is the code
+/// generator's block type), and the ones made but not yet emitted.
+struct TreeBlocks<B> {
+    nodes: Vec<Option<B>>,
+    leaves: Vec<Option<B>>,
+    work: Vec<(i64, B)>,
+}
+
+impl<B: Copy> TreeBlocks<B> {
+    /// The block of branch target `to` (a node, or `-(leaf + 1)`).
+    fn at(&mut self, to: i64, make: &mut dyn FnMut() -> B) -> Result<B, String> {
+        let slot = match usize::try_from(to) {
+            Ok(node) => self.nodes.get_mut(node),
+            Err(_) => usize::try_from(-(to + 1)).ok().and_then(|leaf| self.leaves.get_mut(leaf)),
+        };
+        let slot = slot.ok_or_else(|| format!("branch target {to} is outside the tree tables"))?;
+        if let Some(b) = *slot {
+            return Ok(b);
+        }
+        let b = make();
+        *slot = Some(b);
+        self.work.push((to, b));
+        Ok(b)
+    }
+}
+
+impl TreeEnsemble {
+    /// Portable mode's rows through the trees (see the module doc).
+    fn emit_portable(
+        &self,
+        cx: &mut Lower,
+        dtype: DType,
+        shape: &[usize],
+        x: Value,
+        y: Value,
+        extreme: f64,
+    ) -> Result<(), String> {
+        if self.post_transform != POST_NONE {
+            return Err(format!("post transform {} has no portable lowering (NONE does)", self.post_transform));
+        }
+        if !matches!(dtype, DType::F32 | DType::F64) {
+            return Err(format!("TreeEnsemble of {dtype} has no portable lowering (f32 and f64 do)"));
+        }
+        let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+        let (rows, features, targets) = (shape[0], shape[1] as i64, self.targets as i64);
+        let start = match self.aggregate {
+            AGGREGATE_MIN => extreme,
+            AGGREGATE_MAX => -extreme,
+            _ => 0.0,
+        };
+        let constant = |cx: &mut Lower, v: f64| {
+            if dtype == DType::F64 {
+                cx.ins().f64const(v)
+            } else {
+                cx.ins().f32const(v as f32)
+            }
+        };
+        let flags = MemFlagsData::trusted();
+        let levels = [Level::new(rows, vec![features * size, targets * size])];
+        cx.nest(&levels, &[x, y], &mut |cx, _, at| {
+            let first = constant(cx, start);
+            for t in 0..targets {
+                cx.ins().store(flags, first, at[1], (t * size) as i32);
+            }
+            for &root in &self.roots {
+                self.emit_tree(cx, dtype, root, at)?;
+            }
+            for (t, &base) in self.base_values.iter().enumerate() {
+                let slot = cx.ins().load(ty, flags, at[1], (t as i64 * size) as i32);
+                let base = constant(cx, base);
+                let sum = cx.ins().fadd(slot, base);
+                cx.ins().store(flags, sum, at[1], (t as i64 * size) as i32);
+            }
+            Ok(())
+        })
+    }
+
+    /// One tree from `root` for the row at `at[0]`, its leaf's weights
+    /// aggregated into the scores at `at[1]`.
+    fn emit_tree(&self, cx: &mut Lower, dtype: DType, root: i64, at: &[Value]) -> Result<(), String> {
+        let (size, ty) = (dtype.size() as i64, clif_type(dtype));
+        let flags = MemFlagsData::trusted();
+        let mut blocks =
+            TreeBlocks { nodes: vec![None; self.nodes.len()], leaves: vec![None; self.leaves.len()], work: vec![] };
+        let done = cx.b.create_block();
+        let entry = blocks.at(root, &mut || cx.b.create_block())?;
+        cx.ins().jump(entry, &[]);
+        while let Some((to, block)) = blocks.work.pop() {
+            cx.b.switch_to_block(block);
+            let Ok(n) = usize::try_from(to) else {
+                let leaf = self.leaves[(-(to + 1)) as usize];
+                let (first, count) = (leaf.first.max(0) as usize, leaf.count.max(0) as usize);
+                let list = self
+                    .contributions
+                    .get(first..first + count)
+                    .ok_or("a leaf's contributions are outside the table")?;
+                for c in list {
+                    let offset = (c.target * size) as i32;
+                    let slot = cx.ins().load(ty, flags, at[1], offset);
+                    let next = self.aggregated(cx, dtype, slot, c.weight);
+                    cx.ins().store(flags, next, at[1], offset);
+                }
+                cx.ins().jump(done, &[]);
+                continue;
+            };
+            let node = self.nodes[n];
+            let v = cx.ins().load(ty, flags, at[0], (node.feature * size) as i32);
+            let v = if dtype == DType::F64 { v } else { cx.ins().fpromote(types::F64, v) };
+            let split = cx.ins().f64const(node.split);
+            let taken = match node.mode {
+                TREE_MEMBER => {
+                    let (first, len) = (node.set_start.max(0) as usize, node.set_len.max(0) as usize);
+                    let set = self.sets.get(first..first + len).ok_or("a membership set is outside the table")?;
+                    let mut any = cx.ins().iconst(types::I8, 0);
+                    for &member in set {
+                        let member = cx.ins().f64const(member);
+                        let equal = cx.ins().fcmp(FloatCC::Equal, v, member);
+                        any = cx.ins().bor(any, equal);
+                    }
+                    any
+                }
+                mode => {
+                    let cc = match mode {
+                        TREE_LEQ => FloatCC::LessThanOrEqual,
+                        TREE_LT => FloatCC::LessThan,
+                        TREE_GTE => FloatCC::GreaterThanOrEqual,
+                        TREE_GT => FloatCC::GreaterThan,
+                        TREE_EQ => FloatCC::Equal,
+                        TREE_NEQ => FloatCC::NotEqual,
+                        other => return Err(format!("node {n} has the unknown mode {other}")),
+                    };
+                    cx.ins().fcmp(cc, v, split)
+                }
+            };
+            let nan = cx.ins().fcmp(FloatCC::Unordered, v, v);
+            let missing = cx.ins().iconst(types::I8, (node.missing_true != 0) as i64);
+            let taken = cx.ins().select(nan, missing, taken);
+            let on_true = blocks.at(node.on_true, &mut || cx.b.create_block())?;
+            let on_false = blocks.at(node.on_false, &mut || cx.b.create_block())?;
+            cx.ins().brif(taken, on_true, &[], on_false, &[]);
+        }
+        cx.b.switch_to_block(done);
+        Ok(())
+    }
+
+    /// The score `slot` after a leaf's `weight`, by the aggregation, in the
+    /// output's type as the kernel computes it.
+    fn aggregated(&self, cx: &mut Lower, dtype: DType, slot: Value, weight: f64) -> Value {
+        let trees = self.roots.len() as f64;
+        let (w, share) = if dtype == DType::F64 {
+            (cx.ins().f64const(weight), cx.ins().f64const(weight / trees))
+        } else {
+            (cx.ins().f32const(weight as f32), cx.ins().f32const(weight as f32 / trees as f32))
+        };
+        match self.aggregate {
+            AGGREGATE_MIN => {
+                let below = cx.ins().fcmp(FloatCC::LessThan, w, slot);
+                cx.ins().select(below, w, slot)
+            }
+            AGGREGATE_MAX => {
+                let above = cx.ins().fcmp(FloatCC::GreaterThan, w, slot);
+                cx.ins().select(above, w, slot)
+            }
+            AGGREGATE_AVERAGE => cx.ins().fadd(slot, share),
+            _ => cx.ins().fadd(slot, w),
+        }
     }
 }
 
