@@ -138,6 +138,19 @@ pub fn regions(graph: &Graph) -> Vec<usize> {
     region
 }
 
+/// Node `index`'s f32 data input (0) shape and constant weights (input
+/// 1), when it has both: where the weight-packing passes start.
+pub(crate) fn f32_input_and_weights(graph: &Graph, index: usize) -> Option<(Vec<usize>, &Tensor)> {
+    let node = &graph.nodes[index];
+    let (Some(Some(x)), Some(Some(w))) = (node.inputs.first().copied(), node.inputs.get(1).copied()) else {
+        return None;
+    };
+    match (graph.concrete(x), graph.const_value(w)) {
+        (Some((DType::F32, x_shape)), Some(weights)) => Some((x_shape, weights)),
+        _ => None,
+    }
+}
+
 /// Puts `packed`, a constant laid out by a kernel library packer, in place
 /// of input `slot` of node `node`, as a new f32 value named after the old
 /// one with `suffix`: what the weight-packing passes share.

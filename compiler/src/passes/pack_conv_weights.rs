@@ -16,7 +16,7 @@
 //! over the ONNX layout). Runs after the rewrites that change weights
 //! (BatchNormalization folding).
 
-use crate::ir::{DType, Graph, Tensor};
+use crate::ir::{Graph, Tensor};
 use crate::ops::conv::Layout;
 use crate::ops::Op;
 use onnxc_runtime::{
@@ -30,14 +30,8 @@ type PackFn = unsafe extern "C" fn(*const ConvParams, *const f32, *mut f32) -> i
 
 pub fn pack_conv_weights(graph: &mut Graph) {
     for index in 0..graph.nodes.len() {
-        let node = &graph.nodes[index];
-        let (Some(Some(x)), Some(Some(w))) = (node.inputs.first().copied(), node.inputs.get(1).copied()) else {
-            continue;
-        };
-        let (Some(weights), Some((DType::F32, x_shape))) = (graph.const_value(w), graph.concrete(x)) else {
-            continue;
-        };
-        let packing = match &node.op {
+        let Some((x_shape, weights)) = super::f32_input_and_weights(graph, index) else { continue };
+        let packing = match &graph.nodes[index].op {
             Op::Conv(conv) if conv.layout == Layout::Plain => conv
                 .params(&x_shape, &weights.shape)
                 .ok()

@@ -14,21 +14,15 @@
 //! once, in place, in either layout) and the code calls kernels at all.
 //! Runs after the rewrites that make a Gemm of a MatMul.
 
-use crate::ir::{DType, Graph, Tensor};
+use crate::ir::{Graph, Tensor};
 use crate::ops::Op;
 use onnxc_runtime::generic::gemv::FEW_ROWS;
 use onnxc_runtime::{b_strips_len, pack_b_strips, MatRef};
 
 pub fn pack_gemm_weights(graph: &mut Graph) {
     for index in 0..graph.nodes.len() {
-        let node = &graph.nodes[index];
-        let (Some(Some(x)), Some(Some(w))) = (node.inputs.first().copied(), node.inputs.get(1).copied()) else {
-            continue;
-        };
-        let (Some(weights), Some((DType::F32, x_shape))) = (graph.const_value(w), graph.concrete(x)) else {
-            continue;
-        };
-        let Some((k, n, transposed)) = packable(&node.op, &x_shape, &weights.shape) else { continue };
+        let Some((x_shape, weights)) = super::f32_input_and_weights(graph, index) else { continue };
+        let Some((k, n, transposed)) = packable(&graph.nodes[index].op, &x_shape, &weights.shape) else { continue };
         let Some(packed) = packed(weights, k, n, transposed) else { continue };
         let logical = weights.shape.clone();
         super::swap_in_packed(graph, index, 1, "strips", &packed);
