@@ -68,6 +68,14 @@ fn b_dims(cx: &InferCx, packed_b: &Option<Vec<usize>>) -> Result<Vec<DimExpr>, S
     }
 }
 
+/// B's shape for lowering: its logical one when packed.
+fn b_shape(cx: &Lower, packed_b: &Option<Vec<usize>>) -> Result<Vec<usize>, String> {
+    match packed_b {
+        Some(shape) => Ok(shape.clone()),
+        None => Ok(cx.input_type(1)?.1),
+    }
+}
+
 /// Marks a problem's B as packed in strips when `packed_b` says so.
 fn with_strips(mut p: Problem, packed_b: &Option<Vec<usize>>) -> Problem {
     if packed_b.is_some() {
@@ -261,10 +269,7 @@ impl Operator for MatMul {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
-        let b = match &self.packed_b {
-            Some(shape) => shape.clone(),
-            None => cx.input_type(1)?.1,
-        };
+        let b = b_shape(cx, &self.packed_b)?;
         let mut p = with_strips(matmul_problem(&a, &b)?, &self.packed_b);
         p.matrix.alpha = self.alpha;
         emit_gemm(cx, dtype, &p, false)
@@ -408,10 +413,7 @@ impl Operator for Gemm {
 
     fn lower(&self, cx: &mut Lower) -> Result<(), String> {
         let (dtype, a) = cx.input_type(0)?;
-        let b = match &self.packed_b {
-            Some(shape) => shape.clone(),
-            None => cx.input_type(1)?.1,
-        };
+        let b = b_shape(cx, &self.packed_b)?;
         let c = if cx.has_input(2) { Some(cx.input_type(2)?.1) } else { None };
         let p = with_strips(self.problem(&a, &b, c.as_deref())?, &self.packed_b);
         emit_gemm(cx, dtype, &p, c.is_some())

@@ -14,8 +14,7 @@
 //! unscaled one.
 
 use super::pattern::{fuse_matches, Match, Matcher};
-use crate::ir::DType;
-use crate::ir::Graph;
+use crate::ir::{DType, Graph};
 use crate::ops::elementwise::Func;
 use crate::ops::Op;
 

@@ -629,6 +629,10 @@ pub unsafe fn blocked<K: MicroKernel>(
     let mc_max = (K::A_BLOCK / kc_max / PANEL_ROWS * PANEL_ROWS).max(PANEL_ROWS);
     let nc_max = B_BUF / kc_max / nr * nr;
     let direct_y = y.cs == 1;
+    let strided = match b {
+        BMatrix::Strided(b) => Some(b),
+        BMatrix::Strips(_) => None,
+    };
     for ic in (0..m).step_by(mc_max) {
         let mc = mc_max.min(m - ic);
         let panels = mc.div_ceil(mr);
@@ -642,10 +646,6 @@ pub unsafe fn blocked<K: MicroKernel>(
             let pack_in_tiles = matches!(b, BMatrix::Strided(b) if b.cs == 1) && m - ic >= mr;
             for jb in (0..n).step_by(nc_max) {
                 let nc = nc_max.min(n - jb);
-                let strided = match b {
-                    BMatrix::Strided(b) => Some(b),
-                    BMatrix::Strips(_) => None,
-                };
                 if let (Some(b), false) = (strided, pack_in_tiles) {
                     pack_b_block(kc, nc, b, pc, jb, nr, b_pack);
                 }
@@ -662,15 +662,16 @@ pub unsafe fn blocked<K: MicroKernel>(
                 let tiles = nc.div_ceil(nr) * panels;
                 for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
                     let cols = nr.min(n - jc);
-                    let mut b_panel = b_pack.add(jp * kc * nr) as *const f32;
+                    let panel_buf = b_pack.add(jp * kc * nr);
                     let packing = pack_in_tiles && cols == nr;
-                    match b {
+                    let b_panel = match b {
                         BMatrix::Strided(b) if pack_in_tiles && !packing => {
-                            pack_b_panel(kc, cols, b, pc, jc, nr, b_pack.add(jp * kc * nr))
+                            pack_b_panel(kc, cols, b, pc, jc, nr, panel_buf);
+                            panel_buf
                         }
-                        BMatrix::Strips(s) => b_panel = s.panel(kc, cols, pc, jc, nr, b_pack.add(jp * kc * nr)),
-                        BMatrix::Strided(_) => {}
-                    }
+                        BMatrix::Strips(s) => s.panel(kc, cols, pc, jc, nr, panel_buf),
+                        BMatrix::Strided(_) => panel_buf,
+                    };
                     for ip in 0..panels {
                         let ahead = next.map_or(Lookahead::NONE, |(b, nb)| nb.lookahead(b, jp * panels + ip, tiles));
                         let i0 = ic + ip * mr;
@@ -690,9 +691,8 @@ pub unsafe fn blocked<K: MicroKernel>(
                             (tile, nr as isize, mr, nr, 1.0, false)
                         };
                         if let (Some(b), true) = (strided, packing && ip == 0) {
-                            let (src, panel) =
-                                (b.ptr.offset(pc as isize * b.rs + jc as isize), b_pack.add(jp * kc * nr));
-                            K::packing_tile(kc, a_panel, src, b.rs, panel, yt, yt_rs, al, accumulate, None, ahead);
+                            let src = b.ptr.offset(pc as isize * b.rs + jc as isize);
+                            K::packing_tile(kc, a_panel, src, b.rs, panel_buf, yt, yt_rs, al, accumulate, None, ahead);
                         } else {
                             K::tile(kc, a_panel, b_panel, yt, yt_rs, tile_rows, tile_cols, al, accumulate, ahead);
                         }
