@@ -32,7 +32,7 @@
 
 use super::prepacked::{BSource, FinishRow, Product, Task, TileEnd};
 use super::real::Real;
-use super::strips::Strips;
+use super::strips::{Strips, StripsAhead};
 use crate::abi::conv::ConvParams;
 use crate::isa::choose::sgemm_with;
 use crate::isa::{prefetch_floats, Isa};
@@ -410,6 +410,22 @@ pub struct Lookahead {
 
 impl Lookahead {
     pub const NONE: Lookahead = Lookahead { first: core::ptr::null(), stride: 0, lines: 0 };
+
+    /// For a kernel that prefetches one address per depth step over `kc`
+    /// steps: the first address and the bytes between two. The lines one
+    /// per step; fewer contiguous lines than steps (a strip's slice) at a
+    /// fraction of a line per step; otherwise `idle` (memory the tile reads
+    /// from L1 anyway) and 0.
+    pub fn per_step(&self, kc: usize, idle: *const f32) -> (*const f32, isize) {
+        const LINE_BYTES: usize = LINE_FLOATS * 4;
+        match self.lines {
+            lines if lines >= kc => (self.first, self.stride * 4),
+            lines if lines > 0 && self.stride == LINE_FLOATS as isize => {
+                (self.first, (lines * LINE_BYTES / kc) as isize)
+            }
+            _ => (idle, 0),
+        }
+    }
 }
 
 /// How many depth steps ahead a [`MicroKernel::packing_tile`] prefetches
@@ -662,6 +678,13 @@ pub unsafe fn blocked<K: MicroKernel>(
                 let tiles = nc.div_ceil(nr) * panels;
                 for (jp, jc) in (jb..jb + nc).step_by(nr).enumerate() {
                     let cols = nr.min(n - jc);
+                    let strips_after = if jc + nr < n {
+                        Some(StripsAhead { row0: pc, depth: kc, col0: jc + nr })
+                    } else if pc + kc < k {
+                        Some(StripsAhead { row0: pc + kc, depth: kc_max.min(k - pc - kc), col0: 0 })
+                    } else {
+                        (ic + mc < m).then_some(StripsAhead { row0: 0, depth: kc_max, col0: 0 })
+                    };
                     let panel_buf = b_pack.add(jp * kc * nr);
                     let packing = pack_in_tiles && cols == nr;
                     let b_panel = match b {
@@ -673,7 +696,10 @@ pub unsafe fn blocked<K: MicroKernel>(
                         BMatrix::Strided(_) => panel_buf,
                     };
                     for ip in 0..panels {
-                        let ahead = next.map_or(Lookahead::NONE, |(b, nb)| nb.lookahead(b, jp * panels + ip, tiles));
+                        let ahead = match (b, strips_after) {
+                            (BMatrix::Strips(s), Some(after)) => s.lookahead(after, ip, kc, n, nr),
+                            _ => next.map_or(Lookahead::NONE, |(b, nb)| nb.lookahead(b, jp * panels + ip, tiles)),
+                        };
                         let i0 = ic + ip * mr;
                         let rows = mr.min(m - i0);
                         if direct_y && i0 + mr < m {
@@ -709,7 +735,7 @@ pub unsafe fn blocked<K: MicroKernel>(
 }
 
 /// Floats per cache line.
-const LINE_FLOATS: usize = 16;
+pub(crate) const LINE_FLOATS: usize = 16;
 
 /// The B block a driver packs next: rows `row0..row0 + rows`, columns
 /// `col0..col0 + cols`.

@@ -215,7 +215,7 @@ unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32, ahead: Lookahead) 
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
     // Without a line for every step, the prefetches go to the A panel
     // (already in L1) rather than past the lookahead's lines.
-    let (line, line_step) = if ahead.lines >= kc { (ahead.first, ahead.stride * 4) } else { (a, 0) };
+    let (line, line_step) = ahead.per_step(kc, a);
     // Two steps per iteration (the loop's own instructions took an issue
     // slot in eight), then the odd step.
     accumulators!(
@@ -274,7 +274,7 @@ unsafe fn packing_sums(
     ahead: Lookahead,
 ) -> [[__m256; 3]; MR] {
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
-    let (line, line_step) = if ahead.lines >= kc { (ahead.first, ahead.stride * 4) } else { (a, 0) };
+    let (line, line_step) = ahead.per_step(kc, a);
     // Two steps per iteration, as in `depth_sums`, the second's source row
     // one stride on; then the odd step.
     accumulators!(
