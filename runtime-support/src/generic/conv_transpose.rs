@@ -11,7 +11,9 @@
 //! positions) took 6.3 ms as `W^T X`, whose packing walks the weights
 //! across their rows. col2im then reads the columns with either stride; it
 //! computes each grid row's landing range once, so its inner loop has no
-//! bounds test and, for unit strides, vectorises.
+//! bounds test and, for unit strides, vectorises; at stride 2 it adds two
+//! neighbouring taps' rows in one interleaved pass (the per-operator
+//! case conv_transpose_k2_s2, gemm included: 1.78 -> 1.41 ms on Zen 4).
 //!
 //! Constant f32 weights are packed at compile time
 //! ([`pack_conv_transpose_weights_f32`]) unless the products run
@@ -196,10 +198,15 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: Range<usize>,
         st *= out[d] as isize;
     }
     let last = r - 1;
+    // Taps `2j` and `2j + 1` of a stride-2 row land on neighbours: one pass
+    // adds both rows, interleaved, where a pass each steps by 2.
+    let pairs = p.strides[last] == 2 && p.dilations[last] == 1 && col.position_stride == 1;
     for c in channels {
         let yc = y.add(c * s.out_size);
         let mut k = [0usize; MAX_RANK];
-        for tap in 0..s.taps {
+        let mut tap = 0;
+        while tap < s.taps {
+            let paired = pairs && k[last] % 2 == 0 && k[last] + 1 < kdims[last];
             let mut row = col.ptr.add((c * s.taps + tap) * col.row_stride);
             let mut g = [0usize; MAX_RANK];
             let first = k[last] as isize * p.dilations[last] as isize - p.pads_begin[last] as isize;
@@ -215,7 +222,9 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: Range<usize>,
                     }
                     base += pos * out_strides[d];
                 }
-                if inside {
+                if inside && paired {
+                    add_row_pair(yc.offset(base), out[last], [row, row.add(col.row_stride)], grid[last], first);
+                } else if inside {
                     add_row(yc.offset(base), out[last], row, col, grid[last], first, step);
                 }
                 row = row.add(grid[last] * col.position_stride);
@@ -227,14 +236,54 @@ unsafe fn col2im<T: Real>(p: &ConvParams, s: &ConvShape, channels: Range<usize>,
                     g[d] = 0;
                 }
             }
-            for d in (0..r).rev() {
-                k[d] += 1;
-                if k[d] < kdims[d] {
-                    break;
+            for _ in 0..1 + paired as usize {
+                tap += 1;
+                for d in (0..r).rev() {
+                    k[d] += 1;
+                    if k[d] < kdims[d] {
+                        break;
+                    }
+                    k[d] = 0;
                 }
-                k[d] = 0;
             }
         }
+    }
+}
+
+/// `y[2i + first] += rows[0][i]` and `y[2i + first + 1] += rows[1][i]` for
+/// the `i < len` that land inside `y[..out]`: [`add_row`] of two taps one
+/// apart in a stride-2 row (contiguous grid rows), in one interleaved,
+/// vectorised pass where both land. Each output element gets one of the
+/// two, so the sums are those of two passes.
+#[inline(always)]
+unsafe fn add_row_pair<T: Real>(y: *mut T, out: usize, rows: [*const T; 2], len: usize, first: isize) {
+    let lands = [landing_inside(len, out, first, 2), landing_inside(len, out, first + 1, 2)];
+    let both = lands[0].start.max(lands[1].start)..lands[0].end.min(lands[1].end);
+    if both.is_empty() {
+        for (q, row) in rows.into_iter().enumerate() {
+            add_landing(y, row, lands[q].clone(), first + q as isize);
+        }
+        return;
+    }
+    let dst = core::slice::from_raw_parts_mut(y.offset(2 * both.start as isize + first), 2 * both.len());
+    let [r0, r1] = rows.map(|row| core::slice::from_raw_parts(row.add(both.start), both.len()));
+    for (pair, (&a, &b)) in dst.chunks_exact_mut(2).zip(r0.iter().zip(r1)) {
+        pair[0] = pair[0] + a;
+        pair[1] = pair[1] + b;
+    }
+    for (q, row) in rows.into_iter().enumerate() {
+        let at = first + q as isize;
+        add_landing(y, row, lands[q].start..both.start, at);
+        add_landing(y, row, both.end..lands[q].end, at);
+    }
+}
+
+/// `y[2i + first] += row[i]` for the `i` in `range` (all landing inside).
+#[inline(always)]
+unsafe fn add_landing<T: Real>(y: *mut T, row: *const T, range: Range<usize>, first: isize) {
+    for i in range {
+        let d = y.offset(2 * i as isize + first);
+        *d = *d + *row.add(i);
     }
 }
 
