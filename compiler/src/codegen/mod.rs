@@ -42,6 +42,8 @@ pub mod pad_loops;
 #[cfg(test)]
 mod portable_attention_tests;
 #[cfg(test)]
+mod portable_gemm_tests;
+#[cfg(test)]
 mod portable_layers_tests;
 #[cfg(test)]
 mod portable_loops_tests;
