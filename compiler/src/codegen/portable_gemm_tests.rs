@@ -3,11 +3,15 @@
 //! size around the tiles' edges (1, 3, 4, 5, 7, 8, 9, 17, 33 rows,
 //! columns and depth), both transpositions, alpha and beta, every shape of
 //! C and broadcast batches, each buffer against guard pages so a tile
-//! reading or writing past a row's end faults.
+//! reading or writing past a row's end faults; and pointwise Conv, which
+//! runs the same tiles per image and group, with its bias, residual and
+//! activation.
 
 use super::portable_loops_tests::{data, one_node, portable_guarded, value};
 use crate::ir::shape::{broadcast, broadcast_strides};
 use crate::ir::{DType, Graph, Tensor, ValueDef};
+use crate::ops::conv::{AutoPad, Conv, Fused, InputSlot, Layout, Window};
+use crate::ops::elementwise::{Activation, Func};
 use crate::ops::linalg::{Gemm, MatMul};
 use crate::ops::Op;
 use crate::passes::test_graph::assert_all_close;
@@ -25,17 +29,25 @@ fn matrix(m: usize, n: usize, f: impl Fn(usize, usize) -> f64) -> Vec<f64> {
     (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).map(|(i, j)| f(i, j)).collect()
 }
 
-/// Runs the graph `y = op(inputs)` in portable mode against guard pages.
-fn run(op: Op, shapes: &[&[usize]], out: &[usize]) -> (Vec<Tensor>, Vec<f32>) {
+/// The graph `y = op(inputs)` of f32 inputs of `shapes` (`None`: absent)
+/// and its inputs' data.
+fn graph(op: Op, shapes: &[Option<&[usize]>], out: &[usize]) -> (Graph, Vec<Tensor>) {
     let mut g = Graph::default();
-    let inputs: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, s)| Some(value(&mut g, &format!("in{i}"), DType::F32, s, ValueDef::Input(i))))
-        .collect();
+    let mut given = 0;
+    let mut input = |g: &mut Graph, shape: &[usize]| {
+        given += 1;
+        value(g, &format!("in{given}"), DType::F32, shape, ValueDef::Input(given - 1))
+    };
+    let inputs: Vec<_> = shapes.iter().map(|s| s.map(|s| input(&mut g, s))).collect();
     let y = value(&mut g, "y", DType::F32, out, ValueDef::Computed);
     one_node(&mut g, op, inputs, y);
-    let tensors: Vec<Tensor> = shapes.iter().map(|s| data(s)).collect();
+    (g, shapes.iter().flatten().map(|s| data(s)).collect())
+}
+
+/// Runs the graph `y = op(inputs)` in portable mode against guard pages.
+fn run(op: Op, shapes: &[&[usize]], out: &[usize]) -> (Vec<Tensor>, Vec<f32>) {
+    let shapes: Vec<Option<&[usize]>> = shapes.iter().map(|&s| Some(s)).collect();
+    let (g, tensors) = graph(op, &shapes, out);
     let got = portable_guarded(&g, &tensors, false).expect("portable run");
     assert_eq!(got.shape, out);
     let got = values(&got);
@@ -139,4 +151,69 @@ fn gemm_agrees_for_every_transposition_and_bias() {
             check_gemm(m, n, k, trans, c.as_deref(), scales[(e + t) % scales.len()]);
         }
     }
+}
+
+/// A pointwise Conv of `channels` [in, out] in `group`s over `spatial`
+/// (two images), with or without a bias, a residual and an activation
+/// (Relu or SiLU), against the f64 reference.
+fn check_pointwise_conv(channels: [usize; 2], group: usize, spatial: &[usize], bias: bool, fused: Fused) {
+    let [c, m] = channels;
+    let x: Vec<usize> = [&[2, c][..], spatial].concat();
+    let w: Vec<usize> = [&[m, c / group][..], &vec![1; spatial.len()]].concat();
+    let y: Vec<usize> = [&[2, m][..], spatial].concat();
+    let window = Window {
+        auto_pad: AutoPad::NotSet,
+        kernel_shape: vec![1; spatial.len()],
+        strides: vec![],
+        dilations: vec![],
+        pads: vec![],
+        ceil_mode: false,
+    };
+    let op = Op::Conv(Conv { window, group, fused, layout: Layout::Plain });
+    let bias_shape = [m];
+    let residual = fused.residual.is_some().then_some(y.as_slice());
+    let (g, inputs) = graph(op, &[Some(&x), Some(&w), bias.then_some(&bias_shape[..]), residual], &y);
+    let got = portable_guarded(&g, &inputs, false).expect("portable run");
+    let data: Vec<Vec<f64>> = inputs.iter().map(|t| values(t).iter().map(|&v| v as f64).collect()).collect();
+    let (xs, ws) = (&data[0], &data[1]);
+    let (size, in_group, out_group) = (spatial.iter().product::<usize>(), c / group, m / group);
+    let mut want = Vec::new();
+    for n in 0..2 {
+        for o in 0..m {
+            let first = o / out_group * in_group;
+            let sum = |s: usize| -> f64 {
+                (0..in_group).map(|i| xs[(n * c + first + i) * size + s] * ws[o * in_group + i]).sum()
+            };
+            want.extend((0..size).map(|s| {
+                let v = sum(s) + if bias { data[2][o] } else { 0.0 };
+                let v = v + if residual.is_some() { data[data.len() - 1][(n * m + o) * size + s] } else { 0.0 };
+                match fused.activation {
+                    Some(a) if a.gated => v / (1.0 + (-v).exp()),
+                    Some(_) => v.max(0.0),
+                    None => v,
+                }
+            }));
+        }
+    }
+    check(
+        &values(&got),
+        &want,
+        &format!("pointwise Conv {c} -> {m}, group {group}, {spatial:?}, bias {bias}, {fused:?}"),
+    );
+}
+
+#[test]
+fn pointwise_conv_agrees_with_the_reference() {
+    let plain = Fused::default();
+    let relu = Fused { activation: Activation::new(Func::Relu, None), ..plain };
+    let silu_residual = Fused { activation: Some(Activation::SILU), residual: Some(InputSlot(3)), prologue: None };
+    for (i, &c) in EDGES.iter().enumerate() {
+        let m = EDGES[(i + 4) % EDGES.len()];
+        for spatial in [&[1, 1][..], &[3, 5], &[2, 9], &[17]] {
+            check_pointwise_conv([c, m], 1, spatial, i % 2 == 0, plain);
+            check_pointwise_conv([c, m], 1, spatial, true, if i % 2 == 0 { relu } else { silu_residual });
+        }
+    }
+    check_pointwise_conv([6, 9], 3, &[5, 7], true, relu);
+    check_pointwise_conv([8, 4], 2, &[3, 3], false, silu_residual);
 }
