@@ -29,6 +29,7 @@ pub mod cumulative_loops;
 pub mod dynamic_loops;
 mod footprint;
 pub mod gather_loops;
+pub mod gemm_tiles;
 pub mod grid_sample_loops;
 pub mod half_floats;
 pub mod kernels;
@@ -40,6 +41,8 @@ pub mod norm_loops;
 pub mod pad_loops;
 #[cfg(test)]
 mod portable_attention_tests;
+#[cfg(test)]
+mod portable_gemm_tests;
 #[cfg(test)]
 mod portable_layers_tests;
 #[cfg(test)]
@@ -703,6 +706,13 @@ impl<'f> Lower<'_, 'f> {
             self.module.isa().triple().architecture,
             target_lexicon::Architecture::X86_64 | target_lexicon::Architecture::Aarch64(_)
         )
+    }
+
+    /// True when the target fuses a multiply and an add into one
+    /// instruction (aarch64; x86-64 when its flags say FMA), so `fma` is
+    /// an instruction, not a library call.
+    pub fn has_fma(&self) -> bool {
+        self.module.isa().has_native_fma()
     }
 
     fn input_id(&self, i: usize) -> Result<ValueId, String> {

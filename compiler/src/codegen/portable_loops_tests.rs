@@ -243,7 +243,7 @@ fn resize_by_graph(op: Resize, shape: &[usize], given: &Tensor, out: Option<&[us
 /// The output of `g` run in portable mode on `inputs`, every buffer
 /// against guard pages; with `arena_only`, the workspace is the plan's
 /// arena and no allocator hook serves data-dependent values.
-fn portable_guarded(g: &Graph, inputs: &[Tensor], arena_only: bool) -> Result<Tensor, String> {
+pub(super) fn portable_guarded(g: &Graph, inputs: &[Tensor], arena_only: bool) -> Result<Tensor, String> {
     let plan = crate::plan::plan(g).expect("plan");
     let model = crate::jit::compile_with(g, &plan, true, &crate::limits::Limits::default()).expect("compile");
     let workspace = arena_only.then_some(model.interface().plan_workspace_bytes);

@@ -11,6 +11,8 @@
 //! input). The same parameter blocks the kernels take describe the
 //! geometry, so the two paths cannot disagree on shapes. ConvInteger and
 //! QLinearConv take the same walk with i32 arithmetic ([`integer_conv`]).
+//! A pointwise f32 Conv is a matrix product per image and group and runs the
+//! portable gemm's register tiles instead ([`pointwise_conv`]).
 //!
 //! DeformConv ([`deform_conv`]) folds, per output element, the group's
 //! channels and taps of `w · mask · sample(x, position + offset)`, the
@@ -25,7 +27,7 @@
 
 use crate::codegen::quant_loops::{IntOperand, Sums};
 use crate::codegen::{
-    clif_type, portable_math, types, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value,
+    clif_type, gemm_tiles, portable_math, types, FloatCC, InstBuilder, IntCC, Level, Lower, MemFlagsData, Type, Value,
 };
 use crate::ir::DType;
 use crate::ops::conv::Fused;
@@ -34,6 +36,7 @@ use onnxc_runtime::abi::conv::ConvParams;
 use onnxc_runtime::abi::deform_conv::DeformConvParams;
 use onnxc_runtime::abi::pool::{PoolParams, POOL_LP, POOL_MAX};
 use onnxc_runtime::abi::roi::{RoiParams, ROI_AVG};
+use onnxc_runtime::GemmParams;
 
 /// The spatial geometry shared by Conv and the pools.
 struct Geometry {
@@ -274,7 +277,80 @@ pub fn conv(cx: &mut Lower, dtype: DType, p: &ConvParams, fused: Fused) -> Resul
         y: size,
         residual: fused.residual.is_some(),
     };
+    if let Some(product) = pointwise_product(p).filter(|g| dtype == DType::F32 && gemm_tiles::applies(cx, g, has_bias))
+    {
+        return pointwise_conv(cx, p, &product, has_bias, fused, ptrs);
+    }
     convolve(cx, p, bytes, ptrs, &mut FloatConv { dtype, has_bias, fused })
+}
+
+/// A pointwise Conv (1x1 window, unit strides, no pads) is per image and
+/// group the product `W[g] @ X[n, g]` of `[M/G, C/G]` by `[C/G, spatial]`,
+/// the bias a C broadcast along each row: that product, if `p` is one.
+fn pointwise_product(p: &ConvParams) -> Option<GemmParams> {
+    let r = p.spatial_rank.max(0) as usize;
+    let unit = |d: usize| p.kernel[d] == 1 && p.strides[d] == 1 && p.pads_begin[d] == 0;
+    let same = |d: usize| p.in_spatial[d] == p.out_spatial[d];
+    if p.group < 1 || !(0..r).all(|d| unit(d) && same(d)) {
+        return None;
+    }
+    let spatial: i64 = p.out_spatial[..r].iter().product();
+    let (in_group, out_group) = (p.in_channels / p.group, p.out_channels / p.group);
+    Some(GemmParams {
+        m: out_group,
+        n: spatial,
+        k: in_group,
+        a_row_stride: in_group,
+        a_col_stride: 1,
+        b_row_stride: spatial,
+        b_col_stride: 1,
+        c_row_stride: 1,
+        c_col_stride: 0,
+        alpha: 1.0,
+        beta: 1.0,
+        ..Default::default()
+    })
+}
+
+/// A pointwise f32 Conv as one register-tiled `product` per image and
+/// group ([`gemm_tiles`]), then the fused residual and activation over Y
+/// in place.
+fn pointwise_conv(
+    cx: &mut Lower,
+    p: &ConvParams,
+    product: &GemmParams,
+    has_bias: bool,
+    fused: Fused,
+    [x, w, bias, residual, y]: [Value; 5],
+) -> Result<(), String> {
+    const BYTES: i64 = 4;
+    let (x_group, y_group) = (product.k * product.n * BYTES, product.m * product.n * BYTES);
+    let image = cx.loop_begin(p.batch as usize);
+    let x_image = cx.advance(x, image.index, p.group * x_group);
+    let y_image = cx.advance(y, image.index, p.group * y_group);
+    let group = cx.loop_begin(p.group as usize);
+    let x_at = cx.advance(x_image, group.index, x_group);
+    let w_at = cx.advance(w, group.index, product.m * product.k * BYTES);
+    let bias_at = if has_bias { cx.advance(bias, group.index, product.m * BYTES) } else { bias };
+    let y_at = cx.advance(y_image, group.index, y_group);
+    gemm_tiles::product(cx, product, has_bias, [w_at, x_at, bias_at, y_at])?;
+    cx.loop_end(group);
+    cx.loop_end(image);
+    if fused.residual.is_none() && fused.activation.is_none() {
+        return Ok(());
+    }
+    let flags = MemFlagsData::trusted();
+    let elements = Level::new((p.batch * p.out_channels * product.n) as usize, vec![BYTES, BYTES]);
+    cx.nest(&[elements], &[y, residual], &mut |cx, _, at| {
+        let mut v = cx.ins().load(types::F32, flags, at[0], 0);
+        if fused.residual.is_some() {
+            let r = cx.ins().load(types::F32, flags, at[1], 0);
+            v = cx.ins().fadd(v, r);
+        }
+        let v = activate(cx, DType::F32, fused.activation, v)?;
+        cx.ins().store(flags, v, at[0], 0);
+        Ok(())
+    })
 }
 
 /// Conv's float arithmetic, in the tensors' type.

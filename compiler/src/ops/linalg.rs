@@ -23,16 +23,17 @@
 //! is the kernel's parameter block ([`GemmParams`]), the batch dims (after
 //! dropping 1s and merging uniformly strided neighbours) are kept apart. f32
 //! calls `onnxc_gemm_f32`, which takes the innermost batch dims (up to its
-//! limit) while generated loops walk any outer ones; f64, the integer
-//! types and portable mode run a plain Cranelift loop nest (one register
-//! fold per dot product) over the same description (integer
-//! Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
+//! limit) while generated loops walk any outer ones; portable f32 runs
+//! f32x4 register tiles ([`crate::codegen::gemm_tiles`]) where B's rows are
+//! contiguous; f64, the integer types and a portable transposed B run a
+//! plain Cranelift loop nest (one register fold per dot product) over the
+//! same description (integer Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
 //! staged f32 copies ([`crate::codegen::staging`]).
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};
 use crate::codegen::kernels::{self, Ptr};
-use crate::codegen::{clif_type, linalg_loops, InstBuilder, Level, Lower, MemFlagsData, Value};
+use crate::codegen::{clif_type, gemm_tiles, linalg_loops, InstBuilder, Level, Lower, MemFlagsData, Value};
 use crate::import::NodeImport;
 use crate::ir::dim_expr::{DimExpr, SymbolFacts};
 use crate::ir::shape::{broadcast, broadcast_dims, broadcast_strides, dims_text};
@@ -521,9 +522,13 @@ impl LoopGemm<'_> {
         }
     }
 
-    /// One `m x n` product; each dot product accumulates in a register.
+    /// One `m x n` product: register tiles for f32 where they apply, else
+    /// each dot product accumulates in a register.
     fn matrix(&self, cx: &mut Lower, [a, b, c, y]: [Value; 4]) -> Result<(), String> {
         let p = &self.p.matrix;
+        if self.dtype == DType::F32 && gemm_tiles::applies(cx, p, self.has_c) {
+            return gemm_tiles::product(cx, p, self.has_c, [a, b, c, y]);
+        }
         let ty = clif_type(self.dtype);
         let flags = MemFlagsData::trusted();
         let li = cx.loop_begin(p.m as usize);
