@@ -514,6 +514,24 @@ mod tests {
         }
     }
 
+    /// exp and the steps built on it (sigmoid, swish, softplus) give every
+    /// level the generic bits densely over `[-106, 90]`: subnormal results,
+    /// the last normal ones and the overflow (AVX-512 scales every lane in
+    /// one instruction, the others test for subnormal lanes).
+    #[test]
+    fn exponentials_agree_at_every_level_down_to_subnormals() {
+        let x: Vec<f32> = (0..20_000).map(|i| -106.0 + i as f32 * 0.0098).collect();
+        for op in [STEP_EXP, STEP_SIGMOID, STEP_SWISH, STEP_SOFTPLUS] {
+            let p = params(&[x.len() as i64], &[&[1]], &[step(op, 0, 1.0, 0.0)]);
+            let reference = run_at(Isa::Generic, &p, &[&x], x.len());
+            for level in testable_isas() {
+                let y = run_at(level, &p, &[&x], x.len());
+                let same = y.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "step {op} on {} differs from generic", level.name());
+            }
+        }
+    }
+
     #[test]
     fn steps_compute_their_functions() {
         let sigmoid = |x: f64| 1.0 / (1.0 + libm::exp(-x));

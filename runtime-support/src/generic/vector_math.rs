@@ -75,6 +75,19 @@ pub trait MathLanes: Copy {
     /// For a normal positive `x`: its significand in `[1, 2)` and its
     /// exponent, as floats.
     unsafe fn split_exponent(x: Self) -> (Self, Self);
+    /// [`exp`]'s last step, from [`reduce`]'s parts with shift 1 (`p =
+    /// e^r - 1`, `pow2 = 2^(n-1)`): `(2 + 2p) 2^(n-1)`, exact where the
+    /// result is normal; where some lane's is subnormal, [`MathLanes::scale`]
+    /// rounds `(1 + p) 2^n` once instead. A vector whose `scale` is one
+    /// instruction takes it for every lane: the same bits (`2 + 2p` is
+    /// `1 + p` doubled, exactly), without the test and the branch.
+    #[inline(always)]
+    unsafe fn exp_scaled(p: Self, n: Self, pow2: Self) -> Self {
+        if Self::any(Self::less(n, Self::splat(-125.0))) {
+            return Self::scale(Self::add(p, Self::splat(1.0)), n);
+        }
+        scaled(Reduced { n, scale: pow2, p })
+    }
 }
 
 /// The polynomial with coefficients `c` (lowest degree first) at `x`.
@@ -144,15 +157,11 @@ unsafe fn exp_normal<V: MathLanes>(x: V) -> V {
 }
 
 /// `e^x`: `x = n ln2 + r`, `e^r` by polynomial, then scaled by `2^n`
-/// rounding once: [`scaled`] while `n - 1 >= -126`; where some lane's
-/// result is subnormal, [`MathLanes::scale`] rounds it once instead.
+/// rounding once ([`MathLanes::exp_scaled`]).
 #[inline(always)]
 pub unsafe fn exp<V: MathLanes>(x: V) -> V {
     let e = reduce(clamp(x, -104.0, 89.0), 1.0);
-    if V::any(V::less(e.n, V::splat(-125.0))) {
-        return V::scale(V::add(e.p, V::splat(1.0)), e.n);
-    }
-    scaled(e)
+    V::exp_scaled(e.p, e.n, e.scale)
 }
 
 /// `(ln((1+s)/(1-s)) - 2s) / s³` as a polynomial in `s²`, for `|s| <=

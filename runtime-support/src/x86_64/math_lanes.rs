@@ -116,6 +116,13 @@ impl MathLanes for Zmm {
     unsafe fn scale(p: Zmm, n: Zmm) -> Zmm {
         Zmm(_mm512_scalef_ps(p.0, n.0))
     }
+    /// `vscalefps` on `2 + 2p` and `n - 1` (any magnitude, unlike the
+    /// default `scale`'s halves), normal and subnormal lanes alike.
+    #[inline(always)]
+    unsafe fn exp_scaled(p: Zmm, n: Zmm, _pow2: Zmm) -> Zmm {
+        let two = Zmm::splat(2.0);
+        Zmm::scale(Zmm::mul_add(p, two, two), Zmm::sub(n, Zmm::splat(1.0)))
+    }
     #[inline(always)]
     unsafe fn split_exponent(x: Zmm) -> (Zmm, Zmm) {
         let bits = _mm512_castps_si512(x.0);
