@@ -27,8 +27,9 @@
 //! f32x4 register tiles ([`crate::codegen::gemm_tiles`]) where B's rows are
 //! contiguous; f64, the integer types and a portable transposed B run a
 //! plain Cranelift loop nest (one register fold per dot product) over the
-//! same description (integer Gemm needs integral `alpha`/`beta`). f16/bf16 run the f32 kernel on
-//! staged f32 copies ([`crate::codegen::staging`]).
+//! same description (integer Gemm needs integral `alpha`/`beta`).
+//! f16/bf16 run the f32 kernel on staged f32 copies
+//! ([`crate::codegen::staging`]).
 
 use super::elementwise::compute_type;
 use super::{InferCx, Inferred, Op, Operator};

@@ -213,8 +213,8 @@ macro_rules! accumulators {
 #[inline]
 unsafe fn depth_sums(kc: usize, a: *const f32, b: *const f32, ahead: Lookahead) -> [[__m256; 3]; MR] {
     let mut acc = [[_mm256_setzero_ps(); 3]; MR];
-    // Without a line for every step, the prefetches go to the A panel
-    // (already in L1) rather than past the lookahead's lines.
+    // One prefetch address a step (`Lookahead::per_step`): the A panel,
+    // already in L1, when the lookahead names no lines for them.
     let (line, line_step) = ahead.per_step(kc, a);
     // Two steps per iteration (the loop's own instructions took an issue
     // slot in eight), then the odd step.
